@@ -1,0 +1,231 @@
+//! The command line, as clap sees it (DESIGN.md "The binary").
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::task::Status;
+
+/// Watch and steer long-running tasks kept in a durable JSON store.
+#[derive(Debug, Parser)]
+#[command(name = "rudder", version, about, long_about = None)]
+pub struct Cli {
+    /// The store file [default: $RUDDER_STORE, else ./tasks.json]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub store: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Open the live TUI on the store (the default command)
+    Watch(WatchArgs),
+    /// The TUI over a demo store, with a simulated diagnosis worker you can kill and restart
+    Demo(DemoArgs),
+    /// Run the simulated diagnosis worker on the store's tasks
+    Worker(WorkerArgs),
+    /// Create a task
+    Create(CreateArgs),
+    /// List tasks
+    List(ListArgs),
+    /// Show one task
+    Get(GetArgs),
+    /// Give a waiting task its input
+    Input(InputArgs),
+    /// Ask for input: working -> input_required
+    RequestInput(RequestInputArgs),
+    /// Say a task's worker is alive
+    Heartbeat(HeartbeatArgs),
+    /// Complete a task with a result
+    Complete(CompleteArgs),
+    /// Fail a task with an error message
+    Fail(FailArgs),
+    /// Cancel a task
+    Cancel(CancelArgs),
+    /// Fail every unfinished task not updated for a while
+    Reclaim(ReclaimArgs),
+    /// Remove finished tasks past their retention
+    Prune(PruneArgs),
+    /// Wait until a task is finished or waits for input
+    Wait(WaitArgs),
+}
+
+#[derive(Debug, Args, Default)]
+pub struct WatchArgs {
+    /// Refuse every write (input, cancel, reclaim) with a message
+    #[arg(long)]
+    pub read_only: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Start over: replace the demo store with freshly seeded incidents
+    #[arg(long)]
+    pub fresh: bool,
+    /// Run the simulated diagnoses this many times faster
+    #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
+    pub speed: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Run the simulated diagnoses this many times faster
+    #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
+    pub speed: f64,
+    /// The worker's name, recorded as the lease holder
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+/// `--json`, shared by every scriptable command.
+#[derive(Debug, Args, Clone, Copy, Default)]
+pub struct Output {
+    /// Print exactly one JSON value
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// JSON Schema of the input the task waits for (JSON or @FILE); the task starts input_required
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub schema: Option<String>,
+    /// Idempotency key: creating again with the same key returns the same task
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Short human label
+    #[arg(long)]
+    pub title: Option<String>,
+    /// What the task was asked to do (JSON or @FILE)
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub request: Option<String>,
+    /// Initial status message
+    #[arg(long)]
+    pub message: Option<String>,
+    /// Retention after the task finishes, e.g. 7d
+    #[arg(long, value_name = "DURATION")]
+    pub ttl: Option<String>,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only tasks with this status (repeatable)
+    #[arg(long, value_name = "STATUS")]
+    pub status: Vec<Status>,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// Task id or unique prefix
+    pub id: String,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct InputArgs {
+    /// Task id or unique prefix
+    pub id: String,
+    /// One input field, typed by the task's schema (repeatable)
+    #[arg(
+        long = "set",
+        value_name = "FIELD=VALUE",
+        conflicts_with = "value",
+        required_unless_present = "value"
+    )]
+    pub set: Vec<String>,
+    /// The whole input as JSON (or @FILE)
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub value: Option<String>,
+    /// Only if the task is still at this revision
+    #[arg(long, value_name = "N")]
+    pub revision: Option<u64>,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct RequestInputArgs {
+    pub id: String,
+    /// JSON Schema of the input to ask for (JSON or @FILE)
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub schema: String,
+    #[arg(long)]
+    pub message: Option<String>,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct HeartbeatArgs {
+    pub id: String,
+    #[arg(long)]
+    pub message: Option<String>,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct CompleteArgs {
+    pub id: String,
+    /// The result (JSON or @FILE) [default: null]
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub result: Option<String>,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct FailArgs {
+    pub id: String,
+    #[arg(long, value_name = "TEXT")]
+    pub error: String,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    pub id: String,
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct ReclaimArgs {
+    /// Idle time after which an unfinished task is reclaimed, e.g. 15m
+    #[arg(long, value_name = "DURATION")]
+    pub older_than: String,
+    /// Report what would be reclaimed without changing anything
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Age after which a finished task without its own ttl is removed, e.g. 7d
+    #[arg(long, value_name = "DURATION")]
+    pub older_than: String,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    pub id: String,
+    /// Give up after this long (exit 124)
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    #[command(flatten)]
+    pub output: Output,
+}

@@ -1,0 +1,20 @@
+//! rudder: watch and steer long-running tasks kept in a durable JSON store.
+//!
+//! - [`task`]: the task record and its state machine;
+//! - [`store`]: the store API and its JSON file backend (locking, atomic writes);
+//! - [`watch`]: the change feed that turns file changes into transitions;
+//! - [`schema`]: input validation and typing by JSON Schema;
+//! - [`duration`]: durations as people write them (`90s`, `15m`, `2h`).
+
+pub mod duration;
+pub mod schema;
+pub mod store;
+pub mod task;
+
+pub use store::{NewTask, Outcome, Store, StoreError};
+pub use task::{Actor, Change, Status, Task};
+pub mod cli;
+pub mod demo;
+pub mod text;
+pub mod tui;
+pub mod watch;

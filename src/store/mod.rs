@@ -1,0 +1,394 @@
+//! The durable task store: every operation of DESIGN.md over a [`Backend`].
+//!
+//! [`Store`] holds the policy (idempotency, one answer for repeats and
+//! conflicts, reclaim and prune reports); a backend only knows how to load all
+//! tasks and how to run a read-modify-write under exclusive access. The JSON
+//! file backend is [`FileBackend`]; a database backend would implement the same
+//! two methods and leave every caller untouched.
+
+mod codec;
+mod error;
+mod file;
+mod report;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+pub use codec::{MAX_STORE_BYTES, decode, encode};
+pub use error::StoreError;
+pub use file::{DEFAULT_LOCK_TIMEOUT, FileBackend};
+pub use report::{PruneReport, Pruned, ReclaimReport, Reclaimed, Skipped, human_duration};
+
+use crate::schema;
+use crate::task::machine::{self, Refusal};
+use crate::task::{Actor, Change, HistoryEntry, Op, OpKind, Progress, Status, Task, TaskMap};
+
+/// Where tasks are kept. Implementations must make `transact` atomic and
+/// isolated with respect to every other process using the same store.
+pub trait Backend: Send + Sync {
+    /// A human-readable name of the store (its path), for messages.
+    fn location(&self) -> String;
+    /// Read all tasks without taking the lock (a consistent snapshot).
+    fn load(&self) -> Result<TaskMap, StoreError>;
+    /// Read the current tasks under exclusive access and call `f` on them;
+    /// persist the result durably if `f` returns `Ok(true)`, write nothing if
+    /// it returns `Ok(false)` or an error.
+    fn transact(
+        &self,
+        f: &mut dyn FnMut(&mut TaskMap) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError>;
+}
+
+/// The source of "now"; replaceable in tests.
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// The result of a mutation: the task as it now is, and whether it changed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    pub change: Change,
+    pub task: Task,
+}
+
+/// What `create` needs; everything is optional.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NewTask {
+    /// With a schema the task starts `input_required`, else `working`.
+    pub input_schema: Option<Value>,
+    pub idempotency_key: Option<String>,
+    pub title: Option<String>,
+    pub request: Option<Value>,
+    pub status_message: Option<String>,
+    pub ttl_ms: Option<u64>,
+    pub poll_interval_ms: Option<u64>,
+}
+
+/// The task store.
+pub struct Store<B: Backend = FileBackend> {
+    backend: B,
+    clock: Clock,
+}
+
+impl Store<FileBackend> {
+    /// Open the JSON store at `path`. Nothing is read or created yet: a missing
+    /// file is an empty store, created (0600, with its directory) on the first write.
+    pub fn open(path: impl AsRef<Path>) -> Self {
+        Store::with_backend(FileBackend::new(path.as_ref()))
+    }
+
+    /// The path the store was opened with.
+    pub fn path(&self) -> &Path {
+        self.backend.path()
+    }
+}
+
+impl<B: Backend> Store<B> {
+    pub fn with_backend(backend: B) -> Self {
+        Store {
+            backend,
+            clock: Arc::new(Utc::now),
+        }
+    }
+
+    /// Replace the clock (tests, simulations).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    pub fn now(&self) -> DateTime<Utc> {
+        (self.clock)()
+    }
+
+    /// All tasks, in file order.
+    pub fn load(&self) -> Result<TaskMap, StoreError> {
+        self.backend.load()
+    }
+
+    /// One task by full id or unique prefix.
+    pub fn get(&self, id: &str) -> Result<Task, StoreError> {
+        let tasks = self.load()?;
+        resolve(&tasks, id).map(|key| tasks[key.as_str()].clone())
+    }
+
+    /// Tasks whose status is one of `statuses` (all tasks when empty).
+    pub fn list(&self, statuses: &[Status]) -> Result<Vec<Task>, StoreError> {
+        Ok(self
+            .load()?
+            .into_values()
+            .filter(|t| statuses.is_empty() || statuses.contains(&t.status))
+            .collect())
+    }
+
+    /// Run `f` under the backend's exclusive access with the current time.
+    /// `f` returns its answer and whether to persist.
+    fn transact<T>(
+        &self,
+        f: impl FnOnce(&mut TaskMap, DateTime<Utc>) -> Result<(T, bool), StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut f = Some(f);
+        let mut answer = None;
+        self.backend.transact(&mut |tasks| {
+            let f = f.take().expect("a backend calls the operation once");
+            let (value, write) = f(tasks, self.now())?;
+            answer = Some(value);
+            Ok(write)
+        })?;
+        Ok(answer.expect("the operation ran"))
+    }
+
+    /// Create a task. With an idempotency key already in use, return that task
+    /// unchanged, or refuse if it was created with another schema or request.
+    pub fn create(&self, new: NewTask) -> Result<Outcome, StoreError> {
+        if let Some(schema) = &new.input_schema {
+            schema::check_schema(schema).map_err(StoreError::InvalidSchema)?;
+        }
+        self.transact(|tasks, now| {
+            if let Some(key) = &new.idempotency_key
+                && let Some(existing) = tasks
+                    .values()
+                    .find(|t| t.idempotency_key.as_deref() == Some(key))
+            {
+                let field = if existing.input_schema != new.input_schema {
+                    Some("input_schema")
+                } else if existing.request != new.request {
+                    Some("request")
+                } else {
+                    None
+                };
+                return match field {
+                    Some(field) => Err(StoreError::IdempotencyConflict {
+                        key: key.clone(),
+                        field,
+                        task: Box::new(existing.clone()),
+                    }),
+                    None => Ok((
+                        Outcome {
+                            change: Change::Unchanged,
+                            task: existing.clone(),
+                        },
+                        false,
+                    )),
+                };
+            }
+            let status = if new.input_schema.is_some() {
+                Status::InputRequired
+            } else {
+                Status::Working
+            };
+            let mut task = Task::new(uuid::Uuid::new_v4().to_string(), status);
+            task.input_schema = new.input_schema;
+            task.idempotency_key = new.idempotency_key;
+            task.title = new.title;
+            task.request = new.request;
+            task.status_message = new.status_message;
+            task.ttl_ms = new.ttl_ms;
+            task.poll_interval_ms = new.poll_interval_ms;
+            task.created_at = Some(now);
+            task.updated_at = Some(now);
+            task.revision = 1;
+            task.history.push(HistoryEntry {
+                status,
+                at: now,
+                note: Some("created".into()),
+            });
+            tasks.insert(task.task_id.clone(), task.clone());
+            Ok((
+                Outcome {
+                    change: Change::Applied,
+                    task,
+                },
+                true,
+            ))
+        })
+    }
+
+    /// Apply one state-machine operation to the task `id` (full id or unique prefix).
+    pub fn apply(&self, id: &str, op: &Op, actor: Actor<'_>) -> Result<Outcome, StoreError> {
+        self.transact(|tasks, now| {
+            let key = resolve(tasks, id)?;
+            let task = tasks.get_mut(&key).expect("resolved ids exist");
+            let change = machine::apply(task, op, actor, now)
+                .map_err(|r| refusal_error(op.kind(), r, task))?;
+            Ok((
+                Outcome {
+                    change,
+                    task: task.clone(),
+                },
+                change == Change::Applied,
+            ))
+        })
+    }
+
+    pub fn request_input(
+        &self,
+        id: &str,
+        schema: Value,
+        message: Option<String>,
+        actor: Actor<'_>,
+    ) -> Result<Outcome, StoreError> {
+        self.apply(id, &Op::RequestInput { schema, message }, actor)
+    }
+
+    pub fn provide_input(
+        &self,
+        id: &str,
+        value: Value,
+        expected_revision: Option<u64>,
+    ) -> Result<Outcome, StoreError> {
+        let op = Op::ProvideInput {
+            value,
+            expected_revision,
+        };
+        self.apply(id, &op, Actor::Anyone)
+    }
+
+    pub fn heartbeat(
+        &self,
+        id: &str,
+        message: Option<String>,
+        progress: Option<Progress>,
+        actor: Actor<'_>,
+    ) -> Result<Outcome, StoreError> {
+        self.apply(id, &Op::Heartbeat { message, progress }, actor)
+    }
+
+    pub fn complete(
+        &self,
+        id: &str,
+        result: Value,
+        actor: Actor<'_>,
+    ) -> Result<Outcome, StoreError> {
+        self.apply(id, &Op::Complete { result }, actor)
+    }
+
+    /// Fail with `{"message": message}`.
+    pub fn fail(&self, id: &str, message: &str, actor: Actor<'_>) -> Result<Outcome, StoreError> {
+        let error = serde_json::json!({ "message": message });
+        self.apply(id, &Op::Fail { error }, actor)
+    }
+
+    pub fn cancel(&self, id: &str, reason: Option<String>) -> Result<Outcome, StoreError> {
+        self.apply(id, &Op::Cancel { reason }, Actor::Anyone)
+    }
+
+    /// Take or renew the lease on a working task.
+    pub fn claim(&self, id: &str, holder: &str, lease: Duration) -> Result<Outcome, StoreError> {
+        let op = Op::Claim {
+            holder: holder.to_string(),
+            lease,
+        };
+        self.apply(id, &op, Actor::Anyone)
+    }
+
+    /// Give a lease back.
+    pub fn release(&self, id: &str, holder: &str) -> Result<Outcome, StoreError> {
+        let op = Op::Release {
+            holder: holder.to_string(),
+        };
+        self.apply(id, &op, Actor::Anyone)
+    }
+
+    /// Claim the oldest working task that no live lease holds, if any, in one
+    /// locked step (so two workers never take the same task).
+    pub fn claim_next(&self, holder: &str, lease: Duration) -> Result<Option<Task>, StoreError> {
+        self.transact(|tasks, now| {
+            let next = tasks.values_mut().find(|t| {
+                t.status == Status::Working
+                    && t.claimed_by.as_deref() != Some(holder)
+                    && !t.lease_live(now)
+            });
+            let Some(task) = next else {
+                return Ok((None, false));
+            };
+            let op = Op::Claim {
+                holder: holder.to_string(),
+                lease,
+            };
+            machine::apply(task, &op, Actor::Anyone, now)
+                .map_err(|r| refusal_error(OpKind::Claim, r, task))?;
+            Ok((Some(task.clone()), true))
+        })
+    }
+
+    /// Fail every non-terminal task not updated for `older_than`; with
+    /// `dry_run`, only report what would be reclaimed.
+    pub fn reclaim(
+        &self,
+        older_than: Duration,
+        dry_run: bool,
+    ) -> Result<ReclaimReport, StoreError> {
+        if dry_run {
+            let tasks = self.load()?;
+            return Ok(report::plan_reclaim(&tasks, older_than, self.now(), true));
+        }
+        self.transact(|tasks, now| {
+            let report = report::plan_reclaim(tasks, older_than, now, false);
+            for r in &report.reclaimed {
+                let task = tasks.get_mut(&r.task_id).expect("planned from these tasks");
+                let error = report::reclaim_error(r, older_than);
+                let applied = machine::apply(task, &Op::Fail { error }, Actor::Anyone, now);
+                debug_assert_eq!(applied, Ok(Change::Applied));
+            }
+            let write = !report.reclaimed.is_empty();
+            Ok((report, write))
+        })
+    }
+
+    /// Remove terminal tasks past their retention: `ttl_ms` when set, else `older_than`.
+    pub fn prune(&self, older_than: Duration) -> Result<PruneReport, StoreError> {
+        self.transact(|tasks, now| {
+            let report = report::plan_prune(tasks, older_than, now);
+            for p in &report.removed {
+                tasks.shift_remove(&p.task_id);
+            }
+            let write = !report.removed.is_empty();
+            Ok((report, write))
+        })
+    }
+}
+
+/// Find the key for a full id or a unique prefix of one.
+pub fn resolve(tasks: &TaskMap, id: &str) -> Result<String, StoreError> {
+    if tasks.contains_key(id) {
+        return Ok(id.to_string());
+    }
+    let unknown = || StoreError::UnknownTask { id: id.to_string() };
+    if id.is_empty() {
+        return Err(unknown());
+    }
+    let mut matches = tasks.keys().filter(|k| k.starts_with(id));
+    let first = matches.next().ok_or_else(unknown)?;
+    let rest: Vec<&String> = matches.collect();
+    if rest.is_empty() {
+        return Ok(first.clone());
+    }
+    let mut candidates: Vec<String> = std::iter::once(first).chain(rest).cloned().collect();
+    candidates.sort();
+    Err(StoreError::AmbiguousId {
+        prefix: id.to_string(),
+        candidates,
+    })
+}
+
+fn refusal_error(op: OpKind, refusal: Refusal, task: &Task) -> StoreError {
+    let task = Box::new(task.clone());
+    match refusal {
+        Refusal::NotAllowed(reason) => StoreError::Refused { op, reason, task },
+        Refusal::StaleRevision { expected } => StoreError::StaleRevision { op, expected, task },
+        Refusal::Lease => StoreError::LeaseLost { op, task },
+        Refusal::InvalidInput(violations) => StoreError::InvalidInput {
+            id: task.task_id.clone(),
+            violations,
+        },
+        Refusal::InvalidSchema(message) => StoreError::InvalidSchema(message),
+    }
+}

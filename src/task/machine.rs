@@ -1,0 +1,366 @@
+//! The state machine: every mutation of a single task, as a pure function.
+//!
+//! [`apply`] either changes the task and says [`Change::Applied`], finds the
+//! effect already recorded and says [`Change::Unchanged`] without touching it,
+//! or refuses with a [`Refusal`] and leaves the task exactly as it was. The
+//! store turns refusals into typed errors carrying the task's snapshot.
+
+use std::fmt;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::{HistoryEntry, Progress, Status, Task};
+use crate::schema::{self, Violation};
+
+/// A mutation of one existing task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// working → input_required, asking for input described by `schema`.
+    RequestInput {
+        schema: Value,
+        message: Option<String>,
+    },
+    /// input_required → working with `value`, which must validate against the
+    /// task's `input_schema`. With `expected_revision`, only if the task has not
+    /// changed since that revision.
+    ProvideInput {
+        value: Value,
+        expected_revision: Option<u64>,
+    },
+    /// A live worker says it is still alive; may update the message and progress.
+    Heartbeat {
+        message: Option<String>,
+        progress: Option<Progress>,
+    },
+    Complete {
+        result: Value,
+    },
+    /// `error` is an object with at least a `message` string.
+    Fail {
+        error: Value,
+    },
+    Cancel {
+        reason: Option<String>,
+    },
+    /// Take (or renew) the lease on a working task for `lease`.
+    Claim {
+        holder: String,
+        lease: Duration,
+    },
+    /// Give the lease back.
+    Release {
+        holder: String,
+    },
+}
+
+/// The name of an operation, for messages and reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    Create,
+    RequestInput,
+    ProvideInput,
+    Heartbeat,
+    Complete,
+    Fail,
+    Cancel,
+    Claim,
+    Release,
+    Reclaim,
+    Prune,
+}
+
+impl OpKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpKind::Create => "create",
+            OpKind::RequestInput => "request input for",
+            OpKind::ProvideInput => "provide input to",
+            OpKind::Heartbeat => "heartbeat",
+            OpKind::Complete => "complete",
+            OpKind::Fail => "fail",
+            OpKind::Cancel => "cancel",
+            OpKind::Claim => "claim",
+            OpKind::Release => "release",
+            OpKind::Reclaim => "reclaim",
+            OpKind::Prune => "prune",
+        }
+    }
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Op {
+    pub fn kind(&self) -> OpKind {
+        match self {
+            Op::RequestInput { .. } => OpKind::RequestInput,
+            Op::ProvideInput { .. } => OpKind::ProvideInput,
+            Op::Heartbeat { .. } => OpKind::Heartbeat,
+            Op::Complete { .. } => OpKind::Complete,
+            Op::Fail { .. } => OpKind::Fail,
+            Op::Cancel { .. } => OpKind::Cancel,
+            Op::Claim { .. } => OpKind::Claim,
+            Op::Release { .. } => OpKind::Release,
+        }
+    }
+}
+
+/// Who writes. A worker's writes carry its claim: they are refused once its
+/// lease has been taken over, so a stalled worker cannot overwrite its
+/// successor's work. Anyone else (a person at the CLI or TUI) is not bound by
+/// leases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Actor<'a> {
+    Anyone,
+    /// A worker holding a lease of the given length, renewed by each write.
+    Worker {
+        holder: &'a str,
+        lease: Duration,
+    },
+}
+
+/// What a successful mutation did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// The task changed and was written.
+    Applied,
+    /// The effect was already recorded: nothing was written.
+    Unchanged,
+}
+
+/// Why a mutation was refused. The task is untouched.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// The state machine does not allow this operation in the current status.
+    NotAllowed(String),
+    /// The caller expected another revision: the task moved on meanwhile.
+    StaleRevision { expected: u64 },
+    /// The caller's lease is not (or no longer) the one on the task.
+    Lease,
+    /// The input does not validate against the task's schema.
+    InvalidInput(Vec<Violation>),
+    /// The given JSON Schema is itself not valid.
+    InvalidSchema(String),
+}
+
+/// Apply `op` to `task` at time `now`.
+///
+/// On [`Change::Applied`] the task's `revision` is bumped, `updated_at` set to
+/// `now`, and a status change appended to `history`. On `Unchanged` or a
+/// refusal the task is left as it was.
+pub fn apply(
+    task: &mut Task,
+    op: &Op,
+    actor: Actor<'_>,
+    now: DateTime<Utc>,
+) -> Result<Change, Refusal> {
+    let before = task.status;
+    let change = decide(task, op, actor, now)?;
+    if change == Change::Applied {
+        touch(task, before, op, now);
+    }
+    Ok(change)
+}
+
+fn not_allowed(why: &str) -> Refusal {
+    Refusal::NotAllowed(why.to_string())
+}
+
+fn terminal() -> Refusal {
+    not_allowed("a terminal task never changes again")
+}
+
+/// A worker may only write to a task it holds the claim on (expired or not, as
+/// long as nobody took it over).
+fn check_claim(task: &Task, actor: Actor<'_>) -> Result<(), Refusal> {
+    match actor {
+        Actor::Anyone => Ok(()),
+        Actor::Worker { holder, .. } if task.claimed_by.as_deref() == Some(holder) => Ok(()),
+        Actor::Worker { .. } => Err(Refusal::Lease),
+    }
+}
+
+fn renew(task: &mut Task, actor: Actor<'_>, now: DateTime<Utc>) {
+    if let Actor::Worker { holder, lease } = actor {
+        task.claimed_by = Some(holder.to_string());
+        task.lease_expires_at = Some(now + lease);
+    }
+}
+
+fn drop_claim(task: &mut Task) {
+    task.claimed_by = None;
+    task.lease_expires_at = None;
+}
+
+fn decide(
+    task: &mut Task,
+    op: &Op,
+    actor: Actor<'_>,
+    now: DateTime<Utc>,
+) -> Result<Change, Refusal> {
+    match op {
+        Op::RequestInput { schema, message } => {
+            if task.status == Status::InputRequired && task.input_schema.as_ref() == Some(schema) {
+                return Ok(Change::Unchanged);
+            }
+            match task.status {
+                Status::Working => {}
+                Status::InputRequired => {
+                    return Err(not_allowed("it already waits for different input"));
+                }
+                _ => return Err(terminal()),
+            }
+            check_claim(task, actor)?;
+            schema::check_schema(schema).map_err(Refusal::InvalidSchema)?;
+            task.status = Status::InputRequired;
+            task.input_schema = Some(schema.clone());
+            task.input_value = None;
+            if message.is_some() {
+                task.status_message = message.clone();
+            }
+            // Nobody works on a task that waits for a person: give the lease
+            // back so that any worker can pick the task up once it has input.
+            drop_claim(task);
+            Ok(Change::Applied)
+        }
+        Op::ProvideInput {
+            value,
+            expected_revision,
+        } => {
+            if task.status != Status::InputRequired && task.input_value.as_ref() == Some(value) {
+                return Ok(Change::Unchanged);
+            }
+            if let Some(expected) = *expected_revision
+                && expected != task.revision
+            {
+                return Err(Refusal::StaleRevision { expected });
+            }
+            match task.status {
+                Status::InputRequired => {}
+                Status::Working => {
+                    return Err(not_allowed("only a task waiting for input takes input"));
+                }
+                _ => return Err(terminal()),
+            }
+            check_claim(task, actor)?;
+            if !value.is_object() {
+                return Err(Refusal::InvalidInput(vec![Violation {
+                    pointer: String::new(),
+                    message: "input must be a JSON object".into(),
+                }]));
+            }
+            if let Some(schema) = &task.input_schema {
+                schema::validate(schema, value).map_err(Refusal::InvalidInput)?;
+            }
+            task.status = Status::Working;
+            task.input_value = Some(value.clone());
+            renew(task, actor, now);
+            Ok(Change::Applied)
+        }
+        Op::Heartbeat { message, progress } => {
+            if task.status.is_terminal() {
+                return Err(terminal());
+            }
+            check_claim(task, actor)?;
+            if message.is_some() {
+                task.status_message = message.clone();
+            }
+            if progress.is_some() {
+                task.progress = *progress;
+            }
+            renew(task, actor, now);
+            Ok(Change::Applied)
+        }
+        Op::Complete { result } => {
+            if task.status == Status::Completed && task.result.as_ref() == Some(result) {
+                return Ok(Change::Unchanged);
+            }
+            if task.status.is_terminal() {
+                return Err(terminal());
+            }
+            check_claim(task, actor)?;
+            task.status = Status::Completed;
+            task.result = Some(result.clone());
+            drop_claim(task);
+            Ok(Change::Applied)
+        }
+        Op::Fail { error } => {
+            if task.status == Status::Failed && task.error.as_ref() == Some(error) {
+                return Ok(Change::Unchanged);
+            }
+            if task.status.is_terminal() {
+                return Err(terminal());
+            }
+            check_claim(task, actor)?;
+            task.status = Status::Failed;
+            task.error = Some(error.clone());
+            drop_claim(task);
+            Ok(Change::Applied)
+        }
+        Op::Cancel { reason } => {
+            match task.status {
+                Status::Cancelled => return Ok(Change::Unchanged),
+                s if s.is_terminal() => return Err(terminal()),
+                _ => {}
+            }
+            check_claim(task, actor)?;
+            task.status = Status::Cancelled;
+            if reason.is_some() {
+                task.status_message = reason.clone();
+            }
+            drop_claim(task);
+            Ok(Change::Applied)
+        }
+        Op::Claim { holder, lease } => {
+            match task.status {
+                Status::Working => {}
+                Status::InputRequired => {
+                    return Err(not_allowed(
+                        "a task waiting for input needs a person, not a worker",
+                    ));
+                }
+                _ => return Err(terminal()),
+            }
+            if task.claimed_by.as_deref().is_some_and(|h| h != holder) && task.lease_live(now) {
+                return Err(Refusal::Lease);
+            }
+            task.claimed_by = Some(holder.clone());
+            task.lease_expires_at = Some(now + *lease);
+            Ok(Change::Applied)
+        }
+        Op::Release { holder } => match task.claimed_by.as_deref() {
+            None => Ok(Change::Unchanged),
+            Some(h) if h == holder => {
+                drop_claim(task);
+                Ok(Change::Applied)
+            }
+            Some(_) => Err(Refusal::Lease),
+        },
+    }
+}
+
+/// Record an applied change: revision, timestamp and, for a status change, history.
+fn touch(task: &mut Task, before: Status, op: &Op, now: DateTime<Utc>) {
+    task.revision += 1;
+    task.updated_at = Some(now);
+    if task.status != before {
+        let note = match op {
+            Op::RequestInput { message, .. } => message.clone(),
+            Op::ProvideInput { .. } => Some("input provided".into()),
+            Op::Cancel { reason } => reason.clone(),
+            Op::Fail { .. } => task.error_message().map(str::to_string),
+            _ => None,
+        };
+        task.history.push(HistoryEntry {
+            status: task.status,
+            at: now,
+            note,
+        });
+    }
+}

@@ -1,0 +1,227 @@
+//! The change feed: a stream of store snapshots and the transitions they imply.
+//!
+//! DESIGN.md "Watching": the store's *directory* is watched with `notify` (an
+//! atomic rename would leave a watch on the file pointing at the old inode),
+//! events are filtered by the store's name, a rescan means "reload", bursts
+//! are coalesced for a few milliseconds, and a cheap periodic `stat` catches
+//! changes on file systems whose events go missing. A missing file is a state
+//! of its own; an unparsable one is reported while the last good snapshot is
+//! kept.
+
+mod diff;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use chrono::Utc;
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+pub use diff::{Diff, Transition, diff};
+
+use crate::store::FileBackend;
+use crate::task::TaskMap;
+
+/// One thing the feed observed.
+#[derive(Debug, Clone)]
+pub enum FeedEvent {
+    /// The store as it now is, and what changed since the previous snapshot
+    /// (everything "appeared" in the first one).
+    Snapshot { tasks: Arc<TaskMap>, diff: Diff },
+    /// The store file does not exist (yet, or any more).
+    Missing,
+    /// The file exists but cannot be read or parsed; the last good snapshot
+    /// stays the current one.
+    Unreadable { message: String },
+}
+
+/// Tuning of the feed; the defaults suit interactive use.
+#[derive(Debug, Clone, Copy)]
+pub struct FeedOptions {
+    /// How long to wait for a burst of events to end before re-reading.
+    pub coalesce: Duration,
+    /// How often to `stat` the file in case an event went missing.
+    pub stat_interval: Duration,
+    /// Use file system notifications (`false`: rely on the `stat` check only).
+    pub notify: bool,
+}
+
+impl Default for FeedOptions {
+    fn default() -> Self {
+        FeedOptions {
+            coalesce: Duration::from_millis(5),
+            stat_interval: Duration::from_millis(500),
+            notify: true,
+        }
+    }
+}
+
+/// A running change feed. Dropping it stops the watcher.
+pub struct ChangeFeed {
+    rx: mpsc::Receiver<FeedEvent>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ChangeFeed {
+    /// Start watching `path`; the first event describes the current state.
+    /// Must be called from within a tokio runtime.
+    pub fn start(path: impl Into<PathBuf>, options: FeedOptions) -> ChangeFeed {
+        let (tx, rx) = mpsc::channel(16);
+        let backend = FileBackend::new(path.into());
+        let task = tokio::spawn(run(backend, options, tx));
+        ChangeFeed { rx, task }
+    }
+
+    /// The next event; `None` only if the feed stopped.
+    pub async fn next(&mut self) -> Option<FeedEvent> {
+        self.rx.recv().await
+    }
+}
+
+impl Drop for ChangeFeed {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What identifies one version of the file cheaply.
+type Stamp = Option<(u64, u64, SystemTime)>;
+
+fn stamp(path: &Path) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.ino(), m.len(), m.modified().ok()?))
+}
+
+/// The reader side: remembers what was last reported to emit only changes.
+struct Reader {
+    backend: FileBackend,
+    last_good: Arc<TaskMap>,
+    last_bytes: Option<Vec<u8>>,
+    /// What was last emitted: 0 nothing yet, 1 snapshot, 2 missing, 3 unreadable.
+    last_kind: u8,
+    last_error: Option<String>,
+    stamp: Stamp,
+}
+
+impl Reader {
+    fn reload(&mut self) -> Option<FeedEvent> {
+        self.stamp = stamp(self.backend.target());
+        let bytes = match self.backend.read_bytes() {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                self.last_bytes = None;
+                self.last_good = Arc::new(TaskMap::new());
+                return self.emit(2, None, FeedEvent::Missing);
+            }
+            Err(e) => return self.unreadable(e.to_string()),
+        };
+        if self.last_kind == 1 && self.last_bytes.as_deref() == Some(bytes.as_slice()) {
+            return None;
+        }
+        match crate::store::decode(self.backend.path(), &bytes) {
+            Ok(tasks) => {
+                let diff = diff(&self.last_good, &tasks, Utc::now());
+                let first = self.last_kind != 1;
+                self.last_bytes = Some(bytes);
+                if !first && diff.is_empty() {
+                    return None;
+                }
+                self.last_good = Arc::new(tasks);
+                self.last_kind = 1;
+                self.last_error = None;
+                Some(FeedEvent::Snapshot {
+                    tasks: self.last_good.clone(),
+                    diff,
+                })
+            }
+            Err(e) => self.unreadable(e.to_string()),
+        }
+    }
+
+    fn unreadable(&mut self, message: String) -> Option<FeedEvent> {
+        self.last_bytes = None;
+        let event = FeedEvent::Unreadable {
+            message: message.clone(),
+        };
+        self.emit(3, Some(message), event)
+    }
+
+    /// Emit a non-snapshot event unless it repeats the last one.
+    fn emit(&mut self, kind: u8, error: Option<String>, event: FeedEvent) -> Option<FeedEvent> {
+        if self.last_kind == kind && self.last_error == error {
+            return None;
+        }
+        self.last_kind = kind;
+        self.last_error = error;
+        Some(event)
+    }
+}
+
+async fn run(backend: FileBackend, options: FeedOptions, tx: mpsc::Sender<FeedEvent>) {
+    let target = backend.target().to_path_buf();
+    let name = target.file_name().map(|n| n.to_os_string());
+    let dir = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let (poke_tx, mut poke_rx) = mpsc::unbounded_channel::<()>();
+    let make_watcher = || -> Option<RecommendedWatcher> {
+        if !options.notify {
+            return None;
+        }
+        let poke = poke_tx.clone();
+        let name = name.clone();
+        let mut w = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+            let relevant = match &ev {
+                Ok(ev) => {
+                    ev.need_rescan() || ev.paths.iter().any(|p| p.file_name() == name.as_deref())
+                }
+                Err(_) => true,
+            };
+            if relevant {
+                let _ = poke.send(());
+            }
+        })
+        .ok()?;
+        w.watch(&dir, RecursiveMode::NonRecursive).ok()?;
+        Some(w)
+    };
+    // Kept alive for as long as the feed runs; re-armed if the directory
+    // appears later.
+    let mut watcher = make_watcher();
+    let mut reader = Reader {
+        backend,
+        last_good: Arc::new(TaskMap::new()),
+        last_bytes: None,
+        last_kind: 0,
+        last_error: None,
+        stamp: None,
+    };
+    let mut tick = tokio::time::interval(options.stat_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut due = true;
+    loop {
+        if due
+            && let Some(event) = reader.reload()
+            && tx.send(event).await.is_err()
+        {
+            return;
+        }
+        due = tokio::select! {
+            poke = poke_rx.recv() => {
+                if poke.is_none() { return; }
+                tokio::time::sleep(options.coalesce).await;
+                while poke_rx.try_recv().is_ok() {}
+                true
+            }
+            _ = tick.tick() => {
+                if watcher.is_none() && options.notify {
+                    watcher = make_watcher();
+                }
+                stamp(&target) != reader.stamp
+            }
+        };
+    }
+}
