@@ -132,7 +132,6 @@ pub fn task_detail(t: &Task, now: DateTime<Utc>) -> String {
     if let Some(v) = t.ttl_ms {
         line("ttl", human_duration(v));
     }
-    drop(line);
     let mut block = |k: &str, v: &Option<Value>| {
         if let Some(v) = v {
             let _ = writeln!(o, "{k}:\n{}", pretty(v));

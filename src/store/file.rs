@@ -13,13 +13,12 @@
 //! durable before the name points to it, and the name is durable before the
 //! caller is told the write happened.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use super::codec::{self, MAX_STORE_BYTES};
+use super::fs::{Fs, LockFailure, LockGuard, RealFs};
 use super::{Backend, StoreError};
 use crate::task::TaskMap;
 
@@ -27,7 +26,7 @@ use crate::task::TaskMap;
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A store kept in one JSON file on a local file system.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct FileBackend {
     /// The path as the user gave it (for messages and watching).
     path: PathBuf,
@@ -36,18 +35,40 @@ pub struct FileBackend {
     target: PathBuf,
     lock_path: PathBuf,
     lock_timeout: Duration,
+    fs: Arc<dyn Fs>,
+}
+
+impl std::fmt::Debug for FileBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileBackend")
+            .field("path", &self.path)
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
 }
 
 impl FileBackend {
+    /// The store at `path` on the real file system.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         let path = path.into();
         let target = resolve_symlinks(&path);
+        FileBackend::build(path, target, Arc::new(RealFs))
+    }
+
+    /// The store at `path` on another file system (a simulated one in tests).
+    pub fn with_fs(path: impl Into<PathBuf>, fs: Arc<dyn Fs>) -> Self {
+        let path = path.into();
+        FileBackend::build(path.clone(), path, fs)
+    }
+
+    fn build(path: PathBuf, target: PathBuf, fs: Arc<dyn Fs>) -> Self {
         let lock_path = sidecar(&target, ".lock");
         FileBackend {
             path,
             target,
             lock_path,
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
+            fs,
         }
     }
 
@@ -63,6 +84,7 @@ impl FileBackend {
         &self.target
     }
 
+    /// Wait at most `timeout` for the store lock (default 30 s).
     pub fn with_lock_timeout(mut self, timeout: Duration) -> Self {
         self.lock_timeout = timeout;
         self
@@ -85,90 +107,56 @@ impl FileBackend {
         }
     }
 
-    /// Read the file's bytes; `None` when it does not exist.
+    /// The file's bytes; `None` when it does not exist. A file larger than
+    /// [`MAX_STORE_BYTES`] is refused without being read whole.
     pub fn read_bytes(&self) -> Result<Option<Vec<u8>>, StoreError> {
-        let mut file = match File::open(&self.target) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(StoreError::io(&self.path, "open the store", e)),
-        };
-        let len = file
-            .metadata()
-            .map_err(|e| StoreError::io(&self.path, "stat the store", e))?
-            .len();
-        if len > MAX_STORE_BYTES {
+        let bytes = self
+            .fs
+            .read(&self.target, MAX_STORE_BYTES)
+            .map_err(|e| StoreError::io(&self.path, "read the store", e))?;
+        if let Some(b) = &bytes
+            && b.len() as u64 > MAX_STORE_BYTES
+        {
             return Err(StoreError::Corrupt {
                 path: self.path.clone(),
                 line: None,
                 column: None,
                 message: format!(
-                    "the file is {len} bytes, more than the {MAX_STORE_BYTES} bytes a store may hold"
+                    "the file is larger than the {} MiB a store may hold",
+                    MAX_STORE_BYTES >> 20
                 ),
             });
         }
-        let mut bytes = Vec::with_capacity(len as usize + 1);
-        file.read_to_end(&mut bytes)
-            .map_err(|e| StoreError::io(&self.path, "read the store", e))?;
-        Ok(Some(bytes))
+        Ok(bytes)
     }
 
-    fn lock(&self) -> Result<File, StoreError> {
+    fn lock(&self) -> Result<LockGuard, StoreError> {
         let dir = self.dir();
-        if !dir.exists() {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&dir)
-                .map_err(|e| StoreError::io(&dir, "create the store directory", e))?;
-        }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&self.lock_path)
-            .map_err(|e| StoreError::io(&self.lock_path, "open the lock file", e))?;
-        let start = Instant::now();
-        let mut pause = Duration::from_micros(200);
-        loop {
-            match file.try_lock() {
-                Ok(()) => break,
-                Err(fs::TryLockError::WouldBlock) => {
-                    if start.elapsed() >= self.lock_timeout {
-                        let mut holder = String::new();
-                        let _ = (&file).read_to_string(&mut holder);
-                        let holder = holder.trim();
-                        return Err(StoreError::LockTimeout {
-                            path: self.lock_path.clone(),
-                            waited: start.elapsed(),
-                            holder: (!holder.is_empty()).then(|| holder.to_string()),
-                        });
-                    }
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(20));
+        self.fs
+            .create_dir_all(&dir)
+            .map_err(|e| StoreError::io(&dir, "create the store directory", e))?;
+        self.fs
+            .lock(&self.lock_path, self.lock_timeout)
+            .map_err(|failure| match failure {
+                LockFailure::Timeout { waited, holder } => StoreError::LockTimeout {
+                    path: self.lock_path.clone(),
+                    waited,
+                    holder,
+                },
+                LockFailure::Io(e) => {
+                    StoreError::io(&self.lock_path, "open and lock the lock file", e)
                 }
-                Err(fs::TryLockError::Error(e)) => {
-                    return Err(StoreError::io(&self.lock_path, "lock the store", e));
-                }
-            }
-        }
-        // Say who holds the lock, for the message of whoever times out waiting.
-        // Best effort: the lock works without it.
-        let who = format!("pid {}\n", std::process::id());
-        if file.set_len(0).is_ok() {
-            let _ = file.write_at(who.as_bytes(), 0);
-        }
-        Ok(file)
+            })
     }
 
-    /// Steps 4 of the protocol: temp file, fsync, rename, fsync the directory.
+    /// Step 4 of the protocol: temp file, fsync, rename, fsync the directory.
     fn write_atomically(&self, bytes: &[u8]) -> Result<(), StoreError> {
         let dir = self.dir();
-        let mode = match fs::metadata(&self.target) {
-            Ok(m) => m.permissions().mode() & 0o7777,
-            Err(_) => 0o600,
-        };
+        let mode = self
+            .fs
+            .mode(&self.target)
+            .map_err(|e| StoreError::io(&self.path, "read the store's permissions", e))?
+            .unwrap_or(0o600);
         let tmp = sidecar(
             &self.target,
             &format!(
@@ -177,32 +165,33 @@ impl FileBackend {
                 uuid::Uuid::new_v4().simple()
             ),
         );
-        let write_tmp = || -> Result<(), StoreError> {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)
-                .map_err(|e| StoreError::io(&tmp, "create a temporary file", e))?;
-            // The mode given to open() is masked by the umask; set it exactly.
-            f.set_permissions(fs::Permissions::from_mode(mode))
-                .map_err(|e| StoreError::io(&tmp, "set permissions of the temporary file", e))?;
-            f.write_all(bytes)
-                .map_err(|e| StoreError::io(&tmp, "write the temporary file", e))?;
-            f.sync_all()
-                .map_err(|e| StoreError::io(&tmp, "fsync the temporary file", e))?;
-            fs::rename(&tmp, &self.target).map_err(|e| {
-                StoreError::io(&self.path, "rename the temporary file over the store", e)
+        let mut file = self
+            .fs
+            .create_new(&tmp, mode)
+            .map_err(|e| StoreError::io(&tmp, "create a temporary file beside the store", e))?;
+        let written = file
+            .write_all(bytes)
+            .map_err(|e| StoreError::io(&tmp, "write the temporary file", e))
+            .and_then(|()| {
+                file.sync()
+                    .map_err(|e| StoreError::io(&tmp, "fsync the temporary file", e))
             })
-        };
-        if let Err(e) = write_tmp() {
-            let _ = fs::remove_file(&tmp);
+            .and_then(|()| {
+                self.fs.rename(&tmp, &self.target).map_err(|e| {
+                    StoreError::io(&self.path, "rename the temporary file over the store", e)
+                })
+            });
+        drop(file);
+        if let Err(e) = written {
+            // Best effort: if even this fails, the temp file is harmless
+            // (readers and the watcher ignore it).
+            let _ = self.fs.remove_file(&tmp);
             return Err(e);
         }
-        File::open(&dir).and_then(|d| d.sync_all()).map_err(|e| {
+        self.fs.sync_dir(&dir).map_err(|e| {
             StoreError::io(
                 &dir,
-                "fsync the store directory (the change may not be durable)",
+                "fsync the store directory (the change is visible but may not survive a power loss)",
                 e,
             )
         })
@@ -249,7 +238,7 @@ fn sidecar(path: &Path, suffix: &str) -> PathBuf {
 fn resolve_symlinks(path: &Path) -> PathBuf {
     let mut current = path.to_path_buf();
     for _ in 0..40 {
-        match fs::read_link(&current) {
+        match std::fs::read_link(&current) {
             Ok(next) => {
                 current = match current.parent() {
                     Some(parent) if next.is_relative() => parent.join(next),

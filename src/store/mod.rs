@@ -9,6 +9,7 @@
 mod codec;
 mod error;
 mod file;
+pub mod fs;
 mod report;
 
 use std::path::Path;
