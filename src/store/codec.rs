@@ -23,8 +23,17 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<TaskMap, StoreError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(corrupt(None, None, "the file is empty".into()));
     }
-    let tasks: TaskMap = serde_json::from_slice(bytes)
-        .map_err(|e| corrupt(Some(e.line()), Some(e.column()), e.to_string()))?;
+    let tasks: TaskMap = serde_json::from_slice(bytes).map_err(|e| {
+        // serde_json's message ends with the position, which the error
+        // already states: keep it once.
+        let message = e.to_string();
+        let suffix = format!(" at line {} column {}", e.line(), e.column());
+        let message = message
+            .strip_suffix(&suffix)
+            .unwrap_or(&message)
+            .to_string();
+        corrupt(Some(e.line()), Some(e.column()), message)
+    })?;
     for (key, task) in &tasks {
         if *key != task.task_id {
             return Err(corrupt(

@@ -48,11 +48,19 @@ impl std::fmt::Debug for FileBackend {
 }
 
 impl FileBackend {
-    /// The store at `path` on the real file system.
+    /// The store at `path` on the real file system. The lock timeout is
+    /// `$RUDDER_LOCK_TIMEOUT` (a duration such as `5s`) when set, else 30 s.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         let path = path.into();
         let target = resolve_symlinks(&path);
-        FileBackend::build(path, target, Arc::new(RealFs))
+        let mut backend = FileBackend::build(path, target, Arc::new(RealFs));
+        if let Some(t) = std::env::var("RUDDER_LOCK_TIMEOUT")
+            .ok()
+            .and_then(|t| crate::duration::parse_duration(&t).ok())
+        {
+            backend.lock_timeout = t;
+        }
+        backend
     }
 
     /// The store at `path` on another file system (a simulated one in tests).
@@ -110,14 +118,9 @@ impl FileBackend {
     /// The file's bytes; `None` when it does not exist. A file larger than
     /// [`MAX_STORE_BYTES`] is refused without being read whole.
     pub fn read_bytes(&self) -> Result<Option<Vec<u8>>, StoreError> {
-        let bytes = self
-            .fs
-            .read(&self.target, MAX_STORE_BYTES)
-            .map_err(|e| StoreError::io(&self.path, "read the store", e))?;
-        if let Some(b) = &bytes
-            && b.len() as u64 > MAX_STORE_BYTES
-        {
-            return Err(StoreError::Corrupt {
+        match self.fs.read(&self.target, MAX_STORE_BYTES) {
+            Ok(bytes) => Ok(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => Err(StoreError::Corrupt {
                 path: self.path.clone(),
                 line: None,
                 column: None,
@@ -125,9 +128,9 @@ impl FileBackend {
                     "the file is larger than the {} MiB a store may hold",
                     MAX_STORE_BYTES >> 20
                 ),
-            });
+            }),
+            Err(e) => Err(StoreError::io(&self.path, "read the store", e)),
         }
-        Ok(bytes)
     }
 
     fn lock(&self) -> Result<LockGuard, StoreError> {

@@ -39,9 +39,9 @@ pub type LockGuard = Box<dyn Any + Send>;
 
 /// The calls of the writing protocol.
 pub trait Fs: Send + Sync {
-    /// The file's bytes, `None` if it does not exist. Reads at most
-    /// `limit + 1` bytes, so that an oversized file is detected without
-    /// reading it whole.
+    /// The file's bytes, `None` if it does not exist. A file longer than
+    /// `limit` bytes is an error of kind `FileTooLarge`, found without
+    /// reading it.
     fn read(&self, path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>>;
     /// The permission bits of `path`, `None` if it does not exist.
     fn mode(&self, path: &Path) -> io::Result<Option<u32>>;

@@ -1,6 +1,6 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,9 @@ impl Fs for RealFs {
             Err(e) => return Err(e),
         };
         let len = file.metadata()?.len();
+        if len > limit {
+            return Err(io::Error::from(io::ErrorKind::FileTooLarge));
+        }
         let mut bytes = Vec::with_capacity(len.min(limit) as usize + 1);
         file.take(limit + 1).read_to_end(&mut bytes)?;
         Ok(Some(bytes))
@@ -99,12 +102,9 @@ impl Fs for RealFs {
                 Ok(()) => break,
                 Err(fs::TryLockError::WouldBlock) => {
                     if start.elapsed() >= timeout {
-                        let mut holder = String::new();
-                        let _ = (&file).read_to_string(&mut holder);
-                        let holder = holder.trim();
                         return Err(LockFailure::Timeout {
                             waited: start.elapsed(),
-                            holder: (!holder.is_empty()).then(|| holder.to_string()),
+                            holder: holder(&file),
                         });
                     }
                     std::thread::sleep(pause);
@@ -121,4 +121,36 @@ impl Fs for RealFs {
         }
         Ok(Box::new(file))
     }
+}
+
+/// Who holds the lock on `file`: the process the kernel names in
+/// `/proc/locks` (Linux), else the pid the last holder wrote into the file.
+fn holder(file: &File) -> Option<String> {
+    if let Ok(meta) = file.metadata()
+        && let Some(pid) = flock_holder(meta.ino())
+    {
+        let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let comm = comm.trim();
+        return Some(if comm.is_empty() {
+            format!("pid {pid}")
+        } else {
+            format!("pid {pid} ({comm})")
+        });
+    }
+    let mut written = String::new();
+    let _ = (&*file).read_to_string(&mut written);
+    let written = written.trim();
+    (!written.is_empty()).then(|| format!("{written} (as last recorded in the lock file)"))
+}
+
+/// The pid holding an `flock` on inode `ino`, from `/proc/locks`, whose lines
+/// read `1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`.
+fn flock_holder(ino: u64) -> Option<u32> {
+    let locks = fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (kind, pid, dev_ino) = (fields.get(1)?, fields.get(4)?, fields.get(5)?);
+        let lock_ino: u64 = dev_ino.rsplit(':').next()?.parse().ok()?;
+        (*kind == "FLOCK" && lock_ino == ino).then(|| pid.parse().ok())?
+    })
 }

@@ -195,10 +195,13 @@ fn parent(p: &Path) -> &Path {
 impl Fs for SimFs {
     fn read(&self, path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
         let s = self.enter(FsCall::Read(path.to_path_buf()))?;
-        Ok(s.names.get(path).map(|&i| {
-            let data = &s.inodes[i].data;
-            data[..data.len().min(limit as usize + 1)].to_vec()
-        }))
+        match s.names.get(path) {
+            Some(&i) if s.inodes[i].data.len() as u64 > limit => {
+                Err(io::Error::from(io::ErrorKind::FileTooLarge))
+            }
+            Some(&i) => Ok(Some(s.inodes[i].data.clone())),
+            None => Ok(None),
+        }
     }
 
     fn mode(&self, path: &Path) -> io::Result<Option<u32>> {
