@@ -18,3 +18,4 @@ pub mod demo;
 pub mod text;
 pub mod tui;
 pub mod watch;
+pub mod fuzzing;
