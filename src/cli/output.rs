@@ -34,11 +34,11 @@ pub fn outcome_line(o: &Outcome, verb: &str) -> String {
     match o.change {
         Change::Applied => format!(
             "{verb}: task {} is now {} (revision {})",
-            t.task_id, t.status, t.revision
+            sanitize(&t.task_id), t.status, t.revision
         ),
         Change::Unchanged => format!(
             "unchanged: task {} is already {} (revision {}); nothing was written",
-            t.task_id, t.status, t.revision
+            sanitize(&t.task_id), t.status, t.revision
         ),
     }
 }
@@ -47,7 +47,7 @@ pub fn outcome_line(o: &Outcome, verb: &str) -> String {
 pub fn current_state(t: &Task) -> String {
     let mut s = format!(
         "current state: {} is {} at revision {}",
-        t.task_id, t.status, t.revision
+        sanitize(&t.task_id), t.status, t.revision
     );
     if let Some(m) = t.error_message() {
         let _ = write!(s, ", error: {}", clean(m, 200));
@@ -71,7 +71,7 @@ pub fn task_table(tasks: &[Task], now: DateTime<Utc>) -> String {
         let _ = writeln!(
             out,
             "{:<8}  {:<14}  {:<28}  {:<9}  {:<9}  {}",
-            t.short_id(),
+            clean(t.short_id(), 8),
             t.status.as_str(),
             clean(t.label().unwrap_or("-"), 28),
             ago(t.created_at, now).trim_end_matches(" ago"),
@@ -96,7 +96,7 @@ pub fn task_detail(t: &Task, now: DateTime<Utc>) -> String {
     let mut line = |k: &str, v: String| {
         let _ = writeln!(o, "{k:<10} {v}");
     };
-    line("task", t.task_id.clone());
+    line("task", sanitize_line(&t.task_id));
     line("status", format!("{} (revision {})", t.status, t.revision));
     if let Some(v) = &t.title {
         line("title", sanitize_line(v));
@@ -197,7 +197,7 @@ pub fn reclaim_report(r: &ReclaimReport) -> String {
             let _ = writeln!(
                 o,
                 "  {}  was {:<14}  idle {:<8}  last update {}  {}{}",
-                t.task_id,
+                sanitize(&t.task_id),
                 t.status_before.as_str(),
                 human_duration(t.idle_ms),
                 stamp(t.last_update),
@@ -218,7 +218,7 @@ pub fn reclaim_report(r: &ReclaimReport) -> String {
             let _ = writeln!(
                 o,
                 "  {}  {:<14}  {}",
-                s.task_id,
+                sanitize(&s.task_id),
                 s.status.as_str(),
                 sanitize(&s.reason)
             );
@@ -245,7 +245,7 @@ pub fn prune_report(r: &PruneReport) -> String {
             let _ = writeln!(
                 o,
                 "  {}  {:<9}  age {:<8}  {}  {}",
-                p.task_id,
+                sanitize(&p.task_id),
                 p.status.as_str(),
                 human_duration(p.age_ms),
                 rule,
@@ -257,7 +257,7 @@ pub fn prune_report(r: &PruneReport) -> String {
         let _ = writeln!(
             o,
             "  kept {}  {}  {}",
-            s.task_id,
+            sanitize(&s.task_id),
             s.status.as_str(),
             s.reason
         );
@@ -269,14 +269,14 @@ pub fn wait_line(t: &Task) -> String {
     match t.status {
         Status::InputRequired => format!(
             "{} is input_required: {}",
-            t.task_id,
+            sanitize(&t.task_id),
             sanitize(t.status_message.as_deref().unwrap_or("it waits for input"))
         ),
         Status::Failed => format!(
             "{} failed: {}",
-            t.task_id,
+            sanitize(&t.task_id),
             sanitize(t.error_message().unwrap_or("no error message"))
         ),
-        s => format!("{} is {s}", t.task_id),
+        s => format!("{} is {s}", sanitize(&t.task_id)),
     }
 }

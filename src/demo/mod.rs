@@ -1,27 +1,84 @@
 //! The demo: a simulated root-cause diagnosis worker and `rudder demo`.
+//!
+//! - [`scenarios`]: the embedded incident store, call traces and deploys;
+//! - [`diagnosis`]: the steps of a diagnosis and its conclusion (pure);
+//! - [`worker`]: `rudder worker`, the process that claims and runs tasks;
+//! - [`seed`]: the demo's incidents, seeded idempotently;
+//! - [`supervisor`]: the worker as a child process the TUI can kill and restart.
+
+pub mod diagnosis;
+pub mod scenarios;
+pub mod seed;
+pub mod supervisor;
+pub mod worker;
 
 use std::path::PathBuf;
 
+use anyhow::Context;
+
+use crate::store::Store;
+use crate::tui::{self, WorkerControl};
+use supervisor::Supervisor;
+
 /// `rudder worker` options.
 pub struct WorkerOptions {
+    /// The store whose tasks the worker diagnoses.
     pub store: PathBuf,
+    /// Run the steps this many times faster than at speed 1 (about a minute
+    /// per diagnosis).
     pub speed: f64,
+    /// The lease holder name; `worker-PID` when not given.
     pub name: Option<String>,
 }
 
 /// `rudder demo` options.
 pub struct DemoOptions {
+    /// The demo store (`./rudder-demo.json` unless `--store` is given).
     pub store: PathBuf,
+    /// Empty the demo store and seed it anew.
     pub fresh: bool,
+    /// The worker's speed.
     pub speed: f64,
 }
 
 /// Run the worker until it is killed or told to stop.
-pub fn run_worker(_options: WorkerOptions) -> anyhow::Result<()> {
-    anyhow::bail!("the demo worker is not built yet")
+pub fn run_worker(options: WorkerOptions) -> anyhow::Result<()> {
+    let config = worker::Config::new(options.store, options.speed, options.name)?;
+    worker::run(config)
 }
 
 /// Seed the demo store, start the worker and open the TUI.
-pub fn run_demo(_options: DemoOptions) -> anyhow::Result<()> {
-    anyhow::bail!("the demo is not built yet")
+pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
+    // Check the speed here, where the user gets the message, not in a child
+    // whose output goes to a log file.
+    worker::Config::new(options.store.clone(), options.speed, None)?;
+    let store = Store::open(&options.store);
+    if options.fresh {
+        seed::clear(&store).context("cannot start the demo afresh")?;
+    }
+    seed::seed(&store)
+        .with_context(|| format!("cannot seed the demo store {}", options.store.display()))?;
+    let exe = std::env::current_exe().context("cannot find the rudder binary to run the worker")?;
+    let log = Supervisor::log_path_for(&options.store);
+    let supervisor = Supervisor::new(exe, options.store.clone(), options.speed, Some(log)).shared();
+    let mut control = supervisor.clone();
+    control
+        .start()
+        .map_err(anyhow::Error::msg)
+        .context("cannot start the demo worker")?;
+    let shown = tui::run(tui::Options {
+        store: options.store.clone(),
+        read_only: false,
+        worker: Some(Box::new(control)),
+    });
+    // Whether the TUI ended well or not, the worker must not outlive the demo.
+    // (Dropping the last handle would stop it too; stopping here makes the
+    // order explicit: the worker is gone before we say where the tasks are.)
+    supervisor.lock().stop();
+    shown?;
+    println!(
+        "rudder demo: the worker is stopped and every task stays where it was in {}; run `rudder demo` again to go on",
+        options.store.display()
+    );
+    Ok(())
 }

@@ -148,7 +148,10 @@ impl<B: Backend> Store<B> {
 
     /// Create a task. With an idempotency key already in use, return that task
     /// unchanged, or refuse if it was created with another schema or request.
-    pub fn create(&self, new: NewTask) -> Result<Outcome, StoreError> {
+    pub fn create(&self, mut new: NewTask) -> Result<Outcome, StoreError> {
+        // A `null` request reads back from the file as none: make it none
+        // now, so that retrying the same create matches its key.
+        new.request = new.request.filter(|r| !r.is_null());
         if let Some(schema) = &new.input_schema {
             schema::check_schema(schema).map_err(StoreError::InvalidSchema)?;
         }
@@ -302,11 +305,11 @@ impl<B: Backend> Store<B> {
     /// locked step (so two workers never take the same task).
     pub fn claim_next(&self, holder: &str, lease: Duration) -> Result<Option<Task>, StoreError> {
         self.transact(|tasks, now| {
-            let next = tasks.values_mut().find(|t| {
-                t.status == Status::Working
-                    && t.claimed_by.as_deref() != Some(holder)
-                    && !t.lease_live(now)
-            });
+            // A task whose lease lapsed is free again, also for the holder
+            // that let it lapse (a worker restarted under the same name).
+            let next = tasks
+                .values_mut()
+                .find(|t| t.status == Status::Working && !t.lease_live(now));
             let Some(task) = next else {
                 return Ok((None, false));
             };

@@ -278,7 +278,10 @@ fn decide(
             Ok(Change::Applied)
         }
         Op::Complete { result } => {
-            if task.status == Status::Completed && task.result.as_ref() == Some(result) {
+            // The file cannot tell a `null` result from none (both read back
+            // as `None`): compare and store them as one.
+            let recorded = task.result.as_ref().unwrap_or(&Value::Null);
+            if task.status == Status::Completed && recorded == result {
                 return Ok(Change::Unchanged);
             }
             if task.status.is_terminal() {
@@ -286,7 +289,7 @@ fn decide(
             }
             check_claim(task, actor)?;
             task.status = Status::Completed;
-            task.result = Some(result.clone());
+            task.result = (!result.is_null()).then(|| result.clone());
             drop_claim(task);
             Ok(Change::Applied)
         }

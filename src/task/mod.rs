@@ -126,8 +126,7 @@ impl Task {
         self.claimed_by.is_some() && self.lease_expires_at.is_some_and(|until| until > now)
     }
 
-    /// A short label for lists: the title, else the idempotency key, else the request's
-    /// `service`/`incident` if any.
+    /// A short label for lists: the title, else the idempotency key.
     pub fn label(&self) -> Option<&str> {
         self.title.as_deref().or(self.idempotency_key.as_deref())
     }

@@ -1,0 +1,127 @@
+//! Seeding the demo store with the incidents of the scenario data.
+
+use serde_json::{Map, Value, json};
+
+use super::scenarios::{Incident, Scenarios};
+use crate::store::{Backend, NewTask, Store, StoreError};
+use crate::task::Change;
+
+/// The idempotency key prefix of every seeded task: `demo:INC-1042`.
+pub const KEY_PREFIX: &str = "demo:";
+
+/// What seeding did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SeedReport {
+    /// Incidents created now.
+    pub created: Vec<String>,
+    /// Incidents the store already had.
+    pub existing: Vec<String>,
+}
+
+/// The task `rudder demo` creates for an incident: the request names the
+/// incident and, when the reporter named one, the service.
+pub fn new_task(incident: &Incident) -> NewTask {
+    let mut request = Map::new();
+    request.insert("incident".into(), json!(incident.id));
+    if let Some(service) = &incident.reported_service {
+        request.insert("service".into(), json!(service));
+    }
+    NewTask {
+        idempotency_key: Some(format!("{KEY_PREFIX}{}", incident.id)),
+        title: Some(format!("{} {}", incident.id, incident.title)),
+        request: Some(Value::Object(request)),
+        status_message: Some("waiting for a worker".into()),
+        ..NewTask::default()
+    }
+}
+
+/// Create the task of every scenario incident the store does not have yet.
+/// Idempotent: the idempotency key of an incident returns its existing task,
+/// wherever that task now is, so seeding again never duplicates or resets it.
+pub fn seed(store: &Store) -> Result<SeedReport, StoreError> {
+    let mut report = SeedReport::default();
+    for incident in &Scenarios::get().incidents {
+        match store.create(new_task(incident)) {
+            Ok(outcome) if outcome.change == Change::Applied => {
+                report.created.push(incident.id.clone());
+            }
+            Ok(_) => report.existing.push(incident.id.clone()),
+            // The task exists but was seeded by another version of the demo
+            // with another request: it is still that incident, leave it be.
+            Err(StoreError::IdempotencyConflict { .. }) => {
+                report.existing.push(incident.id.clone());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(report)
+}
+
+/// `--fresh`: empty the demo store so that it can be seeded anew. Refused if
+/// the store holds any task the demo did not seed, so that `rudder demo
+/// --fresh --store` pointed at a real store by mistake destroys nothing.
+/// Returns how many tasks were removed.
+pub fn clear(store: &Store) -> Result<usize, FreshError> {
+    let mut removed = 0;
+    let mut foreign = Vec::new();
+    // Check and remove under the store lock in one step, so a task created
+    // meanwhile by someone else cannot slip between the check and the removal.
+    store.backend().transact(&mut |tasks| {
+        foreign = tasks
+            .values()
+            .filter(|t| {
+                !t.idempotency_key
+                    .as_deref()
+                    .is_some_and(|k| k.starts_with(KEY_PREFIX))
+            })
+            .map(|t| crate::text::sanitize(t.label().unwrap_or(t.short_id())).into_owned())
+            .collect();
+        if !foreign.is_empty() || tasks.is_empty() {
+            return Ok(false);
+        }
+        removed = tasks.len();
+        tasks.clear();
+        Ok(true)
+    })?;
+    if foreign.is_empty() {
+        Ok(removed)
+    } else {
+        Err(FreshError::NotADemoStore {
+            path: store.path().display().to_string(),
+            foreign,
+        })
+    }
+}
+
+/// Why `--fresh` did not empty the store.
+#[derive(Debug, thiserror::Error)]
+pub enum FreshError {
+    /// The store holds tasks the demo did not seed.
+    #[error(
+        "{path} holds tasks the demo did not create ({}); refusing to empty it with --fresh",
+        shorten(foreign)
+    )]
+    NotADemoStore {
+        /// The store.
+        path: String,
+        /// The labels of the tasks the demo did not create.
+        foreign: Vec<String>,
+    },
+    /// The store could not be read or written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn shorten(names: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut text = names
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        text.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    text
+}

@@ -1,0 +1,190 @@
+//! The demo's worker as a child process the presenter can kill and restart.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::worker::PARENT_ENV;
+use crate::tui::{WorkerControl, WorkerState};
+
+/// Starts `EXE --store STORE worker --speed SPEED` and keeps track of it.
+///
+/// The child's stdout and stderr go to a log file (or nowhere), never to the
+/// terminal: the TUI owns the screen. Dropping the supervisor kills and reaps
+/// the worker.
+#[derive(Debug)]
+pub struct Supervisor {
+    exe: PathBuf,
+    store: PathBuf,
+    speed: f64,
+    log: Option<PathBuf>,
+    child: Option<Child>,
+    state: WorkerState,
+}
+
+impl Supervisor {
+    /// A supervisor of workers run as `exe` (normally the running binary) on
+    /// `store`, logging to `log` (appended), or to nowhere with `None`.
+    pub fn new(exe: PathBuf, store: PathBuf, speed: f64, log: Option<PathBuf>) -> Self {
+        Supervisor {
+            exe,
+            store,
+            speed,
+            log,
+            child: None,
+            state: WorkerState::NotStarted,
+        }
+    }
+
+    /// The log file beside the store: `rudder-demo.json.worker.log`.
+    pub fn log_path_for(store: &Path) -> PathBuf {
+        let mut name = store.file_name().unwrap_or_default().to_os_string();
+        name.push(".worker.log");
+        store.with_file_name(name)
+    }
+
+    /// Where the worker's output goes.
+    pub fn log_path(&self) -> Option<&Path> {
+        self.log.as_deref()
+    }
+
+    fn output(&self) -> std::io::Result<(Stdio, Stdio)> {
+        match &self.log {
+            Some(path) => {
+                let file: File = OpenOptions::new().create(true).append(true).open(path)?;
+                let err = file.try_clone()?;
+                Ok((Stdio::from(file), Stdio::from(err)))
+            }
+            None => Ok((Stdio::null(), Stdio::null())),
+        }
+    }
+
+    /// Kill the worker if it runs, reap it, and say which pid it was.
+    pub fn stop(&mut self) -> Option<u32> {
+        let mut child = self.child.take()?;
+        let pid = child.id();
+        // Killing a child that already exited fails harmlessly; waiting
+        // reaps it either way so no zombie process is left behind.
+        let _ = child.kill();
+        let status = child.wait();
+        self.state = match status {
+            Ok(s) if s.code().is_some() => WorkerState::Exited {
+                pid,
+                code: s.code(),
+            },
+            _ => WorkerState::Killed { pid },
+        };
+        Some(pid)
+    }
+
+    /// Share the supervisor between the TUI and the demo that stops it.
+    pub fn shared(self) -> SharedSupervisor {
+        SharedSupervisor(Arc::new(Mutex::new(self)))
+    }
+}
+
+impl WorkerControl for Supervisor {
+    fn state(&mut self) -> WorkerState {
+        if let Some(child) = &mut self.child {
+            let pid = child.id();
+            match child.try_wait() {
+                Ok(None) => self.state = WorkerState::Running { pid },
+                Ok(Some(status)) => {
+                    self.child = None;
+                    self.state = WorkerState::Exited {
+                        pid,
+                        code: status.code(),
+                    };
+                }
+                // try_wait only fails for a child that is not ours; keep
+                // showing what we knew.
+                Err(_) => {}
+            }
+        }
+        self.state.clone()
+    }
+
+    fn kill(&mut self) -> Result<(), String> {
+        // Reap a worker that exited by itself first: it is not running.
+        self.state();
+        let Some(mut child) = self.child.take() else {
+            return Err("no worker is running: press W to start one".into());
+        };
+        let pid = child.id();
+        // std's Child::kill sends SIGKILL: no cleanup, no goodbye, exactly
+        // what a deploy that restarts the process does to the worker.
+        child
+            .kill()
+            .map_err(|e| format!("cannot kill worker {pid}: {e}"))?;
+        child
+            .wait()
+            .map_err(|e| format!("cannot reap worker {pid}: {e}"))?;
+        self.state = WorkerState::Killed { pid };
+        Ok(())
+    }
+
+    fn start(&mut self) -> Result<(), String> {
+        if let WorkerState::Running { pid } = self.state() {
+            return Err(format!("worker {pid} is already running"));
+        }
+        let (stdout, stderr) = self.output().map_err(|e| {
+            let log = self.log.as_deref().unwrap_or(Path::new("-"));
+            format!("cannot open the worker log {}: {e}", log.display())
+        })?;
+        let child = Command::new(&self.exe)
+            .arg("--store")
+            .arg(&self.store)
+            .arg("worker")
+            .arg("--speed")
+            .arg(self.speed.to_string())
+            .env(PARENT_ENV, std::process::id().to_string())
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            // Its own process group: keys the terminal turns into signals
+            // (Ctrl-C, Ctrl-Z) are for the TUI, never for the worker.
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
+        self.state = WorkerState::Running { pid: child.id() };
+        self.child = Some(child);
+        Ok(())
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A [`Supervisor`] shared by the TUI (as its [`WorkerControl`]) and the demo,
+/// which stops the worker when the TUI returns.
+#[derive(Debug, Clone)]
+pub struct SharedSupervisor(Arc<Mutex<Supervisor>>);
+
+impl SharedSupervisor {
+    /// The supervisor; a panic while it was locked leaves it usable (its
+    /// state is a child handle and a copy of what was last seen).
+    pub fn lock(&self) -> MutexGuard<'_, Supervisor> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl WorkerControl for SharedSupervisor {
+    fn state(&mut self) -> WorkerState {
+        self.lock().state()
+    }
+
+    fn kill(&mut self) -> Result<(), String> {
+        self.lock().kill()
+    }
+
+    fn start(&mut self) -> Result<(), String> {
+        self.lock().start()
+    }
+}

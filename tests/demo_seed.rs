@@ -1,0 +1,230 @@
+//! `rudder demo`'s seeding and `--fresh`, and the supervisor of the worker
+//! child the TUI kills and restarts.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use rudder::demo::scenarios::Scenarios;
+use rudder::demo::seed::{self, FreshError};
+use rudder::demo::supervisor::Supervisor;
+use rudder::demo::worker::PARENT_ENV;
+use rudder::tui::{WorkerControl, WorkerState};
+use rudder::{NewTask, Status, Store};
+
+fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = f() {
+            return value;
+        }
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        sleep(Duration::from_millis(25));
+    }
+}
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn demo_store() -> (tempfile::TempDir, PathBuf, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("rudder-demo.json");
+    let store = Store::open(&path);
+    (dir, path, store)
+}
+
+fn ids(store: &Store) -> Vec<String> {
+    store
+        .load()
+        .expect("load")
+        .into_keys()
+        .collect::<Vec<String>>()
+}
+
+#[test]
+fn seeding_twice_does_not_duplicate_or_reset_incidents() {
+    let (_dir, _path, store) = demo_store();
+    let incidents = Scenarios::get().incidents.len();
+    let first = seed::seed(&store).expect("seed");
+    assert_eq!(first.created.len(), incidents);
+    assert!(first.existing.is_empty());
+    let tasks = store.load().expect("load");
+    let asking = tasks
+        .values()
+        .filter(|t| {
+            t.request
+                .as_ref()
+                .is_some_and(|r| r.get("service").is_none())
+        })
+        .count();
+    assert!(asking >= 1, "some incidents name no service");
+    assert!(asking < incidents, "some incidents name their service");
+
+    // A task moved on meanwhile: seeding again must leave it where it is.
+    let moved = ids(&store)[0].clone();
+    store.cancel(&moved, None).expect("cancel");
+    let before = store.load().expect("load");
+    let second = seed::seed(&store).expect("seed again");
+    assert!(second.created.is_empty(), "{second:?}");
+    assert_eq!(second.existing.len(), incidents);
+    assert_eq!(store.load().expect("load"), before);
+    assert_eq!(store.get(&moved).expect("get").status, Status::Cancelled);
+}
+
+#[test]
+fn fresh_empties_a_demo_store_but_refuses_a_real_one() {
+    let (_dir, _path, store) = demo_store();
+    seed::seed(&store).expect("seed");
+    let old = ids(&store);
+    let removed = seed::clear(&store).expect("clear");
+    assert_eq!(removed, old.len());
+    assert!(ids(&store).is_empty());
+    seed::seed(&store).expect("seed");
+    let new = ids(&store);
+    assert_eq!(new.len(), old.len());
+    assert!(new.iter().all(|id| !old.contains(id)), "new tasks");
+
+    store
+        .create(NewTask {
+            title: Some("a real task".into()),
+            ..NewTask::default()
+        })
+        .expect("create");
+    let refused = seed::clear(&store);
+    assert!(
+        matches!(&refused, Err(FreshError::NotADemoStore { foreign, .. }) if foreign == &["a real task"]),
+        "{refused:?}"
+    );
+    assert_eq!(ids(&store).len(), new.len() + 1, "nothing was removed");
+}
+
+/// Whether any process runs with `needle` in its command line.
+fn process_mentions(needle: &str) -> bool {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        fs::read(e.path().join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains(needle))
+            .unwrap_or(false)
+    })
+}
+
+fn run_demo(path: &Path) {
+    // Without a terminal the TUI cannot start: the demo seeds, starts its
+    // worker, fails to open the TUI, and must stop the worker on its way out.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rudder"))
+        .arg("demo")
+        .arg("--store")
+        .arg(path)
+        .args(["--speed", "50"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start rudder demo");
+    let exited = wait_for("rudder demo to exit", DEADLINE, || {
+        child.try_wait().expect("poll rudder demo")
+    });
+    // Whatever the TUI did, it is gone now; if it hung we never get here.
+    let _ = exited;
+}
+
+#[test]
+fn the_demo_seeds_once_and_leaves_no_worker_behind() {
+    let (_dir, path, store) = demo_store();
+    run_demo(&path);
+    let first = ids(&store);
+    assert_eq!(first.len(), Scenarios::get().incidents.len());
+    run_demo(&path);
+    assert_eq!(
+        ids(&store),
+        first,
+        "running the demo again seeds nothing new"
+    );
+    let needle = path.display().to_string();
+    wait_for("the demo's worker to be gone", DEADLINE, || {
+        (!process_mentions(&needle)).then_some(())
+    });
+}
+
+#[test]
+fn the_supervisor_kills_and_restarts_the_worker() {
+    let (dir, path, store) = demo_store();
+    seed::seed(&store).expect("seed");
+    let log = dir.path().join("worker.log");
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_rudder"));
+    let mut supervisor = Supervisor::new(exe, path.clone(), 50.0, Some(log.clone()));
+    assert_eq!(supervisor.state(), WorkerState::NotStarted);
+    assert!(supervisor.kill().is_err(), "nothing to kill yet");
+
+    supervisor.start().expect("start");
+    let WorkerState::Running { pid } = supervisor.state() else {
+        panic!("not running: {:?}", supervisor.state());
+    };
+    assert!(supervisor.start().is_err(), "one worker at a time");
+    wait_for("the worker to finish a diagnosis", DEADLINE, || {
+        let tasks = store.load().expect("load");
+        tasks.values().any(|t| t.status.is_terminal()).then_some(())
+    });
+    supervisor.kill().expect("kill");
+    assert_eq!(supervisor.state(), WorkerState::Killed { pid });
+    assert!(supervisor.kill().is_err(), "already killed");
+
+    supervisor.start().expect("start again");
+    let WorkerState::Running { pid: again } = supervisor.state() else {
+        panic!("not running again");
+    };
+    assert_ne!(again, pid);
+    // Both workers wrote to the log file (appended, not truncated), not to
+    // the terminal the TUI draws on.
+    let logged = wait_for("the second worker to log", DEADLINE, || {
+        let logged = fs::read_to_string(&log).unwrap_or_default();
+        logged
+            .contains(&format!("worker-{again}: started"))
+            .then_some(logged)
+    });
+    assert!(
+        logged.contains(&format!("worker-{pid}: started")),
+        "{logged}"
+    );
+    assert_eq!(supervisor.stop(), Some(again));
+    assert_eq!(supervisor.state(), WorkerState::Killed { pid: again });
+}
+
+#[test]
+fn an_orphaned_demo_worker_exits() {
+    let (_dir, path, _store) = demo_store();
+    // The worker believes pid 1 started it; its real parent is this test, so
+    // it concludes the demo is gone and exits cleanly.
+    let out = Command::new(env!("CARGO_BIN_EXE_rudder"))
+        .arg("worker")
+        .arg("--store")
+        .arg(&path)
+        .env(PARENT_ENV, "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the worker");
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is gone"), "{stderr}");
+}
+
+#[test]
+fn a_bad_speed_is_refused() {
+    let (_dir, path, _store) = demo_store();
+    for speed in ["0", "-1", "NaN"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_rudder"))
+            .arg("worker")
+            .arg("--store")
+            .arg(&path)
+            .arg(format!("--speed={speed}"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the worker");
+        assert!(!out.status.success(), "--speed {speed} accepted");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--speed"), "{stderr}");
+    }
+}
