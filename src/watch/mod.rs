@@ -12,6 +12,7 @@ mod diff;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use chrono::Utc;
@@ -61,6 +62,7 @@ impl Default for FeedOptions {
 pub struct ChangeFeed {
     rx: mpsc::Receiver<FeedEvent>,
     task: tokio::task::JoinHandle<()>,
+    reads: Arc<AtomicU64>,
 }
 
 impl ChangeFeed {
@@ -69,8 +71,15 @@ impl ChangeFeed {
     pub fn start(path: impl Into<PathBuf>, options: FeedOptions) -> ChangeFeed {
         let (tx, rx) = mpsc::channel(16);
         let backend = FileBackend::new(path.into());
-        let task = tokio::spawn(run(backend, options, tx));
-        ChangeFeed { rx, task }
+        let reads = Arc::new(AtomicU64::new(0));
+        let task = tokio::spawn(run(backend, options, tx, reads.clone()));
+        ChangeFeed { rx, task, reads }
+    }
+
+    /// How many times the feed has read the store file so far: once at
+    /// start, then once per change (an idle store is not re-read).
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
     }
 
     /// The next event; `None` only if the feed stopped.
@@ -82,6 +91,18 @@ impl ChangeFeed {
 impl Drop for ChangeFeed {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// Whether an event can mean new content. Opening and reading the file (as
+/// this feed itself does on every reload) raises access events: reacting to
+/// them would make the feed re-read the file forever.
+fn changes_content(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode, EventKind};
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
     }
 }
 
@@ -97,6 +118,7 @@ fn stamp(path: &Path) -> Stamp {
 /// The reader side: remembers what was last reported to emit only changes.
 struct Reader {
     backend: FileBackend,
+    reads: Arc<AtomicU64>,
     last_good: Arc<TaskMap>,
     last_bytes: Option<Vec<u8>>,
     /// What was last emitted: 0 nothing yet, 1 snapshot, 2 missing, 3 unreadable.
@@ -107,6 +129,7 @@ struct Reader {
 
 impl Reader {
     fn reload(&mut self) -> Option<FeedEvent> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
         self.stamp = stamp(self.backend.target());
         let bytes = match self.backend.read_bytes() {
             Ok(Some(b)) => b,
@@ -159,7 +182,12 @@ impl Reader {
     }
 }
 
-async fn run(backend: FileBackend, options: FeedOptions, tx: mpsc::Sender<FeedEvent>) {
+async fn run(
+    backend: FileBackend,
+    options: FeedOptions,
+    tx: mpsc::Sender<FeedEvent>,
+    reads: Arc<AtomicU64>,
+) {
     let target = backend.target().to_path_buf();
     let name = target.file_name().map(|n| n.to_os_string());
     let dir = match target.parent() {
@@ -176,7 +204,9 @@ async fn run(backend: FileBackend, options: FeedOptions, tx: mpsc::Sender<FeedEv
         let mut w = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
             let relevant = match &ev {
                 Ok(ev) => {
-                    ev.need_rescan() || ev.paths.iter().any(|p| p.file_name() == name.as_deref())
+                    ev.need_rescan()
+                        || (changes_content(&ev.kind)
+                            && ev.paths.iter().any(|p| p.file_name() == name.as_deref()))
                 }
                 Err(_) => true,
             };
@@ -193,6 +223,7 @@ async fn run(backend: FileBackend, options: FeedOptions, tx: mpsc::Sender<FeedEv
     let mut watcher = make_watcher();
     let mut reader = Reader {
         backend,
+        reads,
         last_good: Arc::new(TaskMap::new()),
         last_bytes: None,
         last_kind: 0,
@@ -223,5 +254,42 @@ async fn run(backend: FileBackend, options: FeedOptions, tx: mpsc::Sender<FeedEv
                 stamp(&target) != reader.stamp
             }
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{NewTask, Store};
+
+    #[tokio::test]
+    async fn an_idle_store_is_not_reread_because_the_feed_read_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tasks.json");
+        Store::open(&path)
+            .create(NewTask::default())
+            .expect("create");
+        let mut feed = ChangeFeed::start(&path, FeedOptions::default());
+        assert!(matches!(
+            feed.next().await,
+            Some(FeedEvent::Snapshot { .. })
+        ));
+        // Reading the file raises inotify access events; a feed that took
+        // them for changes would re-read it hundreds of times a second.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(
+            feed.reads() <= 2,
+            "an idle store was read {} times",
+            feed.reads()
+        );
+
+        Store::open(&path)
+            .create(NewTask::default())
+            .expect("create");
+        assert!(matches!(
+            feed.next().await,
+            Some(FeedEvent::Snapshot { .. })
+        ));
+        assert!(feed.reads() >= 2);
     }
 }
