@@ -1,9 +1,38 @@
 //! The live TUI (`rudder watch`, `rudder demo`).
+//!
+//! - [`app`]: the state, apart from any terminal;
+//! - [`update`]: what keys, mouse events and store answers do to it;
+//! - [`form`]: the input form generated from a task's schema;
+//! - [`view`]: drawing, one module per pane or dialog;
+//! - `run`: the event loop.
+//!
+//! Choices where DESIGN.md is silent:
+//!
+//! - Rows are grouped waiting → working → finished, then sorted by the `s`
+//!   key (last update, created, title, id), ties broken by id so rows never
+//!   jitter.
+//! - `d`/`u` (and the mouse wheel over the pane) scroll the detail pane; `Esc`
+//!   on the list clears every filter.
+//! - A deleted store empties the table (nothing is known any more) and shows
+//!   "waiting for … to appear"; a re-created one shows its tasks again. An
+//!   unparsable one keeps the last good tasks under a banner.
+//! - A form whose task changes while it is open says so at once and keeps
+//!   what was typed; the store refuses the submit by revision anyway.
+//! - Status-line answers stay until the next one, so a refusal is never missed.
+
+#![warn(missing_docs)]
+
+pub mod app;
+pub mod form;
+mod run;
+pub mod update;
+pub mod view;
 
 use std::path::PathBuf;
 
 /// How the TUI is started.
 pub struct Options {
+    /// The store file to watch and steer.
     pub store: PathBuf,
     /// Refuse every write with a message.
     pub read_only: bool,
@@ -14,17 +43,23 @@ pub struct Options {
 /// What the TUI shows about the demo worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WorkerState {
+    /// No worker was started yet.
     NotStarted,
+    /// The worker runs.
     Running {
+        /// Its process id.
         pid: u32,
     },
     /// Killed from the TUI with SIGKILL.
     Killed {
+        /// Its process id.
         pid: u32,
     },
     /// Exited on its own (code, or None when a signal ended it).
     Exited {
+        /// Its process id.
         pid: u32,
+        /// Its exit code.
         code: Option<i32>,
     },
 }
@@ -39,7 +74,7 @@ pub trait WorkerControl: Send {
     fn start(&mut self) -> Result<(), String>;
 }
 
-/// Run the TUI until the user quits.
-pub fn run(_options: Options) -> anyhow::Result<()> {
-    anyhow::bail!("the TUI is not built yet")
+/// Run the TUI until the user quits (`q`, Ctrl-C or SIGTERM).
+pub fn run(options: Options) -> anyhow::Result<()> {
+    run::run(options)
 }

@@ -1,0 +1,560 @@
+//! The TUI's state, apart from any terminal: what is shown, what is selected,
+//! which dialog is open. [`crate::tui::update`] changes it; [`crate::tui::view`]
+//! draws it.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use ratatui::layout::Rect;
+use tui_input::Input;
+
+use crate::store::ReclaimReport;
+use crate::task::{Status, Task, TaskMap};
+use crate::tui::WorkerState;
+use crate::tui::form::Form;
+use crate::watch::{Diff, FeedEvent};
+
+/// How long a changed row stays highlighted.
+pub const FLASH: TimeDelta = TimeDelta::seconds(2);
+/// How many transitions the log keeps.
+pub const LOG_CAPACITY: usize = 500;
+/// The reclaim age offered by default.
+pub const DEFAULT_RECLAIM_AGE: &str = "15m";
+
+/// What the change feed last said about the store file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchState {
+    /// Nothing heard from the feed yet.
+    Starting,
+    /// A snapshot was read; updates are shown as they come.
+    Live,
+    /// The store file does not exist (yet, or any more).
+    Missing,
+    /// The file cannot be read or parsed; the last good tasks stay shown.
+    Unreadable(String),
+}
+
+/// The order of the table (waiting tasks always come first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    /// Most recently updated first.
+    Updated,
+    /// Most recently created first.
+    Created,
+    /// By title (or key), then id.
+    Title,
+    /// By id.
+    Id,
+}
+
+impl SortKey {
+    /// The next sort in the `s` cycle.
+    pub fn next(self) -> SortKey {
+        match self {
+            SortKey::Updated => SortKey::Created,
+            SortKey::Created => SortKey::Title,
+            SortKey::Title => SortKey::Id,
+            SortKey::Id => SortKey::Updated,
+        }
+    }
+
+    /// The name shown in the header.
+    pub fn label(self) -> &'static str {
+        match self {
+            SortKey::Updated => "last update",
+            SortKey::Created => "created",
+            SortKey::Title => "title",
+            SortKey::Id => "id",
+        }
+    }
+}
+
+/// One observed transition in the log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogEntry {
+    /// When it happened (the writer's `updated_at`, else when it was seen).
+    pub at: DateTime<Utc>,
+    /// The task's full id.
+    pub task_id: String,
+    /// The task's label when the transition was seen (already sanitized).
+    pub label: String,
+    /// The status before; `None` when the task appeared.
+    pub from: Option<Status>,
+    /// `None` when the task vanished from the store.
+    pub to: Option<Status>,
+}
+
+/// How a status-line message should look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    /// Neutral information.
+    Info,
+    /// The action succeeded.
+    Success,
+    /// Nothing done, or refused before asking the store.
+    Warning,
+    /// The store refused or failed.
+    Error,
+}
+
+/// The one-line answer to the last action.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusLine {
+    /// The message (sanitized where it quotes the store).
+    pub text: String,
+    /// How it is coloured.
+    pub tone: Tone,
+}
+
+/// The text filter being typed (`/`), or `None` when not editing.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// The filter in force (lower case).
+    pub text: String,
+    /// Status filters (`1`–`5`, in [`Status::ALL`] order); none set shows all.
+    pub statuses: [bool; 5],
+    /// The filter being edited.
+    pub editing: Option<Input>,
+}
+
+impl Filter {
+    /// Whether any filter narrows the list.
+    pub fn active(&self) -> bool {
+        !self.text.is_empty() || self.statuses.iter().any(|s| *s)
+    }
+}
+
+/// The dialog on top of the screen, if any.
+#[derive(Debug, Default)]
+pub enum Popup {
+    #[default]
+    /// Nothing on top of the screen.
+    None,
+    /// The key overview.
+    Help,
+    /// The input form of a waiting task.
+    Form(Box<Form>),
+    /// "Cancel task X?" y/n.
+    ConfirmCancel {
+        /// The task to cancel.
+        task_id: String,
+        /// How the dialog names it (short id and title).
+        label: String,
+    },
+    /// Asking the reclaim age.
+    ReclaimAge {
+        /// The age being typed.
+        input: Input,
+        /// Why the last age did not parse.
+        error: Option<String>,
+    },
+    /// Waiting for the dry run.
+    ReclaimLoading {
+        /// The age asked for.
+        older_than: Duration,
+        /// The age as typed.
+        age: String,
+    },
+    /// The dry run's report, y/n.
+    ReclaimPreview {
+        /// The age asked for.
+        older_than: Duration,
+        /// The age as typed.
+        age: String,
+        /// The dry run's report.
+        report: ReclaimReport,
+    },
+    /// What reclaim did.
+    ReclaimDone {
+        /// The report of the real run.
+        report: ReclaimReport,
+    },
+}
+
+/// Everything the TUI shows.
+pub struct App {
+    /// The store path as shown in the header.
+    pub store_label: String,
+    /// The store's file name ("waiting for tasks.json to appear").
+    pub store_name: String,
+    /// Refuse every write with a message (`--read-only`).
+    pub read_only: bool,
+    /// The clock the screen is drawn at; set by the loop, fixed in tests.
+    pub now: DateTime<Utc>,
+    /// The tasks shown (the last good snapshot, or the one paused on).
+    pub tasks: Arc<TaskMap>,
+    /// What the feed last said about the file.
+    pub watch: WatchState,
+    /// Live updates are held back (`p`).
+    pub paused: bool,
+    /// The newest feed event held back while paused.
+    pending: Option<FeedEvent>,
+    /// Changes (tasks appeared, changed or vanished) held back while paused.
+    pub pending_changes: usize,
+    /// Positions in `tasks` of the rows shown, in display order.
+    pub rows: Vec<usize>,
+    /// Count of tasks per status, in [`Status::ALL`] order.
+    pub counts: [usize; 5],
+    /// The selected task: selection follows the id, not the row.
+    pub selected: Option<String>,
+    /// Row index of the selection in `rows`.
+    pub cursor: usize,
+    /// The first row drawn.
+    pub offset: usize,
+    /// The text and status filters.
+    pub filter: Filter,
+    /// The order of the rows.
+    pub sort: SortKey,
+    /// Observed transitions, newest first.
+    pub log: VecDeque<LogEntry>,
+    /// Tasks that changed recently, and until when they flash.
+    pub flashes: HashMap<String, DateTime<Utc>>,
+    /// The dialog on top, if any.
+    pub popup: Popup,
+    /// The answer to the last action.
+    pub status: Option<StatusLine>,
+    /// Scroll of the detail pane, in lines.
+    pub detail_scroll: u16,
+    /// In demo mode: the worker's last known state.
+    pub worker: Option<WorkerState>,
+    /// Set when the user asked to quit.
+    pub quit: bool,
+    /// Where the table's rows were last drawn (for mouse clicks).
+    pub table_area: Rect,
+    /// Where the detail pane was last drawn (for mouse scrolling).
+    pub detail_area: Rect,
+    /// How many rows fit in the table (set when drawing).
+    pub page: usize,
+}
+
+impl App {
+    /// A fresh state for the store at `store` (as displayed).
+    pub fn new(store: &std::path::Path, read_only: bool, now: DateTime<Utc>) -> App {
+        App {
+            store_label: crate::text::sanitize(&store.display().to_string()).into_owned(),
+            store_name: store
+                .file_name()
+                .map(|n| crate::text::sanitize(&n.to_string_lossy()).into_owned())
+                .unwrap_or_else(|| "the store".into()),
+            read_only,
+            now,
+            tasks: Arc::new(TaskMap::new()),
+            watch: WatchState::Starting,
+            paused: false,
+            pending: None,
+            pending_changes: 0,
+            rows: Vec::new(),
+            counts: [0; 5],
+            selected: None,
+            cursor: 0,
+            offset: 0,
+            filter: Filter::default(),
+            sort: SortKey::Updated,
+            log: VecDeque::new(),
+            flashes: HashMap::new(),
+            popup: Popup::None,
+            status: None,
+            detail_scroll: 0,
+            worker: None,
+            quit: false,
+            table_area: Rect::default(),
+            detail_area: Rect::default(),
+            page: 10,
+        }
+    }
+
+    /// Set the status line.
+    pub fn say(&mut self, tone: Tone, text: impl Into<String>) {
+        self.status = Some(StatusLine {
+            text: text.into(),
+            tone,
+        });
+    }
+
+    /// The selected task, if it still exists.
+    pub fn selected_task(&self) -> Option<&Task> {
+        self.tasks.get(self.selected.as_deref()?)
+    }
+
+    /// The task shown on row `row`.
+    pub fn row_task(&self, row: usize) -> Option<&Task> {
+        let pos = *self.rows.get(row)?;
+        self.tasks.get_index(pos).map(|(_, t)| t)
+    }
+
+    /// Take in what the change feed observed (held back while paused).
+    pub fn on_feed(&mut self, event: FeedEvent) {
+        if self.paused {
+            if let FeedEvent::Snapshot { diff, .. } = &event {
+                self.pending_changes +=
+                    diff.appeared.len() + diff.changed.len() + diff.vanished.len();
+            }
+            // Keep the newest snapshot; a later missing/unreadable state
+            // replaces it, since that is what resuming should show.
+            self.pending = Some(match (self.pending.take(), event) {
+                // Diffs accumulate so the log misses no transition.
+                (
+                    Some(FeedEvent::Snapshot { diff: mut old, .. }),
+                    FeedEvent::Snapshot { tasks, diff },
+                ) => {
+                    old.transitions.extend(diff.transitions);
+                    old.appeared.extend(diff.appeared);
+                    old.changed.extend(diff.changed);
+                    old.vanished.extend(diff.vanished);
+                    FeedEvent::Snapshot { tasks, diff: old }
+                }
+                (_, e) => e,
+            });
+            return;
+        }
+        self.apply_feed(event);
+    }
+
+    /// Pause or resume live updates; resuming applies what was held back.
+    pub fn toggle_pause(&mut self) {
+        if self.paused {
+            self.paused = false;
+            self.pending_changes = 0;
+            if let Some(event) = self.pending.take() {
+                self.apply_feed(event);
+            }
+            self.say(Tone::Info, "live updates resumed");
+        } else {
+            self.paused = true;
+            self.say(Tone::Info, "paused: press p to resume live updates");
+        }
+    }
+
+    fn apply_feed(&mut self, event: FeedEvent) {
+        match event {
+            FeedEvent::Snapshot { tasks, diff } => {
+                let first = self.watch == WatchState::Starting;
+                self.record(&diff, &tasks, first);
+                self.tasks = tasks;
+                self.watch = WatchState::Live;
+            }
+            FeedEvent::Missing => {
+                // The file is gone: nothing is known about any task any more.
+                // The feed starts over from empty, so a re-created store shows
+                // its tasks as appearing.
+                self.tasks = Arc::new(TaskMap::new());
+                self.watch = WatchState::Missing;
+            }
+            FeedEvent::Unreadable { message } => {
+                self.watch = WatchState::Unreadable(crate::text::sanitize(&message).into_owned());
+            }
+        }
+        self.rebuild();
+        self.check_form();
+    }
+
+    /// Log transitions and flash changed rows. The first snapshot is the
+    /// starting point, not news: nothing is logged or flashed for it.
+    fn record(&mut self, diff: &Diff, tasks: &TaskMap, first: bool) {
+        if first {
+            return;
+        }
+        let until = self.now + FLASH;
+        for id in diff.appeared.iter().chain(&diff.changed) {
+            self.flashes.insert(id.clone(), until);
+        }
+        let label = |id: &str, old: &TaskMap| {
+            let t = tasks.get(id).or_else(|| old.get(id));
+            crate::text::sanitize(t.and_then(Task::label).unwrap_or("")).into_owned()
+        };
+        for t in &diff.transitions {
+            self.log.push_front(LogEntry {
+                at: t.at,
+                task_id: t.task_id.clone(),
+                label: label(&t.task_id, &self.tasks),
+                from: t.from,
+                to: Some(t.to),
+            });
+        }
+        for id in &diff.vanished {
+            self.log.push_front(LogEntry {
+                at: self.now,
+                task_id: id.clone(),
+                label: label(id, &self.tasks),
+                from: self.tasks.get(id).map(|t| t.status),
+                to: None,
+            });
+        }
+        self.log.truncate(LOG_CAPACITY);
+    }
+
+    /// Tell an open form that its task moved on (it keeps what was typed).
+    fn check_form(&mut self) {
+        let Popup::Form(form) = &mut self.popup else {
+            return;
+        };
+        form.moved_on = match self.tasks.get(&form.task_id) {
+            None => Some("this task is no longer in the store".into()),
+            Some(t) if t.revision != form.revision => Some(format!(
+                "this task changed since the form was opened (now {}, revision {}); submitting will be refused",
+                t.status, t.revision
+            )),
+            Some(_) => None,
+        };
+    }
+
+    /// Advance the clock and drop expired flashes.
+    pub fn tick(&mut self, now: DateTime<Utc>) {
+        self.now = now;
+        self.flashes.retain(|_, until| *until > now);
+    }
+
+    /// Whether `task_id` is flashing.
+    pub fn flashing(&self, task_id: &str) -> bool {
+        self.flashes
+            .get(task_id)
+            .is_some_and(|until| *until > self.now)
+    }
+
+    /// Recompute the rows (filter, sort) and the counts, keeping the
+    /// selection on the same task id. Called only when the snapshot, the
+    /// filter or the sort changed, never per frame.
+    pub fn rebuild(&mut self) {
+        let mut counts = [0; 5];
+        for t in self.tasks.values() {
+            counts[status_index(t.status)] += 1;
+        }
+        self.counts = counts;
+        let any_status = self.filter.statuses.iter().any(|s| *s);
+        let needle = self.filter.text.as_str();
+        let mut rows: Vec<usize> = self
+            .tasks
+            .values()
+            .enumerate()
+            .filter(|(_, t)| !any_status || self.filter.statuses[status_index(t.status)])
+            .filter(|(_, t)| needle.is_empty() || matches_text(t, needle))
+            .map(|(i, _)| i)
+            .collect();
+        let tasks = &self.tasks;
+        // Ties are broken by file position so that equal rows never swap
+        // places between rebuilds (which would make the screen jitter).
+        match self.sort {
+            SortKey::Updated | SortKey::Created => {
+                // Sorting plain integer keys is several times faster than
+                // comparing tasks, which matters at 100k tasks.
+                let updated = self.sort == SortKey::Updated;
+                let mut keyed: Vec<(u8, i64, usize)> = rows
+                    .iter()
+                    .map(|&i| {
+                        let t = &tasks[i];
+                        let at = if updated { t.updated_at } else { t.created_at };
+                        // Newest first; tasks without a time last.
+                        let key = at.map_or(i64::MAX, |d| d.timestamp_micros().saturating_neg());
+                        (rank(t.status), key, i)
+                    })
+                    .collect();
+                keyed.sort_unstable();
+                rows = keyed.into_iter().map(|(_, _, i)| i).collect();
+            }
+            SortKey::Title => rows.sort_unstable_by(|&a, &b| {
+                let (ta, tb) = (&tasks[a], &tasks[b]);
+                rank(ta.status)
+                    .cmp(&rank(tb.status))
+                    .then_with(|| {
+                        ta.label()
+                            .unwrap_or("\u{10FFFF}")
+                            .cmp(tb.label().unwrap_or("\u{10FFFF}"))
+                    })
+                    .then(a.cmp(&b))
+            }),
+            SortKey::Id => rows.sort_unstable_by(|&a, &b| {
+                let (ta, tb) = (&tasks[a], &tasks[b]);
+                rank(ta.status)
+                    .cmp(&rank(tb.status))
+                    .then_with(|| ta.task_id.cmp(&tb.task_id))
+            }),
+        }
+        self.rows = rows;
+        self.reselect();
+    }
+
+    /// Put the cursor back on the selected id, or on the nearest row when
+    /// that task is gone or filtered out.
+    fn reselect(&mut self) {
+        let found = self.selected.as_deref().and_then(|id| {
+            let pos = self.tasks.get_index_of(id)?;
+            self.rows.iter().position(|&r| r == pos)
+        });
+        match found {
+            Some(row) => self.cursor = row,
+            None => {
+                self.cursor = self.cursor.min(self.rows.len().saturating_sub(1));
+                self.selected = self.row_task(self.cursor).map(|t| t.task_id.clone());
+                self.detail_scroll = 0;
+            }
+        }
+        self.scroll_to_cursor();
+    }
+
+    /// Move the cursor to `row` (clamped) and select its task.
+    pub fn select_row(&mut self, row: usize) {
+        if self.rows.is_empty() {
+            self.cursor = 0;
+            self.selected = None;
+            return;
+        }
+        let row = row.min(self.rows.len() - 1);
+        let id = self.row_task(row).map(|t| t.task_id.clone());
+        if id != self.selected {
+            self.detail_scroll = 0;
+        }
+        self.cursor = row;
+        self.selected = id;
+        self.scroll_to_cursor();
+    }
+
+    /// Keep the cursor inside the visible page.
+    pub fn scroll_to_cursor(&mut self) {
+        let page = self.page.max(1);
+        if self.cursor < self.offset {
+            self.offset = self.cursor;
+        } else if self.cursor >= self.offset + page {
+            self.offset = self.cursor + 1 - page;
+        }
+        let max_offset = self.rows.len().saturating_sub(page);
+        self.offset = self.offset.min(max_offset);
+    }
+}
+
+/// The position of `status` in [`Status::ALL`].
+pub fn status_index(status: Status) -> usize {
+    Status::ALL
+        .iter()
+        .position(|s| *s == status)
+        .unwrap_or_default()
+}
+
+/// Waiting tasks first, then running ones, then finished ones.
+fn rank(status: Status) -> u8 {
+    match status {
+        Status::InputRequired => 0,
+        Status::Working => 1,
+        _ => 2,
+    }
+}
+
+/// Case-insensitive match of the (lower-case) `needle` on what the table shows.
+fn matches_text(task: &Task, needle: &str) -> bool {
+    let hit = |s: &str| {
+        if s.is_ascii() {
+            s.as_bytes()
+                .windows(needle.len().max(1))
+                .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+                || needle.is_empty()
+        } else {
+            s.to_lowercase().contains(needle)
+        }
+    };
+    hit(&task.task_id)
+        || task.title.as_deref().is_some_and(hit)
+        || task.idempotency_key.as_deref().is_some_and(hit)
+        || task.status_message.as_deref().is_some_and(hit)
+        || hit(task.status.as_str())
+}

@@ -1,0 +1,592 @@
+//! The update function: keys and mouse events change the [`App`] and may ask
+//! for [`Effect`]s (store writes, clipboard, worker control), which the loop
+//! runs and answers with an [`EffectResult`]. Nothing here touches a terminal,
+//! so every behaviour is testable with plain key sequences.
+
+use std::time::Duration;
+
+use crossterm::event::{
+    Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
+use tui_input::Input;
+use tui_input::backend::crossterm::to_input_request;
+
+use crate::store::Outcome;
+use crate::store::{ReclaimReport, Store, StoreError};
+use crate::task::{Change, Status};
+use crate::text::sanitize;
+use crate::tui::app::{App, DEFAULT_RECLAIM_AGE, Popup, Tone};
+use crate::tui::form::{FieldKind, Form};
+
+/// Something the loop must do outside the state: a store call, the
+/// clipboard, the demo worker.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Give input, only if the task is still at `revision`.
+    ProvideInput {
+        /// The task to answer.
+        task_id: String,
+        /// The validated input.
+        value: serde_json::Value,
+        /// The revision the form was opened at.
+        revision: u64,
+    },
+    /// Cancel a task (after the y/n).
+    Cancel {
+        /// The task to cancel.
+        task_id: String,
+    },
+    /// A dry run, for the preview.
+    ReclaimPreview {
+        /// Only tasks idle at least this long.
+        older_than: Duration,
+    },
+    /// Fail every task idle at least `older_than` (after the y/n).
+    Reclaim {
+        /// Only tasks idle at least this long.
+        older_than: Duration,
+    },
+    /// Copy to the clipboard with OSC 52.
+    Copy(String),
+    /// Kill the demo worker (SIGKILL).
+    KillWorker,
+    /// Start a new demo worker.
+    StartWorker,
+}
+
+/// The answer to a store [`Effect`].
+#[derive(Debug)]
+pub enum EffectResult {
+    /// The answer to [`Effect::ProvideInput`].
+    Input {
+        /// The task that was answered.
+        task_id: String,
+        /// The task as it now is, or why not.
+        result: Result<Outcome, StoreError>,
+    },
+    /// The answer to [`Effect::Cancel`].
+    Cancel {
+        /// The task cancelled.
+        task_id: String,
+        /// The task as it now is, or why not.
+        result: Result<Outcome, StoreError>,
+    },
+    /// The answer to [`Effect::ReclaimPreview`].
+    ReclaimPreview {
+        /// The age asked for.
+        older_than: Duration,
+        /// The dry run's report, or why not.
+        result: Result<ReclaimReport, StoreError>,
+    },
+    /// The answer to [`Effect::Reclaim`].
+    Reclaim {
+        /// The report, or why not.
+        result: Result<ReclaimReport, StoreError>,
+    },
+}
+
+/// Run a store effect against `store` (blocking file I/O; the loop calls it
+/// off the render path). Non-store effects return `None`.
+pub fn execute(store: &Store, effect: Effect) -> Option<EffectResult> {
+    Some(match effect {
+        Effect::ProvideInput {
+            task_id,
+            value,
+            revision,
+        } => EffectResult::Input {
+            result: store.provide_input(&task_id, value, Some(revision)),
+            task_id,
+        },
+        Effect::Cancel { task_id } => EffectResult::Cancel {
+            result: store.cancel(&task_id, Some("cancelled from the TUI".into())),
+            task_id,
+        },
+        Effect::ReclaimPreview { older_than } => EffectResult::ReclaimPreview {
+            older_than,
+            result: store.reclaim(older_than, true),
+        },
+        Effect::Reclaim { older_than } => EffectResult::Reclaim {
+            result: store.reclaim(older_than, false),
+        },
+        Effect::Copy(_) | Effect::KillWorker | Effect::StartWorker => return None,
+    })
+}
+
+const READ_ONLY: &str = "read-only: started with --read-only, nothing is written";
+
+impl App {
+    /// Handle one terminal event; returns what the loop must do.
+    pub fn handle_event(&mut self, event: &Event) -> Vec<Effect> {
+        match event {
+            Event::Key(key) if key.kind != KeyEventKind::Release => self.handle_key(*key),
+            Event::Mouse(m) => {
+                self.handle_mouse(*m);
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Handle one key press.
+    pub fn handle_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if ctrl && key.code == KeyCode::Char('c') {
+            self.quit = true;
+            return Vec::new();
+        }
+        if self.filter.editing.is_some() {
+            self.filter_key(key);
+            return Vec::new();
+        }
+        match std::mem::take(&mut self.popup) {
+            Popup::None => self.main_key(key),
+            Popup::Help => {
+                // Any key closes help; q still quits.
+                if key.code == KeyCode::Char('q') {
+                    self.quit = true;
+                }
+                Vec::new()
+            }
+            Popup::Form(form) => self.form_key(form, key),
+            Popup::ConfirmCancel { task_id, label } => match key.code {
+                KeyCode::Char('y' | 'Y') => {
+                    self.say(Tone::Info, format!("cancelling {label}…"));
+                    vec![Effect::Cancel { task_id }]
+                }
+                KeyCode::Char('n' | 'N') | KeyCode::Esc | KeyCode::Char('q') => {
+                    self.say(Tone::Info, "cancel: nothing done");
+                    Vec::new()
+                }
+                _ => {
+                    self.popup = Popup::ConfirmCancel { task_id, label };
+                    Vec::new()
+                }
+            },
+            Popup::ReclaimAge { mut input, error } => match key.code {
+                KeyCode::Esc => {
+                    self.say(Tone::Info, "reclaim: nothing done");
+                    Vec::new()
+                }
+                KeyCode::Enter => match crate::duration::parse_duration(input.value()) {
+                    Ok(older_than) => {
+                        let age = input.value().trim().to_string();
+                        self.popup = Popup::ReclaimLoading { older_than, age };
+                        vec![Effect::ReclaimPreview { older_than }]
+                    }
+                    Err(e) => {
+                        self.popup = Popup::ReclaimAge {
+                            input,
+                            error: Some(e),
+                        };
+                        Vec::new()
+                    }
+                },
+                _ => {
+                    if let Some(req) = to_input_request(&Event::Key(key)) {
+                        input.handle(req);
+                    }
+                    self.popup = Popup::ReclaimAge { input, error };
+                    Vec::new()
+                }
+            },
+            Popup::ReclaimLoading { older_than, age } => {
+                if key.code == KeyCode::Esc {
+                    self.say(Tone::Info, "reclaim: nothing done");
+                } else {
+                    self.popup = Popup::ReclaimLoading { older_than, age };
+                }
+                Vec::new()
+            }
+            Popup::ReclaimPreview {
+                older_than,
+                age,
+                report,
+            } => match key.code {
+                KeyCode::Char('y' | 'Y') if !report.reclaimed.is_empty() => {
+                    self.say(Tone::Info, "reclaiming…");
+                    vec![Effect::Reclaim { older_than }]
+                }
+                KeyCode::Char('n' | 'N') | KeyCode::Esc | KeyCode::Char('q') | KeyCode::Enter => {
+                    self.say(Tone::Info, "reclaim: nothing done");
+                    Vec::new()
+                }
+                _ => {
+                    self.popup = Popup::ReclaimPreview {
+                        older_than,
+                        age,
+                        report,
+                    };
+                    Vec::new()
+                }
+            },
+            Popup::ReclaimDone { .. } => Vec::new(),
+        }
+    }
+
+    fn main_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        let page = self.page.max(1);
+        match key.code {
+            KeyCode::Char('q') => self.quit = true,
+            KeyCode::Char('j') | KeyCode::Down => self.select_row(self.cursor.saturating_add(1)),
+            KeyCode::Char('k') | KeyCode::Up => self.select_row(self.cursor.saturating_sub(1)),
+            KeyCode::Char('g') | KeyCode::Home => self.select_row(0),
+            KeyCode::Char('G') | KeyCode::End => self.select_row(usize::MAX),
+            KeyCode::PageDown => self.select_row(self.cursor.saturating_add(page)),
+            KeyCode::PageUp => self.select_row(self.cursor.saturating_sub(page)),
+            KeyCode::Char('d') => self.detail_scroll = self.detail_scroll.saturating_add(3),
+            KeyCode::Char('u') => self.detail_scroll = self.detail_scroll.saturating_sub(3),
+            KeyCode::Char('?') => self.popup = Popup::Help,
+            KeyCode::Char('i') => self.open_form(true),
+            KeyCode::Enter => self.open_form(false),
+            KeyCode::Char('c') => self.ask_cancel(),
+            KeyCode::Char('R') => {
+                if self.read_only {
+                    self.say(Tone::Warning, READ_ONLY);
+                } else {
+                    self.popup = Popup::ReclaimAge {
+                        input: Input::new(DEFAULT_RECLAIM_AGE.into()),
+                        error: None,
+                    };
+                }
+            }
+            KeyCode::Char('/') => {
+                self.filter.editing = Some(Input::new(self.filter.text.clone()));
+            }
+            KeyCode::Esc if self.filter.active() => {
+                self.filter.text.clear();
+                self.filter.statuses = [false; 5];
+                self.rebuild();
+                self.say(Tone::Info, "filters cleared");
+            }
+            KeyCode::Char(c @ '1'..='5') => {
+                let i = c as usize - '1' as usize;
+                self.filter.statuses[i] = !self.filter.statuses[i];
+                self.rebuild();
+            }
+            KeyCode::Char('s') => {
+                self.sort = self.sort.next();
+                self.rebuild();
+                self.say(Tone::Info, format!("sorted by {}", self.sort.label()));
+            }
+            KeyCode::Char('p') => self.toggle_pause(),
+            KeyCode::Char('y') => match self.selected.clone() {
+                Some(id) => {
+                    self.say(Tone::Success, format!("copied {id} (OSC 52)"));
+                    return vec![Effect::Copy(id)];
+                }
+                None => self.say(Tone::Warning, "no task selected"),
+            },
+            KeyCode::Char('K') if self.worker.is_some() => return vec![Effect::KillWorker],
+            KeyCode::Char('W') if self.worker.is_some() => return vec![Effect::StartWorker],
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    fn filter_key(&mut self, key: KeyEvent) {
+        let Some(input) = self.filter.editing.as_mut() else {
+            return;
+        };
+        match key.code {
+            KeyCode::Enter => {
+                self.filter.editing = None;
+            }
+            KeyCode::Esc => {
+                self.filter.editing = None;
+                self.filter.text.clear();
+            }
+            _ => {
+                if let Some(req) = to_input_request(&Event::Key(key)) {
+                    input.handle(req);
+                }
+                self.filter.text = input.value().to_lowercase();
+            }
+        }
+        self.rebuild();
+    }
+
+    /// Open the form on the selected task. `explicit` is `i`, which says why
+    /// it cannot; Enter on a task that is not waiting does nothing.
+    fn open_form(&mut self, explicit: bool) {
+        let Some(task) = self.selected_task() else {
+            if explicit {
+                self.say(Tone::Warning, "no task selected");
+            }
+            return;
+        };
+        if task.status != Status::InputRequired {
+            if explicit {
+                let msg = format!(
+                    "{} is {}: only a task waiting for input takes input",
+                    task.short_id(),
+                    task.status
+                );
+                self.say(Tone::Warning, msg);
+            }
+            return;
+        }
+        if self.read_only {
+            self.say(Tone::Warning, READ_ONLY);
+            return;
+        }
+        self.popup = Popup::Form(Box::new(Form::for_task(task)));
+    }
+
+    fn ask_cancel(&mut self) {
+        let Some(task) = self.selected_task() else {
+            self.say(Tone::Warning, "no task selected");
+            return;
+        };
+        if self.read_only {
+            self.say(Tone::Warning, READ_ONLY);
+            return;
+        }
+        let label = match task.label() {
+            Some(l) => format!("{} \"{}\"", task.short_id(), crate::text::clean(l, 40)),
+            None => task.short_id().to_string(),
+        };
+        self.popup = Popup::ConfirmCancel {
+            task_id: task.task_id.clone(),
+            label,
+        };
+    }
+
+    fn form_key(&mut self, mut form: Box<Form>, key: KeyEvent) -> Vec<Effect> {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let submit = match key.code {
+            KeyCode::Esc => {
+                self.say(Tone::Info, "input form closed: nothing sent");
+                return Vec::new();
+            }
+            KeyCode::Char('s') if ctrl => true,
+            KeyCode::Enter => {
+                if form.on_last() {
+                    true
+                } else {
+                    form.move_focus(1);
+                    false
+                }
+            }
+            KeyCode::Tab | KeyCode::Down => {
+                form.move_focus(1);
+                false
+            }
+            KeyCode::BackTab | KeyCode::Up => {
+                form.move_focus(-1);
+                false
+            }
+            _ => {
+                if let Some(field) = form.focused() {
+                    match (&field.kind, key.code) {
+                        (FieldKind::Toggle(_) | FieldKind::Choice { .. }, KeyCode::Char(' '))
+                        | (FieldKind::Toggle(_) | FieldKind::Choice { .. }, KeyCode::Right) => {
+                            field.cycle(1)
+                        }
+                        (FieldKind::Toggle(_) | FieldKind::Choice { .. }, KeyCode::Left) => {
+                            field.cycle(-1)
+                        }
+                        _ if field.is_text() => {
+                            if let Some(req) = to_input_request(&Event::Key(key)) {
+                                field.input.handle(req);
+                                field.error = None;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                false
+            }
+        };
+        let mut effects = Vec::new();
+        if submit && !form.submitting {
+            if let Some(value) = form.validate() {
+                form.submitting = true;
+                effects.push(Effect::ProvideInput {
+                    task_id: form.task_id.clone(),
+                    value,
+                    revision: form.revision,
+                });
+            } else {
+                self.say(
+                    Tone::Error,
+                    "the input does not match the schema: see the fields",
+                );
+            }
+        }
+        self.popup = Popup::Form(form);
+        effects
+    }
+
+    fn handle_mouse(&mut self, m: MouseEvent) {
+        if !matches!(self.popup, Popup::None) {
+            return;
+        }
+        let inside = |r: ratatui::layout::Rect| {
+            m.column >= r.x && m.column < r.x + r.width && m.row >= r.y && m.row < r.y + r.height
+        };
+        match m.kind {
+            MouseEventKind::ScrollDown if inside(self.detail_area) => {
+                self.detail_scroll = self.detail_scroll.saturating_add(3);
+            }
+            MouseEventKind::ScrollUp if inside(self.detail_area) => {
+                self.detail_scroll = self.detail_scroll.saturating_sub(3);
+            }
+            MouseEventKind::ScrollDown => self.select_row(self.cursor.saturating_add(3)),
+            MouseEventKind::ScrollUp => self.select_row(self.cursor.saturating_sub(3)),
+            MouseEventKind::Down(MouseButton::Left) if inside(self.table_area) => {
+                let row = self.offset + usize::from(m.row - self.table_area.y);
+                if row < self.rows.len() {
+                    self.select_row(row);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Take in the answer to a store effect.
+    pub fn apply_result(&mut self, result: EffectResult) {
+        match result {
+            EffectResult::Input { task_id, result } => self.input_done(&task_id, result),
+            EffectResult::Cancel { task_id, result } => {
+                let short = crate::task::short_id(&task_id).to_string();
+                match result {
+                    Ok(o) if o.change == Change::Applied => {
+                        self.say(Tone::Success, format!("cancelled {short}"))
+                    }
+                    Ok(_) => self.say(
+                        Tone::Info,
+                        format!("unchanged: {short} was already cancelled"),
+                    ),
+                    Err(e) => {
+                        let what = if e.task().is_some() {
+                            "refused"
+                        } else {
+                            "cancel failed"
+                        };
+                        self.say(Tone::Error, format!("{what}: {}", sanitize(&e.to_string())))
+                    }
+                }
+            }
+            EffectResult::ReclaimPreview { older_than, result } => {
+                let Popup::ReclaimLoading { age, .. } = std::mem::take(&mut self.popup) else {
+                    // The user closed the dialog meanwhile.
+                    return;
+                };
+                match result {
+                    Ok(report) => {
+                        if report.reclaimed.is_empty() {
+                            self.say(
+                                Tone::Info,
+                                format!("reclaim: no task idle for {age} or more; nothing to do"),
+                            );
+                        }
+                        self.popup = Popup::ReclaimPreview {
+                            older_than,
+                            age,
+                            report,
+                        };
+                    }
+                    Err(e) => self.say(
+                        Tone::Error,
+                        format!("reclaim preview failed: {}", sanitize(&e.to_string())),
+                    ),
+                }
+            }
+            EffectResult::Reclaim { result } => match result {
+                Ok(report) => {
+                    let n = report.reclaimed.len();
+                    if n == 0 {
+                        self.say(
+                            Tone::Info,
+                            "unchanged: nothing was idle long enough any more",
+                        );
+                    } else {
+                        self.say(Tone::Success, format!("reclaimed {n} task(s): now failed"));
+                    }
+                    self.popup = Popup::ReclaimDone { report };
+                }
+                Err(e) => self.say(
+                    Tone::Error,
+                    format!("reclaim refused: {}", sanitize(&e.to_string())),
+                ),
+            },
+        }
+    }
+
+    fn input_done(&mut self, task_id: &str, result: Result<Outcome, StoreError>) {
+        let short = crate::task::short_id(task_id).to_string();
+        let form = match std::mem::take(&mut self.popup) {
+            Popup::Form(f) if f.task_id == task_id => Some(f),
+            other => {
+                self.popup = other;
+                None
+            }
+        };
+        match result {
+            Ok(o) => {
+                let msg = match o.change {
+                    Change::Applied => format!("input sent: {short} is now {}", o.task.status),
+                    Change::Unchanged => {
+                        format!("unchanged: {short} already had this input")
+                    }
+                };
+                self.say(Tone::Success, msg);
+            }
+            Err(e) => {
+                let text = sanitize(&e.to_string()).into_owned();
+                self.say(Tone::Error, format!("input not sent: {text}"));
+                if let Some(mut form) = form {
+                    // Keep the form and what was typed; say why at the right place.
+                    form.submitting = false;
+                    match &e {
+                        StoreError::InvalidInput { violations, .. } => {
+                            form.show_violations(violations)
+                        }
+                        StoreError::StaleRevision { task, .. }
+                        | StoreError::Refused { task, .. } => {
+                            form.moved_on = Some(format!(
+                                "the task moved on since the form was opened: it is now {} (revision {}); nothing was sent, your input is kept",
+                                task.status, task.revision
+                            ));
+                        }
+                        _ => form.errors = vec![text],
+                    }
+                    self.popup = Popup::Form(form);
+                }
+            }
+        }
+    }
+
+    /// Take in the demo worker's state, polled on the tick; a worker that
+    /// ended on its own is announced, since nobody asked for it.
+    pub fn worker_polled(&mut self, state: crate::tui::WorkerState) {
+        use crate::tui::WorkerState;
+        if self.worker.as_ref() == Some(&state) {
+            return;
+        }
+        if let WorkerState::Exited { pid, code } = &state
+            && matches!(self.worker, Some(WorkerState::Running { pid: p }) if p == *pid)
+        {
+            let how = match code {
+                Some(c) => format!("with code {c}"),
+                None => "by a signal".into(),
+            };
+            self.say(
+                Tone::Warning,
+                format!("worker pid {pid} exited {how} (W starts a new one)"),
+            );
+        }
+        self.worker = Some(state);
+    }
+
+    /// Say how a worker action (kill, start) went.
+    pub fn worker_result(&mut self, action: &str, result: Result<(), String>) {
+        match result {
+            Ok(()) => self.say(Tone::Success, format!("worker: {action}")),
+            Err(e) => self.say(
+                Tone::Error,
+                format!("worker: {action} failed: {}", sanitize(&e)),
+            ),
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! The header: store, counts per status (waiting tasks stand out), watch
+//! state, and in demo mode the worker.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::Theme;
+use crate::task::Status;
+use crate::tui::WorkerState;
+use crate::tui::app::{App, WatchState};
+
+pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+    let width = usize::from(area.width);
+    let mut first = vec![
+        Span::styled(" rudder ", theme.title()),
+        Span::raw(crate::text::clean(&app.store_label, width / 2)),
+    ];
+    if app.read_only {
+        first.push(Span::styled(
+            "  [read-only]",
+            theme.tone(crate::tui::app::Tone::Warning),
+        ));
+    }
+    if let Some(w) = &app.worker {
+        first.push(Span::raw("  worker: "));
+        first.push(Span::styled(worker_text(w), theme.title()));
+    }
+    first.push(Span::styled(
+        format!("  sort: {}", app.sort.label()),
+        theme.dim(),
+    ));
+    if app.filter.active() {
+        let mut f = String::from("  filter:");
+        if !app.filter.text.is_empty() {
+            f.push_str(&format!(" /{}", crate::text::clean(&app.filter.text, 20)));
+        }
+        for (i, on) in app.filter.statuses.iter().enumerate() {
+            if *on {
+                f.push_str(&format!(" {}", Status::ALL[i]));
+            }
+        }
+        f.push_str(&format!(" ({} of {})", app.rows.len(), app.tasks.len()));
+        first.push(Span::styled(f, theme.tone(crate::tui::app::Tone::Warning)));
+    }
+
+    let mut second = vec![Span::raw(" ")];
+    for (i, status) in Status::ALL.iter().enumerate() {
+        let n = app.counts[i];
+        // On narrow terminals only the waiting count keeps its name: it is
+        // the one that needs a human.
+        let text = if area.width >= 100 || *status == Status::InputRequired {
+            format!("{} {} {}", Theme::symbol(*status), n, status)
+        } else {
+            format!("{} {}", Theme::symbol(*status), n)
+        };
+        let style = if *status == Status::InputRequired && n > 0 {
+            theme.attention()
+        } else {
+            theme.status(*status)
+        };
+        second.push(Span::styled(text, style));
+        second.push(Span::raw("  "));
+    }
+    let (watch, error) = match (&app.watch, app.paused) {
+        (WatchState::Starting, _) => ("○ starting".to_string(), false),
+        (_, true) => (format!("⏸ paused, {} pending", app.pending_changes), false),
+        (WatchState::Live, false) => ("● live".to_string(), false),
+        (WatchState::Missing, false) => (format!("○ {} missing", app.store_name), true),
+        (WatchState::Unreadable(_), false) => ("✖ unreadable".to_string(), true),
+    };
+    second.push(Span::styled(
+        watch,
+        if error { theme.error() } else { theme.title() },
+    ));
+    frame.render_widget(
+        Paragraph::new(vec![Line::from(first), Line::from(second)]),
+        area,
+    );
+}
+
+fn worker_text(w: &WorkerState) -> String {
+    match w {
+        WorkerState::NotStarted => "not started (W starts)".into(),
+        WorkerState::Running { pid } => format!("pid {pid} running (K kills)"),
+        WorkerState::Killed { pid } => format!("pid {pid} killed (W restarts)"),
+        WorkerState::Exited { pid, code } => match code {
+            Some(c) => format!("pid {pid} exited {c} (W restarts)"),
+            None => format!("pid {pid} ended by a signal (W restarts)"),
+        },
+    }
+}

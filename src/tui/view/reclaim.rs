@@ -1,0 +1,150 @@
+//! Reclaim: the age prompt, the preview of what would be reclaimed (and how
+//! long each task has been idle), the y/n, and the report.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+
+use super::{Theme, absolute, centered, clear};
+use crate::store::{ReclaimReport, human_duration};
+use crate::text::clean;
+use crate::tui::app::{App, Popup};
+
+pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+    let width = area.width.saturating_sub(4).min(100);
+    let w = usize::from(width.saturating_sub(2));
+    let mut lines: Vec<Line> = Vec::new();
+    let mut cursor = None;
+    let footer;
+    match &app.popup {
+        Popup::ReclaimAge { input, error } => {
+            lines.push(Line::raw(
+                "Fail every unfinished task not updated for at least:",
+            ));
+            cursor = Some((1, 2 + input.visual_cursor()));
+            lines.push(Line::raw(format!(
+                "  {}",
+                clean(input.value(), w.saturating_sub(3))
+            )));
+            if let Some(e) = error {
+                lines.push(Line::styled(clean(&format!("✖ {e}"), w), theme.error()));
+            }
+            lines.push(Line::styled("e.g. 90s, 15m, 2h", theme.dim()));
+            footer = " Enter previews · Esc closes ";
+        }
+        Popup::ReclaimLoading { age, .. } => {
+            lines.push(Line::raw(format!(
+                "looking for tasks idle for {age} or more…"
+            )));
+            footer = " Esc closes ";
+        }
+        Popup::ReclaimPreview { age, report, .. } => {
+            if report.reclaimed.is_empty() {
+                lines.push(Line::raw(format!(
+                    "No unfinished task has been idle for {age} or more."
+                )));
+                footer = " Esc closes ";
+            } else {
+                lines.push(Line::raw(format!(
+                    "Reclaim these {} task(s), idle for {age} or more? They become failed.",
+                    report.reclaimed.len()
+                )));
+                footer = " y reclaims · n / Esc keeps them ";
+            }
+            report_lines(&mut lines, report, w, theme, area.height);
+        }
+        Popup::ReclaimDone { report } => {
+            lines.push(Line::raw(format!(
+                "Reclaimed {} task(s) at {}.",
+                report.reclaimed.len(),
+                absolute(report.at)
+            )));
+            report_lines(&mut lines, report, w, theme, area.height);
+            footer = " any key closes ";
+        }
+        _ => return,
+    }
+    let height = (lines.len() as u16 + 2)
+        .min(area.height.saturating_sub(2))
+        .max(4);
+    let rect = centered(area, width, height);
+    clear(frame, rect);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(Span::styled(" reclaim ", theme.title()))
+        .title_bottom(Span::styled(footer, theme.dim()));
+    let inner = block.inner(rect);
+    if let Some((line, col)) = cursor {
+        frame.set_cursor_position((
+            inner.x + (col as u16).min(inner.width.saturating_sub(1)),
+            inner.y + line as u16,
+        ));
+    }
+    frame.render_widget(Paragraph::new(lines).block(block), rect);
+}
+
+fn report_lines(
+    lines: &mut Vec<Line>,
+    report: &ReclaimReport,
+    w: usize,
+    theme: &Theme,
+    max_h: u16,
+) {
+    // Leave room for the frame and the other lines.
+    let room = usize::from(max_h.saturating_sub(10)).max(3);
+    lines.push(Line::raw(""));
+    if !report.reclaimed.is_empty() {
+        lines.push(Line::styled(
+            format!(
+                "{:<10}{:<16}{:<10}{:<21}{}",
+                "id", "was", "idle", "last update", "title / worker"
+            ),
+            theme.dim(),
+        ));
+    }
+    for r in report.reclaimed.iter().take(room) {
+        let who = match (&r.title, &r.claimed_by) {
+            (Some(t), Some(c)) => format!("{t} (lease: {c})"),
+            (Some(t), None) => t.clone(),
+            (None, Some(c)) => format!("(lease: {c})"),
+            (None, None) => String::new(),
+        };
+        let text = format!(
+            "{:<10}{:<16}{:<10}{:<21}{}",
+            crate::task::short_id(&r.task_id),
+            r.status_before.as_str(),
+            human_duration(r.idle_ms),
+            r.last_update.format("%Y-%m-%d %H:%M:%S"),
+            who
+        );
+        lines.push(Line::raw(clean(&text, w)));
+    }
+    if report.reclaimed.len() > room {
+        lines.push(Line::styled(
+            format!("… and {} more", report.reclaimed.len() - room),
+            theme.dim(),
+        ));
+    }
+    if !report.skipped.is_empty() {
+        lines.push(Line::styled(
+            format!("{} unfinished task(s) left alone:", report.skipped.len()),
+            theme.dim(),
+        ));
+        for s in report.skipped.iter().take(3) {
+            let text = format!(
+                "  {} {}: {}",
+                crate::task::short_id(&s.task_id),
+                s.status,
+                s.reason
+            );
+            lines.push(Line::styled(clean(&text, w), theme.dim()));
+        }
+        if report.skipped.len() > 3 {
+            lines.push(Line::styled(
+                format!("  … and {} more", report.skipped.len() - 3),
+                theme.dim(),
+            ));
+        }
+    }
+}

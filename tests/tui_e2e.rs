@@ -1,0 +1,231 @@
+//! End to end: the real binary in a pseudo-terminal, read back through a
+//! vt100 parser, while another process writes the store.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_rudder");
+/// How long to wait for something to appear before giving up (generous: CI
+/// machines are slow; this is not a speed assertion).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+struct Tui {
+    screen: Arc<Mutex<vt100::Parser>>,
+    /// Everything the TUI wrote, as bytes.
+    raw: Arc<Mutex<Vec<u8>>>,
+    writer: Arc<Mutex<Box<dyn Write + Send>>>,
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+}
+
+impl Tui {
+    fn start(store: &Path) -> Tui {
+        let pty = native_pty_system()
+            .openpty(PtySize {
+                rows: 35,
+                cols: 120,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("a pseudo-terminal");
+        let mut cmd = CommandBuilder::new(BIN);
+        cmd.args(["--store", store.to_str().expect("a UTF-8 path"), "watch"]);
+        cmd.env("TERM", "xterm-256color");
+        cmd.env_remove("NO_COLOR");
+        let child = pty.slave.spawn_command(cmd).expect("rudder starts");
+        drop(pty.slave);
+        let mut reader = pty.master.try_clone_reader().expect("a reader");
+        let writer = Arc::new(Mutex::new(pty.master.take_writer().expect("a writer")));
+        let screen = Arc::new(Mutex::new(vt100::Parser::new(
+            std::num::NonZeroU16::new(35).expect("rows"),
+            std::num::NonZeroU16::new(120).expect("cols"),
+            0,
+        )));
+        let answers = Arc::clone(&writer);
+        let parser = Arc::clone(&screen);
+        let raw = Arc::new(Mutex::new(Vec::new()));
+        let raw_out = Arc::clone(&raw);
+        std::thread::spawn(move || {
+            let _master = pty.master;
+            let mut buf = [0u8; 65536];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        // crossterm may ask where the cursor is; nobody else
+                        // would answer in a bare pty.
+                        if buf[..n].windows(4).any(|w| w == b"\x1b[6n") {
+                            let mut w = answers.lock().expect("lock");
+                            let _ = w.write_all(b"\x1b[1;1R");
+                            let _ = w.flush();
+                        }
+                        parser.lock().expect("lock").process(&buf[..n]);
+                        raw_out.lock().expect("lock").extend_from_slice(&buf[..n]);
+                    }
+                }
+            }
+        });
+        Tui {
+            screen,
+            raw,
+            writer,
+            child,
+        }
+    }
+
+    fn contents(&self) -> String {
+        self.screen.lock().expect("lock").screen().contents()
+    }
+
+    fn wait_for(&self, what: &str) {
+        let start = Instant::now();
+        while start.elapsed() < PATIENCE {
+            if self.contents().contains(what) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("{what:?} never appeared; the screen:\n{}", self.contents());
+    }
+
+    /// Wait for the TUI to exit; panics if it does not or fails.
+    fn wait_exit(&mut self) {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                assert!(status.success(), "rudder exited with {status:?}");
+                return;
+            }
+            assert!(start.elapsed() < PATIENCE, "rudder did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn send(&mut self, bytes: &str) {
+        let mut w = self.writer.lock().expect("lock");
+        w.write_all(bytes.as_bytes()).expect("write keys");
+        w.flush().expect("flush keys");
+        drop(w);
+        // Let the TUI take in one burst before the next, as a person would.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+impl Drop for Tui {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+fn cli(store: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(BIN)
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .output()
+        .expect("the CLI runs");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn task_in_file(store: &Path, id: &str) -> Value {
+    let text = std::fs::read_to_string(store).expect("the store");
+    let all: Value = serde_json::from_str(&text).expect("JSON");
+    all[id].clone()
+}
+
+#[test]
+fn answer_and_cancel_through_the_tui() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tasks.json");
+    let mut tui = Tui::start(&store);
+    tui.wait_for("waiting for tasks.json to appear");
+
+    // Another process creates a task that waits for a service name.
+    let created = cli(
+        &store,
+        &[
+            "create",
+            "--json",
+            "--title",
+            "INC-9 e2e latency",
+            "--schema",
+            r#"{"type":"object","required":["service"],"properties":{"service":{"type":"string"}}}"#,
+        ],
+    );
+    let created: Value = serde_json::from_str(&created).expect("JSON from create");
+    let id = created["task"]["task_id"]
+        .as_str()
+        .or_else(|| created["task_id"].as_str())
+        .expect("an id")
+        .to_string();
+    tui.wait_for("INC-9 e2e latency");
+    tui.wait_for("1 input_required");
+
+    tui.send("i");
+    tui.wait_for("input for INC-9 e2e latency");
+    tui.send("checkout");
+    tui.send("\x13"); // Ctrl-S
+    tui.wait_for("is now working");
+    let t = task_in_file(&store, &id);
+    assert_eq!(t["status"], "working");
+    assert_eq!(t["input_value"], serde_json::json!({"service": "checkout"}));
+
+    cli(&store, &["create", "--title", "INC-10 cancel me"]);
+    tui.wait_for("INC-10 cancel me");
+    tui.send("/INC-10\r");
+    tui.send("c");
+    tui.wait_for("Cancel task");
+    tui.send("y");
+    tui.wait_for("cancelled ");
+    let list = cli(&store, &["list", "--json"]);
+    let list: Value = serde_json::from_str(&list).expect("JSON from list");
+    let found = list
+        .as_array()
+        .or_else(|| list["tasks"].as_array())
+        .expect("a list")
+        .iter()
+        .find(|t| t["title"] == "INC-10 cancel me")
+        .cloned()
+        .expect("the task");
+    assert_eq!(found["status"], "cancelled");
+
+    tui.send("q");
+    tui.wait_exit();
+}
+
+#[test]
+fn sigterm_exits_cleanly_and_restores_the_terminal() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tasks.json");
+    cli(&store, &["create", "--title", "INC-11 \u{1b}]0;pwned\u{7}"]);
+    let mut tui = Tui::start(&store);
+    tui.wait_for("INC-11");
+    let pid = tui.child.process_id().expect("a pid");
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    tui.wait_exit();
+    // Give the reader thread a moment to take the last bytes.
+    let start = Instant::now();
+    let left = |raw: &[u8]| raw.windows(8).any(|w| w == b"\x1b[?1049l");
+    while !left(&tui.raw.lock().expect("lock")) && start.elapsed() < PATIENCE {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let raw = tui.raw.lock().expect("lock").clone();
+    assert!(left(&raw), "the alternate screen was not left");
+    assert!(
+        !raw.windows(5).any(|w| w == b"pwned"),
+        "a title escape from the store reached the terminal"
+    );
+}

@@ -1,0 +1,587 @@
+//! The TUI's update function driven by key sequences, without a terminal:
+//! the state it ends in and the store calls it asks for.
+
+#[path = "tui_common/mod.rs"]
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{TimeDelta, Utc};
+use common::*;
+use crossterm::event::{KeyCode, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+use rudder::store::{NewTask, Store};
+use rudder::task::Status;
+use rudder::tui::app::{App, Popup, SortKey, Tone, WatchState};
+use rudder::tui::form::FieldKind;
+use rudder::tui::update::{Effect, execute};
+use rudder::watch::FeedEvent;
+use serde_json::json;
+
+fn selected(app: &App) -> Option<&str> {
+    app.selected.as_deref()
+}
+
+fn form(app: &App) -> &rudder::tui::form::Form {
+    match &app.popup {
+        Popup::Form(f) => f,
+        other => panic!("expected the form, got {other:?}"),
+    }
+}
+
+/// A real store in a temp dir with one waiting task; the app shows it.
+fn store_with_waiting() -> (tempfile::TempDir, Store, String, App) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(dir.path().join("tasks.json"));
+    let created = store
+        .create(NewTask {
+            input_schema: Some(schema()),
+            title: Some("INC-1 checkout".into()),
+            ..NewTask::default()
+        })
+        .expect("create");
+    let mut app = App::new(store.path(), false, Utc::now());
+    reload(&mut app, &store);
+    (dir, store, created.task.task_id, app)
+}
+
+fn reload(app: &mut App, store: &Store) {
+    app.on_feed(snapshot(store.load().expect("load")));
+}
+
+/// Run every effect against the store and feed the answers back.
+fn run(app: &mut App, store: &Store, effects: Vec<Effect>) {
+    for e in effects {
+        if let Some(r) = execute(store, e) {
+            app.apply_result(r);
+        }
+    }
+}
+
+#[test]
+fn the_form_is_built_from_the_schema() {
+    let mut app = app_with(fixture());
+    assert_eq!(
+        selected(&app),
+        Some(id(1).as_str()),
+        "waiting tasks come first"
+    );
+    assert!(app.handle_key(key(KeyCode::Enter)).is_empty());
+    let f = form(&app);
+    let names: Vec<_> = f.fields.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["service", "window_minutes", "env", "deep", "tags"]);
+    assert!(f.fields[0].required && !f.fields[1].required);
+    assert_eq!(f.fields[0].hint.as_deref(), Some("the service to diagnose"));
+    assert_eq!(f.fields[1].input.value(), "30", "the default is filled in");
+    assert!(matches!(
+        f.fields[2].kind,
+        FieldKind::Choice { chosen: None, .. }
+    ));
+    assert_eq!(f.fields[3].kind, FieldKind::Toggle(None));
+    assert_eq!(f.fields[4].kind, FieldKind::Json);
+    assert_eq!(f.revision, 2);
+}
+
+#[test]
+fn enter_on_a_task_that_is_not_waiting_opens_nothing_and_i_says_why() {
+    let mut app = app_with(fixture());
+    app.handle_key(ch('j'));
+    assert_eq!(selected(&app), Some(id(6).as_str()));
+    app.handle_key(key(KeyCode::Enter));
+    assert!(matches!(app.popup, Popup::None));
+    app.handle_key(ch('i'));
+    assert!(matches!(app.popup, Popup::None));
+    let status = app.status.as_ref().expect("a status line");
+    assert!(
+        status.text.contains("only a task waiting for input"),
+        "{}",
+        status.text
+    );
+}
+
+#[test]
+fn form_navigation_typing_and_submit_from_the_last_field() {
+    let (_dir, store, task_id, mut app) = store_with_waiting();
+    app.handle_key(ch('i'));
+    type_text(&mut app, "checkout");
+    app.handle_key(key(KeyCode::Tab));
+    app.handle_key(ctrl('u'));
+    type_text(&mut app, "45");
+    app.handle_key(key(KeyCode::Tab));
+    app.handle_key(key(KeyCode::Right)); // env: prod
+    app.handle_key(key(KeyCode::Right)); // env: staging
+    app.handle_key(key(KeyCode::Tab));
+    app.handle_key(ch(' ')); // deep: yes
+    app.handle_key(key(KeyCode::BackTab));
+    assert_eq!(form(&app).focus, 2, "Shift-Tab goes back");
+    app.handle_key(key(KeyCode::Tab));
+    // Enter on a field that is not the last moves on.
+    assert!(app.handle_key(key(KeyCode::Enter)).is_empty());
+    assert_eq!(form(&app).focus, 4);
+    type_text(&mut app, "[\"p1\"]");
+    let effects = app.handle_key(key(KeyCode::Enter));
+    let expected = json!({"service": "checkout", "window_minutes": 45, "env": "staging", "deep": true, "tags": ["p1"]});
+    assert_eq!(
+        effects,
+        [Effect::ProvideInput {
+            task_id: task_id.clone(),
+            value: expected.clone(),
+            revision: 1
+        }]
+    );
+    run(&mut app, &store, effects);
+    assert!(
+        matches!(app.popup, Popup::None),
+        "the form closes on success"
+    );
+    let status = app.status.clone().expect("status");
+    assert_eq!(status.tone, Tone::Success);
+    assert!(status.text.contains("now working"), "{}", status.text);
+    let t = store.get(&task_id).expect("get");
+    assert_eq!(t.status, Status::Working);
+    assert_eq!(t.input_value, Some(expected));
+}
+
+#[test]
+fn ctrl_s_submits_from_any_field_and_esc_closes() {
+    let (_dir, store, task_id, mut app) = store_with_waiting();
+    app.handle_key(ch('i'));
+    type_text(&mut app, "db");
+    let effects = app.handle_key(ctrl('s'));
+    assert_eq!(effects.len(), 1);
+    run(&mut app, &store, effects);
+    assert_eq!(store.get(&task_id).expect("get").status, Status::Working);
+
+    let (_dir2, store2, task2, mut app2) = store_with_waiting();
+    app2.handle_key(ch('i'));
+    type_text(&mut app2, "db");
+    assert!(app2.handle_key(key(KeyCode::Esc)).is_empty());
+    assert!(matches!(app2.popup, Popup::None));
+    assert_eq!(
+        store2.get(&task2).expect("get").status,
+        Status::InputRequired
+    );
+}
+
+#[test]
+fn validation_errors_are_shown_at_their_fields_and_nothing_is_sent() {
+    let mut app = app_with(fixture());
+    app.handle_key(ch('i'));
+    app.handle_key(key(KeyCode::Tab));
+    type_text(&mut app, "x"); // window_minutes: "30x"
+    app.handle_key(key(KeyCode::Tab));
+    app.handle_key(key(KeyCode::Tab));
+    app.handle_key(key(KeyCode::Tab));
+    type_text(&mut app, "[1]"); // tags: items must be strings
+    let effects = app.handle_key(ctrl('s'));
+    assert!(effects.is_empty(), "an invalid form sends nothing");
+    let f = form(&app);
+    let err = |i: usize| f.fields[i].error.clone().unwrap_or_default();
+    assert!(err(0).contains("required"), "service: {}", err(0));
+    assert!(err(1).contains("expected an integer"), "window: {}", err(1));
+    assert!(err(4).contains("/0"), "tags: {}", err(4));
+    assert!(f.fields[2].error.is_none() && f.fields[3].error.is_none());
+    assert_eq!(f.focus, 0, "the focus goes to the first problem");
+    // Fixing the field clears its error on the next submit.
+    type_text(&mut app, "a");
+    let effects = app.handle_key(ctrl('s'));
+    assert!(effects.is_empty());
+    let f = form(&app);
+    assert!(
+        f.fields[0]
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("shorter"),
+        "{:?}",
+        f.fields[0].error
+    );
+}
+
+#[test]
+fn a_task_that_moved_on_is_reported_and_what_was_typed_is_kept() {
+    let (_dir, store, task_id, mut app) = store_with_waiting();
+    app.handle_key(ch('i'));
+    type_text(&mut app, "checkout");
+    // Someone else answers first.
+    store
+        .provide_input(&task_id, json!({"service": "payments"}), None)
+        .expect("the other answer");
+    let effects = app.handle_key(ctrl('s'));
+    run(&mut app, &store, effects);
+    let f = form(&app);
+    assert_eq!(
+        f.fields[0].input.value(),
+        "checkout",
+        "the typed value is kept"
+    );
+    let moved = f.moved_on.clone().expect("the form says the task moved on");
+    assert!(moved.contains("working"), "{moved}");
+    assert_eq!(app.status.as_ref().map(|s| s.tone), Some(Tone::Error));
+    let t = store.get(&task_id).expect("get");
+    assert_eq!(
+        t.input_value,
+        Some(json!({"service": "payments"})),
+        "nothing overwritten"
+    );
+}
+
+#[test]
+fn a_cancel_seen_by_the_feed_while_the_form_is_open_is_announced() {
+    let (_dir, store, task_id, mut app) = store_with_waiting();
+    app.handle_key(ch('i'));
+    store.cancel(&task_id, None).expect("cancel");
+    reload(&mut app, &store);
+    let moved = form(&app).moved_on.clone().expect("announced");
+    assert!(moved.contains("cancelled"), "{moved}");
+    type_text(&mut app, "db");
+    let effects = app.handle_key(ctrl('s'));
+    assert_eq!(effects.len(), 1);
+    // Still refused by the store (revision), and said so.
+    run(&mut app, &store, effects);
+    assert_eq!(store.get(&task_id).expect("get").status, Status::Cancelled);
+    let status = app.status.clone().expect("status");
+    assert_eq!(status.tone, Tone::Error);
+    assert!(status.text.contains("input not sent"), "{}", status.text);
+    assert_eq!(form(&app).fields[0].input.value(), "db");
+}
+
+#[test]
+fn a_schema_without_properties_falls_back_to_one_json_field() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(dir.path().join("tasks.json"));
+    let schema = json!({"oneOf": [
+        {"type": "object", "required": ["service"], "properties": {"service": {"type": "string"}}},
+        {"type": "object", "required": ["incident"], "properties": {"incident": {"type": "integer"}}}
+    ]});
+    let t = store
+        .create(NewTask {
+            input_schema: Some(schema),
+            ..NewTask::default()
+        })
+        .expect("create");
+    let mut app = App::new(store.path(), false, Utc::now());
+    reload(&mut app, &store);
+    app.handle_key(ch('i'));
+    assert_eq!(form(&app).fields.len(), 1);
+    assert_eq!(form(&app).fields[0].kind, FieldKind::Json);
+    app.handle_key(ctrl('u'));
+    type_text(&mut app, "{\"incident\": \"x\"}");
+    assert!(app.handle_key(ctrl('s')).is_empty());
+    assert!(form(&app).fields[0].error.is_some());
+    app.handle_key(ctrl('u'));
+    type_text(&mut app, "{\"incident\": 42}");
+    let effects = app.handle_key(key(KeyCode::Enter));
+    run(&mut app, &store, effects);
+    let t = store.get(&t.task.task_id).expect("get");
+    assert_eq!(t.input_value, Some(json!({"incident": 42})));
+}
+
+#[test]
+fn cancel_asks_first_and_a_repeat_says_unchanged() {
+    let (_dir, store, task_id, mut app) = store_with_waiting();
+    app.handle_key(ch('c'));
+    match &app.popup {
+        Popup::ConfirmCancel { task_id: t, label } => {
+            assert_eq!(t, &task_id);
+            assert!(label.contains("INC-1 checkout"), "{label}");
+        }
+        other => panic!("expected a confirmation, got {other:?}"),
+    }
+    assert!(app.handle_key(ch('n')).is_empty());
+    assert!(matches!(app.popup, Popup::None));
+    assert_eq!(
+        store.get(&task_id).expect("get").status,
+        Status::InputRequired
+    );
+
+    app.handle_key(ch('c'));
+    let effects = app.handle_key(ch('y'));
+    assert_eq!(
+        effects,
+        [Effect::Cancel {
+            task_id: task_id.clone()
+        }]
+    );
+    run(&mut app, &store, effects);
+    assert_eq!(store.get(&task_id).expect("get").status, Status::Cancelled);
+    assert_eq!(app.status.as_ref().map(|s| s.tone), Some(Tone::Success));
+
+    app.handle_key(ch('c'));
+    let effects = app.handle_key(ch('y'));
+    run(&mut app, &store, effects);
+    let status = app.status.clone().expect("status");
+    assert!(status.text.starts_with("unchanged"), "{}", status.text);
+}
+
+#[test]
+fn reclaim_asks_the_age_previews_and_reports() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tasks.json");
+    let old = Store::open(&path).with_clock(Arc::new(|| Utc::now() - TimeDelta::hours(1)));
+    let stale = old
+        .create(NewTask {
+            title: Some("stale".into()),
+            ..NewTask::default()
+        })
+        .expect("create");
+    let store = Store::open(&path);
+    let fresh = store.create(NewTask::default()).expect("create");
+    let mut app = App::new(&path, false, Utc::now());
+    reload(&mut app, &store);
+
+    app.handle_key(ch('R'));
+    match &app.popup {
+        Popup::ReclaimAge { input, .. } => assert_eq!(input.value(), "15m"),
+        other => panic!("expected the age prompt, got {other:?}"),
+    }
+    app.handle_key(ctrl('u'));
+    type_text(&mut app, "soon");
+    assert!(app.handle_key(key(KeyCode::Enter)).is_empty());
+    assert!(matches!(
+        &app.popup,
+        Popup::ReclaimAge { error: Some(_), .. }
+    ));
+    app.handle_key(ctrl('u'));
+    type_text(&mut app, "30m");
+    let effects = app.handle_key(key(KeyCode::Enter));
+    assert_eq!(
+        effects,
+        [Effect::ReclaimPreview {
+            older_than: Duration::from_secs(1800)
+        }]
+    );
+    run(&mut app, &store, effects);
+    match &app.popup {
+        Popup::ReclaimPreview { report, .. } => {
+            let ids: Vec<_> = report
+                .reclaimed
+                .iter()
+                .map(|r| r.task_id.as_str())
+                .collect();
+            assert_eq!(ids, [stale.task.task_id.as_str()]);
+            assert!(report.reclaimed[0].idle_ms >= 3_500_000);
+        }
+        other => panic!("expected the preview, got {other:?}"),
+    }
+    assert_eq!(
+        store.get(&stale.task.task_id).expect("get").status,
+        Status::Working,
+        "a preview writes nothing"
+    );
+    let effects = app.handle_key(ch('y'));
+    run(&mut app, &store, effects);
+    assert!(matches!(app.popup, Popup::ReclaimDone { .. }));
+    assert_eq!(
+        store.get(&stale.task.task_id).expect("get").status,
+        Status::Failed
+    );
+    assert_eq!(
+        store.get(&fresh.task.task_id).expect("get").status,
+        Status::Working
+    );
+    app.handle_key(ch('x'));
+    assert!(matches!(app.popup, Popup::None));
+}
+
+#[test]
+fn read_only_refuses_every_write_with_a_message() {
+    let mut app = App::new(Path::new("/srv/tasks.json"), true, now());
+    app.on_feed(snapshot(fixture()));
+    for k in ['i', 'c', 'R'] {
+        app.status = None;
+        assert!(app.handle_key(ch(k)).is_empty());
+        assert!(matches!(app.popup, Popup::None), "{k} opened a dialog");
+        let s = app.status.clone().expect("a message");
+        assert!(s.text.contains("read-only"), "{k}: {}", s.text);
+    }
+}
+
+#[test]
+fn text_and_status_filters_and_esc_clears_them() {
+    let mut app = app_with(fixture());
+    assert_eq!(app.rows.len(), 6);
+    app.handle_key(ch('/'));
+    type_text(&mut app, "INC-10");
+    assert_eq!(app.rows.len(), 3, "filters while typing");
+    app.handle_key(key(KeyCode::Enter));
+    assert!(app.filter.editing.is_none());
+    assert_eq!(app.filter.text, "inc-10");
+    app.handle_key(ch('2')); // working
+    assert_eq!(app.rows.len(), 1);
+    assert_eq!(selected(&app), Some(id(2).as_str()));
+    app.handle_key(ch('3')); // + completed
+    assert_eq!(app.rows.len(), 2);
+    app.handle_key(key(KeyCode::Esc));
+    assert_eq!(app.rows.len(), 6);
+    // Esc while typing clears the text filter.
+    app.handle_key(ch('/'));
+    type_text(&mut app, "zzz");
+    assert_eq!(app.rows.len(), 0);
+    assert_eq!(selected(&app), None);
+    app.handle_key(key(KeyCode::Esc));
+    assert_eq!(app.rows.len(), 6);
+    assert!(app.filter.text.is_empty());
+}
+
+#[test]
+fn selection_follows_the_task_id_when_rows_move() {
+    let mut app = app_with(fixture());
+    app.handle_key(ch('j'));
+    app.handle_key(ch('j'));
+    assert_eq!(selected(&app), Some(id(2).as_str()));
+    let row = app.cursor;
+    // Another task starts waiting: it jumps to the top, rows shift down.
+    let mut tasks = fixture();
+    let t = tasks.get_mut(&id(3)).expect("fixture");
+    t.status = Status::InputRequired;
+    app.on_feed(snapshot(tasks.clone()));
+    assert_eq!(selected(&app), Some(id(2).as_str()));
+    assert_eq!(app.cursor, row + 1);
+    // The selected task vanishes: the cursor stays on the same row.
+    tasks.shift_remove(&id(2));
+    app.on_feed(snapshot(tasks));
+    assert!(selected(&app).is_some());
+    assert_eq!(app.cursor, row + 1);
+}
+
+#[test]
+fn movement_keys() {
+    let mut app = app_with(fixture());
+    app.handle_key(ch('G'));
+    assert_eq!(app.cursor, 5);
+    app.handle_key(ch('g'));
+    assert_eq!(app.cursor, 0);
+    app.handle_key(key(KeyCode::PageDown));
+    assert_eq!(app.cursor, 5, "clamped to the last row");
+    app.handle_key(key(KeyCode::Up));
+    assert_eq!(app.cursor, 4);
+    app.handle_key(key(KeyCode::PageUp));
+    assert_eq!(app.cursor, 0);
+}
+
+#[test]
+fn sort_cycles_and_waiting_tasks_stay_first() {
+    let mut app = app_with(fixture());
+    assert_eq!(app.sort, SortKey::Updated);
+    app.handle_key(ch('s'));
+    assert_eq!(app.sort, SortKey::Created);
+    app.handle_key(ch('s'));
+    assert_eq!(app.sort, SortKey::Title);
+    assert_eq!(
+        app.row_task(0).map(|t| t.status),
+        Some(Status::InputRequired)
+    );
+    let titles: Vec<_> = (1..3)
+        .filter_map(|r| app.row_task(r))
+        .map(|t| t.task_id.clone())
+        .collect();
+    assert_eq!(titles, [id(2), id(6)], "working tasks by title");
+}
+
+#[test]
+fn pause_holds_changes_back_and_resume_applies_them() {
+    let mut app = app_with(fixture());
+    app.handle_key(ch('p'));
+    assert!(app.paused);
+    let mut tasks = fixture();
+    tasks.get_mut(&id(2)).expect("fixture").status = Status::Completed;
+    let diff = rudder::watch::diff(&fixture(), &tasks, now());
+    app.on_feed(FeedEvent::Snapshot {
+        tasks: Arc::new(tasks),
+        diff,
+    });
+    assert_eq!(app.pending_changes, 1);
+    assert_eq!(app.tasks[&id(2)].status, Status::Working, "held back");
+    app.handle_key(ch('p'));
+    assert!(!app.paused);
+    assert_eq!(app.tasks[&id(2)].status, Status::Completed);
+    assert_eq!(app.log.len(), 1);
+    assert!(app.flashing(&id(2)));
+    app.tick(now() + TimeDelta::seconds(5));
+    assert!(!app.flashing(&id(2)), "flashes are brief");
+}
+
+#[test]
+fn missing_and_unreadable_stores() {
+    let mut app = app_with(fixture());
+    app.on_feed(FeedEvent::Unreadable {
+        message: "bad \u{1b}[31mjson".into(),
+    });
+    assert_eq!(app.watch, WatchState::Unreadable("bad json".into()));
+    assert_eq!(app.tasks.len(), 6, "the last good tasks stay");
+    app.on_feed(FeedEvent::Missing);
+    assert_eq!(app.watch, WatchState::Missing);
+    assert!(app.rows.is_empty());
+    app.on_feed(snapshot(fixture()));
+    assert_eq!(app.watch, WatchState::Live);
+    assert_eq!(app.rows.len(), 6);
+}
+
+#[test]
+fn copy_quit_help_and_demo_keys() {
+    let mut app = app_with(fixture());
+    assert_eq!(app.handle_key(ch('y')), [Effect::Copy(id(1))]);
+    assert!(app.handle_key(ch('K')).is_empty(), "no worker, no kill");
+    app.worker = Some(rudder::tui::WorkerState::Running { pid: 42 });
+    assert_eq!(app.handle_key(ch('K')), [Effect::KillWorker]);
+    assert_eq!(app.handle_key(ch('W')), [Effect::StartWorker]);
+    app.handle_key(ch('?'));
+    assert!(matches!(app.popup, Popup::Help));
+    app.handle_key(ch('j'));
+    assert!(matches!(app.popup, Popup::None), "any key closes help");
+    assert!(!app.quit);
+    app.handle_key(crossterm::event::KeyEvent::new(
+        KeyCode::Char('c'),
+        KeyModifiers::CONTROL,
+    ));
+    assert!(app.quit);
+}
+
+#[test]
+fn mouse_click_selects_and_scroll_moves() {
+    let mut app = app_with(fixture());
+    app.table_area = ratatui::layout::Rect::new(0, 4, 100, 10);
+    let click = MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: 5,
+        row: 6,
+        modifiers: KeyModifiers::NONE,
+    };
+    app.handle_event(&crossterm::event::Event::Mouse(click));
+    assert_eq!(app.cursor, 2);
+    let scroll = MouseEvent {
+        kind: MouseEventKind::ScrollDown,
+        ..click
+    };
+    app.handle_event(&crossterm::event::Event::Mouse(scroll));
+    assert_eq!(app.cursor, 5);
+}
+
+#[test]
+fn a_worker_that_exits_on_its_own_is_announced() {
+    use rudder::tui::WorkerState;
+    let mut app = app_with(fixture());
+    app.worker_polled(WorkerState::Running { pid: 7 });
+    assert!(app.status.is_none());
+    app.worker_polled(WorkerState::Exited {
+        pid: 7,
+        code: Some(1),
+    });
+    let s = app.status.clone().expect("announced");
+    assert!(s.text.contains("pid 7 exited with code 1"), "{}", s.text);
+    assert_eq!(
+        app.worker,
+        Some(WorkerState::Exited {
+            pid: 7,
+            code: Some(1)
+        })
+    );
+    app.status = None;
+    app.worker_polled(WorkerState::Exited {
+        pid: 7,
+        code: Some(1),
+    });
+    assert!(app.status.is_none(), "said once");
+}
