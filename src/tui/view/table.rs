@@ -66,7 +66,16 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) 
         };
         rows.push(
             Row::new(vec![
-                Cell::from(Span::styled(status, theme.status(t.status))),
+                // On the highlighted row the status colour would clash
+                // with the highlight; the symbol still tells the status.
+                Cell::from(Span::styled(
+                    status,
+                    if row == app.cursor {
+                        Style::new()
+                    } else {
+                        theme.status(t.status)
+                    },
+                )),
                 Cell::from(clean(t.short_id(), w(1))),
                 Cell::from(label),
                 Cell::from(message),
