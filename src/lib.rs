@@ -15,7 +15,7 @@ pub use store::{NewTask, Outcome, Store, StoreError};
 pub use task::{Actor, Change, Status, Task};
 pub mod cli;
 pub mod demo;
+pub mod fuzzing;
 pub mod text;
 pub mod tui;
 pub mod watch;
-pub mod fuzzing;

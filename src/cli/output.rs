@@ -34,11 +34,15 @@ pub fn outcome_line(o: &Outcome, verb: &str) -> String {
     match o.change {
         Change::Applied => format!(
             "{verb}: task {} is now {} (revision {})",
-            sanitize(&t.task_id), t.status, t.revision
+            sanitize(&t.task_id),
+            t.status,
+            t.revision
         ),
         Change::Unchanged => format!(
             "unchanged: task {} is already {} (revision {}); nothing was written",
-            sanitize(&t.task_id), t.status, t.revision
+            sanitize(&t.task_id),
+            t.status,
+            t.revision
         ),
     }
 }
@@ -47,7 +51,9 @@ pub fn outcome_line(o: &Outcome, verb: &str) -> String {
 pub fn current_state(t: &Task) -> String {
     let mut s = format!(
         "current state: {} is {} at revision {}",
-        sanitize(&t.task_id), t.status, t.revision
+        sanitize(&t.task_id),
+        t.status,
+        t.revision
     );
     if let Some(m) = t.error_message() {
         let _ = write!(s, ", error: {}", clean(m, 200));

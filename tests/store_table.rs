@@ -1,0 +1,588 @@
+//! Every mutation × every status through the store API: applied, safe repeat
+//! ("unchanged", the file not touched: same bytes, inode and mtime), refused
+//! (typed error carrying the snapshot, file not touched), unknown task.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{Fingerprint, files_starting_with, fingerprint};
+use rudder::store::StoreError;
+use rudder::task::{Actor, Change, Status, Task};
+use rudder::{NewTask, Outcome, Store};
+use serde_json::{Value, json};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn s0() -> Value {
+    json!({"type": "object", "required": ["service"],
+           "properties": {"service": {"type": "string"}}})
+}
+fn s1() -> Value {
+    json!({"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}})
+}
+fn v0() -> Value {
+    json!({"service": "payments"})
+}
+fn v3() -> Value {
+    json!({"service": "db"})
+}
+/// Invalid for `s0`.
+fn v_bad() -> Value {
+    json!({"service": 5})
+}
+fn r0() -> Value {
+    json!({"summary": "no active incident"})
+}
+fn r1() -> Value {
+    json!({"summary": "rewritten!"})
+}
+
+/// The state a row starts from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Start {
+    /// Created without a schema.
+    Working,
+    /// Created with `s0`, given `v0`.
+    WorkingWithInput,
+    /// Created with `s0`.
+    InputRequired,
+    /// `WorkingWithInput`, then completed with `r0`.
+    Completed,
+    /// `WorkingWithInput`, then failed with "boom".
+    Failed,
+    /// `WorkingWithInput`, then cancelled.
+    Cancelled,
+    /// Working, with a live lease held by `w2`.
+    ClaimedByOther,
+    /// Working, with a live lease held by `w1`.
+    ClaimedBySelf,
+}
+
+const STARTS: [Start; 8] = [
+    Start::Working,
+    Start::WorkingWithInput,
+    Start::InputRequired,
+    Start::Completed,
+    Start::Failed,
+    Start::Cancelled,
+    Start::ClaimedByOther,
+    Start::ClaimedBySelf,
+];
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mutation {
+    RequestInputS0,
+    RequestInputS1,
+    ProvideV0,
+    ProvideV3,
+    ProvideInvalid,
+    Heartbeat,
+    CompleteR0,
+    CompleteR1,
+    FailBoom,
+    FailOther,
+    Cancel,
+    ClaimW1,
+    ReleaseW1,
+    /// `heartbeat` written by worker w1 (its writes carry its claim).
+    WorkerHeartbeatW1,
+    /// `complete` written by worker w1.
+    WorkerCompleteW1,
+}
+
+const MUTATIONS: [Mutation; 15] = [
+    Mutation::RequestInputS0,
+    Mutation::RequestInputS1,
+    Mutation::ProvideV0,
+    Mutation::ProvideV3,
+    Mutation::ProvideInvalid,
+    Mutation::Heartbeat,
+    Mutation::CompleteR0,
+    Mutation::CompleteR1,
+    Mutation::FailBoom,
+    Mutation::FailOther,
+    Mutation::Cancel,
+    Mutation::ClaimW1,
+    Mutation::ReleaseW1,
+    Mutation::WorkerHeartbeatW1,
+    Mutation::WorkerCompleteW1,
+];
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Expect {
+    Applied(Status),
+    Unchanged,
+    /// A typed error of this kind, carrying the task's snapshot when it is a refusal.
+    Refused(&'static str),
+}
+
+fn worker(holder: &str) -> Actor<'_> {
+    Actor::Worker {
+        holder,
+        lease: HOUR,
+    }
+}
+
+fn mutate(store: &Store, id: &str, m: Mutation) -> Result<Outcome, StoreError> {
+    match m {
+        Mutation::RequestInputS0 => store.request_input(id, s0(), None, Actor::Anyone),
+        Mutation::RequestInputS1 => {
+            store.request_input(id, s1(), Some("need n".into()), Actor::Anyone)
+        }
+        Mutation::ProvideV0 => store.provide_input(id, v0(), None),
+        Mutation::ProvideV3 => store.provide_input(id, v3(), None),
+        Mutation::ProvideInvalid => store.provide_input(id, v_bad(), None),
+        Mutation::Heartbeat => store.heartbeat(id, Some("alive".into()), None, Actor::Anyone),
+        Mutation::CompleteR0 => store.complete(id, r0(), Actor::Anyone),
+        Mutation::CompleteR1 => store.complete(id, r1(), Actor::Anyone),
+        Mutation::FailBoom => store.fail(id, "boom", Actor::Anyone),
+        Mutation::FailOther => store.fail(id, "other", Actor::Anyone),
+        Mutation::Cancel => store.cancel(id, Some("operator".into())),
+        Mutation::ClaimW1 => store.claim(id, "w1", HOUR),
+        Mutation::ReleaseW1 => store.release(id, "w1"),
+        Mutation::WorkerHeartbeatW1 => store.heartbeat(id, None, None, worker("w1")),
+        Mutation::WorkerCompleteW1 => store.complete(id, r0(), worker("w1")),
+    }
+}
+
+/// The contract, written out row by row (DESIGN.md "One policy for every mutation").
+fn expected(start: Start, m: Mutation) -> Expect {
+    use Expect::*;
+    use Mutation as M;
+    use Start as S;
+    const REFUSED: Expect = Refused("refused");
+    const LEASE: Expect = Refused("lease_lost");
+    match start {
+        S::Working | S::WorkingWithInput | S::ClaimedByOther | S::ClaimedBySelf => match m {
+            M::RequestInputS0 | M::RequestInputS1 => Applied(Status::InputRequired),
+            M::ProvideV0 if start == S::WorkingWithInput => Unchanged,
+            M::ProvideV0 | M::ProvideV3 | M::ProvideInvalid => REFUSED,
+            M::Heartbeat => Applied(Status::Working),
+            M::CompleteR0 | M::CompleteR1 => Applied(Status::Completed),
+            M::FailBoom | M::FailOther => Applied(Status::Failed),
+            M::Cancel => Applied(Status::Cancelled),
+            M::ClaimW1 | M::ReleaseW1 if start == S::ClaimedByOther => LEASE,
+            M::ClaimW1 => Applied(Status::Working),
+            M::ReleaseW1 if start == S::ClaimedBySelf => Applied(Status::Working),
+            M::ReleaseW1 => Unchanged,
+            M::WorkerHeartbeatW1 if start == S::ClaimedBySelf => Applied(Status::Working),
+            M::WorkerCompleteW1 if start == S::ClaimedBySelf => Applied(Status::Completed),
+            M::WorkerHeartbeatW1 | M::WorkerCompleteW1 => LEASE,
+        },
+        S::InputRequired => match m {
+            M::RequestInputS0 => Unchanged,
+            M::RequestInputS1 => REFUSED,
+            M::ProvideV0 | M::ProvideV3 => Applied(Status::Working),
+            M::ProvideInvalid => Refused("invalid_input"),
+            M::Heartbeat => Applied(Status::InputRequired),
+            M::CompleteR0 | M::CompleteR1 => Applied(Status::Completed),
+            M::FailBoom | M::FailOther => Applied(Status::Failed),
+            M::Cancel => Applied(Status::Cancelled),
+            M::ClaimW1 => REFUSED,
+            M::ReleaseW1 => Unchanged,
+            M::WorkerHeartbeatW1 | M::WorkerCompleteW1 => LEASE,
+        },
+        S::Completed | S::Failed | S::Cancelled => match m {
+            // The same input resubmitted to a task that already took it.
+            M::ProvideV0 => Unchanged,
+            // A worker retrying after a lost response: its claim was dropped
+            // when the task finished, yet the repeat is still safe.
+            M::CompleteR0 | M::WorkerCompleteW1 if start == S::Completed => Unchanged,
+            M::FailBoom if start == S::Failed => Unchanged,
+            M::Cancel if start == S::Cancelled => Unchanged,
+            // No lease is held: giving it back is already recorded.
+            M::ReleaseW1 => Unchanged,
+            _ => REFUSED,
+        },
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    store: Store,
+    id: String,
+    /// Another task that no row touches.
+    bystander: String,
+}
+
+fn fixture(start: Start) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.json");
+    let store = Store::open(&path);
+    let bystander = store
+        .create(NewTask {
+            title: Some("bystander".into()),
+            ..NewTask::default()
+        })
+        .unwrap()
+        .task
+        .task_id;
+    let with_schema = NewTask {
+        input_schema: Some(s0()),
+        ..NewTask::default()
+    };
+    let id = match start {
+        S::Working | S::ClaimedByOther | S::ClaimedBySelf => {
+            store.create(NewTask::default()).unwrap().task.task_id
+        }
+        _ => store.create(with_schema).unwrap().task.task_id,
+    };
+    use Start as S;
+    match start {
+        S::Working | S::InputRequired => {}
+        S::ClaimedByOther => {
+            store.claim(&id, "w2", HOUR).unwrap();
+        }
+        S::ClaimedBySelf => {
+            store.claim(&id, "w1", HOUR).unwrap();
+        }
+        S::WorkingWithInput | S::Completed | S::Failed | S::Cancelled => {
+            store.provide_input(&id, v0(), None).unwrap();
+            match start {
+                S::Completed => {
+                    store.complete(&id, r0(), Actor::Anyone).unwrap();
+                }
+                S::Failed => {
+                    store.fail(&id, "boom", Actor::Anyone).unwrap();
+                }
+                S::Cancelled => {
+                    store.cancel(&id, None).unwrap();
+                }
+                _ => {}
+            }
+        }
+    }
+    Fixture {
+        _dir: dir,
+        path,
+        store,
+        id,
+        bystander,
+    }
+}
+
+fn stored(path: &Path, id: &str) -> Task {
+    Store::open(path).get(id).unwrap()
+}
+
+fn assert_untouched(before: &Fingerprint, path: &Path, ctx: &str) {
+    let after = fingerprint(path);
+    assert_eq!(after.inode, before.inode, "{ctx}: the file was replaced");
+    assert_eq!(
+        after.mtime_ns, before.mtime_ns,
+        "{ctx}: the file was written"
+    );
+    assert!(after.bytes == before.bytes, "{ctx}: the bytes changed");
+}
+
+fn check_row(start: Start, m: Mutation) {
+    let ctx = format!("{m:?} on {start:?}");
+    let f = fixture(start);
+    let before_task = stored(&f.path, &f.id);
+    let bystander_before = stored(&f.path, &f.bystander);
+    let before = fingerprint(&f.path);
+    let result = mutate(&f.store, &f.id, m);
+    let expect = expected(start, m);
+    match (expect, result) {
+        (Expect::Applied(status), Ok(o)) => {
+            assert_eq!(o.change, Change::Applied, "{ctx}");
+            assert_eq!(o.task.status, status, "{ctx}");
+            assert_eq!(o.task.revision, before_task.revision + 1, "{ctx}");
+            assert!(o.task.updated_at >= before_task.updated_at, "{ctx}");
+            let history_grew = o.task.history.len() == before_task.history.len() + 1;
+            assert_eq!(history_grew, status != before_task.status, "{ctx}: history");
+            assert_eq!(stored(&f.path, &f.id), o.task, "{ctx}: returned != stored");
+            assert_ne!(
+                fingerprint(&f.path).inode,
+                before.inode,
+                "{ctx}: not written"
+            );
+        }
+        (Expect::Unchanged, Ok(o)) => {
+            assert_eq!(o.change, Change::Unchanged, "{ctx}");
+            assert_eq!(o.task, before_task, "{ctx}: an unchanged task changed");
+            assert_untouched(&before, &f.path, &ctx);
+        }
+        (Expect::Refused(kind), Err(e)) => {
+            assert_eq!(e.kind(), kind, "{ctx}: {e}");
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&f.id),
+                "{ctx}: message does not name the task: {msg}"
+            );
+            if kind == "invalid_input" {
+                assert_eq!(e.exit_code(), 5, "{ctx}");
+                let StoreError::InvalidInput { violations, .. } = &e else {
+                    unreachable!()
+                };
+                assert_eq!(violations[0].pointer, "/service", "{ctx}");
+            } else {
+                assert_eq!(e.exit_code(), 4, "{ctx}");
+                assert_eq!(e.task(), Some(&before_task), "{ctx}: snapshot");
+            }
+            if kind == "refused" {
+                assert!(
+                    msg.contains(before_task.status.as_str()),
+                    "{ctx}: message does not name the status: {msg}"
+                );
+            }
+            assert_untouched(&before, &f.path, &ctx);
+        }
+        (expect, got) => panic!("{ctx}: expected {expect:?}, got {got:?}"),
+    }
+    assert_eq!(stored(&f.path, &f.bystander), bystander_before, "{ctx}");
+    let dir = f.path.parent().unwrap();
+    assert!(
+        files_starting_with(dir, "tasks.json.tmp").is_empty(),
+        "{ctx}"
+    );
+}
+
+#[test]
+fn every_mutation_on_every_status() {
+    for start in STARTS {
+        for m in MUTATIONS {
+            check_row(start, m);
+        }
+    }
+}
+
+#[test]
+fn error_messages_name_task_status_and_operation() {
+    let f = fixture(Start::Completed);
+    let e = f.store.cancel(&f.id, None).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("cancel"), "{msg}");
+    assert!(msg.contains("completed"), "{msg}");
+    assert!(msg.contains(&f.id), "{msg}");
+    let e = f.store.provide_input(&f.id, v3(), None).unwrap_err();
+    assert!(e.to_string().contains("provide input"), "{e}");
+}
+
+#[test]
+fn every_mutation_on_an_unknown_task() {
+    let f = fixture(Start::Working);
+    let before = fingerprint(&f.path);
+    for m in MUTATIONS {
+        let e = mutate(&f.store, "no-such-task", m).unwrap_err();
+        assert_eq!(e.kind(), "unknown_task", "{m:?}");
+        assert_eq!(e.to_string(), "unknown task: no-such-task", "{m:?}");
+        assert_eq!(e.exit_code(), 3);
+        assert_untouched(&before, &f.path, &format!("{m:?} on an unknown task"));
+    }
+    let e = f.store.get("no-such-task").unwrap_err();
+    assert_eq!(e.kind(), "unknown_task");
+    // An empty id is unknown, not "the first task".
+    assert_eq!(f.store.get("").unwrap_err().kind(), "unknown_task");
+}
+
+#[test]
+fn unknown_task_on_a_store_that_does_not_exist_yet() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.json");
+    let store = Store::open(&path);
+    assert!(store.list(&[]).unwrap().is_empty());
+    for m in MUTATIONS {
+        assert_eq!(mutate(&store, "abc", m).unwrap_err().kind(), "unknown_task");
+    }
+    assert!(!path.exists(), "a refused mutation created the store");
+}
+
+#[test]
+fn a_prefix_finds_a_task_and_an_ambiguous_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.json");
+    let store = Store::open(&path);
+    let ids: Vec<String> = (0..40)
+        .map(|_| store.create(NewTask::default()).unwrap().task.task_id)
+        .collect();
+    // With 40 random ids, two share a first hex digit.
+    let first = ids[0].clone();
+    let prefix = &first[..8];
+    assert_eq!(store.get(prefix).unwrap().task_id, first);
+    let shared = ids
+        .iter()
+        .find_map(|a| {
+            let p = &a[..1];
+            (ids.iter().filter(|b| b.starts_with(p)).count() > 1).then(|| p.to_string())
+        })
+        .unwrap();
+    let before = fingerprint(&path);
+    let e = store.cancel(&shared, None).unwrap_err();
+    assert_eq!(e.kind(), "ambiguous_id");
+    assert_eq!(e.exit_code(), 3);
+    assert_untouched(&before, &path, "cancel with an ambiguous prefix");
+    let applied = store.cancel(prefix, None).unwrap();
+    assert_eq!(applied.task.task_id, first);
+}
+
+#[test]
+fn provide_input_only_if_unchanged_since_a_revision() {
+    let f = fixture(Start::InputRequired);
+    let rev = stored(&f.path, &f.id).revision;
+    let before = fingerprint(&f.path);
+    let e = f
+        .store
+        .provide_input(&f.id, v0(), Some(rev - 1))
+        .unwrap_err();
+    assert_eq!(e.kind(), "stale_revision");
+    assert_eq!(e.exit_code(), 4);
+    assert_eq!(e.task().unwrap().revision, rev);
+    assert_untouched(&before, &f.path, "stale revision");
+    let o = f.store.provide_input(&f.id, v0(), Some(rev)).unwrap();
+    assert_eq!(o.change, Change::Applied);
+    assert_eq!(o.task.revision, rev + 1);
+}
+
+#[test]
+fn a_zombie_worker_cannot_overwrite_its_successor() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.json");
+    let store = Store::open(&path);
+    let id = store.create(NewTask::default()).unwrap().task.task_id;
+    // w1 takes a lease that is already over; w2 takes the task over.
+    store.claim(&id, "w1", Duration::ZERO).unwrap();
+    store.claim(&id, "w2", HOUR).unwrap();
+    let before = fingerprint(&path);
+    let e = store
+        .complete(&id, json!("zombie"), worker("w1"))
+        .unwrap_err();
+    assert_eq!(e.kind(), "lease_lost");
+    assert!(e.to_string().contains("w2"), "{e}");
+    assert_untouched(&before, &path, "zombie write");
+    // And w2 cannot be bumped while its lease lives.
+    assert_eq!(
+        store.claim(&id, "w1", HOUR).unwrap_err().kind(),
+        "lease_lost"
+    );
+    let o = store.complete(&id, json!("done"), worker("w2")).unwrap();
+    assert_eq!(o.change, Change::Applied);
+    assert_eq!(o.task.claimed_by, None, "a finished task holds no lease");
+}
+
+#[test]
+fn create_is_idempotent_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.json");
+    let store = Store::open(&path);
+    let new = || NewTask {
+        input_schema: Some(s0()),
+        idempotency_key: Some("incident-1".into()),
+        request: Some(json!({"incident": "INC-1"})),
+        ..NewTask::default()
+    };
+    let first = store.create(new()).unwrap();
+    assert_eq!(first.change, Change::Applied);
+    assert_eq!(first.task.status, Status::InputRequired);
+    assert_eq!(first.task.revision, 1);
+    let before = fingerprint(&path);
+
+    let again = store.create(new()).unwrap();
+    assert_eq!(again.change, Change::Unchanged);
+    assert_eq!(again.task, first.task);
+    assert_untouched(&before, &path, "create with the same key");
+
+    // A title or message is not part of the identity of the request.
+    let retitled = store
+        .create(NewTask {
+            title: Some("other title".into()),
+            ..new()
+        })
+        .unwrap();
+    assert_eq!(retitled.change, Change::Unchanged);
+    assert_eq!(retitled.task, first.task);
+
+    for (what, conflicting) in [
+        (
+            "input_schema",
+            NewTask {
+                input_schema: Some(s1()),
+                ..new()
+            },
+        ),
+        (
+            "input_schema",
+            NewTask {
+                input_schema: None,
+                ..new()
+            },
+        ),
+        (
+            "request",
+            NewTask {
+                request: Some(json!({"incident": "INC-2"})),
+                ..new()
+            },
+        ),
+        (
+            "request",
+            NewTask {
+                request: None,
+                ..new()
+            },
+        ),
+    ] {
+        let e = store.create(conflicting).unwrap_err();
+        assert_eq!(e.kind(), "idempotency_conflict", "{what}");
+        assert_eq!(e.exit_code(), 4);
+        assert!(e.to_string().contains(what), "{e}");
+        assert_eq!(e.task(), Some(&first.task));
+        assert_untouched(&before, &path, &format!("conflicting create ({what})"));
+    }
+
+    // The key still answers once the task is finished.
+    store.cancel(&first.task.task_id, None).unwrap();
+    let after_cancel = store.create(new()).unwrap();
+    assert_eq!(after_cancel.change, Change::Unchanged);
+    assert_eq!(after_cancel.task.status, Status::Cancelled);
+    assert_eq!(store.list(&[]).unwrap().len(), 1);
+}
+
+#[test]
+fn create_starts_working_or_input_required() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.json");
+    let store = Store::open(&path);
+    let w = store.create(NewTask::default()).unwrap().task;
+    assert_eq!(w.status, Status::Working);
+    assert_eq!(w.history.len(), 1);
+    let ir = store
+        .create(NewTask {
+            input_schema: Some(s0()),
+            ..NewTask::default()
+        })
+        .unwrap()
+        .task;
+    assert_eq!(ir.status, Status::InputRequired);
+    assert_ne!(w.task_id, ir.task_id);
+    // An invalid schema is refused before anything is written.
+    let before = fingerprint(&path);
+    let e = store
+        .create(NewTask {
+            input_schema: Some(json!({"type": "nonsense"})),
+            ..NewTask::default()
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), "invalid_schema");
+    assert_untouched(&before, &path, "create with an invalid schema");
+}
+
+#[test]
+fn a_new_store_file_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sub/tasks.json");
+    let store = Store::open(&path);
+    store.create(NewTask::default()).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // An existing store keeps its permissions across writes.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+    store.create(NewTask::default()).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o640);
+    assert!(dir.path().join("sub/tasks.json.lock").exists());
+}
