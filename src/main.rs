@@ -4,7 +4,10 @@ use clap::Parser;
 use rudder::cli::{Cli, Command, args::WatchArgs, store_path};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     // The demo never touches $RUDDER_STORE: seeding incidents into a real
     // store would be a nasty surprise.
     let demo_store = cli
@@ -37,4 +40,24 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Report a command-line error. With `--json` anywhere in the arguments the
+/// answer is one JSON object on stdout, like every other error; help and
+/// version requests print as usual.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let wants_json = std::env::args_os().any(|a| a == "--json");
+    if !wants_json || matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        e.exit();
+    }
+    let message = e.to_string();
+    let first = message.lines().next().unwrap_or("invalid arguments");
+    let json = serde_json::json!({
+        "error": "usage",
+        "message": first.trim_start_matches("error: "),
+        "exit_code": rudder::cli::EXIT_USAGE,
+    });
+    println!("{json}");
+    ExitCode::from(rudder::cli::EXIT_USAGE as u8)
 }

@@ -964,7 +964,6 @@ fn hostile_text_from_the_store_never_reaches_the_terminal() {
 }
 
 #[test]
-#[ignore = "bug in src/main.rs: clap's usage errors bypass --json (Cli::parse prints text on stderr)"]
 fn json_usage_errors_from_argument_parsing_are_json_too() {
     let (_d, path) = store();
     let id = create(&path, &[]);
