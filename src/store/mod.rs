@@ -336,14 +336,67 @@ impl<B: Backend> Store<B> {
         }
         self.transact(|tasks, now| {
             let report = report::plan_reclaim(tasks, older_than, now, false);
-            for r in &report.reclaimed {
-                let task = tasks.get_mut(&r.task_id).expect("planned from these tasks");
-                let error = report::reclaim_error(r, older_than);
-                let applied = machine::apply(task, &Op::Fail { error }, Actor::Anyone, now);
-                debug_assert_eq!(applied, Ok(Change::Applied));
-            }
+            fail_reclaimed(tasks, &report, older_than, now)?;
             let write = !report.reclaimed.is_empty();
             Ok((report, write))
+        })
+    }
+
+    /// Reclaim exactly the tasks a person was shown: each `(id, revision)`
+    /// is failed only if it is still at that revision and still qualifies
+    /// (unfinished, idle for `older_than`, no live lease); every other listed
+    /// task is reported as skipped with the reason. Tasks not listed are
+    /// never touched, even if they went idle since the preview.
+    pub fn reclaim_tasks(
+        &self,
+        previewed: &[(String, u64)],
+        older_than: Duration,
+    ) -> Result<ReclaimReport, StoreError> {
+        self.transact(|tasks, now| {
+            let mut plan = report::plan_reclaim(tasks, older_than, now, false);
+            let seen = |id: &str| previewed.iter().find(|(p, _)| p == id).map(|(_, r)| *r);
+            let mut skipped: Vec<Skipped> = Vec::new();
+            plan.reclaimed.retain(|r| match seen(&r.task_id) {
+                None => false,
+                Some(rev) => {
+                    let now_rev = tasks.get(&r.task_id).map_or(rev, |t| t.revision);
+                    if now_rev != rev {
+                        skipped.push(Skipped {
+                            task_id: r.task_id.clone(),
+                            status: r.status_before,
+                            reason: format!(
+                                "changed since the preview (revision {rev}, now {now_rev})"
+                            ),
+                        });
+                    }
+                    now_rev == rev
+                }
+            });
+            for (id, _) in previewed {
+                if plan.reclaimed.iter().any(|r| &r.task_id == id)
+                    || skipped.iter().any(|s| &s.task_id == id)
+                {
+                    continue;
+                }
+                let reason = plan.skipped.iter().find(|s| &s.task_id == id);
+                skipped.push(match (reason, tasks.get(id)) {
+                    (Some(s), _) => s.clone(),
+                    (None, Some(t)) => Skipped {
+                        task_id: id.clone(),
+                        status: t.status,
+                        reason: format!("it is {} now", t.status),
+                    },
+                    (None, None) => Skipped {
+                        task_id: id.clone(),
+                        status: Status::Failed,
+                        reason: "it no longer exists".into(),
+                    },
+                });
+            }
+            plan.skipped = skipped;
+            fail_reclaimed(tasks, &plan, older_than, now)?;
+            let write = !plan.reclaimed.is_empty();
+            Ok((plan, write))
         })
     }
 
@@ -358,6 +411,28 @@ impl<B: Backend> Store<B> {
             Ok((report, write))
         })
     }
+}
+
+/// Fail every task of a reclaim plan made from these very tasks.
+fn fail_reclaimed(
+    tasks: &mut TaskMap,
+    plan: &ReclaimReport,
+    older_than: Duration,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    for r in &plan.reclaimed {
+        let task = tasks
+            .get_mut(&r.task_id)
+            .ok_or_else(|| StoreError::UnknownTask {
+                id: r.task_id.clone(),
+            })?;
+        let op = Op::Fail {
+            error: report::reclaim_error(r, older_than),
+        };
+        machine::apply(task, &op, Actor::Anyone, now)
+            .map_err(|refusal| refusal_error(OpKind::Reclaim, refusal, task))?;
+    }
+    Ok(())
 }
 
 /// Find the key for a full id or a unique prefix of one.

@@ -1,0 +1,77 @@
+//! `reclaim_tasks`: a reclaim confirmed after a preview fails exactly the
+//! previewed tasks that did not change since, and nothing else.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use rudder::store::{NewTask, Store};
+use rudder::task::{Actor, Status};
+
+#[test]
+fn only_unchanged_previewed_tasks_are_reclaimed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let start: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().expect("time");
+    let clock = Arc::new(Mutex::new(start));
+    let c = clock.clone();
+    let store = Store::open(dir.path().join("tasks.json"))
+        .with_clock(Arc::new(move || *c.lock().expect("clock")));
+    let advance = |minutes| *clock.lock().expect("clock") += TimeDelta::minutes(minutes);
+    let create = |title: &str| {
+        store
+            .create(NewTask {
+                title: Some(title.into()),
+                ..NewTask::default()
+            })
+            .expect("create")
+            .task
+    };
+
+    let a = create("A");
+    let b = create("B");
+    advance(20);
+    let c_task = create("C"); // active at preview time
+    // The preview: A and B idle for 15m or more.
+    let preview = store
+        .reclaim(Duration::from_secs(900), true)
+        .expect("preview");
+    let shown: Vec<(String, u64)> = preview
+        .reclaimed
+        .iter()
+        .map(|r| {
+            let t = store.get(&r.task_id).expect("get");
+            (t.task_id, t.revision)
+        })
+        .collect();
+    assert_eq!(shown.len(), 2);
+
+    // Meanwhile B's worker comes back, and C goes idle too.
+    store
+        .heartbeat(&b.task_id, Some("back".into()), None, Actor::Anyone)
+        .expect("heartbeat");
+    advance(20);
+    let report = store
+        .reclaim_tasks(&shown, Duration::from_secs(900))
+        .expect("reclaim");
+
+    let reclaimed: Vec<&str> = report
+        .reclaimed
+        .iter()
+        .map(|r| r.task_id.as_str())
+        .collect();
+    assert_eq!(reclaimed, [a.task_id.as_str()]);
+    assert_eq!(report.skipped.len(), 1, "{:?}", report.skipped);
+    assert_eq!(report.skipped[0].task_id, b.task_id);
+    assert!(
+        report.skipped[0]
+            .reason
+            .contains("changed since the preview")
+    );
+    assert_eq!(store.get(&a.task_id).expect("a").status, Status::Failed);
+    assert_eq!(store.get(&b.task_id).expect("b").status, Status::Working);
+    assert_eq!(
+        store.get(&c_task.task_id).expect("c").status,
+        Status::Working,
+        "a task that was not previewed is never reclaimed"
+    );
+}
