@@ -2,6 +2,11 @@
 
 use std::time::Duration;
 
+/// The longest duration accepted: long enough for any retention, short
+/// enough that every computation with it (milliseconds in a `u64`, a date
+/// plus it) stays in range.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// Parse a duration such as `90s`, `15m`, `2h`, `1d` or `1h30m`. A bare
 /// number is refused: the unit is part of what the user means.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -9,8 +14,12 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) {
         return Err(format!("{text:?}: add a unit, e.g. {t}s, {t}m or {t}h"));
     }
-    humantime::parse_duration(t)
-        .map_err(|e| format!("{text:?} is not a duration like 90s, 15m or 2h: {e}"))
+    let d = humantime::parse_duration(t)
+        .map_err(|e| format!("{text:?} is not a duration like 90s, 15m or 2h: {e}"))?;
+    if d > MAX_DURATION {
+        return Err(format!("{text:?} is too long: at most 100 years"));
+    }
+    Ok(d)
 }
 
 #[cfg(test)]
@@ -25,5 +34,7 @@ mod tests {
         assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert!(parse_duration("15").is_err());
         assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("101y").is_err());
+        assert!(parse_duration("584542046y 2859952616ms").is_err());
     }
 }

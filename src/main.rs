@@ -1,24 +1,37 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use rudder::StoreError;
 use rudder::cli::{Cli, Command, args::WatchArgs, store_path};
+use rudder::text::sanitize;
 
 fn main() -> ExitCode {
+    // Like every Unix tool: `rudder list | head` ends quietly when the
+    // reader goes away, instead of panicking on a broken pipe.
+    // SAFETY: setting a signal disposition to its default before any thread
+    // starts has no preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
-    // The demo never touches $RUDDER_STORE: seeding incidents into a real
-    // store would be a nasty surprise.
+    // The demo and its simulated worker never touch $RUDDER_STORE: seeding
+    // incidents into a real store, or letting a simulated diagnosis fail
+    // real tasks, would be a nasty surprise.
     let demo_store = cli
         .store
         .clone()
         .unwrap_or_else(|| std::path::PathBuf::from("rudder-demo.json"));
     let store = store_path(cli.store);
-    let interactive = match cli.command.unwrap_or(Command::Watch(WatchArgs::default())) {
+    let default_watch = Command::Watch(WatchArgs {
+        read_only: cli.read_only,
+    });
+    let interactive = match cli.command.unwrap_or(default_watch) {
         Command::Watch(a) => rudder::tui::run(rudder::tui::Options {
             store,
-            read_only: a.read_only,
+            read_only: a.read_only || cli.read_only,
             worker: None,
         }),
         Command::Demo(a) => rudder::demo::run_demo(rudder::demo::DemoOptions {
@@ -27,7 +40,7 @@ fn main() -> ExitCode {
             speed: a.speed,
         }),
         Command::Worker(a) => rudder::demo::run_worker(rudder::demo::WorkerOptions {
-            store,
+            store: demo_store,
             speed: a.speed,
             name: a.name,
         }),
@@ -36,8 +49,13 @@ fn main() -> ExitCode {
     match interactive {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("rudder: {e:#}");
-            ExitCode::from(1)
+            // Store errors can quote the file's content: keep it inert.
+            eprintln!("rudder: {}", sanitize(&format!("{e:#}")));
+            let code = e
+                .chain()
+                .find_map(|c| c.downcast_ref::<StoreError>())
+                .map_or(1, StoreError::exit_code);
+            ExitCode::from(code as u8)
         }
     }
 }

@@ -14,6 +14,10 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "PATH")]
     pub store: Option<PathBuf>,
 
+    /// With no command (the TUI): refuse every write with a message
+    #[arg(long)]
+    pub read_only: bool,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -24,7 +28,7 @@ pub enum Command {
     Watch(WatchArgs),
     /// The TUI over a demo store, with a simulated diagnosis worker you can kill and restart
     Demo(DemoArgs),
-    /// Run the simulated diagnosis worker on the store's tasks
+    /// Run the simulated diagnosis worker (on ./rudder-demo.json unless --store is given)
     Worker(WorkerArgs),
     /// Create a task
     Create(CreateArgs),

@@ -56,8 +56,12 @@ impl CliError {
     }
 }
 
-/// The store path: `--store`, else `$RUDDER_STORE`, else `./tasks.json`.
+/// The store path: `--store`, else `$RUDDER_STORE` (unless empty), else `./tasks.json`.
 pub fn store_path(flag: Option<PathBuf>) -> PathBuf {
-    flag.or_else(|| std::env::var_os("RUDDER_STORE").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("tasks.json"))
+    flag.or_else(|| {
+        std::env::var_os("RUDDER_STORE")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    })
+    .unwrap_or_else(|| PathBuf::from("tasks.json"))
 }

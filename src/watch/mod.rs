@@ -234,11 +234,25 @@ async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut due = true;
     loop {
-        if due
-            && let Some(event) = reader.reload()
-            && tx.send(event).await.is_err()
-        {
-            return;
+        if due {
+            // Reading and decoding a large store takes tens of
+            // milliseconds: keep it off the runtime thread, which in the
+            // TUI also handles keys.
+            let (back, event) = match tokio::task::spawn_blocking(move || {
+                let event = reader.reload();
+                (reader, event)
+            })
+            .await
+            {
+                Ok(done) => done,
+                Err(_) => return, // the reload panicked or the runtime is shutting down
+            };
+            reader = back;
+            if let Some(event) = event
+                && tx.send(event).await.is_err()
+            {
+                return;
+            }
         }
         due = tokio::select! {
             poke = poke_rx.recv() => {

@@ -1,0 +1,117 @@
+//! Edges of the command line found in review: broken pipes, empty
+//! environment variables, absurd durations, errors that quote the store.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn rudder() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rudder"));
+    c.env_remove("RUDDER_STORE");
+    c
+}
+
+fn create_many(store: &Path, n: usize) {
+    let tasks: serde_json::Map<String, serde_json::Value> = (0..n)
+        .map(|i| {
+            let id = format!("{i:08x}-0000-4000-8000-000000000000");
+            let task = serde_json::json!({"task_id": id, "status": "working",
+                "input_schema": null, "input_value": null, "result": null,
+                "idempotency_key": null, "title": "a task with a long enough title to fill the pipe"});
+            (id, task)
+        })
+        .collect();
+    std::fs::write(store, serde_json::to_vec(&tasks).expect("json")).expect("write");
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_list_quietly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("tasks.json");
+    create_many(&store, 5000);
+    let mut child = rudder()
+        .arg("--store")
+        .arg(&store)
+        .arg("list")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    out.read_line(&mut first).expect("line");
+    assert!(first.starts_with("ID"));
+    drop(out); // like `| head -1`
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("stderr");
+    let status = child.wait().expect("wait");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(status.code(), Some(101), "a panic: {err}");
+}
+
+#[test]
+fn an_empty_rudder_store_means_unset() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = rudder()
+        .current_dir(dir.path())
+        .env("RUDDER_STORE", "")
+        .args(["create", "--title", "x"])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        dir.path().join("tasks.json").exists(),
+        "fell back to ./tasks.json"
+    );
+}
+
+#[test]
+fn absurd_durations_are_usage_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("tasks.json");
+    for args in [
+        vec!["reclaim", "--older-than", "584542046y 2859952616ms"],
+        vec!["create", "--ttl", "1000y"],
+        vec!["prune", "--older-than", "15"],
+    ] {
+        let out = rudder()
+            .arg("--store")
+            .arg(&store)
+            .args(&args)
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+    assert!(!store.exists(), "nothing was written");
+}
+
+#[test]
+fn interactive_commands_report_store_errors_inertly_with_exit_6() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("evil.json");
+    std::fs::write(
+        &store,
+        "{\"a\": {\"task_id\": \"a\", \"status\": \"\\u001b]0;PWNED\\u0007\\u001b[31m\"}}",
+    )
+    .expect("write");
+    let out = rudder()
+        .arg("--store")
+        .arg(&store)
+        .args(["demo", "--speed", "5"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
+    assert!(err.contains("evil.json"), "{err}");
+}
