@@ -150,6 +150,7 @@ fn reclaim_preview_confirmation() {
         older_than: std::time::Duration::from_secs(900),
         age: "15m".into(),
         report: report(true),
+        tasks: vec![(id(2), 2), (id(1), 2)],
     };
     insta::assert_snapshot!(render(&mut app));
 }
@@ -157,10 +158,25 @@ fn reclaim_preview_confirmation() {
 #[test]
 fn reclaim_report() {
     let mut app = app_with(fixture());
-    app.popup = Popup::ReclaimDone {
-        report: report(false),
-    };
-    insta::assert_snapshot!(render(&mut app));
+    // After the y: one previewed task changed meanwhile and was left alone.
+    let mut done = report(false);
+    let changed = done.reclaimed.remove(1);
+    done.skipped = vec![Skipped {
+        task_id: changed.task_id,
+        status: Status::InputRequired,
+        reason: "changed since the preview (revision 5, now 7)".into(),
+    }];
+    app.popup = Popup::ReclaimDone { report: done };
+    let text = render(&mut app);
+    assert!(
+        text.contains("1 previewed task(s) not reclaimed:"),
+        "{text}"
+    );
+    assert!(
+        text.contains("changed since the preview (revision 5, now 7)"),
+        "{text}"
+    );
+    insta::assert_snapshot!(text);
 }
 
 #[test]
@@ -298,4 +314,28 @@ fn only_visible_rows_are_drawn_and_selection_scrolls_into_view() {
 fn list_on_an_80x24_terminal() {
     let mut app = app_with(fixture());
     insta::assert_snapshot!(screen(&render_with(&mut app, 80, 24, COLOR)));
+}
+
+#[test]
+fn form_with_hostile_defaults_shows_what_it_submits() {
+    let mut tasks = fixture();
+    let waiting = tasks.get_mut(&id(1)).expect("fixture");
+    waiting.input_schema = Some(serde_json::json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "default": "x\u{1b}[2Jy\u{202E}z"},
+            "mode": {"enum": ["a\u{1b}[31m", "b"], "default": "a\u{1b}[31m"},
+            "blob": {"type": "object", "default": {"k": "v\u{9b}1m"}}
+        }
+    }));
+    let mut app = app_with(tasks);
+    app.handle_key(ch('i'));
+    let text = render(&mut app);
+    for bad in ['\u{1b}', '\u{202E}', '\u{9b}'] {
+        assert!(!text.contains(bad), "{bad:?} reached the screen");
+    }
+    assert!(text.contains("[ xyz "), "{text}");
+    assert!(text.contains(r"◀ a\u001b[31m ▶"), "{text}");
+    assert!(text.contains(r#"{"k":"v\u009b1m"}"#), "{text}");
+    insta::assert_snapshot!(text);
 }

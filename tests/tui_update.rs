@@ -12,10 +12,10 @@ use chrono::{TimeDelta, Utc};
 use common::*;
 use crossterm::event::{KeyCode, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use rudder::store::{NewTask, Store};
-use rudder::task::Status;
+use rudder::task::{Actor, Status};
 use rudder::tui::app::{App, Popup, SortKey, Tone, WatchState};
 use rudder::tui::form::FieldKind;
-use rudder::tui::update::{Effect, execute};
+use rudder::tui::update::{Effect, EffectResult, execute};
 use rudder::watch::FeedEvent;
 use serde_json::json;
 
@@ -386,6 +386,150 @@ fn reclaim_asks_the_age_previews_and_reports() {
 }
 
 #[test]
+fn reclaim_fails_only_the_previewed_tasks_still_at_the_revision_shown() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tasks.json");
+    let past = Store::open(&path).with_clock(Arc::new(|| Utc::now() - TimeDelta::hours(1)));
+    let store = Store::open(&path);
+    let create = |s: &Store, title: &str| {
+        s.create(NewTask {
+            title: Some(title.into()),
+            ..NewTask::default()
+        })
+        .expect("create")
+        .task
+    };
+    let a = create(&past, "A: idle, then changes");
+    let c = create(&past, "C: idle, unchanged");
+    let b = create(&store, "B: goes idle after the preview");
+    let mut app = App::new(&path, false, Utc::now());
+    reload(&mut app, &store);
+
+    app.handle_key(ch('R'));
+    app.handle_key(ctrl('u'));
+    type_text(&mut app, "30m");
+    let effects = app.handle_key(key(KeyCode::Enter));
+    run(&mut app, &store, effects);
+    match &app.popup {
+        Popup::ReclaimPreview { report, tasks, .. } => {
+            let ids: Vec<_> = report.reclaimed.iter().map(|r| &r.task_id).collect();
+            assert_eq!(ids, [&a.task_id, &c.task_id], "B is not idle yet");
+            assert_eq!(
+                tasks,
+                &[
+                    (a.task_id.clone(), a.revision),
+                    (c.task_id.clone(), c.revision)
+                ]
+            );
+        }
+        other => panic!("expected the preview, got {other:?}"),
+    }
+
+    // After the preview: A changes (but is still idle by its clock) and,
+    // an hour later, B is idle too.
+    let beat = past
+        .heartbeat(&a.task_id, Some("still here".into()), None, Actor::Anyone)
+        .expect("heartbeat");
+    assert!(beat.task.revision > a.revision);
+    let later = Store::open(&path).with_clock(Arc::new(|| Utc::now() + TimeDelta::hours(1)));
+
+    let effects = app.handle_key(ch('y'));
+    assert_eq!(
+        effects,
+        [Effect::Reclaim {
+            tasks: vec![
+                (a.task_id.clone(), a.revision),
+                (c.task_id.clone(), c.revision)
+            ],
+            older_than: Duration::from_secs(1800),
+        }],
+        "the confirmation carries exactly what was previewed"
+    );
+    run(&mut app, &later, effects);
+
+    let status = |id: &str| store.get(id).expect("get").status;
+    assert_eq!(
+        status(&c.task_id),
+        Status::Failed,
+        "previewed and unchanged"
+    );
+    assert_eq!(
+        status(&a.task_id),
+        Status::Working,
+        "changed since the preview"
+    );
+    assert_eq!(status(&b.task_id), Status::Working, "never previewed");
+    match &app.popup {
+        Popup::ReclaimDone { report } => {
+            let ids: Vec<_> = report.reclaimed.iter().map(|r| &r.task_id).collect();
+            assert_eq!(ids, [&c.task_id]);
+            let skipped: Vec<_> = report.skipped.iter().map(|s| &s.task_id).collect();
+            assert_eq!(skipped, [&a.task_id], "only previewed tasks are reported");
+            assert!(
+                report.skipped[0]
+                    .reason
+                    .contains("changed since the preview"),
+                "{}",
+                report.skipped[0].reason
+            );
+        }
+        other => panic!("expected the report, got {other:?}"),
+    }
+    let line = app.status.clone().expect("a status line");
+    assert_eq!(line.tone, Tone::Warning);
+    assert!(line.text.contains("reclaimed 1 task(s)"), "{}", line.text);
+    assert!(
+        line.text.contains("1 previewed task(s) left alone"),
+        "{}",
+        line.text
+    );
+}
+
+#[test]
+fn a_panicking_store_call_is_reported_and_its_dialog_put_right() {
+    let (_dir, _store, task_id, mut app) = store_with_waiting();
+    app.handle_key(ch('i'));
+    type_text(&mut app, "checkout");
+    let effects = app.handle_key(ctrl('s'));
+    assert_eq!(effects.len(), 1);
+    assert!(form(&app).submitting);
+    app.apply_result(EffectResult::Panicked {
+        effect: effects[0].clone(),
+        message: "boom\u{1b}[2J".into(),
+    });
+    let f = form(&app);
+    assert_eq!(f.task_id, task_id);
+    assert!(!f.submitting, "the form can be sent again");
+    assert_eq!(
+        f.fields[0].input.value(),
+        "checkout",
+        "what was typed is kept"
+    );
+    assert!(
+        f.errors.iter().any(|e| e.contains("boom")),
+        "{:?}",
+        f.errors
+    );
+    let line = app.status.clone().expect("a status line");
+    assert_eq!(line.tone, Tone::Error);
+    assert!(line.text.contains("internal error"), "{}", line.text);
+    assert!(!line.text.contains('\u{1b}'), "{}", line.text);
+
+    app.handle_key(key(KeyCode::Esc));
+    app.handle_key(ch('R'));
+    let effects = app.handle_key(key(KeyCode::Enter));
+    assert!(matches!(app.popup, Popup::ReclaimLoading { .. }));
+    app.apply_result(EffectResult::Panicked {
+        effect: effects[0].clone(),
+        message: "boom".into(),
+    });
+    assert!(
+        matches!(app.popup, Popup::None),
+        "no dialog waits forever for an answer that will not come"
+    );
+}
+
+#[test]
 fn read_only_refuses_every_write_with_a_message() {
     let mut app = App::new(Path::new("/srv/tasks.json"), true, now());
     app.on_feed(snapshot(fixture()));
@@ -504,6 +648,54 @@ fn pause_holds_changes_back_and_resume_applies_them() {
 }
 
 #[test]
+fn a_missing_or_unreadable_file_while_paused_loses_no_transition() {
+    for state in [
+        FeedEvent::Unreadable {
+            message: "truncated".into(),
+        },
+        FeedEvent::Missing,
+    ] {
+        let mut app = app_with(fixture());
+        app.handle_key(ch('p'));
+        let mut tasks = fixture();
+        tasks.get_mut(&id(2)).expect("fixture").status = Status::Completed;
+        let diff = rudder::watch::diff(&fixture(), &tasks, now());
+        app.on_feed(FeedEvent::Snapshot {
+            tasks: Arc::new(tasks),
+            diff,
+        });
+        app.on_feed(state.clone());
+        assert_eq!(app.watch, WatchState::Live, "held back");
+        app.handle_key(ch('p'));
+        assert_eq!(app.log.len(), 1, "{state:?}: the transition is logged");
+        assert_eq!(app.log[0].task_id, id(2));
+        assert_eq!(app.log[0].to, Some(Status::Completed));
+        match state {
+            FeedEvent::Missing => {
+                assert_eq!(app.watch, WatchState::Missing);
+                assert!(app.rows.is_empty(), "then the file is gone");
+            }
+            _ => {
+                assert_eq!(app.watch, WatchState::Unreadable("truncated".into()));
+                assert_eq!(
+                    app.tasks[&id(2)].status,
+                    Status::Completed,
+                    "the last good snapshot is shown"
+                );
+            }
+        }
+    }
+    // A snapshot after the bad state is the latest word: live again.
+    let mut app = app_with(fixture());
+    app.handle_key(ch('p'));
+    app.on_feed(FeedEvent::Missing);
+    app.on_feed(snapshot(fixture()));
+    app.handle_key(ch('p'));
+    assert_eq!(app.watch, WatchState::Live);
+    assert_eq!(app.rows.len(), 6);
+}
+
+#[test]
 fn missing_and_unreadable_stores() {
     let mut app = app_with(fixture());
     app.on_feed(FeedEvent::Unreadable {
@@ -584,4 +776,69 @@ fn a_worker_that_exits_on_its_own_is_announced() {
         code: Some(1),
     });
     assert!(app.status.is_none(), "said once");
+}
+
+#[test]
+fn the_form_submits_exactly_what_it_shows() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(dir.path().join("tasks.json"));
+    let blob = json!({"k": "v\u{9b}1m\u{202E}\u{7f}"});
+    let created = store
+        .create(NewTask {
+            input_schema: Some(json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "default": "x\u{1b}[2Jy\u{202E}z"},
+                    "mode": {"enum": ["a\u{1b}[31m", "b"], "default": "a\u{1b}[31m"},
+                    "blob": {"type": "object", "default": blob}
+                }
+            })),
+            ..NewTask::default()
+        })
+        .expect("create");
+    let mut app = App::new(store.path(), false, Utc::now());
+    reload(&mut app, &store);
+    app.handle_key(ch('i'));
+    let f = form(&app);
+    assert_eq!(
+        f.fields[0].input.value(),
+        "xyz",
+        "the default is cleaned once, up front"
+    );
+    let blob_text = f.fields[2].input.value();
+    assert_eq!(
+        blob_text, r#"{"k":"v\u009b1m\u202e\u007f"}"#,
+        "a JSON default keeps its value, written with visible escapes"
+    );
+    assert_eq!(rudder::text::sanitize(blob_text), blob_text);
+    match &f.fields[1].kind {
+        FieldKind::Choice { options, chosen } => {
+            assert_eq!(*chosen, Some(0));
+            assert_eq!(
+                rudder::tui::form::option_label(&options[0]),
+                r"a\u001b[31m",
+                "a choice shows the characters it submits, inert"
+            );
+        }
+        other => panic!("expected a choice, got {other:?}"),
+    }
+
+    // Characters that cannot be shown (a paste can send them as keys) are
+    // not taken into a field.
+    app.handle_key(key(KeyCode::End));
+    for c in ['\u{202E}', '\u{9b}', '\u{7f}', '\u{0}'] {
+        app.handle_key(ch(c));
+    }
+    type_text(&mut app, "!");
+    assert_eq!(form(&app).fields[0].input.value(), "xyz!");
+
+    let effects = app.handle_key(ctrl('s'));
+    assert_eq!(
+        effects,
+        [Effect::ProvideInput {
+            task_id: created.task.task_id.clone(),
+            value: json!({"name": "xyz!", "mode": "a\u{1b}[31m", "blob": blob}),
+            revision: created.task.revision,
+        }]
+    );
 }

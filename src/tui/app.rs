@@ -165,6 +165,9 @@ pub enum Popup {
         age: String,
         /// The dry run's report.
         report: ReclaimReport,
+        /// What `y` reclaims: the previewed tasks with the revision the
+        /// preview saw. Nothing else is ever failed.
+        tasks: Vec<(String, u64)>,
     },
     /// What reclaim did.
     ReclaimDone {
@@ -189,8 +192,12 @@ pub struct App {
     pub watch: WatchState,
     /// Live updates are held back (`p`).
     pub paused: bool,
-    /// The newest feed event held back while paused.
-    pending: Option<FeedEvent>,
+    /// The newest snapshot held back while paused, with the diffs of every
+    /// snapshot held back merged into one, so the log misses no transition.
+    pending_snapshot: Option<(Arc<TaskMap>, Diff)>,
+    /// A missing or unreadable file reported after the newest held-back
+    /// snapshot: applied after it on resume.
+    pending_state: Option<FeedEvent>,
     /// Changes (tasks appeared, changed or vanished) held back while paused.
     pub pending_changes: usize,
     /// Positions in `tasks` of the rows shown, in display order.
@@ -243,7 +250,8 @@ impl App {
             tasks: Arc::new(TaskMap::new()),
             watch: WatchState::Starting,
             paused: false,
-            pending: None,
+            pending_snapshot: None,
+            pending_state: None,
             pending_changes: 0,
             rows: Vec::new(),
             counts: [0; 5],
@@ -287,26 +295,29 @@ impl App {
     /// Take in what the change feed observed (held back while paused).
     pub fn on_feed(&mut self, event: FeedEvent) {
         if self.paused {
-            if let FeedEvent::Snapshot { diff, .. } = &event {
-                self.pending_changes +=
-                    diff.appeared.len() + diff.changed.len() + diff.vanished.len();
-            }
-            // Keep the newest snapshot; a later missing/unreadable state
-            // replaces it, since that is what resuming should show.
-            self.pending = Some(match (self.pending.take(), event) {
-                // Diffs accumulate so the log misses no transition.
-                (
-                    Some(FeedEvent::Snapshot { diff: mut old, .. }),
-                    FeedEvent::Snapshot { tasks, diff },
-                ) => {
-                    old.transitions.extend(diff.transitions);
-                    old.appeared.extend(diff.appeared);
-                    old.changed.extend(diff.changed);
-                    old.vanished.extend(diff.vanished);
-                    FeedEvent::Snapshot { tasks, diff: old }
+            match event {
+                FeedEvent::Snapshot { tasks, diff } => {
+                    self.pending_changes +=
+                        diff.appeared.len() + diff.changed.len() + diff.vanished.len();
+                    // A snapshot is newer than any missing/unreadable state
+                    // before it.
+                    self.pending_state = None;
+                    self.pending_snapshot = Some(match self.pending_snapshot.take() {
+                        // Diffs accumulate so the log misses no transition.
+                        Some((_, mut old)) => {
+                            old.transitions.extend(diff.transitions);
+                            old.appeared.extend(diff.appeared);
+                            old.changed.extend(diff.changed);
+                            old.vanished.extend(diff.vanished);
+                            (tasks, old)
+                        }
+                        None => (tasks, diff),
+                    });
                 }
-                (_, e) => e,
-            });
+                // Kept apart from the snapshot: a file that went missing or
+                // unreadable must not drop the transitions seen before.
+                state => self.pending_state = Some(state),
+            }
             return;
         }
         self.apply_feed(event);
@@ -317,8 +328,13 @@ impl App {
         if self.paused {
             self.paused = false;
             self.pending_changes = 0;
-            if let Some(event) = self.pending.take() {
-                self.apply_feed(event);
+            // In the order they came: the snapshot (logging its
+            // transitions), then the file's state after it.
+            if let Some((tasks, diff)) = self.pending_snapshot.take() {
+                self.apply_feed(FeedEvent::Snapshot { tasks, diff });
+            }
+            if let Some(state) = self.pending_state.take() {
+                self.apply_feed(state);
             }
             self.say(Tone::Info, "live updates resumed");
         } else {

@@ -71,7 +71,7 @@ impl Field {
         if self.name.is_empty() {
             "input".into()
         } else {
-            sanitize(&self.name).into_owned()
+            escape_unsafe(&self.name)
         }
     }
 
@@ -339,13 +339,16 @@ fn field_for(name: &str, prop: &Value, required: bool) -> Field {
             }
             FieldType::Json => {
                 if let Some(d) = default {
-                    input = Input::new(d.to_string());
+                    input = Input::new(json_text(d));
                 }
                 FieldKind::Json
             }
             ty => {
                 match default {
-                    Some(Value::String(s)) => input = Input::new(s.clone()),
+                    // What is shown is what is submitted: control characters
+                    // and escape sequences are dropped here, not only when
+                    // drawn.
+                    Some(Value::String(s)) => input = Input::new(sanitize(s).into_owned()),
                     Some(d @ Value::Number(_)) => input = Input::new(d.to_string()),
                     _ => {}
                 }
@@ -366,7 +369,7 @@ fn field_for(name: &str, prop: &Value, required: bool) -> Field {
 fn whole_value_field(schema: &Value) -> Field {
     let default = schema
         .get("default")
-        .map(Value::to_string)
+        .map(json_text)
         .unwrap_or_else(|| "{}".into());
     Field {
         name: String::new(),
@@ -384,10 +387,39 @@ fn whole_value_field(schema: &Value) -> Field {
     }
 }
 
-/// How a choice option is shown.
+/// `value` as JSON text that is safe to draw and edit: every control or
+/// bidi character inside a string is written as a `\uXXXX` escape. That is
+/// the same JSON value, so the text shown is exactly what is submitted.
+pub fn json_text(value: &Value) -> String {
+    escape_unsafe(&value.to_string())
+}
+
+/// Write every character [`sanitize`] would drop as a `\uXXXX` escape, so it
+/// is visible and inert (all such characters are in the BMP).
+fn escape_unsafe(text: &str) -> String {
+    if sanitize(text) == text {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut buf = [0u8; 4];
+    for c in text.chars() {
+        let one: &str = c.encode_utf8(&mut buf);
+        if sanitize(one) == one {
+            out.push(c);
+        } else {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        }
+    }
+    out
+}
+
+/// How a choice option is shown. The option itself is what is submitted
+/// (it has to match the schema's `enum` exactly), so characters that cannot
+/// be drawn are shown as `\uXXXX` escapes instead of being hidden: two
+/// options that differ only in such characters look different.
 pub fn option_label(v: &Value) -> String {
     match v {
-        Value::String(s) => sanitize(s).into_owned(),
-        other => sanitize(&other.to_string()).into_owned(),
+        Value::String(s) => escape_unsafe(s),
+        other => json_text(other),
     }
 }

@@ -19,6 +19,27 @@
 //! - A form whose task changes while it is open says so at once and keeps
 //!   what was typed; the store refuses the submit by revision anyway.
 //! - Status-line answers stay until the next one, so a refusal is never missed.
+//! - Reclaim's `y` fails only the tasks the preview listed, and each only if
+//!   it is still at the revision the preview saw (and still idle, without a
+//!   live lease); a task that went idle after the preview is never touched.
+//!   Previewed tasks left alone are listed in the report with the reason.
+//! - While paused, snapshots are merged (their transitions all reach the log
+//!   on resume) and a later "file missing/unreadable" is kept apart and
+//!   applied after them.
+//! - The form shows exactly what it submits: string defaults are cleaned of
+//!   control characters and escape sequences when the form is built, JSON
+//!   defaults and enum choices show such characters as `\uXXXX` escapes (the
+//!   same JSON value, or the exact choice), and keys carrying such characters
+//!   (a paste arrives as keys) are not taken.
+//! - Panics: one on the UI thread restores the terminal, prints the message
+//!   and ends the TUI, as usual. One on a background thread (a store call,
+//!   the change feed's reader) leaves the terminal to the UI thread, which
+//!   keeps drawing: restoring would leave it drawing in cooked mode and
+//!   printing would garble the screen. The store is transactional, so the
+//!   TUI stays useful: the panic is shown in the status line (a store call's
+//!   dialog is put right, e.g. the form can be sent again), and the details
+//!   are printed to stderr when the TUI exits, which then exits with an
+//!   error.
 
 #![warn(missing_docs)]
 

@@ -3,7 +3,9 @@
 //! a second, each inside a synchronized update.
 
 use std::io::{self, Stdout, Write};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -18,10 +20,10 @@ use crossterm::{cursor, execute, queue};
 use futures::StreamExt;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use super::Options;
-use super::app::App;
+use super::app::{App, Tone};
 use super::update::{Effect, EffectResult, execute};
 use super::view::{self, Theme};
 use crate::store::Store;
@@ -53,14 +55,97 @@ impl Drop for Guard {
     }
 }
 
-fn setup() -> anyhow::Result<(Term, Guard)> {
-    // Restore the terminal before the panic message is printed, or the
-    // message lands on the alternate screen and is lost.
+/// Panics while the TUI owns the terminal, shared with the panic hook.
+struct Panics {
+    /// The thread that runs the loop and draws.
+    ui_thread: ThreadId,
+    /// The TUI owns the terminal (raw mode, alternate screen).
+    active: AtomicBool,
+    /// Panics of other threads, described, to show and to print on exit.
+    messages: Mutex<Vec<String>>,
+    /// Wakes the loop when a background thread panicked.
+    notify: Notify,
+}
+
+impl Panics {
+    fn new() -> Panics {
+        Panics {
+            ui_thread: std::thread::current().id(),
+            active: AtomicBool::new(false),
+            messages: Mutex::new(Vec::new()),
+            notify: Notify::new(),
+        }
+    }
+
+    /// Take in a panic of the current thread. A background thread's panic
+    /// while the TUI runs is recorded and the loop woken (returns `true`);
+    /// otherwise (the UI thread, or no TUI) returns `false` and the hook
+    /// restores the terminal and reports it the usual way.
+    fn record(
+        &self,
+        location: Option<&std::panic::Location<'_>>,
+        payload: &(dyn std::any::Any + Send),
+    ) -> bool {
+        let current = std::thread::current();
+        if current.id() == self.ui_thread || !self.active.load(Ordering::SeqCst) {
+            return false;
+        }
+        let at = location
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        let message = format!(
+            "thread '{}' panicked{at}: {}",
+            current.name().unwrap_or("<unnamed>"),
+            payload_text(payload)
+        );
+        self.messages().push(message);
+        self.notify.notify_one();
+        true
+    }
+
+    fn messages(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        // A poisoned lock still holds the messages.
+        self.messages.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The message a panic payload carries, if it is text.
+fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+/// Install the panic hook (see the module docs of `crate::tui`):
+///
+/// - on the UI thread, restore the terminal before the panic message is
+///   printed (or it lands on the alternate screen and is lost), then let the
+///   panic end the TUI as before;
+/// - on any other thread (a store call in `spawn_blocking`, the change
+///   feed's reader) leave the terminal alone, since the UI thread keeps
+///   drawing: printing would garble the screen and restoring would leave the
+///   TUI drawing in cooked mode. The panic is recorded instead: the loop
+///   shows it in the status line and it is printed when the TUI exits.
+fn install_panic_hook() -> Arc<Panics> {
+    let panics = Arc::new(Panics::new());
+    let shared = Arc::clone(&panics);
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        restore();
+        if shared.record(info.location(), info.payload()) {
+            return;
+        }
+        if shared.active.swap(false, Ordering::SeqCst) {
+            restore();
+        }
         previous(info);
     }));
+    panics
+}
+
+fn setup(panics: &Panics) -> anyhow::Result<(Term, Guard)> {
+    panics.active.store(true, Ordering::SeqCst);
     enable_raw_mode().context("cannot put the terminal in raw mode")?;
     let guard = Guard;
     execute!(io::stdout(), EnterAlternateScreen, EnableMouseCapture)
@@ -75,7 +160,23 @@ pub(super) fn run(options: Options) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(run_loop(options))
+    let panics = install_panic_hook();
+    let result = runtime.block_on(run_loop(options, &panics));
+    // The terminal is restored (the loop's guard is gone): from here on a
+    // panic anywhere is reported the usual way.
+    panics.active.store(false, Ordering::SeqCst);
+    let messages = std::mem::take(&mut *panics.messages());
+    if messages.is_empty() {
+        return result;
+    }
+    for m in &messages {
+        eprintln!("rudder: internal error while the TUI ran: {m}");
+    }
+    result?;
+    anyhow::bail!(
+        "{} background thread(s) panicked while the TUI ran (see above); this is a bug",
+        messages.len()
+    )
 }
 
 fn draw(terminal: &mut Term, app: &mut App, theme: &Theme) -> io::Result<()> {
@@ -92,7 +193,7 @@ fn copy_osc52(out: &mut impl Write, text: &str) -> io::Result<()> {
     out.flush()
 }
 
-async fn run_loop(mut options: Options) -> anyhow::Result<()> {
+async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
     let theme = Theme::from_env();
     let store = Arc::new(Store::open(&options.store));
     let mut app = App::new(&options.store, options.read_only, Utc::now());
@@ -102,7 +203,7 @@ async fn run_loop(mut options: Options) -> anyhow::Result<()> {
     }
     let mut feed = ChangeFeed::start(options.store.clone(), FeedOptions::default());
     let mut feed_alive = true;
-    let (terminal, _guard) = setup()?;
+    let (terminal, _guard) = setup(panics)?;
     let mut terminal = terminal;
     let mut events = EventStream::new();
     let (result_tx, mut results) = mpsc::unbounded_channel::<EffectResult>();
@@ -161,7 +262,7 @@ async fn run_loop(mut options: Options) -> anyhow::Result<()> {
                 }
                 None => {
                     feed_alive = false;
-                    app.say(super::app::Tone::Error, "the change feed stopped: the screen is no longer live");
+                    app.say(Tone::Error, "the change feed stopped: the screen is no longer live");
                     dirty = true;
                 }
             },
@@ -175,6 +276,19 @@ async fn run_loop(mut options: Options) -> anyhow::Result<()> {
                     app.worker_polled(w.state());
                 }
                 // Relative times and flashes change with the clock.
+                dirty = true;
+            }
+            _ = panics.notify.notified() => {
+                // The answer to a store call that panicked says more (and
+                // puts its dialog right); this covers every other thread.
+                let last = panics.messages().last().cloned().unwrap_or_default();
+                app.say(
+                    Tone::Error,
+                    format!(
+                        "internal error: {} (details are printed on exit)",
+                        crate::text::clean(&last, 200)
+                    ),
+                );
                 dirty = true;
             }
             _ = sigterm.recv() => break,
@@ -216,12 +330,68 @@ fn run_effect(
             // Store writes take the lock and fsync: keep them off the loop.
             let store = Arc::clone(store);
             let results = results.clone();
-            tokio::task::spawn_blocking(move || {
-                if let Some(r) = execute(&store, store_effect) {
-                    let _ = results.send(r);
+            let asked = store_effect.clone();
+            let call = {
+                let results = results.clone();
+                tokio::task::spawn_blocking(move || {
+                    if let Some(r) = execute(&store, store_effect) {
+                        let _ = results.send(r);
+                    }
+                })
+            };
+            // A panic in the call becomes an answer, so the dialog waiting
+            // for it is put right and the user is told.
+            tokio::spawn(async move {
+                if let Err(e) = call.await {
+                    let message = if e.is_panic() {
+                        payload_text(&*e.into_panic())
+                    } else {
+                        "the call was cancelled".into()
+                    };
+                    let _ = results.send(EffectResult::Panicked {
+                        effect: asked,
+                        message,
+                    });
                 }
             });
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_background_panics_while_the_tui_runs_are_recorded() {
+        let panics = Panics::new();
+        assert!(
+            !panics.record(None, &"boom"),
+            "the UI thread's panic ends the TUI"
+        );
+        std::thread::scope(|s| {
+            s.spawn(|| assert!(!panics.record(None, &"boom"), "no TUI running"));
+        });
+        panics.active.store(true, Ordering::SeqCst);
+        assert!(!panics.record(None, &"boom"));
+        std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("store-call".into())
+                .spawn_scoped(s, || assert!(panics.record(None, &"boom")))
+                .expect("spawn");
+        });
+        assert_eq!(
+            *panics.messages(),
+            ["thread 'store-call' panicked: boom".to_string()]
+        );
+        // The loop is woken even though nobody was waiting yet.
+        let woken = panics.notify.notified();
+        let mut woken = std::pin::pin!(woken);
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(woken.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(payload_text(&"static"), "static");
+        assert_eq!(payload_text(&42_u8), "(no message)");
+    }
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use crossterm::event::{
     Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
-use tui_input::Input;
 use tui_input::backend::crossterm::to_input_request;
+use tui_input::{Input, InputRequest};
 
 use crate::store::Outcome;
 use crate::store::{ReclaimReport, Store, StoreError};
@@ -41,8 +41,12 @@ pub enum Effect {
         /// Only tasks idle at least this long.
         older_than: Duration,
     },
-    /// Fail every task idle at least `older_than` (after the y/n).
+    /// Fail the tasks the preview showed (after the y/n): each only if it
+    /// is still at the revision the preview saw and still idle at least
+    /// `older_than`. A task that went idle after the preview is not touched.
     Reclaim {
+        /// The previewed tasks: id and the revision the preview saw.
+        tasks: Vec<(String, u64)>,
         /// Only tasks idle at least this long.
         older_than: Duration,
     },
@@ -76,13 +80,66 @@ pub enum EffectResult {
         /// The age asked for.
         older_than: Duration,
         /// The dry run's report, or why not.
-        result: Result<ReclaimReport, StoreError>,
+        result: Result<Previewed, StoreError>,
     },
     /// The answer to [`Effect::Reclaim`].
     Reclaim {
         /// The report, or why not.
         result: Result<ReclaimReport, StoreError>,
     },
+    /// The store call for `effect` panicked (a bug): there is no answer.
+    Panicked {
+        /// What was asked.
+        effect: Effect,
+        /// The panic's message.
+        message: String,
+    },
+}
+
+/// What the reclaim preview showed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Previewed {
+    /// The dry run's report.
+    pub report: ReclaimReport,
+    /// The tasks it would reclaim, each with the revision the dry run saw;
+    /// the confirmed reclaim is limited to exactly these.
+    pub tasks: Vec<(String, u64)>,
+}
+
+/// The dry run of reclaim, with the revision of each task it would reclaim.
+///
+/// The dry run does not say at which revision it saw a task, so it is
+/// bracketed by two reads: a revision that is the same before and after is
+/// the one the dry run saw (revisions only grow). When a task changed
+/// meanwhile the whole thing is tried again; as a last resort the earlier
+/// revision is kept, which the store then reports as "changed since the
+/// preview" instead of failing a state nobody was shown.
+fn reclaim_preview(store: &Store, older_than: Duration) -> Result<Previewed, StoreError> {
+    const ATTEMPTS: usize = 3;
+    let mut attempt = 1;
+    loop {
+        let before = store.load()?;
+        let report = store.reclaim(older_than, true)?;
+        let after = store.load()?;
+        let mut stable = true;
+        let tasks = report
+            .reclaimed
+            .iter()
+            .map(|r| {
+                let seen = before.get(&r.task_id).map(|t| t.revision);
+                if seen != after.get(&r.task_id).map(|t| t.revision) {
+                    stable = false;
+                }
+                // Revisions start at 1: 0 never matches, so a task created
+                // during the dry run is skipped, not failed.
+                (r.task_id.clone(), seen.unwrap_or(0))
+            })
+            .collect();
+        if stable || attempt == ATTEMPTS {
+            return Ok(Previewed { report, tasks });
+        }
+        attempt += 1;
+    }
 }
 
 /// Run a store effect against `store` (blocking file I/O; the loop calls it
@@ -103,13 +160,27 @@ pub fn execute(store: &Store, effect: Effect) -> Option<EffectResult> {
         },
         Effect::ReclaimPreview { older_than } => EffectResult::ReclaimPreview {
             older_than,
-            result: store.reclaim(older_than, true),
+            result: reclaim_preview(store, older_than),
         },
-        Effect::Reclaim { older_than } => EffectResult::Reclaim {
-            result: store.reclaim(older_than, false),
+        Effect::Reclaim { tasks, older_than } => EffectResult::Reclaim {
+            result: store.reclaim_tasks(&tasks, older_than),
         },
         Effect::Copy(_) | Effect::KillWorker | Effect::StartWorker => return None,
     })
+}
+
+/// What a key does to a text input. Characters that cannot be drawn
+/// (control, C1 and bidi characters, which a paste can deliver as keys) are
+/// not taken, so a field only ever holds what is shown.
+fn text_request(key: KeyEvent) -> Option<InputRequest> {
+    if let KeyCode::Char(c) = key.code {
+        let mut buf = [0u8; 4];
+        let one: &str = c.encode_utf8(&mut buf);
+        if sanitize(one) != one {
+            return None;
+        }
+    }
+    to_input_request(&Event::Key(key))
 }
 
 const READ_ONLY: &str = "read-only: started with --read-only, nothing is written";
@@ -182,7 +253,7 @@ impl App {
                     }
                 },
                 _ => {
-                    if let Some(req) = to_input_request(&Event::Key(key)) {
+                    if let Some(req) = text_request(key) {
                         input.handle(req);
                     }
                     self.popup = Popup::ReclaimAge { input, error };
@@ -201,10 +272,13 @@ impl App {
                 older_than,
                 age,
                 report,
+                tasks,
             } => match key.code {
-                KeyCode::Char('y' | 'Y') if !report.reclaimed.is_empty() => {
-                    self.say(Tone::Info, "reclaiming…");
-                    vec![Effect::Reclaim { older_than }]
+                KeyCode::Char('y' | 'Y') if !tasks.is_empty() => {
+                    self.say(Tone::Info, format!("reclaiming {} task(s)…", tasks.len()));
+                    // Only the tasks shown, at the revisions shown: the
+                    // store skips any that changed since.
+                    vec![Effect::Reclaim { tasks, older_than }]
                 }
                 KeyCode::Char('n' | 'N') | KeyCode::Esc | KeyCode::Char('q') | KeyCode::Enter => {
                     self.say(Tone::Info, "reclaim: nothing done");
@@ -215,6 +289,7 @@ impl App {
                         older_than,
                         age,
                         report,
+                        tasks,
                     };
                     Vec::new()
                 }
@@ -296,7 +371,7 @@ impl App {
                 self.filter.text.clear();
             }
             _ => {
-                if let Some(req) = to_input_request(&Event::Key(key)) {
+                if let Some(req) = text_request(key) {
                     input.handle(req);
                 }
                 self.filter.text = input.value().to_lowercase();
@@ -386,7 +461,7 @@ impl App {
                             field.cycle(-1)
                         }
                         _ if field.is_text() => {
-                            if let Some(req) = to_input_request(&Event::Key(key)) {
+                            if let Some(req) = text_request(key) {
                                 field.input.handle(req);
                                 field.error = None;
                             }
@@ -446,6 +521,7 @@ impl App {
     /// Take in the answer to a store effect.
     pub fn apply_result(&mut self, result: EffectResult) {
         match result {
+            EffectResult::Panicked { effect, message } => self.effect_panicked(effect, &message),
             EffectResult::Input { task_id, result } => self.input_done(&task_id, result),
             EffectResult::Cancel { task_id, result } => {
                 let short = crate::task::short_id(&task_id).to_string();
@@ -473,7 +549,7 @@ impl App {
                     return;
                 };
                 match result {
-                    Ok(report) => {
+                    Ok(Previewed { report, tasks }) => {
                         if report.reclaimed.is_empty() {
                             self.say(
                                 Tone::Info,
@@ -484,6 +560,7 @@ impl App {
                             older_than,
                             age,
                             report,
+                            tasks,
                         };
                     }
                     Err(e) => self.say(
@@ -495,13 +572,21 @@ impl App {
             EffectResult::Reclaim { result } => match result {
                 Ok(report) => {
                     let n = report.reclaimed.len();
-                    if n == 0 {
-                        self.say(
-                            Tone::Info,
-                            "unchanged: nothing was idle long enough any more",
-                        );
-                    } else {
-                        self.say(Tone::Success, format!("reclaimed {n} task(s): now failed"));
+                    let skipped = report.skipped.len();
+                    match (n, skipped) {
+                        (0, _) => self.say(
+                            Tone::Warning,
+                            "unchanged: none of the previewed tasks qualifies any more (see why)",
+                        ),
+                        (_, 0) => {
+                            self.say(Tone::Success, format!("reclaimed {n} task(s): now failed"))
+                        }
+                        _ => self.say(
+                            Tone::Warning,
+                            format!(
+                                "reclaimed {n} task(s); {skipped} previewed task(s) left alone (see why)"
+                            ),
+                        ),
                     }
                     self.popup = Popup::ReclaimDone { report };
                 }
@@ -511,6 +596,38 @@ impl App {
                 ),
             },
         }
+    }
+
+    /// A store call panicked: say so, and put right the dialog that waits
+    /// for its answer. Whether the store changed is unknown (a panic inside
+    /// the transaction writes nothing, one after it does), so the user is
+    /// told to look rather than told "nothing happened".
+    fn effect_panicked(&mut self, effect: Effect, message: &str) {
+        let message = crate::text::clean(message, 200);
+        let what = match &effect {
+            Effect::ProvideInput { .. } => "sending the input",
+            Effect::Cancel { .. } => "the cancel",
+            Effect::ReclaimPreview { .. } => "the reclaim preview",
+            Effect::Reclaim { .. } => "the reclaim",
+            Effect::Copy(_) | Effect::KillWorker | Effect::StartWorker => "the action",
+        };
+        let text = format!(
+            "internal error: {what} failed with a panic ({message}); the table shows what the store holds"
+        );
+        match (effect, std::mem::take(&mut self.popup)) {
+            (Effect::ProvideInput { task_id, .. }, Popup::Form(mut form))
+                if form.task_id == task_id =>
+            {
+                form.submitting = false;
+                form.errors = vec![format!(
+                    "internal error: {message}; check the task before sending again"
+                )];
+                self.popup = Popup::Form(form);
+            }
+            (Effect::ReclaimPreview { .. }, Popup::ReclaimLoading { .. }) => {}
+            (_, other) => self.popup = other,
+        }
+        self.say(Tone::Error, text);
     }
 
     fn input_done(&mut self, task_id: &str, result: Result<Outcome, StoreError>) {

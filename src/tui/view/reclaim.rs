@@ -9,7 +9,7 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 use super::{Theme, absolute, centered, clear};
 use crate::store::{ReclaimReport, human_duration};
 use crate::text::clean;
-use crate::tui::app::{App, Popup};
+use crate::tui::app::{App, Popup, Tone};
 
 pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     let width = area.width.saturating_sub(4).min(100);
@@ -52,7 +52,7 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
                 )));
                 footer = " y reclaims · n / Esc keeps them ";
             }
-            report_lines(&mut lines, report, w, theme, area.height);
+            report_lines(&mut lines, report, w, theme, area.height, false);
         }
         Popup::ReclaimDone { report } => {
             lines.push(Line::raw(format!(
@@ -60,7 +60,7 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
                 report.reclaimed.len(),
                 absolute(report.at)
             )));
-            report_lines(&mut lines, report, w, theme, area.height);
+            report_lines(&mut lines, report, w, theme, area.height, true);
             footer = " any key closes ";
         }
         _ => return,
@@ -90,6 +90,7 @@ fn report_lines(
     w: usize,
     theme: &Theme,
     max_h: u16,
+    done: bool,
 ) {
     // Leave room for the frame and the other lines.
     let room = usize::from(max_h.saturating_sub(10)).max(3);
@@ -127,22 +128,35 @@ fn report_lines(
         ));
     }
     if !report.skipped.is_empty() {
-        lines.push(Line::styled(
-            format!("{} unfinished task(s) left alone:", report.skipped.len()),
-            theme.dim(),
-        ));
-        for s in report.skipped.iter().take(3) {
+        // After the y, every skipped task is one the user confirmed: say
+        // why each was left alone, as many as fit.
+        let (heading, style, shown) = if done {
+            let room = room.saturating_sub(report.reclaimed.len().min(room)).max(3);
+            (
+                format!("{} previewed task(s) not reclaimed:", report.skipped.len()),
+                theme.tone(Tone::Warning),
+                room,
+            )
+        } else {
+            (
+                format!("{} unfinished task(s) left alone:", report.skipped.len()),
+                theme.dim(),
+                3,
+            )
+        };
+        lines.push(Line::styled(heading, style));
+        for s in report.skipped.iter().take(shown) {
             let text = format!(
                 "  {} {}: {}",
                 crate::task::short_id(&s.task_id),
                 s.status,
                 s.reason
             );
-            lines.push(Line::styled(clean(&text, w), theme.dim()));
+            lines.push(Line::styled(clean(&text, w), style));
         }
-        if report.skipped.len() > 3 {
+        if report.skipped.len() > shown {
             lines.push(Line::styled(
-                format!("  … and {} more", report.skipped.len() - 3),
+                format!("  … and {} more", report.skipped.len() - shown),
                 theme.dim(),
             ));
         }
