@@ -1,5 +1,5 @@
 //! `rudder demo`'s seeding and `--fresh`, and the supervisor of the worker
-//! child the TUI kills and restarts.
+//! child the TUI kills and restarts, and stops when the demo ends.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -182,15 +182,79 @@ fn the_supervisor_kills_and_restarts_the_worker() {
     let logged = wait_for("the second worker to log", DEADLINE, || {
         let logged = fs::read_to_string(&log).unwrap_or_default();
         logged
-            .contains(&format!("worker-{again}: started"))
+            .contains(&format!("worker-{again}#"))
             .then_some(logged)
     });
-    assert!(
-        logged.contains(&format!("worker-{pid}: started")),
+    for worker in [pid, again] {
+        let started = logged
+            .lines()
+            .any(|l| l.contains(&format!("worker-{worker}#")) && l.contains("started"));
+        assert!(started, "{logged}");
+    }
+    assert_eq!(supervisor.stop(), Some(again));
+    // Asked to stop, the worker exited by itself.
+    assert_eq!(
+        supervisor.state(),
+        WorkerState::Exited {
+            pid: again,
+            code: Some(0)
+        }
+    );
+}
+
+/// The first task a worker holds mid-diagnosis: its id and step. Only one
+/// that names its service, which stays `working` through step 2 (a task
+/// naming none asks for it when step 1 ends).
+fn held_mid_diagnosis(store: &Store) -> (String, u64) {
+    wait_for("a diagnosis under way", DEADLINE, || {
+        store.load().expect("load").into_values().find_map(|t| {
+            let step = t.progress.map_or(0, |p| p.current);
+            let named = t
+                .request
+                .as_ref()
+                .is_some_and(|r| r.get("service").is_some());
+            (named && t.status == Status::Working && t.claimed_by.is_some() && step >= 1)
+                .then_some((t.task_id, step))
+        })
+    })
+}
+
+#[test]
+fn ending_the_demo_gives_the_leases_back_but_killing_the_worker_does_not() {
+    let (dir, path, store) = demo_store();
+    seed::seed(&store).expect("seed");
+    let log = dir.path().join("worker.log");
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_rudder"));
+    // At speed 4 a diagnosis takes about 14 s: it is under way for long.
+    let mut supervisor = Supervisor::new(exe, path.clone(), 4.0, Some(log.clone()));
+
+    // Quitting the demo stops the worker: SIGTERM, so it gives its leases
+    // back and the next demo resumes the tasks at once.
+    supervisor.start().expect("start");
+    let (id, step) = held_mid_diagnosis(&store);
+    let pid = supervisor.stop().expect("a worker was running");
+    let logged = fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        supervisor.state(),
+        WorkerState::Exited { pid, code: Some(0) },
         "{logged}"
     );
-    assert_eq!(supervisor.stop(), Some(again));
-    assert_eq!(supervisor.state(), WorkerState::Killed { pid: again });
+    let tasks = store.load().expect("load");
+    let held: Vec<_> = tasks.values().filter(|t| t.claimed_by.is_some()).collect();
+    assert!(held.is_empty(), "leases kept: {held:?}\n{logged}");
+    let task = &tasks[id.as_str()];
+    assert_eq!(task.status, Status::Working, "{logged}");
+    assert!(task.progress.is_some_and(|p| p.current >= step));
+    assert!(logged.contains("lease given back"), "{logged}");
+
+    // The presenter's K is SIGKILL: the lease stays until it runs out.
+    supervisor.start().expect("start again");
+    let (id, _) = held_mid_diagnosis(&store);
+    supervisor.kill().expect("kill");
+    assert!(matches!(supervisor.state(), WorkerState::Killed { .. }));
+    let task = store.get(&id).expect("get");
+    assert!(task.claimed_by.is_some(), "{task:?}");
+    assert!(task.lease_expires_at.is_some(), "{task:?}");
 }
 
 #[test]

@@ -1,10 +1,12 @@
 //! The demo worker as real processes on a real store: SIGKILL and resume,
-//! cancellation within a step, two workers on one store, and a stalled worker
-//! whose lease was taken over.
+//! SIGTERM giving the leases back, cancellation within a step, two workers on
+//! one store, and a stalled worker whose lease was taken over (by a worker of
+//! another name, or of the same name).
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -20,8 +22,11 @@ struct Worker {
 
 impl Worker {
     fn start(store: &Path, name: &str, speed: f64) -> Worker {
+        // Workers of the same name get logs of their own.
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, Ordering::Relaxed);
         let dir = store.parent().expect("the store is in a directory");
-        let log = dir.join(format!("{name}.log"));
+        let log = dir.join(format!("{name}-{n}.log"));
         let out = File::create(&log).expect("create the log");
         let err = out.try_clone().expect("clone the log handle");
         let child = Command::new(env!("CARGO_BIN_EXE_rudder"))
@@ -45,6 +50,13 @@ impl Worker {
     fn kill9(&mut self) {
         self.child.kill().expect("SIGKILL the worker");
         self.child.wait().expect("reap the worker");
+    }
+
+    /// Wait for the worker to exit by itself.
+    fn exited(&mut self) -> ExitStatus {
+        wait_for("the worker to exit", DEADLINE, || {
+            self.child.try_wait().expect("poll the worker")
+        })
     }
 
     fn signal(&self, signal: &str) {
@@ -162,7 +174,10 @@ fn a_killed_worker_leaves_tasks_where_they_were_and_a_new_one_resumes_them() {
     assert_eq!(schema["properties"]["window_minutes"]["type"], "integer");
     let r = get(&store, &running);
     assert_eq!(r.status, Status::Working);
-    assert_eq!(r.claimed_by.as_deref(), Some("first"));
+    // SIGKILL gives nothing back: the lease runs out by itself.
+    let holder = r.claimed_by.as_deref().unwrap_or_default();
+    assert!(holder.starts_with("first#"), "{holder}");
+    assert!(r.lease_expires_at.is_some());
     let reached = current_step(&r);
     assert!(
         (1..TOTAL_STEPS).contains(&reached),
@@ -284,7 +299,7 @@ fn two_workers_on_one_store_run_every_task_exactly_once() {
 }
 
 #[test]
-fn a_worker_restarted_under_the_same_name_takes_its_tasks_back() {
+fn a_worker_restarted_under_the_same_name_resumes_the_task_once_the_lease_lapsed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (path, store) = store_in(&dir);
     let id = create(
@@ -296,13 +311,66 @@ fn a_worker_restarted_under_the_same_name_takes_its_tasks_back() {
         (current_step(&get(&store, &id)) >= 1).then_some(())
     });
     before.kill9();
+    let left = get(&store, &id);
+    let old = left.claimed_by.clone().expect("SIGKILL leaves the lease");
+    let lapses = left.lease_expires_at.expect("a lease");
+
+    // A new process of the same name is a new holder: it does not renew
+    // its predecessor's lease, it claims the task once that lease lapsed.
     let _after = Worker::start(&path, "same", 20.0);
+    let new = wait_for("the restarted worker to claim the task", DEADLINE, || {
+        let t = get(&store, &id);
+        // Read after the task: the claim it shows was made before `now`.
+        let now = store.now();
+        let holder = t.claimed_by.filter(|h| h != &old)?;
+        assert!(now >= lapses, "{holder} took the task over a live lease");
+        Some(holder)
+    });
+    assert!(new.starts_with("same#"), "{new}");
     let task = wait_for("the task completed", DEADLINE, || {
         let t = get(&store, &id);
         (t.status == Status::Completed).then_some(t)
     });
     let result = task.result.expect("a result");
+    assert_eq!(result["worker"]["name"], "same");
     assert!(result["worker"]["resumed_after_step"].as_u64() >= Some(1));
+}
+
+#[test]
+fn sigterm_gives_the_lease_back_and_exits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, store) = store_in(&dir);
+    let id = create(
+        &store,
+        json!({"incident": "INC-1042", "service": "checkout"}),
+    );
+    // At speed 4 a diagnosis takes about 14 s: it is under way for long.
+    let mut worker = Worker::start(&path, "polite", 4.0);
+    let reached = wait_for("the first step done", DEADLINE, || {
+        let t = get(&store, &id);
+        (t.status == Status::Working && current_step(&t) >= 1 && t.claimed_by.is_some())
+            .then(|| current_step(&t))
+    });
+    worker.signal("TERM");
+    let status = worker.exited();
+    assert!(
+        status.success(),
+        "{status:?}: it must exit by itself, not die of the signal\n{}",
+        worker.log()
+    );
+    let t = get(&store, &id);
+    assert_eq!(t.status, Status::Working, "the task stays where it was");
+    assert_eq!(t.claimed_by, None, "the lease was given back");
+    assert_eq!(t.lease_expires_at, None);
+    let step = current_step(&t);
+    assert!((reached..TOTAL_STEPS).contains(&step), "at step {step}");
+    let log = worker.log();
+    assert!(log.contains("SIGTERM"), "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("INC-1042") && l.contains("lease given back")),
+        "{log}"
+    );
 }
 
 /// The store's guarantee itself, without processes: once a lease was taken
@@ -390,7 +458,8 @@ fn a_stalled_worker_cannot_overwrite_its_successors_result() {
         (current_step(&t) >= 1 && t.status == Status::Working).then_some(())
     });
     stop_outside_the_lock(&stalled, &path);
-    assert_eq!(get(&store, &id).claimed_by.as_deref(), Some("stalled"));
+    let holder = get(&store, &id).claimed_by.unwrap_or_default();
+    assert!(holder.starts_with("stalled#"), "{holder}");
     wait_for("the stalled worker's lease to expire", DEADLINE, || {
         (!get(&store, &id).lease_live(store.now())).then_some(())
     });
@@ -416,6 +485,76 @@ fn a_stalled_worker_cannot_overwrite_its_successors_result() {
     });
     assert!(line.contains("stopped"), "{line}");
     println!("the stalled worker said: {line}");
+    let after = get(&store, &id);
+    assert_eq!(after.result, done.result, "the successor's result stands");
+    assert_eq!(after.revision, done.revision, "nothing was written");
+}
+
+/// The review's reproduction: two workers of the same name; the one holding
+/// the task stalls past its lease, the other takes over, and the stalled one
+/// wakes up while its successor is still at work. Under one shared holder
+/// name the stalled one's writes were accepted; now they are refused.
+#[test]
+fn a_stalled_worker_is_refused_once_a_worker_of_the_same_name_took_over() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, store) = store_in(&dir);
+    let id = create(
+        &store,
+        json!({"incident": "INC-1042", "service": "checkout"}),
+    );
+    // Speed 10: a lease of 3 s, and steps 2 to 4 take almost 5 s, so the
+    // successor is still at work when the stalled worker wakes up.
+    let stalled = Worker::start(&path, "same", 10.0);
+    let first = wait_for("the first step done", DEADLINE, || {
+        let t = get(&store, &id);
+        (t.status == Status::Working && current_step(&t) >= 1)
+            .then_some(t.claimed_by)
+            .flatten()
+    });
+    let successor = Worker::start(&path, "same", 10.0);
+    stop_outside_the_lock(&stalled, &path);
+    wait_for("the other worker to take the task over", DEADLINE, || {
+        let log = successor.log();
+        log.lines()
+            .any(|l| l.contains("INC-1042") && l.contains("claimed"))
+            .then_some(())
+    });
+    let second = get(&store, &id).claimed_by.expect("the successor's lease");
+
+    stalled.signal("CONT");
+    let line = wait_for("the stalled worker to be refused", DEADLINE, || {
+        stalled
+            .log()
+            .lines()
+            .find(|l| l.contains("INC-1042") && l.contains("refused"))
+            .map(str::to_string)
+    });
+    // Refused for the lease, while the task was still being worked on (not
+    // merely because it was finished by then).
+    assert!(
+        line.contains(&format!("the lease is held by {second}")),
+        "{line}"
+    );
+    assert_ne!(second, first, "two processes, two holders");
+    assert!(second.starts_with("same#"), "{second}");
+    let done = wait_for("the successor to complete the task", DEADLINE, || {
+        let t = get(&store, &id);
+        (t.status == Status::Completed).then_some(t)
+    });
+    let result = done.result.as_ref().expect("a result");
+    // The stalled worker started at step 0; its successor resumed mid-way.
+    assert!(
+        result["worker"]["resumed_after_step"].as_u64() >= Some(1),
+        "{result}"
+    );
+    let completions = done
+        .history
+        .iter()
+        .filter(|h| h.status == Status::Completed)
+        .count();
+    assert_eq!(completions, 1);
+    assert!(successor.log().contains("completed"), "{}", successor.log());
+    assert!(!stalled.log().contains("completed"), "{}", stalled.log());
     let after = get(&store, &id);
     assert_eq!(after.result, done.result, "the successor's result stands");
     assert_eq!(after.revision, done.revision, "nothing was written");

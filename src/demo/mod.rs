@@ -27,7 +27,8 @@ pub struct WorkerOptions {
     /// Run the steps this many times faster than at speed 1 (about a minute
     /// per diagnosis).
     pub speed: f64,
-    /// The lease holder name; `worker-PID` when not given.
+    /// The worker's name, the prefix of its lease holder (`NAME#` and random
+    /// hex, unique to the process); `worker-PID` when not given.
     pub name: Option<String>,
 }
 
@@ -41,7 +42,8 @@ pub struct DemoOptions {
     pub speed: f64,
 }
 
-/// Run the worker until it is killed or told to stop.
+/// Run the worker until it is killed or told to stop (SIGTERM, SIGINT: it
+/// gives its leases back first).
 pub fn run_worker(options: WorkerOptions) -> anyhow::Result<()> {
     let config = worker::Config::new(options.store, options.speed, options.name)?;
     worker::run(config)

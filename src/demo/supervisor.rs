@@ -3,8 +3,10 @@
 use std::fs::{File, OpenOptions};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use super::worker::PARENT_ENV;
 use crate::tui::{WorkerControl, WorkerState};
@@ -12,8 +14,8 @@ use crate::tui::{WorkerControl, WorkerState};
 /// Starts `EXE --store STORE worker --speed SPEED` and keeps track of it.
 ///
 /// The child's stdout and stderr go to a log file (or nowhere), never to the
-/// terminal: the TUI owns the screen. Dropping the supervisor kills and reaps
-/// the worker.
+/// terminal: the TUI owns the screen. Dropping the supervisor stops and
+/// reaps the worker ([`Supervisor::stop`]).
 #[derive(Debug)]
 pub struct Supervisor {
     exe: PathBuf,
@@ -61,14 +63,27 @@ impl Supervisor {
         }
     }
 
-    /// Kill the worker if it runs, reap it, and say which pid it was.
+    /// Stop the worker if it runs, reap it, and say which pid it was.
+    ///
+    /// The worker gets SIGTERM, on which it gives its leases back and exits,
+    /// so that the next demo resumes the tasks at once instead of after a
+    /// lease; SIGKILL only if it has not exited within [`STOP_GRACE`].
     pub fn stop(&mut self) -> Option<u32> {
         let mut child = self.child.take()?;
         let pid = child.id();
-        // Killing a child that already exited fails harmlessly; waiting
-        // reaps it either way so no zombie process is left behind.
-        let _ = child.kill();
-        let status = child.wait();
+        let exited = match terminate(&child) {
+            Ok(()) => wait_until_exited(&mut child, STOP_GRACE),
+            Err(_) => None,
+        };
+        let status = match exited {
+            Some(status) => Ok(status),
+            None => {
+                // Killing a child that already exited fails harmlessly;
+                // waiting reaps it either way so no zombie process is left.
+                let _ = child.kill();
+                child.wait()
+            }
+        };
         self.state = match status {
             Ok(s) if s.code().is_some() => WorkerState::Exited {
                 pid,
@@ -82,6 +97,35 @@ impl Supervisor {
     /// Share the supervisor between the TUI and the demo that stops it.
     pub fn shared(self) -> SharedSupervisor {
         SharedSupervisor(Arc::new(Mutex::new(self)))
+    }
+}
+
+/// How long [`Supervisor::stop`] lets the worker give its leases back
+/// before killing it: it needs a tick of its diagnoses and a write each.
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// Send SIGTERM to `child`, which has not been reaped (so its pid is still
+/// its own, even if it exited).
+fn terminate(child: &Child) -> std::io::Result<()> {
+    let pid = libc::pid_t::try_from(child.id()).map_err(std::io::Error::other)?;
+    // SAFETY: kill(2) has no memory-safety preconditions; the pid is our
+    // unreaped child's.
+    if unsafe { libc::kill(pid, libc::SIGTERM) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Wait up to `grace` for `child` to exit; its status if it did.
+fn wait_until_exited(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + grace;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
+            _ => return None,
+        }
     }
 }
 

@@ -7,6 +7,17 @@
 //! SIGKILL picks a task up where the dead one left it once the dead one's
 //! lease has run out. Every write carries this worker's claim, so a worker
 //! whose lease was taken over is refused by the store and stops.
+//!
+//! A claim names this process, not just the worker's `--name`: the lease
+//! holder is `NAME#` and random hex ([`Config::holder`]). Two processes of
+//! the same name (a restarted worker and a stalled one it replaced) are thus
+//! two holders, and the stalled one's writes are refused once the other took
+//! its tasks over.
+//!
+//! SIGTERM and SIGINT stop the worker like the end of its demo does: every
+//! diagnosis gives its lease back within a tick and the process exits, so
+//! the tasks can be picked up again at once. SIGKILL leaves the leases to run
+//! out, which is what the demo shows.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -46,14 +57,19 @@ pub struct Config {
     pub store: PathBuf,
     /// Steps take `seconds / speed`.
     pub speed: f64,
-    /// Recorded as the lease holder (`claimed_by`).
+    /// The human-readable name (`--name`, else `worker-PID`): the prefix of
+    /// [`holder`](Config::holder), and the worker named in results.
     pub name: String,
+    /// Recorded as the lease holder (`claimed_by`): `NAME#` and eight random
+    /// hex digits, unique to this process.
+    pub holder: String,
     /// The lease taken on each task, renewed by every heartbeat ([`lease_for`]).
     pub lease: Duration,
 }
 
 impl Config {
-    /// A configuration for `store` at `speed`, named `name` or `worker-PID`.
+    /// A configuration for `store` at `speed`, named `name` or `worker-PID`,
+    /// with a lease holder of its own ([`Config::holder`]).
     pub fn new(store: PathBuf, speed: f64, name: Option<String>) -> anyhow::Result<Config> {
         anyhow::ensure!(
             speed.is_finite() && speed > 0.0 && speed <= 10_000.0,
@@ -61,10 +77,13 @@ impl Config {
         );
         let name = name.unwrap_or_else(|| format!("worker-{}", std::process::id()));
         anyhow::ensure!(!name.trim().is_empty(), "--name must not be empty");
+        let process = uuid::Uuid::new_v4().simple().to_string();
+        let holder = format!("{name}#{}", &process[..8]);
         Ok(Config {
             store,
             speed,
             name,
+            holder,
             lease: lease_for(speed),
         })
     }
@@ -77,17 +96,23 @@ pub fn lease_for(speed: f64) -> Duration {
     Duration::from_secs_f64((8.0 / speed).clamp(3.0, 8.0))
 }
 
-/// Run until killed, or until the demo that started this worker is gone.
+/// Run until killed, told to stop (SIGTERM, SIGINT), or until the demo that
+/// started this worker is gone; in the last two cases every lease is given
+/// back before the worker exits.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let config = Arc::new(config);
     let store = Store::open(&config.store);
     let parent: Option<u32> = std::env::var(PARENT_ENV).ok().and_then(|v| v.parse().ok());
     let stop = Arc::new(AtomicBool::new(false));
+    // Before the first claim: from here on SIGTERM no longer kills the
+    // worker outright, leases and all.
+    stop_on_signals(Arc::clone(&stop), config.holder.clone())?;
+    let path = std::path::absolute(&config.store).unwrap_or_else(|_| config.store.clone());
     log(
-        &config.name,
+        &config.holder,
         &format!(
-            "started on {} at speed {} (lease {:.1}s, up to {SLOTS} diagnoses at once)",
-            config.store.display(),
+            "started on the store {} at speed {} (lease {:.1}s, up to {SLOTS} diagnoses at once)",
+            path.display(),
             config.speed,
             config.lease.as_secs_f64()
         ),
@@ -95,16 +120,22 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let mut running: HashMap<String, JoinHandle<()>> = HashMap::new();
     let mut last_error: Option<String> = None;
     loop {
-        if parent.is_some_and(|p| std::os::unix::process::parent_id() != p) {
+        if !stop.load(Ordering::SeqCst)
+            && parent.is_some_and(|p| std::os::unix::process::parent_id() != p)
+        {
             log(
-                &config.name,
+                &config.holder,
                 "the demo that started this worker is gone: giving the leases back and exiting",
             );
             stop.store(true, Ordering::SeqCst);
+        }
+        if stop.load(Ordering::SeqCst) {
+            // Each diagnosis sees `stop` within a tick and gives its lease back.
             for (_, handle) in running.drain() {
                 // A diagnosis thread that panicked has nothing left to give back.
                 let _ = handle.join();
             }
+            log(&config.holder, "exited");
             return Ok(());
         }
         running.retain(|_, handle| !handle.is_finished());
@@ -131,7 +162,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
                     // real worker would, instead of dying.
                     let message = format!("cannot claim a task: {e}");
                     if last_error.as_ref() != Some(&message) {
-                        log(&config.name, &message);
+                        log(&config.holder, &message);
                         last_error = Some(message);
                     }
                     break;
@@ -142,38 +173,72 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     }
 }
 
-/// The next task to diagnose, claimed: the oldest free one, else one this
-/// worker's name still holds with an expired lease (a previous process of the
-/// same name died; `claim_next` skips tasks claimed by the caller).
+/// Set `stop` on the first SIGTERM or SIGINT, which makes the worker give its
+/// leases back and exit; a second one exits at once. The handlers are
+/// installed before this returns.
+fn stop_on_signals(stop: Arc<AtomicBool>, holder: String) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .context("cannot start the signal handler")?;
+    let (mut term, mut int) = runtime
+        .block_on(async {
+            Ok::<_, std::io::Error>((
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::interrupt())?,
+            ))
+        })
+        .context("cannot handle SIGTERM and SIGINT")?;
+    thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let mut told = false;
+                loop {
+                    let (name, code) = tokio::select! {
+                        _ = term.recv() => ("SIGTERM", 128 + 15),
+                        _ = int.recv() => ("SIGINT", 128 + 2),
+                    };
+                    if told {
+                        log(&holder, &format!("{name} again: exiting at once"));
+                        std::process::exit(code);
+                    }
+                    told = true;
+                    log(
+                        &holder,
+                        &format!("{name}: giving the leases back and exiting"),
+                    );
+                    stop.store(true, Ordering::SeqCst);
+                }
+            });
+        })
+        .context("cannot start the signal thread")?;
+    Ok(())
+}
+
+/// The next task to diagnose, claimed: the oldest working task no live lease
+/// holds. That includes a task whose lease this process let lapse (it was
+/// stalled) and one a dead worker of the same name left, which is how a
+/// restarted worker resumes its predecessor's tasks.
 fn next_task(
     store: &Store,
     config: &Config,
     running: &HashMap<String, JoinHandle<()>>,
 ) -> Result<Option<Task>, StoreError> {
-    if let Some(task) = store.claim_next(&config.name, config.lease)? {
-        if running.contains_key(&task.task_id) {
-            // Our own thread for it is still winding down after losing the
-            // lease and will notice it holds it again on its next heartbeat.
-            return Ok(None);
-        }
-        return Ok(Some(task));
+    let Some(task) = store.claim_next(&config.holder, config.lease)? else {
+        return Ok(None);
+    };
+    if running.contains_key(&task.task_id) {
+        // Our own thread for it has not finished (it lost the lease and is
+        // winding down, or it stalled past its lease). Give the lease back so
+        // that the task does not sit claimed and idle for a whole lease: a
+        // thread still at work is refused at its next write and stops, and
+        // the next poll, ours or another worker's, resumes the task.
+        store.release(&task.task_id, &config.holder)?;
+        return Ok(None);
     }
-    let now = store.now();
-    let orphan = store.load()?.into_values().find(|t| {
-        t.status == Status::Working
-            && t.claimed_by.as_deref() == Some(config.name.as_str())
-            && !t.lease_live(now)
-            && !running.contains_key(&t.task_id)
-    });
-    match orphan {
-        Some(t) => match store.claim(&t.task_id, &config.name, config.lease) {
-            Ok(outcome) => Ok(Some(outcome.task)),
-            // Someone else took it meanwhile: fine, it is being worked on.
-            Err(StoreError::LeaseLost { .. } | StoreError::Refused { .. }) => Ok(None),
-            Err(e) => Err(e),
-        },
-        None => Ok(None),
-    }
+    Ok(Some(task))
 }
 
 /// Why a diagnosis ended in this worker.
@@ -193,7 +258,9 @@ enum End {
         error: StoreError,
     },
     /// This worker is exiting; the lease was given back.
-    Stopped,
+    Stopped {
+        at: String,
+    },
 }
 
 /// Run the diagnosis of a claimed `task` and log how it ended.
@@ -220,7 +287,7 @@ fn diagnose(config: &Config, task: Task, stop: &AtomicBool) {
         }
         (_, false) => format!("continuing after step {done}/{TOTAL_STEPS}"),
     };
-    log(&config.name, &format!("claimed {label}: {how}"));
+    log(&config.holder, &format!("claimed {label}: {how}"));
     let diagnosis = Diagnosis {
         store: &store,
         config,
@@ -239,9 +306,9 @@ fn diagnose(config: &Config, task: Task, stop: &AtomicBool) {
             _ => format!("stopped {at}: the store refused the write: {error}"),
         },
         End::Error { at, error } => format!("gave up {at}: {error}"),
-        End::Stopped => "lease given back: this worker is exiting".into(),
+        End::Stopped { at } => format!("stopped {at}: lease given back, this worker is exiting"),
     };
-    log(&config.name, &format!("{label}: {message}"));
+    log(&config.holder, &format!("{label}: {message}"));
 }
 
 /// One diagnosis of one task by this worker.
@@ -260,7 +327,7 @@ struct Diagnosis<'a> {
 impl Diagnosis<'_> {
     fn actor(&self) -> Actor<'_> {
         Actor::Worker {
-            holder: &self.config.name,
+            holder: &self.config.holder,
             lease: self.config.lease,
         }
     }
@@ -356,9 +423,12 @@ impl Diagnosis<'_> {
         for tick in 1..=ticks {
             thread::sleep(slice);
             if self.stop.load(Ordering::SeqCst) {
-                // Best effort: if this fails the lease simply runs out.
-                let _ = self.store.release(self.id, &self.config.name);
-                return Some(End::Stopped);
+                let at = format!("during step {}/{TOTAL_STEPS}", step + 1);
+                // If this fails the lease simply runs out.
+                return Some(match self.store.release(self.id, &self.config.holder) {
+                    Ok(_) => End::Stopped { at },
+                    Err(e) => Self::ended(at, e),
+                });
             }
             if tick < ticks {
                 let fraction = f64::from(tick) / f64::from(ticks);
@@ -412,4 +482,68 @@ fn log(name: &str, message: &str) {
         Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ"),
         crate::text::sanitize(&line)
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::NewTask;
+
+    fn config(path: &std::path::Path, name: &str) -> Config {
+        Config::new(path.to_path_buf(), 1.0, Some(name.into())).expect("a valid configuration")
+    }
+
+    #[test]
+    fn each_worker_process_is_a_holder_of_its_own() {
+        let path = PathBuf::from("unused.json");
+        let (a, b) = (config(&path, "same"), config(&path, "same"));
+        assert_eq!(a.name, "same");
+        assert!(a.holder.starts_with("same#"), "{}", a.holder);
+        assert!(b.holder.starts_with("same#"), "{}", b.holder);
+        assert_ne!(a.holder, b.holder);
+    }
+
+    /// A task claimed back while this worker's own thread for it has not
+    /// finished is given back, not left claimed and idle for a lease.
+    #[test]
+    fn a_task_whose_thread_has_not_finished_is_given_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tasks.json");
+        let store = Store::open(&path);
+        let config = config(&path, "unit");
+        let id = store
+            .create(NewTask::default())
+            .expect("create")
+            .task
+            .task_id;
+        // Our thread's lease lapsed (it stalled, or lost the lease and is
+        // winding down).
+        store
+            .claim(&id, &config.holder, Duration::ZERO)
+            .expect("claim");
+        while get(&store, &id).lease_live(store.now()) {
+            thread::sleep(Duration::from_millis(1));
+        }
+        let thread = thread::spawn(|| {});
+        let running = HashMap::from([(id.clone(), thread)]);
+        assert!(
+            next_task(&store, &config, &running)
+                .expect("next")
+                .is_none()
+        );
+        let task = get(&store, &id);
+        assert_eq!(task.claimed_by, None);
+        assert_eq!(task.lease_expires_at, None);
+
+        // Once the thread is gone the task is this worker's to resume.
+        let running = HashMap::new();
+        let task = next_task(&store, &config, &running)
+            .expect("next")
+            .expect("the task is claimable");
+        assert_eq!(task.claimed_by.as_deref(), Some(config.holder.as_str()));
+    }
+
+    fn get(store: &Store, id: &str) -> Task {
+        store.get(id).expect("the task exists")
+    }
 }
