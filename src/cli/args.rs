@@ -78,7 +78,7 @@ pub struct WorkerArgs {
     /// Run the simulated diagnoses this many times faster
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
     pub speed: f64,
-    /// The worker's name, recorded as the lease holder
+    /// The worker's readable name; its leases are held as NAME#random, unique to this process
     #[arg(long)]
     pub name: Option<String>,
 }
