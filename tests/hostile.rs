@@ -206,3 +206,17 @@ fn new_files_are_private_whatever_the_umask() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(mode(&store), 0o640);
 }
+
+#[test]
+fn a_symlink_planted_at_the_lock_path_is_not_followed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("t.json");
+    let victim = dir.path().join("victim.txt");
+    fs::write(&victim, "precious").expect("write");
+    symlink(&victim, dir.path().join("t.json.lock")).expect("symlink");
+    let out = rudder(&store, &["create"]);
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
+    assert!(stderr(&out).contains("lock file"), "{}", stderr(&out));
+    assert_eq!(fs::read_to_string(&victim).expect("read"), "precious");
+    assert!(!store.exists());
+}

@@ -338,6 +338,8 @@ fn decide(
             Ok(Change::Applied)
         }
         Op::Release { holder } => match task.claimed_by.as_deref() {
+            // A terminal task holds nothing that matters, and never changes.
+            _ if task.status.is_terminal() => Ok(Change::Unchanged),
             None => Ok(Change::Unchanged),
             Some(h) if h == holder => {
                 drop_claim(task);

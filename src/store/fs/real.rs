@@ -83,12 +83,15 @@ impl Fs for RealFs {
 
     fn lock(&self, path: &Path, timeout: Duration) -> Result<LockGuard, LockFailure> {
         let existed = path.exists();
+        // Never follow a symlink planted at the lock path: the pid written
+        // below would overwrite whatever it points to.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path)
             .map_err(LockFailure::Io)?;
         if !existed {
