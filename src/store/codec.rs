@@ -2,8 +2,10 @@
 
 use std::path::Path;
 
-use super::StoreError;
-use crate::task::TaskMap;
+use std::io::{self, Write};
+
+use super::{StoreError, index, scan};
+use crate::task::{Task, TaskMap};
 
 /// Files larger than this are refused instead of being read into memory.
 /// 10k tasks take about 5 MB; this leaves room for a hundred times that.
@@ -13,7 +15,51 @@ pub const MAX_STORE_BYTES: u64 = 512 * 1024 * 1024;
 ///
 /// An empty file is corrupt (a store rudder wrote is at least `{}`); so is any
 /// entry whose key differs from its `task_id`.
+///
+/// The tasks are parsed on all cores when the file is large; any doubt sends
+/// the whole file through serde_json in one piece, so that the result, and
+/// every error with its line and column, is exactly what that parse gives.
 pub fn decode(path: &Path, bytes: &[u8]) -> Result<TaskMap, StoreError> {
+    match decode_parallel(bytes) {
+        Some(tasks) => Ok(tasks),
+        None => decode_whole(path, bytes),
+    }
+}
+
+/// The tasks of a valid store, parsed task by task in parallel; `None` when
+/// the file is not a valid store or is unusual (see [`scan::split`]), or too
+/// small to share out.
+fn decode_parallel(bytes: &[u8]) -> Option<TaskMap> {
+    if scan::threads_for(bytes.len()) < 2 {
+        return None;
+    }
+    decode_split(bytes)
+}
+
+/// [`decode_parallel`] whatever the size.
+fn decode_split(bytes: &[u8]) -> Option<TaskMap> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let runs = scan::split_map(text, |key, rest| {
+        // Checked here, in parallel: a task parsed on its own starts one
+        // level shallower than in the file, so a deeply nested one might
+        // pass here and not there.
+        let (task, len) = scan::parse_one::<Task>(rest)?;
+        let ok = task.task_id == key && !index::too_deep(&task);
+        // The key is copied here, while its bytes are in this core's cache.
+        ok.then(|| ((task.task_id.clone(), task), len))
+    })?;
+    let mut map = TaskMap::with_capacity(runs.iter().map(Vec::len).sum());
+    for (_, _, (key, task)) in runs.into_iter().flatten() {
+        // A repeated key is left to the whole-file parse.
+        if let (_, Some(_)) = map.insert_full(key, task) {
+            return None;
+        }
+    }
+    Some(map)
+}
+
+/// The whole file through serde_json: the reference parse.
+pub(super) fn decode_whole(path: &Path, bytes: &[u8]) -> Result<TaskMap, StoreError> {
     let corrupt = |line, column, message: String| StoreError::Corrupt {
         path: path.to_path_buf(),
         line,
@@ -57,4 +103,187 @@ pub fn encode(tasks: &TaskMap, size_hint: usize) -> Vec<u8> {
     serde_json::to_writer_pretty(&mut out, tasks).expect("tasks serialize to JSON");
     out.push(b'\n');
     out
+}
+
+/// One task's part of the file.
+pub(super) enum Piece<'a> {
+    /// Its JSON text, copied as it is.
+    Raw(&'a str),
+    /// A task to serialize.
+    Task(&'a Task),
+}
+
+/// The file of these tasks: byte for byte what [`encode`] writes for the
+/// serialized ones (a pretty-printed object, two-space indent, UTF-8 kept
+/// raw), with the raw ones copied verbatim where they stand.
+pub(super) fn encode_pieces<'a>(
+    pieces: impl Iterator<Item = (&'a str, Piece<'a>)>,
+    size_hint: usize,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(size_hint + 4096);
+    let mut first = true;
+    for (key, piece) in pieces {
+        out.extend_from_slice(if first { b"{\n  " } else { b",\n  " });
+        first = false;
+        serde_json::to_writer(&mut out, key).expect("a string serializes to JSON");
+        out.extend_from_slice(b": ");
+        match piece {
+            Piece::Raw(json) => out.extend_from_slice(json.as_bytes()),
+            Piece::Task(task) => serde_json::to_writer_pretty(Indented(&mut out), task)
+                .expect("tasks serialize to JSON"),
+        }
+    }
+    out.extend_from_slice(if first { b"{}\n" } else { b"\n}\n" });
+    out
+}
+
+/// Pretty JSON one level deeper: two more spaces after every line break.
+/// JSON strings never hold a raw line break (serde_json writes `\n`), so
+/// every one is between tokens.
+struct Indented<'a>(&'a mut Vec<u8>);
+
+impl Write for Indented<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut lines = buf.split(|&b| b == b'\n');
+        if let Some(first) = lines.next() {
+            self.0.extend_from_slice(first);
+        }
+        for line in lines {
+            self.0.extend_from_slice(b"\n  ");
+            self.0.extend_from_slice(line);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::{HistoryEntry, Status};
+    use serde_json::json;
+
+    fn sample() -> TaskMap {
+        let mut tasks = TaskMap::new();
+        for (i, id) in ["t-1", "t-2\u{e9}\"\\", "t-3"].into_iter().enumerate() {
+            let mut t = Task::new(id, Status::Working);
+            t.title = Some("line one\nline two, 支付平台 🚒".into());
+            t.request = Some(json!({"a": [], "b": {}, "c": [1, {"d": "x\ny"}], "e": null}));
+            t.history.push(HistoryEntry {
+                status: Status::Working,
+                at: chrono::DateTime::UNIX_EPOCH,
+                note: Some("created".into()),
+            });
+            t.revision = i as u64;
+            t.extra
+                .insert("z-unknown".into(), json!({"nested": [[], [{}]]}));
+            tasks.insert(id.to_string(), t);
+        }
+        tasks
+    }
+
+    #[test]
+    fn the_reindenting_encoder_writes_what_encode_writes() {
+        let tasks = sample();
+        let pieces = tasks.iter().map(|(k, t)| (k.as_str(), Piece::Task(t)));
+        let ours = encode_pieces(pieces, 0);
+        assert_eq!(
+            String::from_utf8(ours).unwrap(),
+            String::from_utf8(encode(&tasks, 0)).unwrap()
+        );
+        let empty = TaskMap::new();
+        assert_eq!(encode_pieces(std::iter::empty(), 0), encode(&empty, 0));
+        assert_eq!(encode(&empty, 0), b"{}\n");
+    }
+
+    #[test]
+    fn raw_pieces_are_copied_verbatim_at_their_place() {
+        let tasks = sample();
+        let compact = serde_json::to_string(&tasks["t-1"]).unwrap();
+        let pieces = tasks.iter().map(|(k, t)| {
+            let piece = if k == "t-1" {
+                Piece::Raw(&compact)
+            } else {
+                Piece::Task(t)
+            };
+            (k.as_str(), piece)
+        });
+        let text = String::from_utf8(encode_pieces(pieces, 0)).unwrap();
+        assert!(text.starts_with(&format!("{{\n  \"t-1\": {compact},\n  \"t-2")));
+        assert_eq!(decode(Path::new("x"), text.as_bytes()).unwrap(), tasks);
+    }
+
+    /// The parallel decode gives exactly what the whole-file parse gives
+    /// (tasks, or the error with its position), and a transaction accepts a
+    /// file only if the whole-file parse does. Run over the fuzz corpus when
+    /// it is present (`fuzz/corpus/load_store`) and the kept regressions.
+    #[test]
+    fn the_quick_paths_agree_with_the_whole_file_parse() {
+        let path = Path::new("s.json");
+        let mut inputs: Vec<Vec<u8>> = vec![
+            br#"{"a": {"task_id": "a", "status": "working", "result": "\ud800"}}"#.to_vec(),
+            br#"{"a": {"task_id": "a", "status": "working", "request": 1e400}}"#.to_vec(),
+            br#"{"a": {"task_id": "a", "status": "working", "x": -1e400}}"#.to_vec(),
+            br#"{"a": {"task_id": "a", "status": "working", "status": "working"}}"#.to_vec(),
+            br#"{"a": {"task_id": "a", "status": {"working": null}}}"#.to_vec(),
+            br#"{"a": {"task_id": "a", "status": "working", "history": [["working", "2026-01-01T00:00:00Z", null]]}}"#.to_vec(),
+            br#"{"a": {"task_id": "a", "status": "working", "history": [{"status": "working", "at": "yesterday"}]}}"#.to_vec(),
+            br#"{"a": {"task_id": "a", "status": "working", "updated_at": "2026-01-01T23:59:60.5+14:00"}}"#.to_vec(),
+            br#"{"a": {"task_id": "a", "status": "working", "progress": [1, 2]}}"#.to_vec(),
+            br#"{"a": {"task_id": "a", "status": "working", "progress": {"current": -1, "total": 2}}}"#.to_vec(),
+            br#"{"a": {"task_id": "a", "status": "working", "revision": null}}"#.to_vec(),
+            br#"{"a": {"task_id": "a", "status": "working", "ttl_ms": 1.5}}"#.to_vec(),
+            br#"{"a": {"task_id": "a", "status": "working"}, "a": {"task_id": "a", "status": "failed"}}"#.to_vec(),
+            br#"{"\u0061": {"t\u0061sk_id": "\u0061", "status": "working"}}"#.to_vec(),
+            br#"{"a": ["a", "working"]}"#.to_vec(),
+            br#"{"a": {"task_id": "b", "status": "working"}}"#.to_vec(),
+            br#"{"a": {"task_id": "a", "status": "working", "$serde_json::private::RawValue": "1"}}"#.to_vec(),
+            b"{\"a\": {\"task_id\": \"a\", \"status\": \"working\", \"x\": \"\xff\"}}".to_vec(),
+        ];
+        for depth in [95, 98, 99, 100, 124, 125, 126, 127, 128] {
+            let nested = "[".repeat(depth) + &"]".repeat(depth);
+            inputs.push(
+                format!(r#"{{"a": {{"task_id": "a", "status": "working", "x": {nested}}}}}"#)
+                    .into_bytes(),
+            );
+        }
+        for dir in ["fuzz/corpus/load_store", "tests/fuzz_regressions"] {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                inputs.push(std::fs::read(entry.path()).unwrap());
+            }
+        }
+        assert!(inputs.len() > 20, "{}", inputs.len());
+        let (mut split_read, mut checked) = (0, 0);
+        for bytes in &inputs {
+            let whole = decode_whole(path, bytes);
+            let quick = decode(path, bytes);
+            match (&whole, &quick) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                _ => panic!(
+                    "{:?}: {whole:?} vs {quick:?}",
+                    String::from_utf8_lossy(bytes)
+                ),
+            }
+            if let Some(split) = decode_split(bytes) {
+                split_read += 1;
+                match &whole {
+                    Ok(tasks) => assert_eq!(&split, tasks),
+                    Err(e) => panic!("{:?} passed the split: {e}", String::from_utf8_lossy(bytes)),
+                }
+            }
+            if let Some(txn) = super::super::txn::FileTxn::parse(path, bytes) {
+                checked += 1;
+                let tasks = whole.unwrap_or_else(|e| {
+                    panic!("{:?} passed the check: {e}", String::from_utf8_lossy(bytes))
+                });
+                // Written back untouched, the file reads as the same tasks.
+                assert_eq!(decode_whole(path, &txn.encode()).unwrap(), tasks);
+            }
+        }
+        assert!(split_read >= 5 && checked >= 5, "{split_read} {checked}");
+    }
 }

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use super::codec::{self, MAX_STORE_BYTES};
 use super::fs::{Fs, LockFailure, LockGuard, RealFs};
+use super::txn::{FileTxn, Transaction};
 use super::{Backend, StoreError};
 use crate::task::TaskMap;
 
@@ -210,20 +211,49 @@ impl Backend for FileBackend {
         Ok(self.load_existing()?.unwrap_or_default())
     }
 
-    fn transact(
+    /// Checked like [`Backend::load`] (a file that is not a valid store is
+    /// refused the same way), but only the tasks `f` asks for are parsed.
+    fn snapshot(
         &self,
-        f: &mut dyn FnMut(&mut TaskMap) -> Result<bool, StoreError>,
+        f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let Some(bytes) = self.read_bytes()? else {
+            return f(&FileTxn::empty(&self.path));
+        };
+        match FileTxn::parse(&self.path, &bytes) {
+            Some(txn) => f(&txn),
+            None => f(&codec::decode_whole(&self.path, &bytes)?),
+        }
+    }
+
+    /// Every task is checked (a file that is not a valid store is refused
+    /// with the position of the problem, having written nothing), but only
+    /// the tasks `f` reads or changes are parsed in full, and on commit only
+    /// the changed ones are serialized: the others are copied as they were.
+    fn transaction(
+        &self,
+        f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
         let lock = self.lock()?;
         let bytes = self.read_bytes()?;
-        let size = bytes.as_ref().map_or(0, Vec::len);
-        let mut tasks = match &bytes {
-            Some(b) => codec::decode(&self.path, b)?,
-            None => TaskMap::new(),
+        let new = match &bytes {
+            None => {
+                let mut txn = FileTxn::empty(&self.path);
+                f(&mut txn)?.then(|| txn.encode())
+            }
+            Some(b) => match FileTxn::parse(&self.path, b) {
+                Some(mut txn) => f(&mut txn)?.then(|| txn.encode()),
+                // Not a valid store, or an unusual one: the whole-file parse
+                // gives the error with its position, or the tasks.
+                None => {
+                    let mut tasks = codec::decode_whole(&self.path, b)?;
+                    f(&mut tasks)?.then(|| codec::encode(&tasks, b.len()))
+                }
+            },
         };
         drop(bytes);
-        if f(&mut tasks)? {
-            self.write_atomically(&codec::encode(&tasks, size))?;
+        if let Some(new) = new {
+            self.write_atomically(&new)?;
         }
         drop(lock);
         Ok(())

@@ -2,15 +2,20 @@
 //!
 //! [`Store`] holds the policy (idempotency, one answer for repeats and
 //! conflicts, reclaim and prune reports); a backend only knows how to load all
-//! tasks and how to run a read-modify-write under exclusive access. The JSON
-//! file backend is [`FileBackend`]; a database backend would implement the same
-//! two methods and leave every caller untouched.
+//! tasks and how to run a read-modify-write under exclusive access, handing
+//! the operation a [`Transaction`]: summaries of every task for the scans,
+//! full tasks only for those the operation reads or changes. The JSON file
+//! backend is [`FileBackend`]; a database backend would implement the same
+//! methods and leave every caller untouched.
 
 mod codec;
 mod error;
 mod file;
 pub mod fs;
+mod index;
 mod report;
+mod scan;
+mod txn;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -23,7 +28,9 @@ use serde_json::Value;
 pub use codec::{MAX_STORE_BYTES, decode, encode};
 pub use error::StoreError;
 pub use file::{DEFAULT_LOCK_TIMEOUT, FileBackend};
+pub use index::Summary;
 pub use report::{PruneReport, Pruned, ReclaimReport, Reclaimed, Skipped, human_duration};
+pub use txn::Transaction;
 
 use crate::schema;
 use crate::task::machine::{self, Refusal};
@@ -36,13 +43,48 @@ pub trait Backend: Send + Sync {
     fn location(&self) -> String;
     /// Read all tasks without taking the lock (a consistent snapshot).
     fn load(&self) -> Result<TaskMap, StoreError>;
+
+    /// Call `f` on a consistent snapshot of the tasks without taking the
+    /// lock, for readers that need only some tasks in full.
+    fn snapshot(
+        &self,
+        f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        f(&self.load()?)
+    }
+
     /// Read the current tasks under exclusive access and call `f` on them;
-    /// persist the result durably if `f` returns `Ok(true)`, write nothing if
-    /// it returns `Ok(false)` or an error.
+    /// persist the changes durably if `f` returns `Ok(true)`, write nothing
+    /// if it returns `Ok(false)` or an error. A store that is not valid is
+    /// refused before `f` runs.
+    fn transaction(
+        &self,
+        f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// [`Backend::transaction`] over all tasks read in full (for callers that
+    /// look at every task; every task is written anew if `f` commits).
     fn transact(
         &self,
         f: &mut dyn FnMut(&mut TaskMap) -> Result<bool, StoreError>,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        self.transaction(&mut |txn| {
+            let ids: Vec<String> = txn.ids().map(str::to_string).collect();
+            let mut tasks = TaskMap::with_capacity(ids.len());
+            for id in ids {
+                let task = txn.get(&id)?.expect("listed tasks exist");
+                tasks.insert(id, task);
+            }
+            if !f(&mut tasks)? {
+                return Ok(false);
+            }
+            txn.clear();
+            for task in tasks.into_values() {
+                txn.insert(task);
+            }
+            Ok(true)
+        })
+    }
 }
 
 /// The source of "now"; replaceable in tests.
@@ -116,28 +158,37 @@ impl<B: Backend> Store<B> {
 
     /// One task by full id or unique prefix.
     pub fn get(&self, id: &str) -> Result<Task, StoreError> {
-        let tasks = self.load()?;
-        resolve(&tasks, id).map(|key| tasks[key.as_str()].clone())
+        let mut task = None;
+        self.backend.snapshot(&mut |tasks| {
+            let key = resolve_in(tasks, id)?;
+            task = tasks.get(&key)?;
+            Ok(())
+        })?;
+        Ok(task.expect("resolved ids exist"))
     }
 
     /// Tasks whose status is one of `statuses` (all tasks when empty).
     pub fn list(&self, statuses: &[Status]) -> Result<Vec<Task>, StoreError> {
-        Ok(self
-            .load()?
-            .into_values()
-            .filter(|t| statuses.is_empty() || statuses.contains(&t.status))
-            .collect())
+        if statuses.is_empty() {
+            return Ok(self.load()?.into_values().collect());
+        }
+        let mut list = Vec::new();
+        self.backend.snapshot(&mut |tasks| {
+            list = tasks.get_where(&|t| statuses.contains(&t.status))?;
+            Ok(())
+        })?;
+        Ok(list)
     }
 
     /// Run `f` under the backend's exclusive access with the current time.
     /// `f` returns its answer and whether to persist.
     fn transact<T>(
         &self,
-        f: impl FnOnce(&mut TaskMap, DateTime<Utc>) -> Result<(T, bool), StoreError>,
+        f: impl FnOnce(&mut dyn Transaction, DateTime<Utc>) -> Result<(T, bool), StoreError>,
     ) -> Result<T, StoreError> {
         let mut f = Some(f);
         let mut answer = None;
-        self.backend.transact(&mut |tasks| {
+        self.backend.transaction(&mut |tasks| {
             let f = f.take().expect("a backend calls the operation once");
             let (value, write) = f(tasks, self.now())?;
             answer = Some(value);
@@ -157,10 +208,12 @@ impl<B: Backend> Store<B> {
         }
         self.transact(|tasks, now| {
             if let Some(key) = &new.idempotency_key
-                && let Some(existing) = tasks
-                    .values()
-                    .find(|t| t.idempotency_key.as_deref() == Some(key))
+                && let Some(id) = tasks
+                    .summaries()
+                    .find(|t| t.idempotency_key == Some(key))
+                    .map(|t| t.task_id.to_string())
             {
+                let existing = tasks.get(&id)?.expect("a listed task exists");
                 let field = if existing.input_schema != new.input_schema {
                     Some("input_schema")
                 } else if existing.request != new.request {
@@ -172,12 +225,12 @@ impl<B: Backend> Store<B> {
                     Some(field) => Err(StoreError::IdempotencyConflict {
                         key: key.clone(),
                         field,
-                        task: Box::new(existing.clone()),
+                        task: Box::new(existing),
                     }),
                     None => Ok((
                         Outcome {
                             change: Change::Unchanged,
-                            task: existing.clone(),
+                            task: existing,
                         },
                         false,
                     )),
@@ -204,7 +257,7 @@ impl<B: Backend> Store<B> {
                 at: now,
                 note: Some("created".into()),
             });
-            tasks.insert(task.task_id.clone(), task.clone());
+            tasks.insert(task.clone());
             Ok((
                 Outcome {
                     change: Change::Applied,
@@ -218,8 +271,8 @@ impl<B: Backend> Store<B> {
     /// Apply one state-machine operation to the task `id` (full id or unique prefix).
     pub fn apply(&self, id: &str, op: &Op, actor: Actor<'_>) -> Result<Outcome, StoreError> {
         self.transact(|tasks, now| {
-            let key = resolve(tasks, id)?;
-            let task = tasks.get_mut(&key).expect("resolved ids exist");
+            let key = resolve_in(tasks, id)?;
+            let task = tasks.get_mut(&key)?.expect("resolved ids exist");
             let change = machine::apply(task, op, actor, now)
                 .map_err(|r| refusal_error(op.kind(), r, task))?;
             Ok((
@@ -308,11 +361,13 @@ impl<B: Backend> Store<B> {
             // A task whose lease lapsed is free again, also for the holder
             // that let it lapse (a worker restarted under the same name).
             let next = tasks
-                .values_mut()
-                .find(|t| t.status == Status::Working && !t.lease_live(now));
-            let Some(task) = next else {
+                .summaries()
+                .find(|t| t.status == Status::Working && !t.lease_live(now))
+                .map(|t| t.task_id.to_string());
+            let Some(id) = next else {
                 return Ok((None, false));
             };
+            let task = tasks.get_mut(&id)?.expect("a listed task exists");
             let op = Op::Claim {
                 holder: holder.to_string(),
                 lease,
@@ -331,11 +386,21 @@ impl<B: Backend> Store<B> {
         dry_run: bool,
     ) -> Result<ReclaimReport, StoreError> {
         if dry_run {
-            let tasks = self.load()?;
-            return Ok(report::plan_reclaim(&tasks, older_than, self.now(), true));
+            let mut plan = None;
+            self.backend.snapshot(&mut |tasks| {
+                let now = self.now();
+                plan = Some(report::plan_reclaim(
+                    tasks.summaries(),
+                    older_than,
+                    now,
+                    true,
+                ));
+                Ok(())
+            })?;
+            return Ok(plan.expect("the snapshot was read"));
         }
         self.transact(|tasks, now| {
-            let report = report::plan_reclaim(tasks, older_than, now, false);
+            let report = report::plan_reclaim(tasks.summaries(), older_than, now, false);
             fail_reclaimed(tasks, &report, older_than, now)?;
             let write = !report.reclaimed.is_empty();
             Ok((report, write))
@@ -353,13 +418,13 @@ impl<B: Backend> Store<B> {
         older_than: Duration,
     ) -> Result<ReclaimReport, StoreError> {
         self.transact(|tasks, now| {
-            let mut plan = report::plan_reclaim(tasks, older_than, now, false);
+            let mut plan = report::plan_reclaim(tasks.summaries(), older_than, now, false);
             let seen = |id: &str| previewed.iter().find(|(p, _)| p == id).map(|(_, r)| *r);
             let mut skipped: Vec<Skipped> = Vec::new();
             plan.reclaimed.retain(|r| match seen(&r.task_id) {
                 None => false,
                 Some(rev) => {
-                    let now_rev = tasks.get(&r.task_id).map_or(rev, |t| t.revision);
+                    let now_rev = tasks.summary(&r.task_id).map_or(rev, |t| t.revision);
                     if now_rev != rev {
                         skipped.push(Skipped {
                             task_id: r.task_id.clone(),
@@ -379,7 +444,7 @@ impl<B: Backend> Store<B> {
                     continue;
                 }
                 let reason = plan.skipped.iter().find(|s| &s.task_id == id);
-                skipped.push(match (reason, tasks.get(id)) {
+                skipped.push(match (reason, tasks.summary(id)) {
                     (Some(s), _) => s.clone(),
                     (None, Some(t)) => Skipped {
                         task_id: id.clone(),
@@ -403,9 +468,9 @@ impl<B: Backend> Store<B> {
     /// Remove terminal tasks past their retention: `ttl_ms` when set, else `older_than`.
     pub fn prune(&self, older_than: Duration) -> Result<PruneReport, StoreError> {
         self.transact(|tasks, now| {
-            let report = report::plan_prune(tasks, older_than, now);
+            let report = report::plan_prune(tasks.summaries(), older_than, now);
             for p in &report.removed {
-                tasks.shift_remove(&p.task_id);
+                tasks.remove(&p.task_id);
             }
             let write = !report.removed.is_empty();
             Ok((report, write))
@@ -415,14 +480,14 @@ impl<B: Backend> Store<B> {
 
 /// Fail every task of a reclaim plan made from these very tasks.
 fn fail_reclaimed(
-    tasks: &mut TaskMap,
+    tasks: &mut dyn Transaction,
     plan: &ReclaimReport,
     older_than: Duration,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     for r in &plan.reclaimed {
         let task = tasks
-            .get_mut(&r.task_id)
+            .get_mut(&r.task_id)?
             .ok_or_else(|| StoreError::UnknownTask {
                 id: r.task_id.clone(),
             })?;
@@ -437,20 +502,28 @@ fn fail_reclaimed(
 
 /// Find the key for a full id or a unique prefix of one.
 pub fn resolve(tasks: &TaskMap, id: &str) -> Result<String, StoreError> {
-    if tasks.contains_key(id) {
+    resolve_in(tasks, id)
+}
+
+/// [`resolve`] among the tasks of a transaction.
+fn resolve_in(tasks: &dyn Transaction, id: &str) -> Result<String, StoreError> {
+    if tasks.contains(id) {
         return Ok(id.to_string());
     }
     let unknown = || StoreError::UnknownTask { id: id.to_string() };
     if id.is_empty() {
         return Err(unknown());
     }
-    let mut matches = tasks.keys().filter(|k| k.starts_with(id));
+    let mut matches = tasks.ids().filter(|k| k.starts_with(id));
     let first = matches.next().ok_or_else(unknown)?;
-    let rest: Vec<&String> = matches.collect();
+    let rest: Vec<&str> = matches.collect();
     if rest.is_empty() {
-        return Ok(first.clone());
+        return Ok(first.to_string());
     }
-    let mut candidates: Vec<String> = std::iter::once(first).chain(rest).cloned().collect();
+    let mut candidates: Vec<String> = std::iter::once(first)
+        .chain(rest)
+        .map(str::to_string)
+        .collect();
     candidates.sort();
     Err(StoreError::AmbiguousId {
         prefix: id.to_string(),

@@ -6,7 +6,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::task::{Status, TaskMap};
+use super::Summary;
+use crate::task::Status;
 
 /// A task that `reclaim` failed (or, in a dry run, would fail).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -76,8 +77,8 @@ pub fn human_duration(ms: u64) -> String {
 }
 
 /// Decide what `reclaim` does, without changing anything.
-pub(super) fn plan_reclaim(
-    tasks: &TaskMap,
+pub(super) fn plan_reclaim<'a>(
+    tasks: impl IntoIterator<Item = Summary<'a>>,
     older_than: Duration,
     now: DateTime<Utc>,
     dry_run: bool,
@@ -85,9 +86,9 @@ pub(super) fn plan_reclaim(
     let threshold = older_than.as_millis() as u64;
     let mut reclaimed = Vec::new();
     let mut skipped = Vec::new();
-    for t in tasks.values().filter(|t| !t.status.is_terminal()) {
+    for t in tasks.into_iter().filter(|t| !t.status.is_terminal()) {
         let skip = |reason: String| Skipped {
-            task_id: t.task_id.clone(),
+            task_id: t.task_id.to_string(),
             status: t.status,
             reason,
         };
@@ -102,7 +103,7 @@ pub(super) fn plan_reclaim(
             let until = t.lease_expires_at.expect("a live lease has an expiry");
             skipped.push(skip(format!(
                 "lease held by {} for another {}",
-                t.claimed_by.as_deref().unwrap_or("?"),
+                t.claimed_by.unwrap_or("?"),
                 human_duration(ms(until - now))
             )));
         } else if idle < threshold {
@@ -113,12 +114,12 @@ pub(super) fn plan_reclaim(
             )));
         } else {
             reclaimed.push(Reclaimed {
-                task_id: t.task_id.clone(),
+                task_id: t.task_id.to_string(),
                 title: t.label().map(str::to_string),
                 status_before: t.status,
                 idle_ms: idle,
                 last_update: updated,
-                claimed_by: t.claimed_by.clone(),
+                claimed_by: t.claimed_by.map(str::to_string),
             });
         }
     }
@@ -153,14 +154,18 @@ pub(super) fn reclaim_error(r: &Reclaimed, older_than: Duration) -> Value {
 }
 
 /// Decide what `prune` removes.
-pub(super) fn plan_prune(tasks: &TaskMap, older_than: Duration, now: DateTime<Utc>) -> PruneReport {
+pub(super) fn plan_prune<'a>(
+    tasks: impl IntoIterator<Item = Summary<'a>>,
+    older_than: Duration,
+    now: DateTime<Utc>,
+) -> PruneReport {
     let threshold = older_than.as_millis() as u64;
     let mut removed = Vec::new();
     let mut skipped = Vec::new();
-    for t in tasks.values().filter(|t| t.status.is_terminal()) {
+    for t in tasks.into_iter().filter(|t| t.status.is_terminal()) {
         let Some(updated) = t.updated_at else {
             skipped.push(Skipped {
-                task_id: t.task_id.clone(),
+                task_id: t.task_id.to_string(),
                 status: t.status,
                 reason: "no updated_at recorded, so its age is unknown".into(),
             });
@@ -173,7 +178,7 @@ pub(super) fn plan_prune(tasks: &TaskMap, older_than: Duration, now: DateTime<Ut
         };
         if age >= limit {
             removed.push(Pruned {
-                task_id: t.task_id.clone(),
+                task_id: t.task_id.to_string(),
                 title: t.label().map(str::to_string),
                 status: t.status,
                 age_ms: age,

@@ -7,6 +7,7 @@
 
 pub mod machine;
 mod status;
+pub(crate) mod time;
 
 use chrono::{DateTime, Utc};
 use indexmap::IndexMap;
@@ -31,6 +32,7 @@ pub struct Progress {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryEntry {
     pub status: Status,
+    #[serde(deserialize_with = "time::one")]
     pub at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -53,9 +55,17 @@ pub struct Task {
     pub result: Option<Value>,
     #[serde(default)]
     pub idempotency_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "time::opt"
+    )]
     pub created_at: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "time::opt"
+    )]
     pub updated_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
@@ -67,7 +77,11 @@ pub struct Task {
     pub progress: Option<Progress>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_by: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "time::opt"
+    )]
     pub lease_expires_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Value>,
