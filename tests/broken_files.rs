@@ -63,7 +63,7 @@ fn broken_files() -> Vec<Broken> {
             bytes: format!("[\n  {{\"task_id\": \"{ID}\", \"status\": \"working\"}}\n]\n")
                 .into_bytes(),
             line: Some(1),
-            says: "expected a map",
+            says: "expected a JSON object",
         },
         Broken {
             name: "unknown status",

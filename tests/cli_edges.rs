@@ -115,3 +115,59 @@ fn interactive_commands_report_store_errors_inertly_with_exit_6() {
     assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
     assert!(err.contains("evil.json"), "{err}");
 }
+
+#[test]
+fn a_refused_operation_on_a_missing_store_creates_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("typo/deep/tasks.json");
+    for args in [
+        vec!["cancel", "abc"],
+        vec!["heartbeat", "abc"],
+        vec!["reclaim", "--older-than", "1m"],
+        vec!["prune", "--older-than", "1m"],
+    ] {
+        let out = rudder()
+            .arg("--store")
+            .arg(&store)
+            .args(&args)
+            .output()
+            .expect("run");
+        assert!(matches!(out.status.code(), Some(0 | 3)), "{args:?}");
+    }
+    assert!(
+        !dir.path().join("typo").exists(),
+        "no directory, no lock file"
+    );
+    // The first create makes the directory, the lock and the store.
+    let out = rudder()
+        .arg("--store")
+        .arg(&store)
+        .arg("create")
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    assert!(store.exists() && dir.path().join("typo/deep/tasks.json.lock").exists());
+}
+
+#[test]
+fn a_task_id_that_appears_twice_is_corrupt_not_dropped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("tasks.json");
+    let text = "{\"a\": {\"task_id\": \"a\", \"status\": \"working\"},\n \"a\": {\"task_id\": \"a\", \"status\": \"failed\"}}";
+    std::fs::write(&store, text).expect("write");
+    for args in [vec!["list"], vec!["create"]] {
+        let out = rudder()
+            .arg("--store")
+            .arg(&store)
+            .args(&args)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(6), "{args:?}: {err}");
+        assert!(
+            err.contains("appears twice") && err.contains("line 2"),
+            "{err}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&store).expect("read"), text);
+}

@@ -184,7 +184,7 @@ fn power_loss_after_every_call_recovers_to_before_or_after() {
 fn describe(call: &FsCall) -> &'static str {
     match call {
         FsCall::Read(_) => "read",
-        FsCall::Mode(_) => "permissions",
+        FsCall::Mode(_) => "stat the store",
         FsCall::CreateDirAll(_) => "directory",
         FsCall::CreateNew(_) => "temporary file",
         FsCall::Write(_, _) => "write",
@@ -271,7 +271,7 @@ fn the_protocol_orders_fsync_before_rename_before_directory_fsync() {
             "directory",
             "lock",
             "read",
-            "permissions",
+            "stat the store",
             "temporary file",
             "write",
             "fsync the temporary",

@@ -58,6 +58,39 @@ fn decode_split(bytes: &[u8]) -> Option<TaskMap> {
     Some(map)
 }
 
+/// The top-level object, refusing a task id that appears twice (a plain map
+/// would keep the last and silently drop the other on the next write).
+struct UniqueTasks(TaskMap);
+
+impl<'de> serde::Deserialize<'de> for UniqueTasks {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Tasks;
+        impl<'de> serde::de::Visitor<'de> for Tasks {
+            type Value = TaskMap;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object mapping task ids to tasks")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<TaskMap, A::Error> {
+                let mut tasks = TaskMap::with_capacity(map.size_hint().unwrap_or(0));
+                while let Some(key) = map.next_key::<String>()? {
+                    if tasks.contains_key(&key) {
+                        return Err(serde::de::Error::custom(format!(
+                            "the task id {key:?} appears twice"
+                        )));
+                    }
+                    let task = map.next_value()?;
+                    tasks.insert(key, task);
+                }
+                Ok(tasks)
+            }
+        }
+        d.deserialize_map(Tasks).map(UniqueTasks)
+    }
+}
+
 /// The whole file through serde_json: the reference parse.
 pub(super) fn decode_whole(path: &Path, bytes: &[u8]) -> Result<TaskMap, StoreError> {
     let corrupt = |line, column, message: String| StoreError::Corrupt {
@@ -69,17 +102,19 @@ pub(super) fn decode_whole(path: &Path, bytes: &[u8]) -> Result<TaskMap, StoreEr
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(corrupt(None, None, "the file is empty".into()));
     }
-    let tasks: TaskMap = serde_json::from_slice(bytes).map_err(|e| {
-        // serde_json's message ends with the position, which the error
-        // already states: keep it once.
-        let message = e.to_string();
-        let suffix = format!(" at line {} column {}", e.line(), e.column());
-        let message = message
-            .strip_suffix(&suffix)
-            .unwrap_or(&message)
-            .to_string();
-        corrupt(Some(e.line()), Some(e.column()), message)
-    })?;
+    let tasks: TaskMap = serde_json::from_slice::<UniqueTasks>(bytes)
+        .map(|u| u.0)
+        .map_err(|e| {
+            // serde_json's message ends with the position, which the error
+            // already states: keep it once.
+            let message = e.to_string();
+            let suffix = format!(" at line {} column {}", e.line(), e.column());
+            let message = message
+                .strip_suffix(&suffix)
+                .unwrap_or(&message)
+                .to_string();
+            corrupt(Some(e.line()), Some(e.column()), message)
+        })?;
     for (key, task) in &tasks {
         if *key != task.task_id {
             return Err(corrupt(

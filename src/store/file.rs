@@ -159,7 +159,7 @@ impl FileBackend {
         let mode = self
             .fs
             .mode(&self.target)
-            .map_err(|e| StoreError::io(&self.path, "read the store's permissions", e))?
+            .map_err(|e| StoreError::io(&self.path, "stat the store for its permissions", e))?
             .unwrap_or(0o600);
         let tmp = sidecar(
             &self.target,
@@ -230,6 +230,13 @@ impl Backend for FileBackend {
     /// with the position of the problem, having written nothing), but only
     /// the tasks `f` reads or changes are parsed in full, and on commit only
     /// the changed ones are serialized: the others are copied as they were.
+    fn exists(&self) -> Result<bool, StoreError> {
+        self.fs
+            .mode(&self.target)
+            .map(|mode| mode.is_some())
+            .map_err(|e| StoreError::io(&self.path, "stat the store to see whether it exists", e))
+    }
+
     fn transaction(
         &self,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,

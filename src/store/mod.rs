@@ -53,6 +53,14 @@ pub trait Backend: Send + Sync {
         f(&self.load()?)
     }
 
+    /// Whether the store exists yet. Operations that can only change
+    /// existing tasks answer from an empty store without taking the lock
+    /// when it does not, so that they create nothing (no directory, no lock
+    /// file).
+    fn exists(&self) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
     /// Read the current tasks under exclusive access and call `f` on them;
     /// persist the changes durably if `f` returns `Ok(true)`, write nothing
     /// if it returns `Ok(false)` or an error. A store that is not valid is
@@ -184,8 +192,17 @@ impl<B: Backend> Store<B> {
     /// `f` returns its answer and whether to persist.
     fn transact<T>(
         &self,
+        may_create: bool,
         f: impl FnOnce(&mut dyn Transaction, DateTime<Utc>) -> Result<(T, bool), StoreError>,
     ) -> Result<T, StoreError> {
+        if !may_create && !self.backend.exists()? {
+            // Nothing to change in a store that does not exist: answer as
+            // an empty store would, creating nothing. (An answer that asks
+            // to write cannot happen for these operations.)
+            let (value, write) = f(&mut TaskMap::new(), self.now())?;
+            debug_assert!(!write, "an operation on an empty store wants to write");
+            return Ok(value);
+        }
         let mut f = Some(f);
         let mut answer = None;
         self.backend.transaction(&mut |tasks| {
@@ -206,7 +223,7 @@ impl<B: Backend> Store<B> {
         if let Some(schema) = &new.input_schema {
             schema::check_schema(schema).map_err(StoreError::InvalidSchema)?;
         }
-        self.transact(|tasks, now| {
+        self.transact(true, |tasks, now| {
             if let Some(key) = &new.idempotency_key
                 && let Some(id) = tasks
                     .summaries()
@@ -270,7 +287,7 @@ impl<B: Backend> Store<B> {
 
     /// Apply one state-machine operation to the task `id` (full id or unique prefix).
     pub fn apply(&self, id: &str, op: &Op, actor: Actor<'_>) -> Result<Outcome, StoreError> {
-        self.transact(|tasks, now| {
+        self.transact(false, |tasks, now| {
             let key = resolve_in(tasks, id)?;
             let task = tasks.get_mut(&key)?.expect("resolved ids exist");
             let change = machine::apply(task, op, actor, now)
@@ -357,7 +374,7 @@ impl<B: Backend> Store<B> {
     /// Claim the oldest working task that no live lease holds, if any, in one
     /// locked step (so two workers never take the same task).
     pub fn claim_next(&self, holder: &str, lease: Duration) -> Result<Option<Task>, StoreError> {
-        self.transact(|tasks, now| {
+        self.transact(false, |tasks, now| {
             // A task whose lease lapsed is free again, also for the holder
             // that let it lapse (a worker restarted under the same name).
             let next = tasks
@@ -399,7 +416,7 @@ impl<B: Backend> Store<B> {
             })?;
             return Ok(plan.expect("the snapshot was read"));
         }
-        self.transact(|tasks, now| {
+        self.transact(false, |tasks, now| {
             let report = report::plan_reclaim(tasks.summaries(), older_than, now, false);
             fail_reclaimed(tasks, &report, older_than, now)?;
             let write = !report.reclaimed.is_empty();
@@ -417,7 +434,7 @@ impl<B: Backend> Store<B> {
         previewed: &[(String, u64)],
         older_than: Duration,
     ) -> Result<ReclaimReport, StoreError> {
-        self.transact(|tasks, now| {
+        self.transact(false, |tasks, now| {
             let mut plan = report::plan_reclaim(tasks.summaries(), older_than, now, false);
             let seen = |id: &str| previewed.iter().find(|(p, _)| p == id).map(|(_, r)| *r);
             let mut skipped: Vec<Skipped> = Vec::new();
@@ -467,7 +484,7 @@ impl<B: Backend> Store<B> {
 
     /// Remove terminal tasks past their retention: `ttl_ms` when set, else `older_than`.
     pub fn prune(&self, older_than: Duration) -> Result<PruneReport, StoreError> {
-        self.transact(|tasks, now| {
+        self.transact(false, |tasks, now| {
             let report = report::plan_prune(tasks.summaries(), older_than, now);
             for p in &report.removed {
                 tasks.remove(&p.task_id);
