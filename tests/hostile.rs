@@ -220,3 +220,21 @@ fn a_symlink_planted_at_the_lock_path_is_not_followed() {
     assert_eq!(fs::read_to_string(&victim).expect("read"), "precious");
     assert!(!store.exists());
 }
+
+#[test]
+fn temp_files_left_by_killed_writers_are_removed_by_the_next_writer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("tasks.json");
+    assert!(rudder(&store, &["create"]).status.success());
+    // What a writer killed between creating its temp file and renaming it leaves.
+    let stale = dir.path().join("tasks.json.tmp.4242.0123456789abcdef");
+    fs::write(&stale, "{\"half\": ").expect("write");
+    let unrelated = dir.path().join("tasks.json.bak");
+    fs::write(&unrelated, "keep").expect("write");
+    // A refused operation does not tidy up: it writes nothing at all.
+    assert_eq!(rudder(&store, &["cancel", "nope"]).status.code(), Some(3));
+    assert!(stale.exists());
+    assert!(rudder(&store, &["create"]).status.success());
+    assert!(!stale.exists(), "the stale temp file is gone");
+    assert!(unrelated.exists(), "other files are left alone");
+}

@@ -37,6 +37,8 @@ pub struct FileBackend {
     lock_path: PathBuf,
     lock_timeout: Duration,
     fs: Arc<dyn Fs>,
+    /// Whether leftover temp files were looked for already.
+    swept: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for FileBackend {
@@ -78,6 +80,7 @@ impl FileBackend {
             lock_path,
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
             fs,
+            swept: Arc::default(),
         }
     }
 
@@ -198,7 +201,35 @@ impl FileBackend {
                 "fsync the store directory (the change is visible but may not survive a power loss)",
                 e,
             )
-        })
+        })?;
+        if !self.swept.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            self.remove_stale_temps(&dir);
+        }
+        Ok(())
+    }
+
+    /// Remove temp files that writers killed between creating and renaming
+    /// them left behind. Only a lock holder ever creates a temp file, so
+    /// while this writer holds the lock any other one is garbage. Done once
+    /// per backend, after the write is durable; failures are harmless.
+    fn remove_stale_temps(&self, dir: &Path) {
+        let Some(name) = self.target.file_name() else {
+            return;
+        };
+        let mut prefix = name.to_os_string();
+        prefix.push(".tmp.");
+        let prefix = prefix.to_string_lossy().into_owned();
+        let Ok(entries) = self.fs.list_dir(dir) else {
+            return;
+        };
+        for path in entries {
+            if path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+            {
+                let _ = self.fs.remove_file(&path);
+            }
+        }
     }
 }
 

@@ -53,6 +53,8 @@ pub trait Fs: Send + Sync {
     /// `fsync` a directory, making renames and creations in it durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// The paths of the entries of `dir`.
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<std::path::PathBuf>>;
     /// Take the exclusive lock on the sidecar lock file `path` (created 0600
     /// if missing, never deleted), waiting at most `timeout`.
     fn lock(&self, path: &Path, timeout: Duration) -> Result<LockGuard, LockFailure>;

@@ -81,6 +81,12 @@ impl Fs for RealFs {
         fs::remove_file(path)
     }
 
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
+        fs::read_dir(dir)?
+            .map(|entry| entry.map(|e| e.path()))
+            .collect()
+    }
+
     fn lock(&self, path: &Path, timeout: Duration) -> Result<LockGuard, LockFailure> {
         let existed = path.exists();
         // Never follow a symlink planted at the lock path: the pid written

@@ -18,6 +18,7 @@ pub enum FsCall {
     Rename(PathBuf, PathBuf),
     SyncDir(PathBuf),
     Remove(PathBuf),
+    ListDir(PathBuf),
     Lock(PathBuf),
 }
 
@@ -268,6 +269,15 @@ impl Fs for SimFs {
             .remove(path)
             .map(|_| ())
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    }
+
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        let s = self.enter(FsCall::ListDir(dir.to_path_buf()))?;
+        Ok(s.names
+            .keys()
+            .filter(|p| parent(p) == dir)
+            .cloned()
+            .collect())
     }
 
     fn lock(&self, path: &Path, _timeout: Duration) -> Result<LockGuard, LockFailure> {
