@@ -17,6 +17,13 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
+    // The store reads it when it opens; a typo must not silently mean 30 s.
+    if let Some(text) = std::env::var_os("RUDDER_LOCK_TIMEOUT")
+        && let Err(e) = rudder::duration::parse_duration(&text.to_string_lossy())
+    {
+        eprintln!("rudder: RUDDER_LOCK_TIMEOUT: {e}");
+        return ExitCode::from(rudder::cli::EXIT_USAGE as u8);
+    }
     // The demo and its simulated worker never touch $RUDDER_STORE: seeding
     // incidents into a real store, or letting a simulated diagnosis fail
     // real tasks, would be a nasty surprise.

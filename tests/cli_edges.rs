@@ -171,3 +171,18 @@ fn a_task_id_that_appears_twice_is_corrupt_not_dropped() {
     }
     assert_eq!(std::fs::read_to_string(&store).expect("read"), text);
 }
+
+#[test]
+fn an_unreadable_lock_timeout_is_a_usage_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = rudder()
+        .arg("--store")
+        .arg(dir.path().join("tasks.json"))
+        .env("RUDDER_LOCK_TIMEOUT", "soon")
+        .arg("create")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("RUDDER_LOCK_TIMEOUT"));
+    assert!(!dir.path().join("tasks.json").exists());
+}
