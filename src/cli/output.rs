@@ -6,7 +6,7 @@ use std::fmt::Write;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::Value;
 
-use crate::store::{Outcome, PruneReport, ReclaimReport, human_duration};
+use crate::store::{Outcome, PruneReport, ReclaimReport, human_duration, ms};
 use crate::task::{Change, Status, Task};
 use crate::text::{clean, sanitize};
 
@@ -16,10 +16,7 @@ pub fn sanitize_line(s: &str) -> String {
 
 fn ago(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
     match at {
-        Some(at) => format!(
-            "{} ago",
-            human_duration((now - at).num_milliseconds().max(0) as u64)
-        ),
+        Some(at) => format!("{} ago", human_duration(ms(now - at))),
         None => "-".into(),
     }
 }
@@ -157,12 +154,7 @@ pub fn task_detail(t: &Task, now: DateTime<Utc>) -> String {
         let mut prev: Option<DateTime<Utc>> = None;
         for h in &t.history {
             let took = prev
-                .map(|p| {
-                    format!(
-                        "+{}",
-                        human_duration((h.at - p).num_milliseconds().max(0) as u64)
-                    )
-                })
+                .map(|p| format!("+{}", human_duration(ms(h.at - p))))
                 .unwrap_or_default();
             let _ = writeln!(
                 o,

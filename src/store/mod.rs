@@ -29,7 +29,7 @@ pub use codec::{MAX_STORE_BYTES, decode, encode};
 pub use error::StoreError;
 pub use file::{DEFAULT_LOCK_TIMEOUT, FileBackend};
 pub use index::Summary;
-pub use report::{PruneReport, Pruned, ReclaimReport, Reclaimed, Skipped, human_duration};
+pub use report::{PruneReport, Pruned, ReclaimReport, Reclaimed, Skipped, human_duration, ms};
 pub use txn::Transaction;
 
 use crate::schema;

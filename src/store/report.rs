@@ -58,7 +58,9 @@ pub struct PruneReport {
     pub skipped: Vec<Skipped>,
 }
 
-fn ms(d: chrono::TimeDelta) -> u64 {
+/// A non-negative time span in whole milliseconds (negative spans, from
+/// clocks that disagree, count as zero).
+pub fn ms(d: chrono::TimeDelta) -> u64 {
     d.num_milliseconds().max(0) as u64
 }
 

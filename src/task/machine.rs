@@ -58,7 +58,6 @@ pub enum Op {
 /// The name of an operation, for messages and reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OpKind {
-    Create,
     RequestInput,
     ProvideInput,
     Heartbeat,
@@ -68,13 +67,11 @@ pub enum OpKind {
     Claim,
     Release,
     Reclaim,
-    Prune,
 }
 
 impl OpKind {
     pub fn as_str(self) -> &'static str {
         match self {
-            OpKind::Create => "create",
             OpKind::RequestInput => "request input for",
             OpKind::ProvideInput => "provide input to",
             OpKind::Heartbeat => "heartbeat",
@@ -84,7 +81,6 @@ impl OpKind {
             OpKind::Claim => "claim",
             OpKind::Release => "release",
             OpKind::Reclaim => "reclaim",
-            OpKind::Prune => "prune",
         }
     }
 }

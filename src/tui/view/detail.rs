@@ -9,7 +9,7 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 use serde_json::Value;
 
 use super::{Theme, absolute, relative};
-use crate::store::human_duration;
+use crate::store::{human_duration, ms};
 use crate::task::Task;
 use crate::text::clean;
 use crate::tui::app::App;
@@ -37,10 +37,6 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) 
             .scroll((app.detail_scroll, 0)),
         area,
     );
-}
-
-fn ms(d: chrono::TimeDelta) -> u64 {
-    d.num_milliseconds().max(0) as u64
 }
 
 fn when(now: DateTime<Utc>, at: Option<DateTime<Utc>>) -> String {
