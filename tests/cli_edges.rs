@@ -186,3 +186,14 @@ fn an_unreadable_lock_timeout_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("RUDDER_LOCK_TIMEOUT"));
     assert!(!dir.path().join("tasks.json").exists());
 }
+
+#[test]
+fn read_only_is_accepted_before_and_after_watch() {
+    use clap::Parser;
+    use rudder::cli::{Cli, Command};
+    let top = Cli::try_parse_from(["rudder", "--read-only"]).expect("rudder --read-only");
+    assert!(top.read_only && top.command.is_none());
+    let sub = Cli::try_parse_from(["rudder", "watch", "--read-only"]).expect("watch --read-only");
+    assert!(matches!(sub.command, Some(Command::Watch(a)) if a.read_only));
+    assert!(Cli::try_parse_from(["rudder", "list", "--read-only"]).is_err());
+}

@@ -107,12 +107,8 @@ impl FileBackend {
         &self.path
     }
 
-    /// The sidecar lock file.
-    pub fn lock_path(&self) -> &Path {
-        &self.lock_path
-    }
-
-    fn dir(&self) -> PathBuf {
+    /// The directory the data lives in (writes and watching happen there).
+    pub fn dir(&self) -> PathBuf {
         match self.target.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -234,10 +230,6 @@ impl FileBackend {
 }
 
 impl Backend for FileBackend {
-    fn location(&self) -> String {
-        self.path.display().to_string()
-    }
-
     fn load(&self) -> Result<TaskMap, StoreError> {
         Ok(self.load_existing()?.unwrap_or_default())
     }
@@ -257,10 +249,6 @@ impl Backend for FileBackend {
         }
     }
 
-    /// Every task is checked (a file that is not a valid store is refused
-    /// with the position of the problem, having written nothing), but only
-    /// the tasks `f` reads or changes are parsed in full, and on commit only
-    /// the changed ones are serialized: the others are copied as they were.
     fn exists(&self) -> Result<bool, StoreError> {
         self.fs
             .mode(&self.target)
@@ -268,6 +256,10 @@ impl Backend for FileBackend {
             .map_err(|e| StoreError::io(&self.path, "stat the store to see whether it exists", e))
     }
 
+    /// Every task is checked (a file that is not a valid store is refused
+    /// with the position of the problem, having written nothing), but only
+    /// the tasks `f` reads or changes are parsed in full, and on commit only
+    /// the changed ones are serialized: the others are copied as they were.
     fn transaction(
         &self,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,

@@ -39,8 +39,6 @@ use crate::task::{Actor, Change, HistoryEntry, Op, OpKind, Progress, Status, Tas
 /// Where tasks are kept. Implementations must make `transact` atomic and
 /// isolated with respect to every other process using the same store.
 pub trait Backend: Send + Sync {
-    /// A human-readable name of the store (its path), for messages.
-    fn location(&self) -> String;
     /// Read all tasks without taking the lock (a consistent snapshot).
     fn load(&self) -> Result<TaskMap, StoreError>;
 
@@ -436,45 +434,36 @@ impl<B: Backend> Store<B> {
     ) -> Result<ReclaimReport, StoreError> {
         self.transact(false, |tasks, now| {
             let mut plan = report::plan_reclaim(tasks.summaries(), older_than, now, false);
-            let seen = |id: &str| previewed.iter().find(|(p, _)| p == id).map(|(_, r)| *r);
-            let mut skipped: Vec<Skipped> = Vec::new();
-            plan.reclaimed.retain(|r| match seen(&r.task_id) {
-                None => false,
-                Some(rev) => {
-                    let now_rev = tasks.summary(&r.task_id).map_or(rev, |t| t.revision);
-                    if now_rev != rev {
-                        skipped.push(Skipped {
-                            task_id: r.task_id.clone(),
-                            status: r.status_before,
-                            reason: format!(
-                                "changed since the preview (revision {rev}, now {now_rev})"
-                            ),
-                        });
+            let mut reclaimed = Vec::new();
+            let mut skipped = Vec::new();
+            for (id, seen) in previewed {
+                let current = tasks.summary(id).map(|t| (t.status, t.revision));
+                let planned = plan.reclaimed.iter().position(|r| &r.task_id == id);
+                let skip = |status, reason: String| Skipped {
+                    task_id: id.clone(),
+                    status,
+                    reason,
+                };
+                match (planned, current) {
+                    (Some(i), Some((_, revision))) if revision == *seen => {
+                        reclaimed.push(plan.reclaimed.swap_remove(i));
                     }
-                    now_rev == rev
+                    (Some(_), Some((status, revision))) => skipped.push(skip(
+                        status,
+                        format!("changed since the preview (revision {seen}, now {revision})"),
+                    )),
+                    (_, Some((status, _))) => skipped.push(
+                        plan.skipped
+                            .iter()
+                            .find(|s| &s.task_id == id)
+                            .cloned()
+                            .unwrap_or_else(|| skip(status, format!("it is {status} now"))),
+                    ),
+                    // Only finished tasks are pruned, so it finished first.
+                    (_, None) => skipped.push(skip(Status::Failed, "it no longer exists".into())),
                 }
-            });
-            for (id, _) in previewed {
-                if plan.reclaimed.iter().any(|r| &r.task_id == id)
-                    || skipped.iter().any(|s| &s.task_id == id)
-                {
-                    continue;
-                }
-                let reason = plan.skipped.iter().find(|s| &s.task_id == id);
-                skipped.push(match (reason, tasks.summary(id)) {
-                    (Some(s), _) => s.clone(),
-                    (None, Some(t)) => Skipped {
-                        task_id: id.clone(),
-                        status: t.status,
-                        reason: format!("it is {} now", t.status),
-                    },
-                    (None, None) => Skipped {
-                        task_id: id.clone(),
-                        status: Status::Failed,
-                        reason: "it no longer exists".into(),
-                    },
-                });
             }
+            plan.reclaimed = reclaimed;
             plan.skipped = skipped;
             fail_reclaimed(tasks, &plan, older_than, now)?;
             let write = !plan.reclaimed.is_empty();
@@ -518,11 +507,6 @@ fn fail_reclaimed(
 }
 
 /// Find the key for a full id or a unique prefix of one.
-pub fn resolve(tasks: &TaskMap, id: &str) -> Result<String, StoreError> {
-    resolve_in(tasks, id)
-}
-
-/// [`resolve`] among the tasks of a transaction.
 fn resolve_in(tasks: &dyn Transaction, id: &str) -> Result<String, StoreError> {
     if tasks.contains(id) {
         return Ok(id.to_string());

@@ -121,10 +121,18 @@ struct Reader {
     reads: Arc<AtomicU64>,
     last_good: Arc<TaskMap>,
     last_bytes: Option<Vec<u8>>,
-    /// What was last emitted: 0 nothing yet, 1 snapshot, 2 missing, 3 unreadable.
-    last_kind: u8,
-    last_error: Option<String>,
+    /// What was last emitted.
+    last: Emitted,
     stamp: Stamp,
+}
+
+/// The kind of the last event, to emit only changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Emitted {
+    Nothing,
+    Snapshot,
+    Missing,
+    Unreadable(String),
 }
 
 impl Reader {
@@ -136,24 +144,23 @@ impl Reader {
             Ok(None) => {
                 self.last_bytes = None;
                 self.last_good = Arc::new(TaskMap::new());
-                return self.emit(2, None, FeedEvent::Missing);
+                return self.emit(Emitted::Missing, FeedEvent::Missing);
             }
             Err(e) => return self.unreadable(e.to_string()),
         };
-        if self.last_kind == 1 && self.last_bytes.as_deref() == Some(bytes.as_slice()) {
+        if self.last == Emitted::Snapshot && self.last_bytes.as_deref() == Some(bytes.as_slice()) {
             return None;
         }
         match crate::store::decode(self.backend.path(), &bytes) {
             Ok(tasks) => {
                 let diff = diff(&self.last_good, &tasks, Utc::now());
-                let first = self.last_kind != 1;
+                let first = self.last != Emitted::Snapshot;
                 self.last_bytes = Some(bytes);
                 if !first && diff.is_empty() {
                     return None;
                 }
                 self.last_good = Arc::new(tasks);
-                self.last_kind = 1;
-                self.last_error = None;
+                self.last = Emitted::Snapshot;
                 Some(FeedEvent::Snapshot {
                     tasks: self.last_good.clone(),
                     diff,
@@ -168,16 +175,15 @@ impl Reader {
         let event = FeedEvent::Unreadable {
             message: message.clone(),
         };
-        self.emit(3, Some(message), event)
+        self.emit(Emitted::Unreadable(message), event)
     }
 
     /// Emit a non-snapshot event unless it repeats the last one.
-    fn emit(&mut self, kind: u8, error: Option<String>, event: FeedEvent) -> Option<FeedEvent> {
-        if self.last_kind == kind && self.last_error == error {
+    fn emit(&mut self, kind: Emitted, event: FeedEvent) -> Option<FeedEvent> {
+        if self.last == kind {
             return None;
         }
-        self.last_kind = kind;
-        self.last_error = error;
+        self.last = kind;
         Some(event)
     }
 }
@@ -190,10 +196,7 @@ async fn run(
 ) {
     let target = backend.target().to_path_buf();
     let name = target.file_name().map(|n| n.to_os_string());
-    let dir = match target.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let dir = backend.dir();
     let (poke_tx, mut poke_rx) = mpsc::unbounded_channel::<()>();
     let make_watcher = || -> Option<RecommendedWatcher> {
         if !options.notify {
@@ -226,8 +229,7 @@ async fn run(
         reads,
         last_good: Arc::new(TaskMap::new()),
         last_bytes: None,
-        last_kind: 0,
-        last_error: None,
+        last: Emitted::Nothing,
         stamp: None,
     };
     let mut tick = tokio::time::interval(options.stat_interval);
