@@ -53,9 +53,8 @@ fn main() -> Result<()> {
     seed::seed(&store).context("seed the demo incidents")?;
     let seeded = store.load()?;
     let by_incident = |name: &str| -> Result<String> {
-        store
-            .list(&[])?
-            .into_iter()
+        seeded
+            .values()
             .find(|t| {
                 t.request
                     .as_ref()
@@ -63,7 +62,7 @@ fn main() -> Result<()> {
                     .and_then(|v| v.as_str())
                     == Some(name)
             })
-            .map(|t| t.task_id)
+            .map(|t| t.task_id.clone())
             .with_context(|| format!("{name} is seeded"))
     };
     let worker = "worker-4242";
@@ -71,6 +70,13 @@ fn main() -> Result<()> {
     let actor = Actor::Worker {
         holder: worker,
         lease,
+    };
+    // Claim an incident's task at minute:second.
+    let claim = |name: &str, minutes: i64, seconds: i64| -> Result<String> {
+        let id = by_incident(name)?;
+        at(minutes, seconds);
+        store.claim(&id, worker, lease)?;
+        Ok(id)
     };
     let step = |id: &str, done: u64, fraction: f64| -> Result<()> {
         let task = store.get(id)?;
@@ -89,9 +95,7 @@ fn main() -> Result<()> {
     };
 
     // INC-1046 ran first and concluded.
-    let done = by_incident("INC-1046")?;
-    at(0, 5);
-    store.claim(&done, worker, lease)?;
+    let done = claim("INC-1046", 0, 5)?;
     for s in 0..4 {
         at(1 + s as i64, 0);
         step(&done, s, 0.5)?;
@@ -109,9 +113,7 @@ fn main() -> Result<()> {
     store.complete(&done, result, actor)?;
 
     // INC-1044 found no traces to follow.
-    let failed = by_incident("INC-1044")?;
-    at(6, 0);
-    store.claim(&failed, worker, lease)?;
+    let failed = claim("INC-1044", 6, 0)?;
     step(&failed, 1, 0.2)?;
     at(7, 10);
     store.fail(
@@ -121,9 +123,7 @@ fn main() -> Result<()> {
     )?;
 
     // INC-1043 names no service and waits for a person.
-    let waiting = by_incident("INC-1043")?;
-    at(8, 0);
-    store.claim(&waiting, worker, lease)?;
+    let waiting = claim("INC-1043", 8, 0)?;
     step(&waiting, 1, 0.0)?;
     at(8, 40);
     store.request_input(
@@ -135,9 +135,7 @@ fn main() -> Result<()> {
 
     // Two diagnoses mid-way.
     for (name, steps, fraction) in [("INC-1042", 2, 0.6), ("INC-1047", 1, 0.3)] {
-        let id = by_incident(name)?;
-        at(9, 0);
-        store.claim(&id, worker, lease)?;
+        let id = claim(name, 9, 0)?;
         at(11, 50);
         step(&id, steps, fraction)?;
     }

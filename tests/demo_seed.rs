@@ -4,8 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rudder::demo::scenarios::Scenarios;
 use rudder::demo::seed::{self, FreshError};
@@ -14,24 +13,13 @@ use rudder::demo::worker::PARENT_ENV;
 use rudder::tui::{WorkerControl, WorkerState};
 use rudder::{NewTask, Status, Store};
 
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(value) = f() {
-            return value;
-        }
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        sleep(Duration::from_millis(25));
-    }
-}
+mod demo_common;
+use demo_common::{rudder, store_in_tempdir, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
 fn demo_store() -> (tempfile::TempDir, PathBuf, Store) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("rudder-demo.json");
-    let store = Store::open(&path);
-    (dir, path, store)
+    store_in_tempdir("rudder-demo.json")
 }
 
 fn ids(store: &Store) -> Vec<String> {
@@ -112,12 +100,16 @@ fn process_mentions(needle: &str) -> bool {
 }
 
 fn run_demo(path: &Path) {
+    let mut demo = rudder();
+    demo.arg("demo").arg("--store").arg(path);
+    run_demo_command(demo);
+}
+
+/// Run `demo` (a `rudder demo` command) until it exits.
+fn run_demo_command(mut demo: Command) {
     // Without a terminal the TUI cannot start: the demo seeds, starts its
     // worker, fails to open the TUI, and must stop the worker on its way out.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rudder"))
-        .arg("demo")
-        .arg("--store")
-        .arg(path)
+    let mut child = demo
         .args(["--speed", "50"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -137,6 +129,10 @@ fn the_demo_seeds_once_and_leaves_no_worker_behind() {
     run_demo(&path);
     let first = ids(&store);
     assert_eq!(first.len(), Scenarios::get().incidents.len());
+    assert_eq!(first.len(), 6, "the README promises six incidents");
+    // The worker logs beside the store, as the README says.
+    let log = path.with_file_name("rudder-demo.json.worker.log");
+    assert!(log.is_file(), "no worker log at {}", log.display());
     run_demo(&path);
     assert_eq!(
         ids(&store),
@@ -149,13 +145,20 @@ fn the_demo_seeds_once_and_leaves_no_worker_behind() {
     });
 }
 
+/// A supervisor of the built binary's workers on `path`, logging to
+/// `worker.log` in `dir`; and that log.
+fn supervisor(dir: &tempfile::TempDir, path: &Path, speed: f64) -> (Supervisor, PathBuf) {
+    let log = dir.path().join("worker.log");
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_rudder"));
+    let supervisor = Supervisor::new(exe, path.to_path_buf(), speed, Some(log.clone()));
+    (supervisor, log)
+}
+
 #[test]
 fn the_supervisor_kills_and_restarts_the_worker() {
     let (dir, path, store) = demo_store();
     seed::seed(&store).expect("seed");
-    let log = dir.path().join("worker.log");
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_rudder"));
-    let mut supervisor = Supervisor::new(exe, path.clone(), 50.0, Some(log.clone()));
+    let (mut supervisor, log) = supervisor(&dir, &path, 50.0);
     assert_eq!(supervisor.state(), WorkerState::NotStarted);
     assert!(supervisor.kill().is_err(), "nothing to kill yet");
 
@@ -223,10 +226,8 @@ fn held_mid_diagnosis(store: &Store) -> (String, u64) {
 fn ending_the_demo_gives_the_leases_back_but_killing_the_worker_does_not() {
     let (dir, path, store) = demo_store();
     seed::seed(&store).expect("seed");
-    let log = dir.path().join("worker.log");
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_rudder"));
     // At speed 4 a diagnosis takes about 14 s: it is under way for long.
-    let mut supervisor = Supervisor::new(exe, path.clone(), 4.0, Some(log.clone()));
+    let (mut supervisor, log) = supervisor(&dir, &path, 4.0);
 
     // Quitting the demo stops the worker: SIGTERM, so it gives its leases
     // back and the next demo resumes the tasks at once.
@@ -262,7 +263,7 @@ fn an_orphaned_demo_worker_exits() {
     let (_dir, path, _store) = demo_store();
     // The worker believes pid 1 started it; its real parent is this test, so
     // it concludes the demo is gone and exits cleanly.
-    let out = Command::new(env!("CARGO_BIN_EXE_rudder"))
+    let out = rudder()
         .arg("worker")
         .arg("--store")
         .arg(&path)
@@ -279,7 +280,7 @@ fn an_orphaned_demo_worker_exits() {
 fn a_bad_speed_is_refused() {
     let (_dir, path, _store) = demo_store();
     for speed in ["0", "-1", "NaN"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_rudder"))
+        let out = rudder()
             .arg("worker")
             .arg("--store")
             .arg(&path)
@@ -291,4 +292,36 @@ fn a_bad_speed_is_refused() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("--speed"), "{stderr}");
     }
+}
+
+/// The README: the demo and the worker use `./rudder-demo.json` unless
+/// `--store` is given, and never `$RUDDER_STORE`.
+#[test]
+fn the_demo_and_the_worker_never_use_rudder_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let real = dir.path().join("real.json");
+
+    let mut demo = rudder();
+    demo.arg("demo")
+        .current_dir(dir.path())
+        .env("RUDDER_STORE", &real);
+    run_demo_command(demo);
+    assert!(!real.exists(), "the demo wrote $RUDDER_STORE");
+    let seeded = ids(&Store::open(dir.path().join("rudder-demo.json")));
+    assert_eq!(seeded.len(), Scenarios::get().incidents.len());
+
+    // An orphaned worker exits at once, after saying which store it is on.
+    let out = rudder()
+        .arg("worker")
+        .current_dir(dir.path())
+        .env("RUDDER_STORE", &real)
+        .env(PARENT_ENV, "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the worker");
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("rudder-demo.json"), "{stderr}");
+    assert!(!stderr.contains("real.json"), "{stderr}");
+    assert!(!real.exists(), "the worker wrote $RUDDER_STORE");
 }

@@ -8,11 +8,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rudder::demo::diagnosis::TOTAL_STEPS;
 use rudder::{Actor, NewTask, Status, Store, StoreError, Task};
 use serde_json::{Value, json};
+
+mod demo_common;
+use demo_common::{rudder, store_in_tempdir, wait_for};
 
 /// A `rudder worker` child, killed when dropped.
 struct Worker {
@@ -29,7 +32,7 @@ impl Worker {
         let log = dir.join(format!("{name}-{n}.log"));
         let out = File::create(&log).expect("create the log");
         let err = out.try_clone().expect("clone the log handle");
-        let child = Command::new(env!("CARGO_BIN_EXE_rudder"))
+        let child = rudder()
             .arg("worker")
             .arg("--store")
             .arg(store)
@@ -44,6 +47,17 @@ impl Worker {
 
     fn log(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wait for the first line of the log that mentions `incident` and
+    /// `word`, and return it.
+    fn wait_for_line(&self, what: &str, incident: &str, word: &str) -> String {
+        wait_for(what, DEADLINE, || {
+            self.log()
+                .lines()
+                .find(|l| l.contains(incident) && l.contains(word))
+                .map(str::to_string)
+        })
     }
 
     /// SIGKILL, like a deploy restarting the process.
@@ -83,25 +97,7 @@ impl Drop for Worker {
     }
 }
 
-/// Poll `f` until it returns `Some`, or panic after `timeout` naming `what`.
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(value) = f() {
-            return value;
-        }
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        sleep(Duration::from_millis(25));
-    }
-}
-
 const DEADLINE: Duration = Duration::from_secs(40);
-
-fn store_in(dir: &tempfile::TempDir) -> (PathBuf, Store) {
-    let path = dir.path().join("tasks.json");
-    let store = Store::open(&path);
-    (path, store)
-}
 
 fn create(store: &Store, request: Value) -> String {
     store
@@ -115,8 +111,32 @@ fn create(store: &Store, request: Value) -> String {
         .task_id
 }
 
+/// INC-1042, which names its service: never asks for input.
+fn create_checkout(store: &Store) -> String {
+    create(
+        store,
+        json!({"incident": "INC-1042", "service": "checkout"}),
+    )
+}
+
 fn get(store: &Store, id: &str) -> Task {
     store.get(id).expect("the task exists")
+}
+
+/// Wait for the task to be completed, and return it.
+fn wait_for_completed(what: &str, store: &Store, id: &str) -> Task {
+    wait_for(what, DEADLINE, || {
+        let t = get(store, id);
+        (t.status == Status::Completed).then_some(t)
+    })
+}
+
+/// How many times the task's history shows it completed.
+fn completions(task: &Task) -> usize {
+    task.history
+        .iter()
+        .filter(|h| h.status == Status::Completed)
+        .count()
 }
 
 fn current_step(task: &Task) -> u64 {
@@ -136,13 +156,9 @@ fn citation_kinds(result: &Value) -> Vec<String> {
 
 #[test]
 fn a_killed_worker_leaves_tasks_where_they_were_and_a_new_one_resumes_them() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (path, store) = store_in(&dir);
+    let (_dir, path, store) = store_in_tempdir("tasks.json");
     let waiting = create(&store, json!({"incident": "INC-1043"}));
-    let running = create(
-        &store,
-        json!({"incident": "INC-1042", "service": "checkout"}),
-    );
+    let running = create_checkout(&store);
 
     let mut first = Worker::start(&path, "first", 20.0);
     wait_for(
@@ -219,12 +235,8 @@ fn a_killed_worker_leaves_tasks_where_they_were_and_a_new_one_resumes_them() {
 
 #[test]
 fn a_cancel_during_a_step_stops_the_diagnosis() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (path, store) = store_in(&dir);
-    let id = create(
-        &store,
-        json!({"incident": "INC-1042", "service": "checkout"}),
-    );
+    let (_dir, path, store) = store_in_tempdir("tasks.json");
+    let id = create_checkout(&store);
     // At speed 4 the second step (call traces) takes 5 s: long enough that
     // a cancel lands inside it.
     let worker = Worker::start(&path, "canceller", 4.0);
@@ -235,13 +247,7 @@ fn a_cancel_during_a_step_stops_the_diagnosis() {
     store
         .cancel(&id, Some("not needed any more".into()))
         .expect("cancel");
-    let line = wait_for("the worker to stop the diagnosis", DEADLINE, || {
-        worker
-            .log()
-            .lines()
-            .find(|l| l.contains("INC-1042") && l.contains("cancelled"))
-            .map(str::to_string)
-    });
+    let line = worker.wait_for_line("the worker to stop the diagnosis", "INC-1042", "cancelled");
     // Stopped inside the step it was running, not at its end.
     assert!(line.contains("cancelled during step 2/4"), "{line}");
     let t = get(&store, &id);
@@ -252,8 +258,7 @@ fn a_cancel_during_a_step_stops_the_diagnosis() {
 
 #[test]
 fn two_workers_on_one_store_run_every_task_exactly_once() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (path, store) = store_in(&dir);
+    let (_dir, path, store) = store_in_tempdir("tasks.json");
     let requests = [
         json!({"incident": "INC-1042", "service": "checkout"}),
         json!({"incident": "INC-1043", "service": "payments"}),
@@ -288,20 +293,14 @@ fn two_workers_on_one_store_run_every_task_exactly_once() {
             .filter(|l| l.contains(" claimed ") && l.contains(&short))
             .count();
         assert_eq!(claims, 1, "task {id} claimed {claims} times:\n{logs}");
-        let completions = task
-            .history
-            .iter()
-            .filter(|h| h.status == Status::Completed)
-            .count();
-        assert_eq!(completions, 1);
+        assert_eq!(completions(&task), 1);
     }
     assert!(!logs.contains("refused"), "{logs}");
 }
 
 #[test]
 fn a_worker_restarted_under_the_same_name_resumes_the_task_once_the_lease_lapsed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (path, store) = store_in(&dir);
+    let (_dir, path, store) = store_in_tempdir("tasks.json");
     let id = create(
         &store,
         json!({"incident": "INC-1047", "service": "inventory"}),
@@ -327,10 +326,7 @@ fn a_worker_restarted_under_the_same_name_resumes_the_task_once_the_lease_lapsed
         Some(holder)
     });
     assert!(new.starts_with("same#"), "{new}");
-    let task = wait_for("the task completed", DEADLINE, || {
-        let t = get(&store, &id);
-        (t.status == Status::Completed).then_some(t)
-    });
+    let task = wait_for_completed("the task completed", &store, &id);
     let result = task.result.expect("a result");
     assert_eq!(result["worker"]["name"], "same");
     assert!(result["worker"]["resumed_after_step"].as_u64() >= Some(1));
@@ -338,12 +334,8 @@ fn a_worker_restarted_under_the_same_name_resumes_the_task_once_the_lease_lapsed
 
 #[test]
 fn sigterm_gives_the_lease_back_and_exits() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (path, store) = store_in(&dir);
-    let id = create(
-        &store,
-        json!({"incident": "INC-1042", "service": "checkout"}),
-    );
+    let (_dir, path, store) = store_in_tempdir("tasks.json");
+    let id = create_checkout(&store);
     // At speed 4 a diagnosis takes about 14 s: it is under way for long.
     let mut worker = Worker::start(&path, "polite", 4.0);
     let reached = wait_for("the first step done", DEADLINE, || {
@@ -378,12 +370,8 @@ fn sigterm_gives_the_lease_back_and_exits() {
 /// stands.
 #[test]
 fn a_zombie_holder_is_refused_once_its_lease_was_taken_over() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_, store) = store_in(&dir);
-    let id = create(
-        &store,
-        json!({"incident": "INC-1042", "service": "checkout"}),
-    );
+    let (_dir, _, store) = store_in_tempdir("tasks.json");
+    let id = create_checkout(&store);
     let short = Duration::from_millis(100);
     let long = Duration::from_secs(60);
     store.claim(&id, "zombie", short).expect("claim");
@@ -446,12 +434,8 @@ fn stop_outside_the_lock(worker: &Worker, store_path: &Path) {
 
 #[test]
 fn a_stalled_worker_cannot_overwrite_its_successors_result() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (path, store) = store_in(&dir);
-    let id = create(
-        &store,
-        json!({"incident": "INC-1042", "service": "checkout"}),
-    );
+    let (_dir, path, store) = store_in_tempdir("tasks.json");
+    let id = create_checkout(&store);
     let stalled = Worker::start(&path, "stalled", 20.0);
     wait_for("the first step done", DEADLINE, || {
         let t = get(&store, &id);
@@ -465,10 +449,7 @@ fn a_stalled_worker_cannot_overwrite_its_successors_result() {
     });
 
     let _successor = Worker::start(&path, "successor", 20.0);
-    let done = wait_for("the successor to complete the task", DEADLINE, || {
-        let t = get(&store, &id);
-        (t.status == Status::Completed).then_some(t)
-    });
+    let done = wait_for_completed("the successor to complete the task", &store, &id);
     assert_eq!(
         done.result.as_ref().map(|r| &r["worker"]["name"]),
         Some(&json!("successor"))
@@ -476,13 +457,7 @@ fn a_stalled_worker_cannot_overwrite_its_successors_result() {
 
     // The stalled worker wakes up mid-step and tries to go on.
     stalled.signal("CONT");
-    let line = wait_for("the stalled worker to be refused", DEADLINE, || {
-        stalled
-            .log()
-            .lines()
-            .find(|l| l.contains("INC-1042") && l.contains("refused"))
-            .map(str::to_string)
-    });
+    let line = stalled.wait_for_line("the stalled worker to be refused", "INC-1042", "refused");
     assert!(line.contains("stopped"), "{line}");
     println!("the stalled worker said: {line}");
     let after = get(&store, &id);
@@ -496,12 +471,8 @@ fn a_stalled_worker_cannot_overwrite_its_successors_result() {
 /// name the stalled one's writes were accepted; now they are refused.
 #[test]
 fn a_stalled_worker_is_refused_once_a_worker_of_the_same_name_took_over() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (path, store) = store_in(&dir);
-    let id = create(
-        &store,
-        json!({"incident": "INC-1042", "service": "checkout"}),
-    );
+    let (_dir, path, store) = store_in_tempdir("tasks.json");
+    let id = create_checkout(&store);
     // Speed 10: a lease of 3 s, and steps 2 to 4 take almost 5 s, so the
     // successor is still at work when the stalled worker wakes up.
     let stalled = Worker::start(&path, "same", 10.0);
@@ -513,22 +484,15 @@ fn a_stalled_worker_is_refused_once_a_worker_of_the_same_name_took_over() {
     });
     let successor = Worker::start(&path, "same", 10.0);
     stop_outside_the_lock(&stalled, &path);
-    wait_for("the other worker to take the task over", DEADLINE, || {
-        let log = successor.log();
-        log.lines()
-            .any(|l| l.contains("INC-1042") && l.contains("claimed"))
-            .then_some(())
-    });
+    successor.wait_for_line(
+        "the other worker to take the task over",
+        "INC-1042",
+        "claimed",
+    );
     let second = get(&store, &id).claimed_by.expect("the successor's lease");
 
     stalled.signal("CONT");
-    let line = wait_for("the stalled worker to be refused", DEADLINE, || {
-        stalled
-            .log()
-            .lines()
-            .find(|l| l.contains("INC-1042") && l.contains("refused"))
-            .map(str::to_string)
-    });
+    let line = stalled.wait_for_line("the stalled worker to be refused", "INC-1042", "refused");
     // Refused for the lease, while the task was still being worked on (not
     // merely because it was finished by then).
     assert!(
@@ -537,22 +501,14 @@ fn a_stalled_worker_is_refused_once_a_worker_of_the_same_name_took_over() {
     );
     assert_ne!(second, first, "two processes, two holders");
     assert!(second.starts_with("same#"), "{second}");
-    let done = wait_for("the successor to complete the task", DEADLINE, || {
-        let t = get(&store, &id);
-        (t.status == Status::Completed).then_some(t)
-    });
+    let done = wait_for_completed("the successor to complete the task", &store, &id);
     let result = done.result.as_ref().expect("a result");
     // The stalled worker started at step 0; its successor resumed mid-way.
     assert!(
         result["worker"]["resumed_after_step"].as_u64() >= Some(1),
         "{result}"
     );
-    let completions = done
-        .history
-        .iter()
-        .filter(|h| h.status == Status::Completed)
-        .count();
-    assert_eq!(completions, 1);
+    assert_eq!(completions(&done), 1);
     assert!(successor.log().contains("completed"), "{}", successor.log());
     assert!(!stalled.log().contains("completed"), "{}", stalled.log());
     let after = get(&store, &id);

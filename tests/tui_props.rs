@@ -85,8 +85,7 @@ proptest! {
                             tasks.shift_remove(&id(n));
                         }
                     }
-                    let diff = rudder::watch::diff(&before, &tasks, now());
-                    app.on_feed(FeedEvent::Snapshot { tasks: std::sync::Arc::new(tasks.clone()), diff });
+                    app.on_feed(snapshot_after(&before, tasks.clone()));
                 }
                 Step::Missing => {
                     app.on_feed(FeedEvent::Missing);

@@ -50,18 +50,10 @@ fn list() {
     tasks.get_mut(&id(5)).expect("fixture").status = Status::Cancelled;
     let t = tasks.get_mut(&id(2)).expect("fixture");
     t.status_message = Some("checking lag on replica 3".into());
-    let diff = rudder::watch::diff(&fixture(), &tasks, now());
-    app.on_feed(FeedEvent::Snapshot {
-        tasks: std::sync::Arc::new(tasks.clone()),
-        diff,
-    });
+    app.on_feed(snapshot_after(&fixture(), tasks.clone()));
     let mut later = tasks.clone();
     later.get_mut(&id(6)).expect("fixture").status = Status::Failed;
-    let diff = rudder::watch::diff(&tasks, &later, now());
-    app.on_feed(FeedEvent::Snapshot {
-        tasks: std::sync::Arc::new(later),
-        diff,
-    });
+    app.on_feed(snapshot_after(&tasks, later));
     insta::assert_snapshot!(render(&mut app));
 }
 
@@ -214,13 +206,7 @@ fn unreadable_store_banner() {
 fn paused_with_changes_pending() {
     let mut app = app_with(fixture());
     app.handle_key(ch('p'));
-    let mut tasks = fixture();
-    tasks.get_mut(&id(2)).expect("fixture").status = Status::Completed;
-    let diff = rudder::watch::diff(&fixture(), &tasks, now());
-    app.on_feed(FeedEvent::Snapshot {
-        tasks: std::sync::Arc::new(tasks),
-        diff,
-    });
+    app.on_feed(task_2_completed());
     insta::assert_snapshot!(render(&mut app));
 }
 

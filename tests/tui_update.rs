@@ -552,6 +552,7 @@ fn text_and_status_filters_and_esc_clears_them() {
     app.handle_key(key(KeyCode::Enter));
     assert!(app.filter.editing.is_none());
     assert_eq!(app.filter.text, "inc-10");
+    assert_eq!(app.rows.len(), 3, "Enter keeps the filter");
     app.handle_key(ch('2')); // working
     assert_eq!(app.rows.len(), 1);
     assert_eq!(selected(&app), Some(id(2).as_str()));
@@ -629,13 +630,7 @@ fn pause_holds_changes_back_and_resume_applies_them() {
     let mut app = app_with(fixture());
     app.handle_key(ch('p'));
     assert!(app.paused);
-    let mut tasks = fixture();
-    tasks.get_mut(&id(2)).expect("fixture").status = Status::Completed;
-    let diff = rudder::watch::diff(&fixture(), &tasks, now());
-    app.on_feed(FeedEvent::Snapshot {
-        tasks: Arc::new(tasks),
-        diff,
-    });
+    app.on_feed(task_2_completed());
     assert_eq!(app.pending_changes, 1);
     assert_eq!(app.tasks[&id(2)].status, Status::Working, "held back");
     app.handle_key(ch('p'));
@@ -648,6 +643,24 @@ fn pause_holds_changes_back_and_resume_applies_them() {
 }
 
 #[test]
+fn changed_rows_flash_for_two_seconds() {
+    // README: "changed rows flash for two seconds".
+    let mut app = app_with(fixture());
+    assert!(app.flashes.is_empty(), "the first snapshot is not news");
+    app.on_feed(task_2_completed());
+    assert!(app.flashing(&id(2)));
+    assert!(!app.flashing(&id(1)), "only changed rows flash");
+    app.tick(now() + TimeDelta::milliseconds(1999));
+    assert!(
+        app.flashing(&id(2)),
+        "still flashing just before two seconds"
+    );
+    app.tick(now() + TimeDelta::seconds(2));
+    assert!(!app.flashing(&id(2)), "over after two seconds");
+    assert!(app.flashes.is_empty(), "expired flashes are dropped");
+}
+
+#[test]
 fn a_missing_or_unreadable_file_while_paused_loses_no_transition() {
     for state in [
         FeedEvent::Unreadable {
@@ -657,13 +670,7 @@ fn a_missing_or_unreadable_file_while_paused_loses_no_transition() {
     ] {
         let mut app = app_with(fixture());
         app.handle_key(ch('p'));
-        let mut tasks = fixture();
-        tasks.get_mut(&id(2)).expect("fixture").status = Status::Completed;
-        let diff = rudder::watch::diff(&fixture(), &tasks, now());
-        app.on_feed(FeedEvent::Snapshot {
-            tasks: Arc::new(tasks),
-            diff,
-        });
+        app.on_feed(task_2_completed());
         app.on_feed(state.clone());
         assert_eq!(app.watch, WatchState::Live, "held back");
         app.handle_key(ch('p'));
@@ -749,6 +756,35 @@ fn mouse_click_selects_and_scroll_moves() {
     };
     app.handle_event(&crossterm::event::Event::Mouse(scroll));
     assert_eq!(app.cursor, 5);
+}
+
+#[test]
+fn d_u_and_the_wheel_over_the_detail_pane_scroll_it() {
+    // README: "scroll with `d`/`u` or the wheel".
+    let mut app = app_with(fixture());
+    app.handle_key(ch('d'));
+    app.handle_key(ch('d'));
+    assert_eq!(app.detail_scroll, 6);
+    app.handle_key(ch('u'));
+    assert_eq!(app.detail_scroll, 3);
+    app.detail_area = ratatui::layout::Rect::new(0, 20, 70, 10);
+    let wheel = MouseEvent {
+        kind: MouseEventKind::ScrollDown,
+        column: 5,
+        row: 25,
+        modifiers: KeyModifiers::NONE,
+    };
+    app.handle_event(&crossterm::event::Event::Mouse(wheel));
+    assert_eq!(app.detail_scroll, 6);
+    assert_eq!(app.cursor, 0, "the wheel over the pane keeps the selection");
+    let up = MouseEvent {
+        kind: MouseEventKind::ScrollUp,
+        ..wheel
+    };
+    app.handle_event(&crossterm::event::Event::Mouse(up));
+    assert_eq!(app.detail_scroll, 3);
+    app.handle_key(ch('j'));
+    assert_eq!(app.detail_scroll, 0, "another task is shown from the top");
 }
 
 #[test]

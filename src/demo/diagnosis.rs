@@ -75,13 +75,10 @@ impl Plan {
     /// Read the plan from the task as stored.
     pub fn of(task: &Task) -> Plan {
         let field = |v: &Option<Value>, name: &str| v.as_ref().and_then(|v| v.get(name)).cloned();
-        let text = |name: &str| {
-            field(&task.input_value, name)
-                .or_else(|| field(&task.request, name))
-                .and_then(|v| v.as_str().map(str::to_string))
-        };
-        let window_minutes = field(&task.input_value, "window_minutes")
-            .or_else(|| field(&task.request, "window_minutes"))
+        // A person's latest answer, else the request.
+        let given =
+            |name: &str| field(&task.input_value, name).or_else(|| field(&task.request, name));
+        let window_minutes = given("window_minutes")
             .and_then(|v| v.as_u64())
             .unwrap_or(Scenarios::get().default_window_minutes)
             // A request is not validated by any schema: keep whatever it says
@@ -89,7 +86,7 @@ impl Plan {
             .clamp(1, MAX_WINDOW_MINUTES);
         Plan {
             incident: field(&task.request, "incident").and_then(|v| v.as_str().map(str::to_string)),
-            service: text("service"),
+            service: given("service").and_then(|v| v.as_str().map(str::to_string)),
             window_minutes,
         }
     }
@@ -312,7 +309,7 @@ impl<'a> Findings<'a> {
         let incident = self.incident()?;
         let data = self.service()?;
         if data.traces.is_empty() {
-            let start = incident.opened_at - chrono::Duration::minutes(self.window() as i64);
+            let start = self.window_start(incident);
             return Err(Stop::Fail(format!(
                 "no call traces of service {} between {} and {} for {}: {}",
                 self.service_name(),
@@ -328,15 +325,16 @@ impl<'a> Findings<'a> {
         Ok(&data.traces[index as usize])
     }
 
-    fn window(&self) -> u64 {
-        self.plan.window_minutes
+    /// When the window before the incident opens.
+    fn window_start(&self, incident: &Incident) -> DateTime<Utc> {
+        incident.opened_at - chrono::Duration::minutes(self.plan.window_minutes as i64)
     }
 
     /// The latest deploy of the service within the window before the incident.
     fn deploy(&self) -> Option<&'static Deploy> {
         let incident = self.incident().ok()?;
         let data = self.service().ok()?;
-        let from = incident.opened_at - chrono::Duration::minutes(self.window() as i64);
+        let from = self.window_start(incident);
         data.deploys
             .iter()
             .filter(|d| d.at <= incident.opened_at && d.at >= from)

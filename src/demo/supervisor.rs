@@ -47,11 +47,6 @@ impl Supervisor {
         store.with_file_name(name)
     }
 
-    /// Where the worker's output goes.
-    pub fn log_path(&self) -> Option<&Path> {
-        self.log.as_deref()
-    }
-
     fn output(&self) -> std::io::Result<(Stdio, Stdio)> {
         match &self.log {
             Some(path) => {

@@ -420,10 +420,11 @@ impl Diagnosis<'_> {
             .ceil()
             .max(1.0) as u32;
         let slice = duration / ticks;
+        let during = || format!("during step {}/{TOTAL_STEPS}", step + 1);
         for tick in 1..=ticks {
             thread::sleep(slice);
             if self.stop.load(Ordering::SeqCst) {
-                let at = format!("during step {}/{TOTAL_STEPS}", step + 1);
+                let at = during();
                 // If this fails the lease simply runs out.
                 return Some(match self.store.release(self.id, &self.config.holder) {
                     Ok(_) => End::Stopped { at },
@@ -434,8 +435,7 @@ impl Diagnosis<'_> {
                 let fraction = f64::from(tick) / f64::from(ticks);
                 let message = diagnosis::step_message(step, self.plan, fraction) + &self.suffix();
                 if let Err(e) = self.heartbeat(message, None) {
-                    let at = format!("during step {}/{TOTAL_STEPS}", step + 1);
-                    return Some(Self::ended(at, e));
+                    return Some(Self::ended(during(), e));
                 }
             }
         }
@@ -545,5 +545,14 @@ mod tests {
 
     fn get(store: &Store, id: &str) -> Task {
         store.get(id).expect("the task exists")
+    }
+
+    /// The README: a lease of 8 s at speed 1, renewed by a heartbeat at
+    /// least every 500 ms, and never shorter than six heartbeats.
+    #[test]
+    fn the_lease_and_the_heartbeat_interval_are_the_documented_ones() {
+        assert_eq!(lease_for(1.0), Duration::from_secs(8));
+        assert_eq!(TICK, Duration::from_millis(500));
+        assert!(lease_for(10_000.0) >= TICK * 6);
     }
 }

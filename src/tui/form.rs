@@ -171,11 +171,7 @@ impl Form {
             .input_schema
             .clone()
             .unwrap_or_else(|| Value::Object(Map::new()));
-        let required: Vec<&str> = schema
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let required = required(&schema);
         let fields = match schema.get("properties").and_then(Value::as_object) {
             Some(props) if !props.is_empty() => props
                 .iter()
@@ -198,6 +194,12 @@ impl Form {
             moved_on: None,
             submitting: false,
         }
+    }
+
+    /// Whether the form is one JSON field for the whole value (a schema
+    /// without `properties`).
+    fn whole(&self) -> bool {
+        matches!(self.fields.as_slice(), [only] if only.name.is_empty())
     }
 
     /// The focused field.
@@ -225,7 +227,7 @@ impl Form {
         for f in &mut self.fields {
             f.error = None;
         }
-        let whole = self.fields.len() == 1 && self.fields[0].name.is_empty();
+        let whole = self.whole();
         let mut obj = Map::new();
         let mut whole_value = None;
         let mut parse_failed = false;
@@ -270,7 +272,7 @@ impl Form {
 
     /// Put each violation at the field its pointer names, or at the form.
     pub fn show_violations(&mut self, violations: &[Violation]) {
-        let whole = self.fields.len() == 1 && self.fields[0].name.is_empty();
+        let whole = self.whole();
         for v in violations {
             let message = sanitize(&v.message).into_owned();
             let target = if whole {
@@ -305,6 +307,15 @@ impl Form {
             self.focus = i;
         }
     }
+}
+
+/// The names an object schema lists as `required`.
+pub(crate) fn required(schema: &Value) -> Vec<&str> {
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
 }
 
 fn field_for(name: &str, prop: &Value, required: bool) -> Field {

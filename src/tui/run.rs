@@ -364,6 +364,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_id_is_copied_with_an_osc_52_sequence() {
+        let mut out = Vec::new();
+        copy_osc52(&mut out, "1a2b3c4d-0000").expect("write to a Vec");
+        assert_eq!(out, b"\x1b]52;c;MWEyYjNjNGQtMDAwMA==\x07");
+    }
+
+    #[test]
     fn only_background_panics_while_the_tui_runs_are_recorded() {
         let panics = Panics::new();
         assert!(

@@ -16,7 +16,7 @@ use crate::store::{ReclaimReport, Store, StoreError};
 use crate::task::{Change, Status};
 use crate::text::sanitize;
 use crate::tui::app::{App, DEFAULT_RECLAIM_AGE, Popup, Tone};
-use crate::tui::form::{FieldKind, Form};
+use crate::tui::form::Form;
 
 /// Something the loop must do outside the state: a store call, the
 /// clipboard, the demo worker.
@@ -362,19 +362,29 @@ impl App {
         let Some(input) = self.filter.editing.as_mut() else {
             return;
         };
+        // Rows are rebuilt only when the filter changed: Enter and cursor
+        // moves leave them as they are (a rebuild sorts every task).
         match key.code {
             KeyCode::Enter => {
                 self.filter.editing = None;
+                return;
             }
             KeyCode::Esc => {
                 self.filter.editing = None;
+                if self.filter.text.is_empty() {
+                    return;
+                }
                 self.filter.text.clear();
             }
             _ => {
                 if let Some(req) = text_request(key) {
                     input.handle(req);
                 }
-                self.filter.text = input.value().to_lowercase();
+                let text = input.value().to_lowercase();
+                if text == self.filter.text {
+                    return;
+                }
+                self.filter.text = text;
             }
         }
         self.rebuild();
@@ -452,20 +462,16 @@ impl App {
             }
             _ => {
                 if let Some(field) = form.focused() {
-                    match (&field.kind, key.code) {
-                        (FieldKind::Toggle(_) | FieldKind::Choice { .. }, KeyCode::Char(' '))
-                        | (FieldKind::Toggle(_) | FieldKind::Choice { .. }, KeyCode::Right) => {
-                            field.cycle(1)
-                        }
-                        (FieldKind::Toggle(_) | FieldKind::Choice { .. }, KeyCode::Left) => {
-                            field.cycle(-1)
-                        }
+                    // Toggles and choices are the fields that take no text.
+                    match key.code {
                         _ if field.is_text() => {
                             if let Some(req) = text_request(key) {
                                 field.input.handle(req);
                                 field.error = None;
                             }
                         }
+                        KeyCode::Char(' ') | KeyCode::Right => field.cycle(1),
+                        KeyCode::Left => field.cycle(-1),
                         _ => {}
                     }
                 }

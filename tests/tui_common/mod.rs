@@ -112,6 +112,22 @@ pub fn snapshot(tasks: TaskMap) -> FeedEvent {
     }
 }
 
+/// A snapshot event for `to`, with its diff from `from` at [`now`].
+pub fn snapshot_after(from: &TaskMap, to: TaskMap) -> FeedEvent {
+    let diff = rudder::watch::diff(from, &to, now());
+    FeedEvent::Snapshot {
+        tasks: Arc::new(to),
+        diff,
+    }
+}
+
+/// The [`fixture`] after task 2 completed, as a snapshot event.
+pub fn task_2_completed() -> FeedEvent {
+    let mut tasks = fixture();
+    tasks.get_mut(&id(2)).expect("fixture").status = Status::Completed;
+    snapshot_after(&fixture(), tasks)
+}
+
 /// An app at [`now`] showing `tasks`.
 pub fn app_with(tasks: TaskMap) -> App {
     let mut app = App::new(Path::new("/srv/rudder/tasks.json"), false, now());

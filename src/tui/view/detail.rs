@@ -167,11 +167,7 @@ fn lines(task: &Task, now: DateTime<Utc>, width: usize, theme: &Theme) -> Vec<Li
 }
 
 fn schema_lines(out: &mut Vec<Line<'static>>, schema: &Value, width: usize) {
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let required = crate::tui::form::required(schema);
     let Some(props) = schema
         .get("properties")
         .and_then(Value::as_object)

@@ -1,0 +1,28 @@
+//! Helpers shared by the demo's integration tests (`demo_seed`, `demo_worker`):
+//! a store in a temp dir, and waiting for a state with a named timeout. The
+//! general helpers of `tests/common` are reused, not copied.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rudder::Store;
+
+#[path = "../common/mod.rs"]
+mod common;
+
+pub use common::rudder;
+
+/// Poll `f` until it returns `Some`, or panic after `timeout` naming `what`.
+pub fn wait_for<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) -> T {
+    common::wait_for(timeout, f).unwrap_or_else(|| panic!("timed out waiting for {what}"))
+}
+
+/// A store named `file` in a fresh temp dir (kept while the `TempDir` lives).
+pub fn store_in_tempdir(file: &str) -> (tempfile::TempDir, PathBuf, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join(file);
+    let store = Store::open(&path);
+    (dir, path, store)
+}
