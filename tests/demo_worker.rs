@@ -257,9 +257,17 @@ fn a_cancel_during_a_step_stops_the_diagnosis() {
     // At speed 4 the second step (call traces) takes 5 s: long enough that
     // a cancel lands inside it.
     let worker = Worker::start(&path, "canceller", 4.0);
+    // Step 1 done (progress 1) is not yet step 2 begun: the worker records
+    // that with a write of its own, and a cancel landing before it stops
+    // the diagnosis "before step 2/4". Wait for step 2's own message.
+    let step_2 = format!("step 2/{TOTAL_STEPS}: ");
     wait_for("the second step to start", DEADLINE, || {
         let t = get(&store, &id);
-        (t.status == Status::Working && current_step(&t) == 1).then_some(())
+        let in_step_2 = t
+            .status_message
+            .as_deref()
+            .is_some_and(|m| m.starts_with(&step_2));
+        (t.status == Status::Working && current_step(&t) == 1 && in_step_2).then_some(())
     });
     store
         .cancel(&id, Some("not needed any more".into()))
