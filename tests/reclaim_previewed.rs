@@ -75,3 +75,55 @@ fn only_unchanged_previewed_tasks_are_reclaimed() {
         "a task that was not previewed is never reclaimed"
     );
 }
+
+#[test]
+fn a_preview_names_each_task_at_its_revision_and_counts_the_active_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let start: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().expect("time");
+    let clock = Arc::new(Mutex::new(start));
+    let c = clock.clone();
+    let store = Store::open(dir.path().join("tasks.json"))
+        .with_clock(Arc::new(move || *c.lock().expect("clock")));
+    let set = |t: DateTime<Utc>| *clock.lock().expect("clock") = t;
+    let idle = store.create(NewTask::default()).expect("create").task;
+    store
+        .heartbeat(&idle.task_id, Some("step 1".into()), None, Actor::Anyone)
+        .expect("heartbeat");
+    set(start + TimeDelta::minutes(30));
+    let active: Vec<_> = (0..50)
+        .map(|_| store.create(NewTask::default()).expect("create").task)
+        .collect();
+    // A task written by a machine whose clock runs an hour ahead.
+    set(start + TimeDelta::minutes(90));
+    let future = store.create(NewTask::default()).expect("create").task;
+    set(start + TimeDelta::minutes(31));
+
+    let preview = store
+        .reclaim(Duration::from_secs(900), true)
+        .expect("preview");
+    assert_eq!(preview.reclaimed.len(), 1);
+    assert_eq!(preview.reclaimed[0].task_id, idle.task_id);
+    assert_eq!(preview.reclaimed[0].revision, 2, "the revision it saw");
+    assert_eq!(preview.active, active.len(), "active tasks are counted");
+    assert_eq!(preview.skipped.len(), 1, "{:?}", preview.skipped);
+    assert_eq!(preview.skipped[0].task_id, future.task_id);
+    assert!(
+        preview.skipped[0].reason.contains("in the future"),
+        "{}",
+        preview.skipped[0].reason
+    );
+    // The preview is all a confirmation needs.
+    let shown: Vec<(String, u64)> = preview
+        .reclaimed
+        .iter()
+        .map(|r| (r.task_id.clone(), r.revision))
+        .collect();
+    let done = store
+        .reclaim_tasks(&shown, Duration::from_secs(900))
+        .expect("reclaim");
+    assert_eq!(done.reclaimed.len(), 1);
+    assert_eq!(
+        store.get(&idle.task_id).expect("get").status,
+        Status::Failed
+    );
+}

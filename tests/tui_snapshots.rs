@@ -110,6 +110,7 @@ fn report(dry_run: bool) -> ReclaimReport {
                 idle_ms: 17 * 60_000 + 5_000,
                 last_update: ago(17),
                 claimed_by: Some("worker-7".into()),
+                revision: 5,
             },
             Reclaimed {
                 task_id: id(1),
@@ -118,13 +119,15 @@ fn report(dry_run: bool) -> ReclaimReport {
                 idle_ms: 3 * 3_600_000,
                 last_update: ago(180),
                 claimed_by: None,
+                revision: 3,
             },
         ],
         skipped: vec![Skipped {
             task_id: id(6),
             status: Status::Working,
-            reason: "active: last update 0s ago, threshold 15m".into(),
+            reason: "lease held by worker-2 for another 6s".into(),
         }],
+        active: 2,
     }
 }
 

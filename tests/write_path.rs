@@ -319,3 +319,44 @@ fn a_refused_write_in_an_append_only_directory_leaves_no_copy_of_the_store() {
         .collect();
     assert!(copies.is_empty(), "full copies left behind: {copies:?}");
 }
+
+#[test]
+fn an_idle_worker_poll_takes_no_lock() {
+    use rudder::store::{FileBackend, StoreError};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tasks.json");
+    let setup = Store::open(&path);
+    let waiting = NewTask {
+        input_schema: Some(serde_json::json!({"type": "object"})),
+        ..NewTask::default()
+    };
+    setup.create(waiting).expect("create");
+    let leased = setup.create(NewTask::default()).expect("create").task;
+    setup
+        .claim_next("busy", Duration::from_secs(3600))
+        .expect("claim")
+        .expect("claimed");
+    // Another writer holds the lock for as long as this test runs.
+    let lock = fs::File::open(dir.path().join("tasks.json.lock")).expect("open lock");
+    lock.lock().expect("lock");
+    let store =
+        Store::with_backend(FileBackend::new(&path).with_lock_timeout(Duration::from_millis(200)));
+    for _ in 0..3 {
+        assert!(
+            store
+                .claim_next("idle", Duration::from_secs(8))
+                .expect("an idle poll does not wait for the lock")
+                .is_none()
+        );
+    }
+    assert_eq!(store.get(&leased.task_id).expect("get").revision, 2);
+    // With something to claim, the poll does take the lock.
+    drop(lock);
+    setup.release(&leased.task_id, "busy").expect("release");
+    let lock = fs::File::open(dir.path().join("tasks.json.lock")).expect("open lock");
+    lock.lock().expect("lock");
+    match store.claim_next("idle", Duration::from_secs(8)) {
+        Err(StoreError::LockTimeout { .. }) => {}
+        other => panic!("a claimable task is claimed under the lock: {other:?}"),
+    }
+}

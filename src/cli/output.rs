@@ -210,6 +210,14 @@ pub fn reclaim_report(r: &ReclaimReport) -> String {
             let _ = writeln!(o, "Each is now failed with an error saying why.");
         }
     }
+    if r.active > 0 {
+        let _ = writeln!(
+            o,
+            "{} unfinished task(s) updated within {} left alone.",
+            r.active,
+            human_duration(r.older_than_ms)
+        );
+    }
     if !r.skipped.is_empty() {
         let _ = writeln!(o, "Left alone ({}):", r.skipped.len());
         for s in &r.skipped {

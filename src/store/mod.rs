@@ -373,12 +373,26 @@ impl<B: Backend> Store<B> {
     /// Claim the oldest working task that no live lease holds, if any, in one
     /// locked step (so two workers never take the same task).
     pub fn claim_next(&self, holder: &str, lease: Duration) -> Result<Option<Task>, StoreError> {
+        // A task whose lease lapsed is free again, also for the holder that
+        // let it lapse (a worker restarted under the same name).
+        let claimable = |t: &Summary, now| t.status == Status::Working && !t.lease_live(now);
+        // Idle workers poll: look without the lock first, so that a store
+        // with nothing to claim is never locked, and its writers never wait,
+        // for a poll. A task that turns claimable just after the look is
+        // found by the next poll.
+        let mut any = false;
+        self.backend.snapshot(&mut |tasks| {
+            let now = self.now();
+            any = tasks.summaries().any(|t| claimable(&t, now));
+            Ok(())
+        })?;
+        if !any {
+            return Ok(None);
+        }
         self.transact(false, |tasks, now| {
-            // A task whose lease lapsed is free again, also for the holder
-            // that let it lapse (a worker restarted under the same name).
             let next = tasks
                 .summaries()
-                .find(|t| t.status == Status::Working && !t.lease_live(now))
+                .find(|t| claimable(t, now))
                 .map(|t| t.task_id.to_string());
             let Some(id) = next else {
                 return Ok((None, false));
@@ -458,7 +472,16 @@ impl<B: Backend> Store<B> {
                             .iter()
                             .find(|s| &s.task_id == id)
                             .cloned()
-                            .unwrap_or_else(|| skip(status, format!("it is {status} now"))),
+                            .unwrap_or_else(|| {
+                                let why = match tasks.summary(id).and_then(|t| t.updated_at) {
+                                    Some(at) if !status.is_terminal() => format!(
+                                        "active again: last update {} ago",
+                                        report::human_duration(report::ms(now - at))
+                                    ),
+                                    _ => format!("it is {status} now"),
+                                };
+                                skip(status, why)
+                            }),
                     ),
                     // Only finished tasks are pruned, so it finished first.
                     (_, None) => skipped.push(skip(Status::Failed, "it no longer exists".into())),
@@ -466,6 +489,8 @@ impl<B: Backend> Store<B> {
             }
             plan.reclaimed = reclaimed;
             plan.skipped = skipped;
+            // Only the previewed tasks are the answer's subject.
+            plan.active = 0;
             fail_reclaimed(tasks, &plan, older_than, now)?;
             let write = !plan.reclaimed.is_empty();
             Ok((plan, write))

@@ -20,6 +20,9 @@ pub struct Reclaimed {
     pub last_update: DateTime<Utc>,
     /// The worker whose (expired) lease the task still named, if any.
     pub claimed_by: Option<String>,
+    /// The task's revision when the report was made (before a reclaim
+    /// changed it): what a confirmed reclaim of a preview must still find.
+    pub revision: u64,
 }
 
 /// A task an operation looked at and left alone, and why.
@@ -36,7 +39,12 @@ pub struct ReclaimReport {
     pub older_than_ms: u64,
     pub at: DateTime<Utc>,
     pub reclaimed: Vec<Reclaimed>,
+    /// Unfinished tasks left alone for a reason a person needs to see (a
+    /// live lease, no `updated_at`, an update in the future).
     pub skipped: Vec<Skipped>,
+    /// Unfinished tasks left alone because they were updated within the
+    /// threshold: only counted, as there may be thousands.
+    pub active: usize,
 }
 
 /// A terminal task that `prune` removed.
@@ -88,6 +96,7 @@ pub(super) fn plan_reclaim<'a>(
     let threshold = older_than.as_millis() as u64;
     let mut reclaimed = Vec::new();
     let mut skipped = Vec::new();
+    let mut active = 0;
     for t in tasks.into_iter().filter(|t| !t.status.is_terminal()) {
         let skip = |reason: String| Skipped {
             task_id: t.task_id.to_string(),
@@ -101,7 +110,13 @@ pub(super) fn plan_reclaim<'a>(
             continue;
         };
         let idle = ms(now - updated);
-        if t.lease_live(now) {
+        if updated > now + chrono::TimeDelta::seconds(1) {
+            // Beyond what clocks that nearly agree explain.
+            skipped.push(skip(format!(
+                "its last update is {} in the future (a clock is wrong), so its idle time is unknown",
+                human_duration(ms(updated - now))
+            )));
+        } else if t.lease_live(now) {
             let until = t.lease_expires_at.expect("a live lease has an expiry");
             skipped.push(skip(format!(
                 "lease held by {} for another {}",
@@ -109,11 +124,7 @@ pub(super) fn plan_reclaim<'a>(
                 human_duration(ms(until - now))
             )));
         } else if idle < threshold {
-            skipped.push(skip(format!(
-                "active: last update {} ago, threshold {}",
-                human_duration(idle),
-                human_duration(threshold)
-            )));
+            active += 1;
         } else {
             reclaimed.push(Reclaimed {
                 task_id: t.task_id.to_string(),
@@ -122,6 +133,7 @@ pub(super) fn plan_reclaim<'a>(
                 idle_ms: idle,
                 last_update: updated,
                 claimed_by: t.claimed_by.map(str::to_string),
+                revision: t.revision,
             });
         }
     }
@@ -131,6 +143,7 @@ pub(super) fn plan_reclaim<'a>(
         at: now,
         reclaimed,
         skipped,
+        active,
     }
 }
 

@@ -106,40 +106,16 @@ pub struct Previewed {
     pub tasks: Vec<(String, u64)>,
 }
 
-/// The dry run of reclaim, with the revision of each task it would reclaim.
-///
-/// The dry run does not say at which revision it saw a task, so it is
-/// bracketed by two reads: a revision that is the same before and after is
-/// the one the dry run saw (revisions only grow). When a task changed
-/// meanwhile the whole thing is tried again; as a last resort the earlier
-/// revision is kept, which the store then reports as "changed since the
-/// preview" instead of failing a state nobody was shown.
+/// The dry run of reclaim, with the revision at which it saw each task it
+/// would reclaim: the confirmed reclaim is limited to exactly those.
 fn reclaim_preview(store: &Store, older_than: Duration) -> Result<Previewed, StoreError> {
-    const ATTEMPTS: usize = 3;
-    let mut attempt = 1;
-    loop {
-        let before = store.load()?;
-        let report = store.reclaim(older_than, true)?;
-        let after = store.load()?;
-        let mut stable = true;
-        let tasks = report
-            .reclaimed
-            .iter()
-            .map(|r| {
-                let seen = before.get(&r.task_id).map(|t| t.revision);
-                if seen != after.get(&r.task_id).map(|t| t.revision) {
-                    stable = false;
-                }
-                // Revisions start at 1: 0 never matches, so a task created
-                // during the dry run is skipped, not failed.
-                (r.task_id.clone(), seen.unwrap_or(0))
-            })
-            .collect();
-        if stable || attempt == ATTEMPTS {
-            return Ok(Previewed { report, tasks });
-        }
-        attempt += 1;
-    }
+    let report = store.reclaim(older_than, true)?;
+    let tasks = report
+        .reclaimed
+        .iter()
+        .map(|r| (r.task_id.clone(), r.revision))
+        .collect();
+    Ok(Previewed { report, tasks })
 }
 
 /// Run a store effect against `store` (blocking file I/O; the loop calls it

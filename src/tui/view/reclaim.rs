@@ -127,6 +127,15 @@ fn report_lines(
             theme.dim(),
         ));
     }
+    if report.active > 0 && !done {
+        lines.push(Line::styled(
+            format!(
+                "{} unfinished task(s) updated more recently are left alone.",
+                report.active
+            ),
+            theme.dim(),
+        ));
+    }
     if !report.skipped.is_empty() {
         // After the y, every skipped task is one the user confirmed: say
         // why each was left alone, as many as fit.
