@@ -99,9 +99,15 @@ impl Drop for Worker {
 
 const DEADLINE: Duration = Duration::from_secs(40);
 
+/// A demo incident (the worker takes no other task): its key starts with
+/// `demo:`, unique per task so that one incident can be run several times.
 fn create(store: &Store, request: Value) -> String {
+    static CREATED: AtomicUsize = AtomicUsize::new(0);
+    let n = CREATED.fetch_add(1, Ordering::Relaxed);
+    let incident = request["incident"].as_str().unwrap_or("none").to_string();
     store
         .create(NewTask {
+            idempotency_key: Some(format!("demo:{incident}#{n}")),
             title: request["incident"].as_str().map(str::to_string),
             request: Some(request),
             ..NewTask::default()

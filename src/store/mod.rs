@@ -372,12 +372,23 @@ impl<B: Backend> Store<B> {
     /// Claim the oldest working task that no live lease holds, if any, in one
     /// locked step (so two workers never take the same task).
     pub fn claim_next(&self, holder: &str, lease: Duration) -> Result<Option<Task>, StoreError> {
+        self.claim_next_where(holder, lease, &|_| true)
+    }
+
+    /// [`Store::claim_next`] among the tasks `wanted` accepts only: a
+    /// worker that knows how to run some tasks never takes the others.
+    pub fn claim_next_where(
+        &self,
+        holder: &str,
+        lease: Duration,
+        wanted: &dyn Fn(&Summary<'_>) -> bool,
+    ) -> Result<Option<Task>, StoreError> {
         self.transact(false, |tasks, now| {
             // A task whose lease lapsed is free again, also for the holder
             // that let it lapse (a worker restarted under the same name).
             let next = tasks
                 .summaries()
-                .find(|t| t.status == Status::Working && !t.lease_live(now))
+                .find(|t| t.status == Status::Working && !t.lease_live(now) && wanted(t))
                 .map(|t| t.task_id.to_string());
             let Some(id) = next else {
                 return Ok((None, false));

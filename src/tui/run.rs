@@ -170,7 +170,7 @@ pub(super) fn run(options: Options) -> anyhow::Result<()> {
         return result;
     }
     for m in &messages {
-        eprintln!("rudder: internal error while the TUI ran: {m}");
+        crate::cli::output::note(&format!("rudder: internal error while the TUI ran: {m}"));
     }
     result?;
     anyhow::bail!(
