@@ -662,7 +662,10 @@ fn wait_exit_codes_say_how_the_task_ended() {
     let completed = create(&path, &[]);
     assert_eq!(run(&path, &["complete", &completed]).code, 0);
     let failed = create(&path, &[]);
-    assert_eq!(run(&path, &["fail", &failed, "--error", "disk full"]).code, 0);
+    assert_eq!(
+        run(&path, &["fail", &failed, "--error", "disk full"]).code,
+        0
+    );
     let cancelled = create(&path, &[]);
     assert_eq!(run(&path, &["cancel", &cancelled]).code, 0);
     let waiting = create(&path, &["--schema", SCHEMA]);

@@ -262,6 +262,46 @@ fn a_cancel_during_a_step_stops_the_diagnosis() {
     assert_eq!(t.result, None);
 }
 
+/// `rudder worker` on a store with real work never touches it: a task that
+/// is not a demo incident (even one whose request looks like one) is never
+/// claimed, let alone failed, while the demo incidents beside it are
+/// diagnosed. The older real tasks come first in the store, so a worker
+/// taking "the oldest working task" would have taken them.
+#[test]
+fn the_worker_never_claims_a_task_that_is_not_a_demo_incident() {
+    let (_dir, path, store) = store_in_tempdir("tasks.json");
+    let real: Vec<Task> = [
+        json!({"incident": "INC-1042", "service": "checkout"}),
+        json!({"incident": "INC-9999"}),
+        json!({"deploy": "v2"}),
+    ]
+    .into_iter()
+    .map(|request| {
+        store
+            .create(NewTask {
+                title: Some("real work".into()),
+                request: Some(request),
+                ..NewTask::default()
+            })
+            .expect("create a real task")
+            .task
+    })
+    .collect();
+    let demo = create_checkout(&store);
+    let worker = Worker::start(&path, "careful", 50.0);
+    wait_for_completed("the demo incident diagnosed", &store, &demo);
+    for task in &real {
+        assert_eq!(&get(&store, &task.task_id), task, "a real task was touched");
+    }
+    let log = worker.log();
+    assert!(
+        log.contains(
+            "3 task(s) in this store are not demo incidents: this worker never claims them"
+        ),
+        "{log}"
+    );
+}
+
 #[test]
 fn two_workers_on_one_store_run_every_task_exactly_once() {
     let (_dir, path, store) = store_in_tempdir("tasks.json");
