@@ -103,7 +103,7 @@ pub fn check_speed(speed: f64) -> Result<f64, String> {
         Ok(speed)
     } else {
         Err(format!(
-            "the speed must be a number from {MIN_SPEED} to {MAX_SPEED} (1 is normal speed, 3 three times faster), not {speed}"
+            "the speed must be a number from {MIN_SPEED} to {MAX_SPEED} (1 is normal speed, 3 three times faster), not {speed:?}"
         ))
     }
 }
