@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use chrono::{TimeDelta, Utc};
-use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group};
 use rudder::store::encode;
 use rudder::task::{HistoryEntry, Status, Task, TaskMap};
 use rudder::watch::{ChangeFeed, FeedEvent, FeedOptions};
@@ -315,5 +315,84 @@ fn feed_round_trip(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, operations, feed_round_trip);
-criterion_main!(benches);
+/// The physical floor of one durable write of a store file of this size:
+/// read the file, write the same bytes to a temp file, fsync it, rename it
+/// over the store, fsync the directory. No rudder write can cost less.
+fn floor_write(path: &std::path::Path) {
+    use std::io::Write;
+    let bytes = std::fs::read(path).unwrap();
+    let tmp = path.with_extension("floor-tmp");
+    let mut f = std::fs::File::create(&tmp).unwrap();
+    f.write_all(&bytes).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    std::fs::rename(&tmp, path).unwrap();
+    std::fs::File::open(path.parent().unwrap())
+        .unwrap()
+        .sync_all()
+        .unwrap();
+}
+
+/// Env var that makes this benchmark binary do [`floor_write`] on the path
+/// it names and exit: the whole-process floor, a Rust process as small as
+/// a process can be.
+const FLOOR_ENV: &str = "RUDDER_BENCH_FLOOR";
+
+/// Heartbeats against the floor at 10k and 100k tasks, in the same run:
+/// in process, and as whole processes (`rudder heartbeat` against this
+/// binary doing only the floor).
+fn against_the_floor(c: &mut Criterion) {
+    let me = std::env::current_exe().unwrap();
+    for n in [10_000, 100_000] {
+        let f = Fixture::new(n);
+        let mut g = c.benchmark_group("floor");
+        configure(&mut g, 10_000);
+        g.bench_function(BenchmarkId::new("floor", n), |b| {
+            b.iter(|| floor_write(&f.path));
+        });
+        let store = f.store();
+        let id = f.working[0].clone();
+        g.bench_function(BenchmarkId::new("heartbeat", n), |b| {
+            b.iter(|| {
+                black_box(
+                    store
+                        .heartbeat(&id, Some("step 4/7".into()), None, Actor::Anyone)
+                        .unwrap(),
+                )
+            });
+        });
+        g.bench_function(BenchmarkId::new("floor_process", n), |b| {
+            b.iter(|| {
+                let status = std::process::Command::new(&me)
+                    .env(FLOOR_ENV, &f.path)
+                    .status()
+                    .unwrap();
+                assert!(status.success());
+            });
+        });
+        g.bench_function(BenchmarkId::new("heartbeat_process", n), |b| {
+            b.iter(|| {
+                let status = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+                    .arg("--store")
+                    .arg(&f.path)
+                    .args(["heartbeat", &id, "--message", "step 4/7"])
+                    .stdout(std::process::Stdio::null())
+                    .status()
+                    .unwrap();
+                assert!(status.success());
+            });
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(benches, operations, feed_round_trip, against_the_floor);
+
+fn main() {
+    if let Some(path) = std::env::var_os(FLOOR_ENV) {
+        floor_write(std::path::Path::new(&path));
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

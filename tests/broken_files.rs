@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{files_starting_with, fingerprint, run};
+use common::{fingerprint, run, temp_files};
 use rudder::{NewTask, Store};
 
 const ID: &str = "34df0ab7-eac3-429b-902f-efa8ea132d2f";
@@ -169,7 +169,7 @@ fn every_command_refuses_a_broken_file_and_leaves_it_alone() {
             }
         }
         assert!(
-            files_starting_with(dir.path(), "tasks.json.tmp").is_empty(),
+            temp_files(dir.path()).is_empty(),
             "{}: temp files left",
             b.name
         );

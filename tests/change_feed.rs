@@ -333,35 +333,62 @@ async fn an_idle_feed_does_not_reread_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
     Store::open(&path).create(NewTask::default()).unwrap();
-    // Count opens of the store file, whoever makes them.
+    // The spy learns of opens some time after they happen. Opening this
+    // marker file shows when it has caught up: one watch reports events in
+    // the order they happened, so once it has seen the marker opened, it
+    // has counted every open of the store made before.
+    let marker = dir.path().join("marker");
+    std::fs::write(&marker, "").unwrap();
+    // Count opens of the store file, whoever makes them, and of the marker.
     let opens = Arc::new(AtomicUsize::new(0));
-    let counter = opens.clone();
+    let markers = Arc::new(AtomicUsize::new(0));
+    let (counter, marker_counter) = (opens.clone(), markers.clone());
     let name = path.file_name().unwrap().to_os_string();
+    let marker_name = marker.file_name().unwrap().to_os_string();
     let mut spy = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-        if let Ok(ev) = ev
-            && matches!(
-                ev.kind,
-                EventKind::Access(notify::event::AccessKind::Open(_))
-            )
-            && ev
-                .paths
-                .iter()
-                .any(|p| p.file_name() == Some(name.as_os_str()))
-        {
-            counter.fetch_add(1, Ordering::SeqCst);
+        let Ok(ev) = ev else { return };
+        if !matches!(
+            ev.kind,
+            EventKind::Access(notify::event::AccessKind::Open(_))
+        ) {
+            return;
+        }
+        for p in &ev.paths {
+            if p.file_name() == Some(name.as_os_str()) {
+                counter.fetch_add(1, Ordering::SeqCst);
+            } else if p.file_name() == Some(marker_name.as_os_str()) {
+                marker_counter.fetch_add(1, Ordering::SeqCst);
+            }
         }
     })
     .unwrap();
     spy.watch(dir.path(), RecursiveMode::NonRecursive).unwrap();
+    // Open the marker and wait for the spy to report it: every open of the
+    // store made before is counted from then on.
+    let caught_up = async |what: &str| {
+        let seen = markers.load(Ordering::SeqCst);
+        std::fs::File::open(&marker).unwrap();
+        let give_up = tokio::time::Instant::now() + DEADLINE;
+        while markers.load(Ordering::SeqCst) == seen {
+            assert!(
+                tokio::time::Instant::now() < give_up,
+                "the spy never reported the marker opened {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
 
     let mut feed = ChangeFeed::start(&path, FeedOptions::default());
     next(&mut feed, "the first snapshot").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    caught_up("after the first snapshot").await;
     let before = opens.load(Ordering::SeqCst);
     let reads_before = feed.reads();
+    // The second the feed is watched idle: a measurement, not a wait for
+    // something to happen.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let during = opens.load(Ordering::SeqCst) - before;
     let reads = feed.reads() - reads_before;
+    caught_up("after the idle second").await;
+    let during = opens.load(Ordering::SeqCst) - before;
     assert!(
         reads <= 3,
         "the idle feed read the store {reads} times in a second"

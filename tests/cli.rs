@@ -558,13 +558,34 @@ fn spawn_wait(path: &Path, id: &str) -> Child {
         .unwrap()
 }
 
-/// Let a waiting child settle into its wait; it must still be waiting.
+/// Whether `child` watches the store for changes: it has an inotify
+/// instance open, which `wait` makes only once it read the task and found
+/// it not settled yet.
+fn watching(child: &Child) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{}/fd", child.id())) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|to| to.to_string_lossy().contains("inotify"))
+    })
+}
+
+/// A waiting child is in its wait, and stays in it: it neither returns
+/// before it watches the store nor in the moment after.
 fn still_waiting(child: &mut Child) {
-    std::thread::sleep(Duration::from_millis(400));
-    assert!(
-        child.try_wait().unwrap().is_none(),
-        "wait returned before anything happened"
-    );
+    let started = wait_for(Duration::from_secs(20), || {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("wait returned before anything happened: {status:?}");
+        }
+        watching(child).then_some(())
+    });
+    assert!(started.is_some(), "wait never started watching the store");
+    // Nothing happens to the task: there is no event to wait for, only a
+    // while in which the child must not return.
+    let stayed = wait_for(Duration::from_millis(400), || {
+        child.try_wait().unwrap().map(|status| status.to_string())
+    });
+    assert_eq!(stayed, None, "wait returned before anything happened");
 }
 
 fn finished(mut child: Child) -> Run {
@@ -1039,7 +1060,17 @@ fn prune_by_ttl_set_at_create() {
     assert_eq!(run(&path, &["complete", &id]).code, 0);
     let keep = create(&path, &["--ttl", "1h"]);
     assert_eq!(run(&path, &["cancel", &keep]).code, 0);
-    std::thread::sleep(Duration::from_millis(20));
+    // The ttl runs from the completion: wait until the clock prune reads is
+    // past it (by a whole millisecond more, whatever the rounding of ages).
+    let completed_at = Store::open(&path)
+        .get(&id)
+        .unwrap()
+        .updated_at
+        .expect("a completed task has updated_at");
+    let expired = wait_for(Duration::from_secs(20), || {
+        (Utc::now() - completed_at >= TimeDelta::milliseconds(2)).then_some(())
+    });
+    assert!(expired.is_some(), "the clock never passed the 1ms ttl");
     let r = run(&path, &["prune", "--older-than", "30d"]);
     assert_eq!(r.code, 0);
     assert!(

@@ -138,7 +138,7 @@ fn reference() -> (Vec<Projection>, Vec<usize>) {
 fn temp_files(fs: &SimFs) -> Vec<PathBuf> {
     fs.paths()
         .into_iter()
-        .filter(|p| p.to_string_lossy().contains(".tmp."))
+        .filter(|p| p.to_string_lossy().contains(".rudder-tmp."))
         .collect()
 }
 

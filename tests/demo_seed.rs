@@ -181,19 +181,18 @@ fn the_supervisor_kills_and_restarts_the_worker() {
     };
     assert_ne!(again, pid);
     // Both workers wrote to the log file (appended, not truncated), not to
-    // the terminal the TUI draws on.
-    let logged = wait_for("the second worker to log", DEADLINE, || {
-        let logged = fs::read_to_string(&log).unwrap_or_default();
+    // the terminal the TUI draws on. The first one was killed and reaped, so
+    // its lines are all there; the second one is running: wait for its line.
+    let started = |logged: &str, worker: u32| {
         logged
-            .contains(&format!("worker-{again}#"))
-            .then_some(logged)
-    });
-    for worker in [pid, again] {
-        let started = logged
             .lines()
-            .any(|l| l.contains(&format!("worker-{worker}#")) && l.contains("started"));
-        assert!(started, "{logged}");
-    }
+            .any(|l| l.contains(&format!("worker-{worker}#")) && l.contains("started"))
+    };
+    let logged = wait_for("the second worker to log that it started", DEADLINE, || {
+        let logged = fs::read_to_string(&log).unwrap_or_default();
+        started(&logged, again).then_some(logged)
+    });
+    assert!(started(&logged, pid), "{logged}");
     assert_eq!(supervisor.stop(), Some(again));
     // Asked to stop, the worker exited by itself.
     assert_eq!(

@@ -45,8 +45,13 @@ impl Worker {
         Worker { child, log }
     }
 
+    /// The complete lines of the log so far. The worker writes a line in
+    /// several `write`s (time, message, newline), so a line without its
+    /// newline yet may still be growing and is left out.
     fn log(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
+        let mut text = fs::read_to_string(&self.log).unwrap_or_default();
+        text.truncate(text.rfind('\n').map_or(0, |end| end + 1));
+        text
     }
 
     /// Wait for the first line of the log that mentions `incident` and
@@ -57,6 +62,18 @@ impl Worker {
                 .lines()
                 .find(|l| l.contains(incident) && l.contains(word))
                 .map(str::to_string)
+        })
+    }
+
+    /// Wait for the worker to be stopped by a SIGSTOP sent to it: `kill`
+    /// returns once the signal is sent, not once it took effect.
+    fn wait_until_stopped(&self) {
+        let stat = format!("/proc/{}/stat", self.child.id());
+        wait_for("the worker to be stopped by SIGSTOP", DEADLINE, || {
+            let text = fs::read_to_string(&stat).expect("the worker's /proc stat");
+            // "PID (COMM) STATE ...": COMM may hold spaces and parentheses.
+            let state = text.rsplit_once(") ").map(|(_, rest)| &rest[..1]);
+            (state == Some("T")).then_some(())
         })
     }
 
@@ -246,9 +263,17 @@ fn a_cancel_during_a_step_stops_the_diagnosis() {
     // At speed 4 the second step (call traces) takes 5 s: long enough that
     // a cancel lands inside it.
     let worker = Worker::start(&path, "canceller", 4.0);
+    // Step 1 done (progress 1) is not yet step 2 begun: the worker records
+    // that with a write of its own, and a cancel landing before it stops
+    // the diagnosis "before step 2/4". Wait for step 2's own message.
+    let step_2 = format!("step 2/{TOTAL_STEPS}: ");
     wait_for("the second step to start", DEADLINE, || {
         let t = get(&store, &id);
-        (t.status == Status::Working && current_step(&t) == 1).then_some(())
+        let in_step_2 = t
+            .status_message
+            .as_deref()
+            .is_some_and(|m| m.starts_with(&step_2));
+        (t.status == Status::Working && current_step(&t) == 1 && in_step_2).then_some(())
     });
     store
         .cancel(&id, Some("not needed any more".into()))
@@ -316,7 +341,7 @@ fn two_workers_on_one_store_run_every_task_exactly_once() {
         .map(|i| create(&store, requests[i % requests.len()].clone()))
         .collect();
 
-    let workers = [
+    let mut workers = [
         Worker::start(&path, "left", 50.0),
         Worker::start(&path, "right", 50.0),
     ];
@@ -325,6 +350,13 @@ fn two_workers_on_one_store_run_every_task_exactly_once() {
             .all(|id| get(&store, id).status == Status::Completed)
             .then_some(())
     });
+    // A worker logs a claim after the store write that made it: only the
+    // log of a worker that exited is complete, so stop both before counting.
+    for worker in &mut workers {
+        worker.signal("TERM");
+        let status = worker.exited();
+        assert!(status.success(), "{status:?}\n{}", worker.log());
+    }
 
     let logs: String = workers.iter().map(Worker::log).collect();
     for id in &ids {
@@ -467,6 +499,7 @@ fn stop_outside_the_lock(worker: &Worker, store_path: &Path) {
         DEADLINE,
         || {
             worker.signal("STOP");
+            worker.wait_until_stopped();
             let lock = File::open(&lock_path).expect("the lock file exists");
             if lock.try_lock().is_ok() {
                 return Some(());
@@ -555,7 +588,16 @@ fn a_stalled_worker_is_refused_once_a_worker_of_the_same_name_took_over() {
         "{result}"
     );
     assert_eq!(completions(&done), 1);
-    assert!(successor.log().contains("completed"), "{}", successor.log());
+    // The worker logs the completion after the store write (and its
+    // fsyncs) returned: wait for the line rather than expect it already.
+    let completed = successor.wait_for_line(
+        "the successor to log the completion",
+        "INC-1042",
+        "completed",
+    );
+    assert!(completed.ends_with(": completed"), "{completed}");
+    // The stalled worker's diagnosis ended with its refusal (logged above),
+    // and the task is finished: its log has nothing more to say about it.
     assert!(!stalled.log().contains("completed"), "{}", stalled.log());
     let after = get(&store, &id);
     assert_eq!(after.result, done.result, "the successor's result stands");

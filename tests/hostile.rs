@@ -227,14 +227,32 @@ fn temp_files_left_by_killed_writers_are_removed_by_the_next_writer() {
     let store = dir.path().join("tasks.json");
     assert!(rudder(&store, &["create"]).status.success());
     // What a writer killed between creating its temp file and renaming it leaves.
-    let stale = dir.path().join("tasks.json.tmp.4242.0123456789abcdef");
+    let stale = dir
+        .path()
+        .join(".tasks.json.rudder-tmp.4242.0123456789abcdef0123456789abcdef");
     fs::write(&stale, "{\"half\": ").expect("write");
-    let unrelated = dir.path().join("tasks.json.bak");
-    fs::write(&unrelated, "keep").expect("write");
+    // Names a user might choose, close to a temp name but not one.
+    let unrelated: Vec<_> = [
+        "tasks.json.bak",
+        "tasks.json.tmp.backup",
+        "tasks.json.tmp.4242.0123456789abcdef",
+        ".tasks.json.rudder-tmp.4242.0123456789abcdef0123456789abcdef.keep",
+        ".tasks.json.rudder-tmp.notapid.0123456789abcdef0123456789abcdef",
+        ".other.json.rudder-tmp.4242.0123456789abcdef0123456789abcdef",
+    ]
+    .iter()
+    .map(|name| {
+        let path = dir.path().join(name);
+        fs::write(&path, "keep").expect("write");
+        path
+    })
+    .collect();
     // A refused operation does not tidy up: it writes nothing at all.
     assert_eq!(rudder(&store, &["cancel", "nope"]).status.code(), Some(3));
     assert!(stale.exists());
     assert!(rudder(&store, &["create"]).status.success());
     assert!(!stale.exists(), "the stale temp file is gone");
-    assert!(unrelated.exists(), "other files are left alone");
+    for path in &unrelated {
+        assert!(path.exists(), "{} is left alone", path.display());
+    }
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{create, files_starting_with, one_json_value, rudder, run};
+use common::{create, one_json_value, rudder, run, temp_files};
 use rudder::task::Status;
 use rudder::{NewTask, Store};
 
@@ -69,7 +69,7 @@ fn concurrent_creates_lose_nothing() {
     for id in &ids {
         assert!(tasks.contains_key(id), "{id} is missing");
     }
-    assert!(files_starting_with(dir.path(), "tasks.json.tmp").is_empty());
+    assert!(temp_files(dir.path()).is_empty());
 }
 
 #[test]
@@ -268,7 +268,7 @@ fn sigkill_never_tears_the_store() {
     let total = check_store(&path, &reported, "at the end");
     let unique: HashSet<&String> = reported.iter().collect();
     assert_eq!(unique.len(), reported.len());
-    let temps = files_starting_with(dir.path(), "tasks.json.tmp");
+    let temps = temp_files(dir.path());
     eprintln!(
         "{KILLS} kills: {} creates reported, {total} tasks stored, {} temp file(s) left by kills mid-write",
         reported.len(),
@@ -317,7 +317,7 @@ fn sigkill_of_the_cli_never_tears_the_store() {
     eprintln!(
         "{KILLS} rounds, {killed} killed while running, {} creates reported, {} temp file(s) left",
         reported.len(),
-        files_starting_with(dir.path(), "tasks.json.tmp").len()
+        temp_files(dir.path()).len()
     );
     // And the CLI still works on the store.
     assert_eq!(run(&path, &["list"]).code, 0);

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Fingerprint, files_starting_with, fingerprint};
+use common::{Fingerprint, fingerprint, temp_files};
 use rudder::store::StoreError;
 use rudder::task::{Actor, Change, Status, Task};
 use rudder::{NewTask, Outcome, Store};
@@ -335,10 +335,7 @@ fn check_row(start: Start, m: Mutation) {
     }
     assert_eq!(stored(&f.path, &f.bystander), bystander_before, "{ctx}");
     let dir = f.path.parent().unwrap();
-    assert!(
-        files_starting_with(dir, "tasks.json.tmp").is_empty(),
-        "{ctx}"
-    );
+    assert!(temp_files(dir).is_empty(), "{ctx}");
 }
 
 #[test]

@@ -113,13 +113,12 @@ impl Tui {
         }
     }
 
+    /// Type `bytes`. The TUI takes keys in the order they come, so the
+    /// next keys need no pause; what a key did is waited for on the screen.
     fn send(&mut self, bytes: &str) {
         let mut w = self.writer.lock().expect("lock");
         w.write_all(bytes.as_bytes()).expect("write keys");
         w.flush().expect("flush keys");
-        drop(w);
-        // Let the TUI take in one burst before the next, as a person would.
-        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -181,19 +180,27 @@ fn answer_and_cancel_through_the_tui() {
     tui.send("i");
     tui.wait_for("input for INC-9 e2e latency");
     tui.send("checkout");
+    tui.wait_for("checkout");
     tui.send("\x13"); // Ctrl-S
-    tui.wait_for("is now working");
+    // Said once the store took the input.
+    tui.wait_for(&format!("input sent: {} is now working", &id[..8]));
     let t = task_in_file(&store, &id);
     assert_eq!(t["status"], "working");
     assert_eq!(t["input_value"], serde_json::json!({"service": "checkout"}));
 
-    cli(&store, &["create", "--title", "INC-10 cancel me"]);
+    let created = cli(&store, &["create", "--json", "--title", "INC-10 cancel me"]);
+    let created: Value = serde_json::from_str(&created).expect("JSON from create");
+    let short = &created["task"]["task_id"].as_str().expect("an id")[..8];
     tui.wait_for("INC-10 cancel me");
     tui.send("/INC-10\r");
     tui.send("c");
-    tui.wait_for("Cancel task");
+    // The dialog names the task the filter selected.
+    tui.wait_for(&format!("Cancel task {short} \"INC-10 cancel me\"?"));
     tui.send("y");
-    tui.wait_for("cancelled ");
+    // Not merely "cancelled ", which the dialog itself says ("It becomes
+    // cancelled and ..."): the status line the TUI shows once the store
+    // took the cancel.
+    tui.wait_for(&format!("cancelled {short}"));
     let list = cli(&store, &["list", "--json"]);
     let list: Value = serde_json::from_str(&list).expect("JSON from list");
     let found = list

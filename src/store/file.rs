@@ -13,12 +13,14 @@
 //! durable before the name points to it, and the name is durable before the
 //! caller is told the write happened.
 
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::codec::{self, MAX_STORE_BYTES};
-use super::fs::{Fs, LockFailure, LockGuard, RealFs};
+use super::fs::{FileMeta, Fs, LockFailure, LockGuard, RealFs};
 use super::txn::{FileTxn, Transaction};
 use super::{Backend, StoreError};
 use crate::task::TaskMap;
@@ -34,6 +36,9 @@ pub struct FileBackend {
     /// Where the data really lives: `path` with symlinks followed, so that
     /// writes land beside the target and keep the link.
     target: PathBuf,
+    /// Why `path` may not be followed (a symlink a stranger planted in a
+    /// sticky shared directory): every operation is refused with this.
+    unsafe_link: Option<Arc<str>>,
     lock_path: PathBuf,
     lock_timeout: Duration,
     fs: Arc<dyn Fs>,
@@ -55,8 +60,12 @@ impl FileBackend {
     /// `$RUDDER_LOCK_TIMEOUT` (a duration such as `5s`) when set, else 30 s.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         let path = path.into();
-        let target = resolve_symlinks(&path);
+        let (target, unsafe_link) = match resolve_symlinks(&path) {
+            Ok(target) => (target, None),
+            Err(why) => (path.clone(), Some(why.into())),
+        };
         let mut backend = FileBackend::build(path, target, Arc::new(RealFs));
+        backend.unsafe_link = unsafe_link;
         if let Some(t) = std::env::var("RUDDER_LOCK_TIMEOUT")
             .ok()
             .and_then(|t| crate::duration::parse_duration(&t).ok())
@@ -73,10 +82,11 @@ impl FileBackend {
     }
 
     fn build(path: PathBuf, target: PathBuf, fs: Arc<dyn Fs>) -> Self {
-        let lock_path = sidecar(&target, ".lock");
+        let lock_path = target.with_file_name(lock_name(target.file_name().unwrap_or_default()));
         FileBackend {
             path,
             target,
+            unsafe_link: None,
             lock_path,
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
             fs,
@@ -118,6 +128,7 @@ impl FileBackend {
     /// The file's bytes; `None` when it does not exist. A file larger than
     /// [`MAX_STORE_BYTES`] is refused without being read whole.
     pub fn read_bytes(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        self.check_link()?;
         match self.fs.read(&self.target, MAX_STORE_BYTES) {
             Ok(bytes) => Ok(bytes),
             Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => Err(StoreError::Corrupt {
@@ -129,17 +140,45 @@ impl FileBackend {
                     MAX_STORE_BYTES >> 20
                 ),
             }),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Err(StoreError::Corrupt {
+                path: self.path.clone(),
+                line: None,
+                column: None,
+                message: e.to_string(),
+            }),
             Err(e) => Err(StoreError::io(&self.path, "read the store", e)),
         }
     }
 
+    fn check_link(&self) -> Result<(), StoreError> {
+        match &self.unsafe_link {
+            None => Ok(()),
+            Some(why) => Err(StoreError::io(
+                &self.path,
+                "follow the store path",
+                std::io::Error::new(std::io::ErrorKind::PermissionDenied, why.to_string()),
+            )),
+        }
+    }
+
+    /// The store's owner, group and mode, which a rewrite and the lock file
+    /// keep; a new store's are private to the current user.
+    fn store_meta(&self) -> Result<FileMeta, StoreError> {
+        Ok(self
+            .fs
+            .meta(&self.target)
+            .map_err(|e| StoreError::io(&self.path, "stat the store for its permissions", e))?
+            .unwrap_or_else(FileMeta::private))
+    }
+
     fn lock(&self) -> Result<LockGuard, StoreError> {
+        self.check_link()?;
         let dir = self.dir();
         self.fs
             .create_dir_all(&dir)
             .map_err(|e| StoreError::io(&dir, "create the store directory", e))?;
         self.fs
-            .lock(&self.lock_path, self.lock_timeout)
+            .lock(&self.lock_path, self.lock_timeout, &self.target)
             .map_err(|failure| match failure {
                 LockFailure::Timeout { waited, holder } => StoreError::LockTimeout {
                     path: self.lock_path.clone(),
@@ -153,24 +192,20 @@ impl FileBackend {
     }
 
     /// Step 4 of the protocol: temp file, fsync, rename, fsync the directory.
-    fn write_atomically(&self, bytes: &[u8]) -> Result<(), StoreError> {
+    /// `Ok(false)` when, just before the rename, `lock` turned out to be lost
+    /// (its file deleted, so another writer may hold a new one): nothing was
+    /// written and the caller must start over.
+    fn write_atomically(&self, bytes: &[u8], lock: &LockGuard) -> Result<bool, StoreError> {
         let dir = self.dir();
-        let mode = self
-            .fs
-            .mode(&self.target)
-            .map_err(|e| StoreError::io(&self.path, "stat the store for its permissions", e))?
-            .unwrap_or(0o600);
-        let tmp = sidecar(
-            &self.target,
-            &format!(
-                ".tmp.{}.{}",
-                std::process::id(),
-                uuid::Uuid::new_v4().simple()
-            ),
-        );
+        let meta = self.store_meta()?;
+        let tmp = self.target.with_file_name(temp_name(
+            self.target.file_name().unwrap_or_default(),
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string(),
+        ));
         let mut file = self
             .fs
-            .create_new(&tmp, mode)
+            .create_new(&tmp, &meta)
             .map_err(|e| StoreError::io(&tmp, "create a temporary file beside the store", e))?;
         let written = file
             .write_all(bytes)
@@ -180,16 +215,43 @@ impl FileBackend {
                     .map_err(|e| StoreError::io(&tmp, "fsync the temporary file", e))
             })
             .and_then(|()| {
-                self.fs.rename(&tmp, &self.target).map_err(|e| {
-                    StoreError::io(&self.path, "rename the temporary file over the store", e)
-                })
+                lock.still_held()
+                    .map_err(|e| StoreError::io(&self.lock_path, "stat the lock file", e))
+            })
+            .and_then(|held| {
+                if !held {
+                    return Ok(false);
+                }
+                match self.fs.rename(&tmp, &self.target) {
+                    Ok(()) => Ok(true),
+                    // Our temp file was swept: only a writer that believed it
+                    // held the lock does that, so the lock was lost.
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::NotFound
+                            && !lock.still_held().unwrap_or(true) =>
+                    {
+                        Ok(false)
+                    }
+                    Err(e) => Err(StoreError::io(
+                        &self.path,
+                        "rename the temporary file over the store",
+                        e,
+                    )),
+                }
             });
         drop(file);
-        if let Err(e) = written {
-            // Best effort: if even this fails, the temp file is harmless
-            // (readers and the watcher ignore it).
-            let _ = self.fs.remove_file(&tmp);
-            return Err(e);
+        match written {
+            Ok(true) => {}
+            Ok(false) => {
+                let _ = self.fs.remove_file(&tmp);
+                return Ok(false);
+            }
+            Err(e) => {
+                // Best effort: if even this fails, the temp file is harmless
+                // (readers and the watcher ignore it).
+                let _ = self.fs.remove_file(&tmp);
+                return Err(e);
+            }
         }
         self.fs.sync_dir(&dir).map_err(|e| {
             StoreError::io(
@@ -201,28 +263,24 @@ impl FileBackend {
         if !self.swept.swap(true, std::sync::atomic::Ordering::Relaxed) {
             self.remove_stale_temps(&dir);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Remove temp files that writers killed between creating and renaming
-    /// them left behind. Only a lock holder ever creates a temp file, so
-    /// while this writer holds the lock any other one is garbage. Done once
-    /// per backend, after the write is durable; failures are harmless.
+    /// them left behind: exact temp names of this store whose process is
+    /// gone (a live one may be a writer whose lock file was deleted under
+    /// it). Done once per backend, after the write is durable; failures are
+    /// harmless.
     fn remove_stale_temps(&self, dir: &Path) {
         let Some(name) = self.target.file_name() else {
             return;
         };
-        let mut prefix = name.to_os_string();
-        prefix.push(".tmp.");
-        let prefix = prefix.to_string_lossy().into_owned();
         let Ok(entries) = self.fs.list_dir(dir) else {
             return;
         };
         for path in entries {
-            if path
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
-            {
+            let pid = path.file_name().and_then(|n| temp_pid(name, n));
+            if pid.is_some_and(|pid| !process_alive(pid)) {
                 let _ = self.fs.remove_file(&path);
             }
         }
@@ -250,9 +308,10 @@ impl Backend for FileBackend {
     }
 
     fn exists(&self) -> Result<bool, StoreError> {
+        self.check_link()?;
         self.fs
-            .mode(&self.target)
-            .map(|mode| mode.is_some())
+            .meta(&self.target)
+            .map(|meta| meta.is_some())
             .map_err(|e| StoreError::io(&self.path, "stat the store to see whether it exists", e))
     }
 
@@ -264,52 +323,210 @@ impl Backend for FileBackend {
         &self,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        let lock = self.lock()?;
-        let bytes = self.read_bytes()?;
-        let new = match &bytes {
-            None => {
-                let mut txn = FileTxn::empty(&self.path);
-                f(&mut txn)?.then(|| txn.encode())
-            }
-            Some(b) => match FileTxn::parse(&self.path, b) {
-                Some(mut txn) => f(&mut txn)?.then(|| txn.encode()),
-                // Not a valid store, or an unusual one: the whole-file parse
-                // gives the error with its position, or the tasks.
+        // Each round after the first means a cleanup script deleted the lock
+        // file while we held it; give up as a lock wait would.
+        let start = std::time::Instant::now();
+        while start.elapsed() < self.lock_timeout {
+            let lock = self.lock()?;
+            let bytes = self.read_bytes()?;
+            let new = match &bytes {
                 None => {
-                    let mut tasks = codec::decode_whole(&self.path, b)?;
-                    f(&mut tasks)?.then(|| codec::encode(&tasks, b.len()))
+                    let mut txn = FileTxn::empty(&self.path);
+                    f(&mut txn)?.then(|| txn.encode())
                 }
-            },
-        };
-        drop(bytes);
-        if let Some(new) = new {
-            self.write_atomically(&new)?;
+                Some(b) => match FileTxn::parse(&self.path, b) {
+                    Some(mut txn) => f(&mut txn)?.then(|| txn.encode()),
+                    // Not a valid store, or an unusual one: the whole-file parse
+                    // gives the error with its position, or the tasks.
+                    None => {
+                        let mut tasks = codec::decode_whole(&self.path, b)?;
+                        f(&mut tasks)?.then(|| codec::encode(&tasks, b.len()))
+                    }
+                },
+            };
+            drop(bytes);
+            let done = match new {
+                Some(new) => self.write_atomically(&new, &lock)?,
+                None => true,
+            };
+            drop(lock);
+            if done {
+                return Ok(());
+            }
         }
-        drop(lock);
-        Ok(())
+        Err(StoreError::io(
+            &self.lock_path,
+            "keep the store lock",
+            std::io::Error::other(format!(
+                "the lock file was deleted under every write attempt for {}",
+                humantime::format_duration(Duration::from_millis(
+                    self.lock_timeout.as_millis() as u64
+                ))
+            )),
+        ))
     }
 }
 
-/// `<path><suffix>` in the same directory, e.g. `tasks.json.lock`.
-fn sidecar(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(suffix);
-    path.with_file_name(name)
-}
-
-/// Follow symlinks (relative ones from their own directory), at most 40 deep.
-fn resolve_symlinks(path: &Path) -> PathBuf {
+/// Follow symlinks (relative ones from their own directory), at most 40
+/// deep, the way the kernel's `fs.protected_symlinks` would: a link in a
+/// sticky world-writable directory (such as `/tmp`) is followed only when it
+/// belongs to the current user or to the directory's owner. Following
+/// another user's link there would let them choose where we create and
+/// rewrite files.
+fn resolve_symlinks(path: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::fs::MetadataExt;
+    let euid = super::fs::FileMeta::private().uid;
     let mut current = path.to_path_buf();
     for _ in 0..40 {
-        match std::fs::read_link(&current) {
-            Ok(next) => {
-                current = match current.parent() {
-                    Some(parent) if next.is_relative() => parent.join(next),
-                    _ => next,
-                };
-            }
-            Err(_) => break,
+        let Ok(link) = std::fs::symlink_metadata(&current) else {
+            break;
+        };
+        if !link.file_type().is_symlink() {
+            break;
+        }
+        let parent = match current.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if let Ok(dir) = std::fs::metadata(&parent)
+            && dir.mode() & 0o1002 == 0o1002
+            && link.uid() != euid
+            && link.uid() != dir.uid()
+        {
+            return Err(format!(
+                "{} is a symlink owned by uid {} in the shared sticky directory {}; \
+                 rudder does not follow another user's link there (as the kernel's \
+                 fs.protected_symlinks would not): use the real path",
+                current.display(),
+                link.uid(),
+                parent.display()
+            ));
+        }
+        let Ok(next) = std::fs::read_link(&current) else {
+            break;
+        };
+        current = if next.is_relative() {
+            parent.join(next)
+        } else {
+            next
+        };
+    }
+    Ok(current)
+}
+
+/// The file-system name limit (`NAME_MAX` on Linux and the BSDs).
+const NAME_MAX: usize = 255;
+/// What a temp name adds to the store's name: `.` before it, and
+/// `.rudder-tmp.<pid>.<32 hex>` after it (a pid has at most 10 digits).
+const TEMP_OVERHEAD: usize = 1 + ".rudder-tmp.".len() + 10 + 1 + 32;
+
+/// The temp file name for store `name`: `.<name>.rudder-tmp.<pid>.<random>`,
+/// a name no user would choose and the only kind the sweep removes. A store
+/// name too long to fit is shortened, with a hash of the whole name so that
+/// two long names that share a beginning never match each other's temps.
+pub(crate) fn temp_name(name: &OsStr, pid: u32, random: &str) -> OsString {
+    let mut out = OsString::from(".");
+    out.push(OsStr::from_bytes(&temp_stem(name)));
+    out.push(format!(".rudder-tmp.{pid}.{random}"));
+    out
+}
+
+/// The lock file's name for store `name`: `<name>.lock`, or, for a name too
+/// long to take the suffix, the shortened stem of [`temp_name`] with it.
+fn lock_name(name: &OsStr) -> OsString {
+    let mut out = if name.len() + ".lock".len() <= NAME_MAX {
+        name.to_os_string()
+    } else {
+        OsStr::from_bytes(&temp_stem(name)).to_os_string()
+    };
+    out.push(".lock");
+    out
+}
+
+/// Whether a process with this pid exists (`kill(pid, 0)`).
+fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
+}
+
+/// The writer's pid when `candidate` is a temp name [`temp_name`] gives
+/// for store `name`.
+pub(crate) fn temp_pid(name: &OsStr, candidate: &OsStr) -> Option<u32> {
+    let mut prefix = b".".to_vec();
+    prefix.extend_from_slice(&temp_stem(name));
+    prefix.extend_from_slice(b".rudder-tmp.");
+    let rest = candidate.as_bytes().strip_prefix(prefix.as_slice())?;
+    let (pid, random) = std::str::from_utf8(rest).ok()?.split_once('.')?;
+    let exact = (1..=10).contains(&pid.len())
+        && pid.bytes().all(|b| b.is_ascii_digit())
+        && random.len() == 32
+        && random
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    exact.then(|| pid.parse().ok()).flatten()
+}
+
+/// The store name as it stands in its temp names.
+fn temp_stem(name: &OsStr) -> Vec<u8> {
+    let bytes = name.as_bytes();
+    let room = NAME_MAX - TEMP_OVERHEAD;
+    if bytes.len() <= room {
+        return bytes.to_vec();
+    }
+    // FNV-1a: stable across builds and versions, unlike std's hasher.
+    let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut stem = bytes[..room - 17].to_vec();
+    stem.extend_from_slice(format!("~{hash:016x}").as_bytes());
+    stem
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RANDOM: &str = "0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn temp_names_fit_the_name_limit_and_only_they_match() {
+        for len in [1, 8, 198, 199, 200, 250, 255] {
+            let name = OsString::from("n".repeat(len));
+            let temp = temp_name(&name, u32::MAX, RANDOM);
+            assert!(temp.len() <= NAME_MAX, "{len}: {}", temp.len());
+            assert_eq!(temp_pid(&name, &temp), Some(u32::MAX), "{len}");
+            assert!(lock_name(&name).len() <= NAME_MAX, "{len}");
+        }
+        let name = OsStr::new("tasks.json");
+        assert_eq!(
+            temp_name(name, 42, RANDOM),
+            OsStr::new(".tasks.json.rudder-tmp.42.0123456789abcdef0123456789abcdef")
+        );
+        assert_eq!(lock_name(name), OsStr::new("tasks.json.lock"));
+        for other in [
+            "tasks.json.tmp.backup",
+            "tasks.json.tmp.42.0123456789abcdef",
+            ".tasks.json.rudder-tmp.42.0123456789abcdef0123456789abcde",
+            ".tasks.json.rudder-tmp.42.0123456789ABCDEF0123456789abcdef",
+            ".tasks.json.rudder-tmp..0123456789abcdef0123456789abcdef",
+            ".tasks.json.rudder-tmp.4x.0123456789abcdef0123456789abcdef",
+            ".tasks.json.rudder-tmp.42.0123456789abcdef0123456789abcdef.x",
+            ".tasks.jsonx.rudder-tmp.42.0123456789abcdef0123456789abcdef",
+        ] {
+            assert_eq!(temp_pid(name, OsStr::new(other)), None, "{other}");
         }
     }
-    current
+
+    #[test]
+    fn long_names_that_share_a_beginning_do_not_share_temps() {
+        let a = OsString::from(format!("{}a", "n".repeat(240)));
+        let b = OsString::from(format!("{}b", "n".repeat(240)));
+        let temp = temp_name(&a, 7, RANDOM);
+        assert_eq!(temp_pid(&a, &temp), Some(7));
+        assert_eq!(temp_pid(&b, &temp), None);
+        assert_ne!(lock_name(&a), lock_name(&b));
+    }
 }

@@ -191,7 +191,7 @@ impl<B: Backend> Store<B> {
     fn transact<T>(
         &self,
         may_create: bool,
-        f: impl FnOnce(&mut dyn Transaction, DateTime<Utc>) -> Result<(T, bool), StoreError>,
+        mut f: impl FnMut(&mut dyn Transaction, DateTime<Utc>) -> Result<(T, bool), StoreError>,
     ) -> Result<T, StoreError> {
         if !may_create && !self.backend.exists()? {
             // Nothing to change in a store that does not exist: answer as
@@ -201,10 +201,11 @@ impl<B: Backend> Store<B> {
             debug_assert!(!write, "an operation on an empty store wants to write");
             return Ok(value);
         }
-        let mut f = Some(f);
         let mut answer = None;
+        // A backend may run `f` again on fresh data (the file backend does
+        // when its lock was taken from it mid-write), so `f` only reads its
+        // captures and changes the store through `tasks`.
         self.backend.transaction(&mut |tasks| {
-            let f = f.take().expect("a backend calls the operation once");
             let (value, write) = f(tasks, self.now())?;
             answer = Some(value);
             Ok(write)
@@ -257,11 +258,11 @@ impl<B: Backend> Store<B> {
                 Status::Working
             };
             let mut task = Task::new(uuid::Uuid::new_v4().to_string(), status);
-            task.input_schema = new.input_schema;
-            task.idempotency_key = new.idempotency_key;
-            task.title = new.title;
-            task.request = new.request;
-            task.status_message = new.status_message;
+            task.input_schema = new.input_schema.clone();
+            task.idempotency_key = new.idempotency_key.clone();
+            task.title = new.title.clone();
+            task.request = new.request.clone();
+            task.status_message = new.status_message.clone();
             task.ttl_ms = new.ttl_ms;
             task.poll_interval_ms = new.poll_interval_ms;
             task.created_at = Some(now);

@@ -104,7 +104,19 @@ pub fn fingerprint(path: &Path) -> Fingerprint {
     }
 }
 
-/// Files in `dir` whose name starts with `prefix` (e.g. `tasks.json.tmp.`).
+/// The temp files a writer of a store in `dir` makes (`.NAME.rudder-tmp.PID.RANDOM`).
+pub fn temp_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".rudder-tmp."))
+        .map(|e| e.path())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Files in `dir` whose name starts with `prefix`.
 pub fn files_starting_with(dir: &Path, prefix: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("read dir")

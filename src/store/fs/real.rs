@@ -1,10 +1,13 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{
+    DirBuilderExt, FileExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt,
+};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::{Fs, FsFile, LockFailure, LockGuard};
+use super::{FileMeta, Fs, FsFile, HeldLock, LockFailure, LockGuard};
 
 /// The real file system.
 #[derive(Debug, Default, Clone, Copy)]
@@ -21,14 +24,27 @@ impl FsFile for RealFile {
     }
 }
 
+/// `O_NONBLOCK`: opening a FIFO must never wait for a writer to appear.
+const OPEN_FLAGS: i32 = libc::O_NONBLOCK | libc::O_CLOEXEC;
+
 impl Fs for RealFs {
     fn read(&self, path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
-        let file = match File::open(path) {
+        let file = match OpenOptions::new()
+            .read(true)
+            .custom_flags(OPEN_FLAGS)
+            .open(path)
+        {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let len = file.metadata()?.len();
+        let meta = file.metadata()?;
+        // Checked on the open descriptor, so nothing can be swapped in
+        // between: a device is never read, a FIFO never waited on.
+        if !meta.file_type().is_file() {
+            return Err(not_regular(&meta, "the store"));
+        }
+        let len = meta.len();
         if len > limit {
             return Err(io::Error::from(io::ErrorKind::FileTooLarge));
         }
@@ -37,9 +53,13 @@ impl Fs for RealFs {
         Ok(Some(bytes))
     }
 
-    fn mode(&self, path: &Path) -> io::Result<Option<u32>> {
+    fn meta(&self, path: &Path) -> io::Result<Option<FileMeta>> {
         match fs::metadata(path) {
-            Ok(m) => Ok(Some(m.permissions().mode() & 0o7777)),
+            Ok(m) => Ok(Some(FileMeta {
+                mode: m.permissions().mode() & 0o7777,
+                uid: m.uid(),
+                gid: m.gid(),
+            })),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
@@ -55,14 +75,14 @@ impl Fs for RealFs {
             .create(dir)
     }
 
-    fn create_new(&self, path: &Path, mode: u32) -> io::Result<Box<dyn FsFile>> {
+    fn create_new(&self, path: &Path, meta: &FileMeta) -> io::Result<Box<dyn FsFile>> {
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC)
             .open(path)?;
-        // open()'s mode is masked by the umask; set the bits exactly.
-        if let Err(e) = file.set_permissions(fs::Permissions::from_mode(mode)) {
+        if let Err(e) = take_owner_and_mode(&file, meta) {
             let _ = fs::remove_file(path);
             return Err(e);
         }
@@ -78,7 +98,21 @@ impl Fs for RealFs {
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        fs::remove_file(path)
+        match fs::remove_file(path) {
+            // A directory that forbids removals (append-only) must not keep
+            // a full copy of the store per refused write: empty it instead.
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                if let Ok(f) = OpenOptions::new()
+                    .write(true)
+                    .custom_flags(OPEN_FLAGS | libc::O_NOFOLLOW)
+                    .open(path)
+                {
+                    let _ = f.set_len(0);
+                }
+                Err(e)
+            }
+            other => other,
+        }
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
@@ -87,49 +121,204 @@ impl Fs for RealFs {
             .collect()
     }
 
-    fn lock(&self, path: &Path, timeout: Duration) -> Result<LockGuard, LockFailure> {
-        let existed = path.exists();
-        // Never follow a symlink planted at the lock path: the pid written
-        // below would overwrite whatever it points to.
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-            .map_err(LockFailure::Io)?;
-        if !existed {
-            // Whatever the umask, the lock file is private like the store.
-            let _ = file.set_permissions(fs::Permissions::from_mode(0o600));
-        }
+    fn lock(&self, path: &Path, timeout: Duration, store: &Path) -> Result<LockGuard, LockFailure> {
         let start = Instant::now();
-        let mut pause = Duration::from_micros(200);
+        let meta = self
+            .meta(store)
+            .map_err(LockFailure::Io)?
+            .unwrap_or_else(FileMeta::private);
+        let meta = &meta;
         loop {
-            match file.try_lock() {
-                Ok(()) => break,
-                Err(fs::TryLockError::WouldBlock) => {
-                    if start.elapsed() >= timeout {
-                        return Err(LockFailure::Timeout {
-                            waited: start.elapsed(),
-                            holder: holder(&file),
-                        });
-                    }
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(20));
-                }
-                Err(fs::TryLockError::Error(e)) => return Err(LockFailure::Io(e)),
+            // The lock file can vanish between our calls (a cleanup
+            // script): then simply start over.
+            let Some((file, writable)) = open_lock_file(path, meta).map_err(LockFailure::Io)?
+            else {
+                continue;
+            };
+            wait_for_flock(&file, start, timeout)?;
+            // The lock counts only if the path still names the locked file:
+            // a lock file deleted (or replaced) meanwhile by a cleanup script
+            // would otherwise let a second writer in through a new file.
+            let held = file.metadata().map_err(LockFailure::Io)?;
+            let lock = RealLock {
+                file,
+                path: path.to_path_buf(),
+                dev: held.dev(),
+                ino: held.ino(),
+            };
+            if !lock.still_held().map_err(LockFailure::Io)? {
+                continue;
             }
+            check_lock_file(&held).map_err(LockFailure::Io)?;
+            let file = &lock.file;
+            // Say who holds the lock, for the message of whoever times out
+            // waiting. Best effort: the lock works without it. Safe to write:
+            // the file is a regular file with one link, our own lock file.
+            if writable {
+                let who = format!("pid {}\n", std::process::id());
+                if file.set_len(0).is_ok() {
+                    let _ = file.write_at(who.as_bytes(), 0);
+                }
+            }
+            return Ok(Box::new(lock));
         }
-        // Say who holds the lock, for the message of whoever times out
-        // waiting. Best effort: the lock works without it.
-        let who = format!("pid {}\n", std::process::id());
-        if file.set_len(0).is_ok() {
-            let _ = file.write_at(who.as_bytes(), 0);
-        }
-        Ok(Box::new(file))
     }
+}
+
+/// A held `flock` on the lock file `path` named when it was taken.
+struct RealLock {
+    /// Closing it releases the lock.
+    file: File,
+    path: std::path::PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl HeldLock for RealLock {
+    fn still_held(&self) -> io::Result<bool> {
+        match fs::symlink_metadata(&self.path) {
+            Ok(now) => Ok(now.dev() == self.dev && now.ino() == self.ino),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Open (or create, with the store's owner and mode) the lock file, never
+/// following a symlink and never blocking on a FIFO. Read-only when the
+/// process may not write it (flock needs no write access): the bool says
+/// whether it is writable; `None` when it vanished while being opened.
+fn open_lock_file(path: &Path, meta: &FileMeta) -> io::Result<Option<(File, bool)>> {
+    let flags = OPEN_FLAGS | libc::O_NOFOLLOW;
+    match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(flags)
+        .open(path)
+    {
+        Ok(file) => {
+            // Best effort: a lock file with the wrong owner is still a lock.
+            let _ = take_owner_and_mode(&file, meta);
+            return Ok(Some((file, true)));
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let opened = match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(flags)
+        .open(path)
+    {
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => OpenOptions::new()
+            .read(true)
+            .custom_flags(flags)
+            .open(path)
+            .map(|f| (f, false)),
+        other => other.map(|f| (f, true)),
+    };
+    let (file, writable) = match opened {
+        Ok(opened) => opened,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let m = file.metadata()?;
+    if m.nlink() == 0 {
+        return Ok(None);
+    }
+    check_lock_file(&m)?;
+    // A lock file left by an older rudder (always 0600) follows the store's
+    // mode, so that a group sharing the store can take the lock too.
+    if m.uid() == FileMeta::private().uid && m.permissions().mode() & 0o7777 != meta.mode {
+        let _ = file.set_permissions(fs::Permissions::from_mode(meta.mode));
+    }
+    Ok(Some((file, writable)))
+}
+
+/// A lock path must be a regular file with one link: anything else would
+/// have the pid written into somebody else's file (a hard link) or hang.
+fn check_lock_file(m: &fs::Metadata) -> io::Result<()> {
+    if !m.file_type().is_file() {
+        return Err(not_regular(m, "the lock file"));
+    }
+    if m.nlink() != 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "the lock file has {} hard links; a lock file must have exactly one \
+                 (another name for it could be anybody's file): remove it and retry",
+                m.nlink()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn wait_for_flock(file: &File, start: Instant, timeout: Duration) -> Result<(), LockFailure> {
+    let mut pause = Duration::from_micros(200);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(fs::TryLockError::WouldBlock) => {
+                if start.elapsed() >= timeout {
+                    return Err(LockFailure::Timeout {
+                        waited: start.elapsed(),
+                        holder: holder(file),
+                    });
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(LockFailure::Io(e)),
+        }
+    }
+}
+
+/// Give a new file exactly `meta`'s mode (open's mode is masked by the
+/// umask), and its owner and group when they differ from the process's and
+/// it may set them (root may; a member of the group may set the group).
+fn take_owner_and_mode(file: &File, meta: &FileMeta) -> io::Result<()> {
+    let mine = file.metadata()?;
+    if mine.uid() != meta.uid || mine.gid() != meta.gid {
+        let uid = if mine.uid() != meta.uid {
+            meta.uid
+        } else {
+            u32::MAX
+        };
+        // SAFETY: fchown on a descriptor we own; (uid_t)-1 leaves the owner.
+        let rc = unsafe { libc::fchown(file.as_raw_fd(), uid, meta.gid) };
+        if rc != 0 && uid != u32::MAX {
+            // Not root: keep at least the group, which is what lets the
+            // other members of a shared store go on writing it.
+            // SAFETY: as above.
+            unsafe { libc::fchown(file.as_raw_fd(), u32::MAX, meta.gid) };
+        }
+    }
+    // After fchown, which clears set-id bits.
+    file.set_permissions(fs::Permissions::from_mode(meta.mode))
+}
+
+fn not_regular(m: &fs::Metadata, what: &str) -> io::Error {
+    let t = m.file_type();
+    let kind = if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    };
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{what} is {kind}; rudder only reads and writes regular files"),
+    )
 }
 
 /// Who holds the lock on `file`: the process the kernel names in

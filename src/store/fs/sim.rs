@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::{Fs, FsFile, LockFailure, LockGuard};
+use super::{FileMeta, Fs, FsFile, HeldLock, LockFailure, LockGuard};
 
 /// One call made to a [`SimFs`], as recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,9 +205,12 @@ impl Fs for SimFs {
         }
     }
 
-    fn mode(&self, path: &Path) -> io::Result<Option<u32>> {
+    fn meta(&self, path: &Path) -> io::Result<Option<FileMeta>> {
         let s = self.enter(FsCall::Mode(path.to_path_buf()))?;
-        Ok(s.names.get(path).map(|&i| s.inodes[i].mode))
+        Ok(s.names.get(path).map(|&i| FileMeta {
+            mode: s.inodes[i].mode,
+            ..FileMeta::private()
+        }))
     }
 
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
@@ -215,7 +218,8 @@ impl Fs for SimFs {
         Ok(())
     }
 
-    fn create_new(&self, path: &Path, mode: u32) -> io::Result<Box<dyn FsFile>> {
+    fn create_new(&self, path: &Path, meta: &FileMeta) -> io::Result<Box<dyn FsFile>> {
+        let mode = meta.mode;
         let mut s = self.enter(FsCall::CreateNew(path.to_path_buf()))?;
         if s.names.contains_key(path) {
             return Err(io::Error::from(io::ErrorKind::AlreadyExists));
@@ -280,11 +284,25 @@ impl Fs for SimFs {
             .collect())
     }
 
-    fn lock(&self, path: &Path, _timeout: Duration) -> Result<LockGuard, LockFailure> {
+    fn lock(
+        &self,
+        path: &Path,
+        _timeout: Duration,
+        _store: &Path,
+    ) -> Result<LockGuard, LockFailure> {
         // One simulated process: the lock only counts as a call that can fail.
         let _state = self
             .enter(FsCall::Lock(path.to_path_buf()))
             .map_err(LockFailure::Io)?;
-        Ok(Box::new(()))
+        Ok(Box::new(SimLock))
+    }
+}
+
+/// The one simulated process's lock, which nobody can take from it.
+struct SimLock;
+
+impl HeldLock for SimLock {
+    fn still_held(&self) -> io::Result<bool> {
+        Ok(true)
     }
 }
