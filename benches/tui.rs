@@ -79,6 +79,23 @@ fn frame(c: &mut Criterion) {
     // filter or sort changes; measured for reference.
     let mut app = app_with(tasks(100_000));
     group.bench_function("rebuild_index/100000", |b| b.iter(|| app.rebuild()));
+    // An idle frame with a selected task whose title and message are 25 MB
+    // each: the text is sanitized once per change of the task, so a frame
+    // costs what any other does (it used to sanitize 50 MB each time).
+    let mut huge = tasks(1_000);
+    let (_, t) = huge.get_index_mut(500).expect("a task");
+    t.title = Some(format!("HUGE {}", "title \u{1b}[31m".repeat(25 << 20 >> 4)));
+    t.status_message = Some("m".repeat(25 << 20));
+    let mut app = app_with(huge);
+    app.select_row(app.rows.iter().position(|&p| p == 500).unwrap_or(0));
+    let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
+    group.bench_function("render_120x35/25MB_title", |b| {
+        b.iter(|| {
+            terminal
+                .draw(|f| view::draw(f, &mut app, &theme))
+                .expect("draw");
+        })
+    });
     group.finish();
 }
 

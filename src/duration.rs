@@ -2,10 +2,14 @@
 
 use std::time::Duration;
 
-/// The longest duration accepted: long enough for any retention, short
-/// enough that every computation with it (milliseconds in a `u64`, a date
-/// plus it) stays in range.
-pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+/// The length of a year as durations are read (`1y`): 365.25 days, as
+/// `humantime` counts it.
+const YEAR: Duration = Duration::from_secs(31_557_600);
+
+/// The longest duration accepted, `100y` itself included: long enough for
+/// any retention, short enough that every computation with it (milliseconds
+/// in a `u64`, a date plus it) stays in range.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * YEAR.as_secs());
 
 /// Parse a duration such as `90s`, `15m`, `2h`, `1d` or `1h30m`. A bare
 /// number is refused: the unit is part of what the user means.
@@ -35,6 +39,10 @@ mod tests {
         assert!(parse_duration("15").is_err());
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("101y").is_err());
+        // The cap is inclusive: exactly 100 years, however it is written.
+        assert_eq!(parse_duration("100y"), Ok(MAX_DURATION));
+        assert_eq!(parse_duration("36525d"), Ok(MAX_DURATION));
+        assert!(parse_duration("100y 1s").is_err());
         assert!(parse_duration("584542046y 2859952616ms").is_err());
     }
 }

@@ -5,6 +5,12 @@
 //! - [`watch`]: the change feed that turns file changes into transitions;
 //! - [`schema`]: input validation and typing by JSON Schema;
 //! - [`duration`]: durations as people write them (`90s`, `15m`, `2h`).
+//!
+//! Output goes through fallible writes ([`cli::output::emit`],
+//! [`cli::output::note`]), never `print!`, which panics when stdout cannot
+//! be written (`rudder list >/dev/full`).
+
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
 pub mod duration;
 pub mod schema;

@@ -1,8 +1,14 @@
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
 use std::process::ExitCode;
 
 use clap::Parser;
+use std::io::Write;
+
 use rudder::StoreError;
-use rudder::cli::{Cli, Command, args::WatchArgs, store_path};
+use rudder::cli::output::note;
+use rudder::cli::{Cli, Command, EXIT_STORE, EXIT_USAGE, OutputError, args::WatchArgs, store_path};
+use rudder::demo::seed::FreshError;
 use rudder::text::sanitize;
 
 fn main() -> ExitCode {
@@ -21,8 +27,8 @@ fn main() -> ExitCode {
     if let Some(text) = std::env::var_os("RUDDER_LOCK_TIMEOUT")
         && let Err(e) = rudder::duration::parse_duration(&text.to_string_lossy())
     {
-        eprintln!("rudder: RUDDER_LOCK_TIMEOUT: {e}");
-        return ExitCode::from(rudder::cli::EXIT_USAGE as u8);
+        note(&format!("rudder: RUDDER_LOCK_TIMEOUT: {e}"));
+        return ExitCode::from(EXIT_USAGE as u8);
     }
     // The demo and its simulated worker never touch $RUDDER_STORE: seeding
     // incidents into a real store, or letting a simulated diagnosis fail
@@ -57,14 +63,27 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Store errors can quote the file's content: keep it inert.
-            eprintln!("rudder: {}", sanitize(&format!("{e:#}")));
-            let code = e
-                .chain()
-                .find_map(|c| c.downcast_ref::<StoreError>())
-                .map_or(1, StoreError::exit_code);
-            ExitCode::from(code as u8)
+            note(&format!("rudder: {}", sanitize(&format!("{e:#}"))));
+            ExitCode::from(exit_code(&e) as u8)
         }
     }
+}
+
+/// The exit code of an interactive command's error: the README's table for
+/// the errors it knows (the store's, a store the demo refuses, output that
+/// cannot be written), 1 for anything else.
+fn exit_code(e: &anyhow::Error) -> i32 {
+    e.chain()
+        .find_map(|c| {
+            if let Some(e) = c.downcast_ref::<StoreError>() {
+                Some(e.exit_code())
+            } else if let Some(e) = c.downcast_ref::<FreshError>() {
+                Some(e.exit_code())
+            } else {
+                c.downcast_ref::<OutputError>().map(|_| EXIT_STORE)
+            }
+        })
+        .unwrap_or(1)
 }
 
 /// Report a command-line error. With `--json` anywhere in the arguments the
@@ -74,15 +93,34 @@ fn usage_error(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     let wants_json = std::env::args_os().any(|a| a == "--json");
     if !wants_json || matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        e.exit();
+        let code = e.exit_code();
+        let printed = e.print().and_then(|()| {
+            std::io::stdout().flush()?;
+            std::io::stderr().flush()
+        });
+        return match printed {
+            // Help that cannot be written is an output error; a usage
+            // error stays one even if its message could not be written.
+            Err(err) if !e.use_stderr() => {
+                note(&format!("rudder: cannot write the output to stdout: {err}"));
+                ExitCode::from(EXIT_STORE as u8)
+            }
+            _ => ExitCode::from(code as u8),
+        };
     }
     let message = e.to_string();
     let first = message.lines().next().unwrap_or("invalid arguments");
     let json = serde_json::json!({
         "error": "usage",
         "message": first.trim_start_matches("error: "),
-        "exit_code": rudder::cli::EXIT_USAGE,
+        "exit_code": EXIT_USAGE,
     });
-    println!("{json}");
-    ExitCode::from(rudder::cli::EXIT_USAGE as u8)
+    match rudder::cli::output::emit_line(&json.to_string()) {
+        Ok(()) => ExitCode::from(EXIT_USAGE as u8),
+        // The usage error is what went wrong; say it where it can be read.
+        Err(err) => {
+            note(&format!("rudder: {err}; the error was: {first}"));
+            ExitCode::from(EXIT_USAGE as u8)
+        }
+    }
 }

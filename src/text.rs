@@ -6,6 +6,7 @@
 //! string from the store goes through [`sanitize`] before it is drawn or printed.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 
 use unicode_width::UnicodeWidthChar;
 
@@ -17,9 +18,21 @@ fn is_unsafe(c: char) -> bool {
     c.is_control() || is_bidi_control(c)
 }
 
+thread_local! {
+    static SANITIZED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many bytes the current thread has passed through [`sanitize`] so far:
+/// lets tests and benchmarks check that text is sanitized once per change,
+/// not once per frame.
+pub fn sanitized_bytes() -> u64 {
+    SANITIZED.with(Cell::get)
+}
+
 /// Remove escape sequences, control characters (C0, DEL, C1) and bidi
 /// controls; line breaks and tabs become spaces so the text stays on one line.
 pub fn sanitize(text: &str) -> Cow<'_, str> {
+    SANITIZED.with(|n| n.set(n.get().saturating_add(text.len() as u64)));
     if !text.chars().any(is_unsafe) {
         return Cow::Borrowed(text);
     }

@@ -603,9 +603,10 @@ fn wait_returns_when_another_process_acts() {
     // Waiting for input: nothing to wait for.
     let id = create(&path, &["--schema", SCHEMA]);
     let r = run(&path, &["wait", &id, "--json", "--timeout", "5s"]);
-    assert_eq!(r.code, 0);
+    assert_eq!(r.code, 9, "{r:#?}");
     assert_eq!(r.json()["status"], "input_required");
     let r = run(&path, &["wait", &id]);
+    assert_eq!(r.code, 9, "{r:#?}");
     assert!(r.stdout.contains("input_required"), "{}", r.stdout);
 
     // Once someone provides the input the task works again, and `wait`
@@ -652,17 +653,144 @@ fn wait_returns_when_another_process_acts() {
         0
     );
     let r = finished(child);
-    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.code, 9, "{r:#?}");
     assert_eq!(r.json()["status"], "input_required");
     assert_eq!(r.json()["status_message"], "which service?");
 
-    // A task pruned away while waited for is reported as unknown.
+    // A store deleted while a task in it is waited for: the task vanished,
+    // and the answer says how it was last seen.
     let id = create(&path, &[]);
     let mut child = spawn_wait(&path, &id);
     still_waiting(&mut child);
     std::fs::remove_file(&path).unwrap();
     let r = finished(child);
     assert_eq!(r.code, 3, "{r:#?}");
+    let v = r.json();
+    assert_eq!(v["error"], "vanished", "{v}");
+    assert_eq!(v["task"]["status"], "working");
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        message.contains("while it was working") && message.contains("no longer exists"),
+        "{message}"
+    );
+}
+
+/// DESIGN.md: `wait` exits 0 completed, 7 failed, 8 cancelled, 9 waiting
+/// for input, whether the task was there already or got there meanwhile.
+#[test]
+fn wait_exit_codes_say_how_the_task_ended() {
+    let (_d, path) = store();
+    let completed = create(&path, &[]);
+    assert_eq!(run(&path, &["complete", &completed]).code, 0);
+    let failed = create(&path, &[]);
+    assert_eq!(
+        run(&path, &["fail", &failed, "--error", "disk full"]).code,
+        0
+    );
+    let cancelled = create(&path, &[]);
+    assert_eq!(run(&path, &["cancel", &cancelled]).code, 0);
+    let waiting = create(&path, &["--schema", SCHEMA]);
+    for (id, code, status) in [
+        (&completed, 0, "completed"),
+        (&failed, 7, "failed"),
+        (&cancelled, 8, "cancelled"),
+        (&waiting, 9, "input_required"),
+    ] {
+        let r = run(&path, &["wait", id, "--json"]);
+        assert_eq!(r.code, code, "{status}: {r:#?}");
+        assert_eq!(r.json()["status"], status);
+        let r = run(&path, &["wait", &id[..8]]);
+        assert_eq!(r.code, code, "{status}: {r:#?}");
+        assert!(r.stdout.contains(status), "{status}: {}", r.stdout);
+    }
+    let r = run(&path, &["wait", &failed]);
+    assert!(r.stdout.contains("failed: disk full"), "{}", r.stdout);
+
+    // Cancelled while waited for.
+    let id = create(&path, &[]);
+    let (child, _err) = spawn_announced_wait(&path, &id);
+    assert_eq!(run(&path, &["cancel", &id]).code, 0);
+    let r = finished(child);
+    assert_eq!(r.code, 8, "{r:#?}");
+    assert!(r.stdout.contains("cancelled"), "{}", r.stdout);
+}
+
+/// `wait ID` (human output, stderr to a file) that has said it waits: it
+/// has read the task, unfinished, so whatever happens next happens while
+/// it waits. No sleep: the line is the signal.
+fn spawn_announced_wait(path: &Path, id: &str) -> (Child, PathBuf) {
+    let err = path.with_file_name(format!("wait-{}.err", &id[..8]));
+    let child = rudder()
+        .arg("--store")
+        .arg(path)
+        .args(["wait", id, "--timeout", "600s"])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let said = wait_for(Duration::from_secs(20), || {
+        let text = std::fs::read_to_string(&err).unwrap_or_default();
+        text.contains(&format!("rudder: waiting for task {id}"))
+            .then_some(())
+    });
+    assert!(said.is_some(), "wait never said it waits");
+    (child, err)
+}
+
+/// DESIGN.md: 6 at once, not after the timeout, when the store becomes
+/// unreadable while `wait` waits; the error names the file.
+#[test]
+fn wait_stops_with_exit_6_when_the_store_turns_corrupt() {
+    let (_d, path) = store();
+    let id = create(&path, &["--title", "INC-1042"]);
+    let (child, err) = spawn_announced_wait(&path, &id);
+    // Another process replaces the store with something no reader accepts.
+    let tmp = path.with_file_name("corrupt.json.tmp");
+    std::fs::write(&tmp, "{\n  \"oops\": [1, 2,\n").unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    // Waiting for the exit, not timing it: the wait's own timeout is 600 s.
+    let r = finished(child);
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(r.code, 6, "{r:#?}\n{stderr}");
+    assert!(
+        stderr.contains(&path.display().to_string()) && stderr.contains("corrupt"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("at line 2 column"), "{stderr}");
+    assert!(!stderr.contains("timed out"), "{stderr}");
+}
+
+/// A task seen working that is gone at the next read (completed and pruned
+/// in one go, between two reads) cannot be reported as anything it was not
+/// seen to be: `wait` says it vanished and how it was last seen, exit 3,
+/// instead of calling it an unknown task.
+#[test]
+fn wait_reports_a_task_that_vanished_unfinished() {
+    let (_d, path) = store();
+    let id = create(&path, &["--title", "INC-1042"]);
+    let other = create(&path, &[]);
+    let (child, err) = spawn_announced_wait(&path, &id);
+    let store = Store::open(&path);
+    // One write: what wait reads next no longer has the task.
+    let mut removed = None;
+    rudder::store::Backend::transact(store.backend(), &mut |tasks| {
+        removed = tasks.shift_remove(&id);
+        Ok(true)
+    })
+    .unwrap();
+    assert!(removed.is_some());
+    let r = finished(child);
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(r.code, 3, "{r:#?}\n{stderr}");
+    assert!(!stderr.contains("unknown task"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("task {id} vanished from"))
+            && stderr.contains("while it was working (revision 1)")
+            && stderr.contains("outcome is unknown"),
+        "{stderr}"
+    );
+    // The store itself is fine.
+    assert_eq!(run(&path, &["get", &other]).code, 0);
 }
 
 fn ago(d: TimeDelta) -> String {
@@ -993,7 +1121,8 @@ fn hostile_text_from_the_store_never_reaches_the_terminal() {
         vec!["prune", "--older-than", "0s"],
     ] {
         let r = run(&path, &args);
-        assert!(r.code == 0 || r.code == 4, "{args:?}: {r:#?}");
+        // `wait` on the cancelled task says so with its exit code, 8.
+        assert!(matches!(r.code, 0 | 4 | 8), "{args:?}: {r:#?}");
         clean(&r, &args.join(" "));
     }
 }

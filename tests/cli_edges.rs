@@ -197,3 +197,157 @@ fn read_only_is_accepted_before_and_after_watch() {
     assert!(matches!(sub.command, Some(Command::Watch(a)) if a.read_only));
     assert!(Cli::try_parse_from(["rudder", "list", "--read-only"]).is_err());
 }
+
+/// `rudder … >/dev/full`: the command does its work, the answer cannot be
+/// written, and that is exit 6 with a message on stderr saying so (and what
+/// was done all the same), never a panic (exit 101).
+#[test]
+fn output_that_cannot_be_written_is_exit_6_not_a_panic() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("tasks.json");
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full")
+    };
+    let run_full = |args: &[&str]| {
+        let out = rudder()
+            .arg("--store")
+            .arg(&store)
+            .args(args)
+            .stdout(full())
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(6), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot write the output to stdout") && err.contains("No space left"),
+            "{args:?}: {err}"
+        );
+        err
+    };
+    for json in [false, true] {
+        let mut args = vec!["create", "--title", "x"];
+        if json {
+            args.push("--json");
+        }
+        let err = run_full(&args);
+        assert!(err.contains("the change stands: task "), "{err}");
+        assert!(err.contains(" is now working (revision 1)"), "{err}");
+    }
+    // Both creates happened.
+    let listed = rudder()
+        .arg("--store")
+        .arg(&store)
+        .args(["list", "--json"])
+        .output()
+        .expect("run");
+    let tasks: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    let tasks = tasks.as_array().expect("an array");
+    assert_eq!(tasks.len(), 2);
+    let id = tasks[0]["task_id"].as_str().expect("an id").to_string();
+    for args in [
+        vec!["list"],
+        vec!["list", "--json"],
+        vec!["get", &id],
+        vec!["get", &id, "--json"],
+        vec!["reclaim", "--older-than", "1h", "--dry-run"],
+        vec!["--help"],
+    ] {
+        run_full(&args);
+    }
+    let err = run_full(&["cancel", &id, "--json"]);
+    assert!(err.contains(" is now cancelled"), "{err}");
+    run_full(&["wait", &id]);
+    // An error that cannot be written as JSON keeps its own exit code and
+    // is said on stderr instead.
+    let out = rudder()
+        .arg("--store")
+        .arg(&store)
+        .args(["get", "nope", "--json"])
+        .stdout(full())
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("unknown task: nope"), "{err}");
+}
+
+/// The cap on durations is inclusive: `100y` is accepted, a second more is not.
+#[test]
+fn a_hundred_years_is_the_longest_duration() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("tasks.json");
+    for args in [
+        vec!["create", "--ttl", "100y"],
+        vec!["prune", "--older-than", "100y"],
+        vec!["reclaim", "--older-than", "100y", "--dry-run"],
+        vec!["reclaim", "--older-than", "36525d"],
+    ] {
+        let out = rudder()
+            .arg("--store")
+            .arg(&store)
+            .args(&args)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    }
+    for args in [
+        vec!["prune", "--older-than", "100y 1s"],
+        vec!["create", "--ttl", "101y"],
+    ] {
+        let out = rudder()
+            .arg("--store")
+            .arg(&store)
+            .args(&args)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("at most 100 years"), "{err}");
+    }
+}
+
+/// Giving up on the lock says how long in units a person reads (`1.0s`),
+/// not the nanoseconds of the exact measurement.
+#[test]
+fn the_lock_timeout_message_is_readable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("tasks.json");
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.path().join("tasks.json.lock"))
+        .expect("the lock file");
+    lock.lock().expect("hold the store lock");
+    let out = rudder()
+        .arg("--store")
+        .arg(&store)
+        .env("RUDDER_LOCK_TIMEOUT", "1s")
+        .args(["create", "--title", "x"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    let waited = err
+        .split("gave up after ")
+        .nth(1)
+        .and_then(|rest| rest.split(" waiting for the store lock").next())
+        .unwrap_or_else(|| panic!("no wait in {err}"));
+    let seconds = waited
+        .strip_suffix('s')
+        .and_then(|n| n.split_once('.'))
+        .filter(|(whole, tenth)| {
+            !whole.is_empty()
+                && whole.chars().all(|c| c.is_ascii_digit())
+                && tenth.len() == 1
+                && tenth.chars().all(|c| c.is_ascii_digit())
+        });
+    assert!(seconds.is_some(), "not like 1.0s: {waited:?} in {err}");
+    assert!(!store.exists(), "nothing was written");
+}

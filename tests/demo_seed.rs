@@ -14,7 +14,7 @@ use rudder::tui::{WorkerControl, WorkerState};
 use rudder::{NewTask, Status, Store};
 
 mod demo_common;
-use demo_common::{rudder, store_in_tempdir, wait_for};
+use demo_common::{common, rudder, store_in_tempdir, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -275,22 +275,92 @@ fn an_orphaned_demo_worker_exits() {
     assert!(stderr.contains("is gone"), "{stderr}");
 }
 
+/// A speed outside 0.01..=10000 is a usage error (exit 2) of `worker` and
+/// `demo` alike, before anything runs: `1e-308` used to overflow the step
+/// durations and panic a diagnosis thread.
 #[test]
 fn a_bad_speed_is_refused() {
     let (_dir, path, _store) = demo_store();
-    for speed in ["0", "-1", "NaN"] {
-        let out = rudder()
-            .arg("worker")
-            .arg("--store")
-            .arg(&path)
-            .arg(format!("--speed={speed}"))
+    for command in ["worker", "demo"] {
+        for speed in [
+            "0", "-1", "NaN", "inf", "-inf", "1e-308", "0.001", "1e400", "10001", "fast", "",
+        ] {
+            let out = rudder()
+                .arg(command)
+                .arg("--store")
+                .arg(&path)
+                .arg(format!("--speed={speed}"))
+                .stdin(Stdio::null())
+                .output()
+                .expect("run the worker");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{command} --speed={speed}: {stderr}"
+            );
+            assert!(stderr.contains("--speed"), "{stderr}");
+            assert!(!stderr.contains("panicked"), "{stderr}");
+        }
+    }
+    assert!(!path.exists(), "nothing was written");
+}
+
+/// A store holding tasks that are not demo incidents is refused by the
+/// demo, with and without --fresh: exit 2, the store untouched (not a byte,
+/// not its inode or mtime), no worker started, and the message says why and
+/// which store to use instead.
+#[test]
+fn the_demo_refuses_a_store_with_real_tasks() {
+    let (dir, path, store) = store_in_tempdir("real.json");
+    for title in ["INC-7 a real incident", "nightly backup"] {
+        store
+            .create(NewTask {
+                title: Some(title.into()),
+                ..NewTask::default()
+            })
+            .expect("create a real task");
+    }
+    // A demo incident among them does not make it a demo store.
+    seed::seed(&store).expect("seed one store");
+    let before = common::fingerprint(&path);
+    for fresh in [false, true] {
+        let mut demo = rudder();
+        demo.arg("demo").arg("--store").arg(&path);
+        if fresh {
+            demo.arg("--fresh");
+        }
+        let out = demo
+            .args(["--speed", "50"])
             .stdin(Stdio::null())
             .output()
-            .expect("run the worker");
-        assert!(!out.status.success(), "--speed {speed} accepted");
+            .expect("run rudder demo");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains("--speed"), "{stderr}");
+        assert_eq!(out.status.code(), Some(2), "--fresh {fresh}: {stderr}");
+        for says in [
+            path.display().to_string().as_str(),
+            "holds 2 tasks that are not demo incidents",
+            "INC-7 a real incident",
+            "nightly backup",
+            "nothing was changed",
+            "./rudder-demo.json",
+            "--store NEW.json",
+        ] {
+            assert!(
+                stderr.contains(says),
+                "--fresh {fresh}: no {says:?} in {stderr}"
+            );
+        }
+        assert_eq!(common::fingerprint(&path), before, "the store was written");
     }
+    assert!(
+        !Supervisor::log_path_for(&path).exists(),
+        "a worker was started"
+    );
+    assert!(
+        !dir.path().join("rudder-demo.json").exists(),
+        "the refusal wrote elsewhere"
+    );
 }
 
 /// The README: the demo and the worker use `./rudder-demo.json` unless

@@ -116,9 +116,15 @@ impl Drop for Worker {
 
 const DEADLINE: Duration = Duration::from_secs(40);
 
+/// A demo incident (the worker takes no other task): its key starts with
+/// `demo:`, unique per task so that one incident can be run several times.
 fn create(store: &Store, request: Value) -> String {
+    static CREATED: AtomicUsize = AtomicUsize::new(0);
+    let n = CREATED.fetch_add(1, Ordering::Relaxed);
+    let incident = request["incident"].as_str().unwrap_or("none").to_string();
     store
         .create(NewTask {
+            idempotency_key: Some(format!("demo:{incident}#{n}")),
             title: request["incident"].as_str().map(str::to_string),
             request: Some(request),
             ..NewTask::default()
@@ -279,6 +285,46 @@ fn a_cancel_during_a_step_stops_the_diagnosis() {
     assert_eq!(t.status, Status::Cancelled);
     assert_eq!(current_step(&t), 1, "no step was recorded after the cancel");
     assert_eq!(t.result, None);
+}
+
+/// `rudder worker` on a store with real work never touches it: a task that
+/// is not a demo incident (even one whose request looks like one) is never
+/// claimed, let alone failed, while the demo incidents beside it are
+/// diagnosed. The older real tasks come first in the store, so a worker
+/// taking "the oldest working task" would have taken them.
+#[test]
+fn the_worker_never_claims_a_task_that_is_not_a_demo_incident() {
+    let (_dir, path, store) = store_in_tempdir("tasks.json");
+    let real: Vec<Task> = [
+        json!({"incident": "INC-1042", "service": "checkout"}),
+        json!({"incident": "INC-9999"}),
+        json!({"deploy": "v2"}),
+    ]
+    .into_iter()
+    .map(|request| {
+        store
+            .create(NewTask {
+                title: Some("real work".into()),
+                request: Some(request),
+                ..NewTask::default()
+            })
+            .expect("create a real task")
+            .task
+    })
+    .collect();
+    let demo = create_checkout(&store);
+    let worker = Worker::start(&path, "careful", 50.0);
+    wait_for_completed("the demo incident diagnosed", &store, &demo);
+    for task in &real {
+        assert_eq!(&get(&store, &task.task_id), task, "a real task was touched");
+    }
+    let log = worker.log();
+    assert!(
+        log.contains(
+            "3 task(s) in this store are not demo incidents: this worker never claims them"
+        ),
+        "{log}"
+    );
 }
 
 #[test]

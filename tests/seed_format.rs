@@ -109,7 +109,9 @@ fn the_cli_lists_and_shows_a_seed_store_without_writing() {
         r.stdout
     );
     let r = run(&path, &["wait", "34df", "--json"]);
-    assert_eq!(r.code, 0, "an input_required task needs no waiting: {r:#?}");
+    // An input_required task needs no waiting: at once, exit 9.
+    assert_eq!(r.code, 9, "{r:#?}");
+    assert_eq!(r.json()["status"], "input_required");
     assert_eq!(
         fingerprint(&path),
         before,

@@ -24,6 +24,11 @@ struct Tui {
 
 impl Tui {
     fn start(store: &Path) -> Tui {
+        Tui::start_with(store, &[])
+    }
+
+    /// [`Tui::start`] with these environment variables set.
+    fn start_with(store: &Path, env: &[(&str, &str)]) -> Tui {
         let pty = native_pty_system()
             .openpty(PtySize {
                 rows: 35,
@@ -36,6 +41,9 @@ impl Tui {
         cmd.args(["--store", store.to_str().expect("a UTF-8 path"), "watch"]);
         cmd.env("TERM", "xterm-256color");
         cmd.env_remove("NO_COLOR");
+        for (name, value) in env {
+            cmd.env(name, value);
+        }
         let child = pty.slave.spawn_command(cmd).expect("rudder starts");
         drop(pty.slave);
         let mut reader = pty.master.try_clone_reader().expect("a reader");
@@ -235,4 +243,73 @@ fn sigterm_exits_cleanly_and_restores_the_terminal() {
         !raw.windows(5).any(|w| w == b"pwned"),
         "a title escape from the store reached the terminal"
     );
+}
+
+/// What changes when a file is written: its bytes, inode and mtime.
+fn fingerprint(path: &Path) -> (Vec<u8>, u64, i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).expect("the store");
+    (
+        std::fs::read(path).expect("the store"),
+        m.ino(),
+        m.mtime(),
+        m.mtime_nsec(),
+    )
+}
+
+/// Whether process `pid` has `file` open.
+fn has_open(pid: u32, file: &Path) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten()
+        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == file))
+}
+
+/// A write that waits for the store lock (another process holds it, for up
+/// to `$RUDDER_LOCK_TIMEOUT`) must not keep the TUI from quitting: `q`
+/// ends it at once, and the abandoned write never happens, so the store is
+/// exactly as it was.
+#[test]
+fn quitting_while_a_write_waits_for_the_lock_is_immediate_and_writes_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tasks.json");
+    cli(&store, &["create", "--title", "INC-12 held"]);
+    let lock_path = dir.path().join("tasks.json.lock");
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .expect("the lock file");
+    lock.lock().expect("hold the store lock");
+    let before = fingerprint(&store);
+
+    let mut tui = Tui::start_with(&store, &[("RUDDER_LOCK_TIMEOUT", "10m")]);
+    tui.wait_for("INC-12 held");
+    tui.send("c");
+    tui.wait_for("Cancel task");
+    tui.send("y");
+    tui.wait_for("cancelling");
+    // The cancel is under way: its writer has opened the lock file and
+    // waits for the lock the test holds.
+    let pid = tui.child.process_id().expect("a pid");
+    let lock_path = lock_path.canonicalize().expect("the lock path");
+    let start = Instant::now();
+    while !has_open(pid, &lock_path) {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "the cancel never reached the lock"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    tui.send("q");
+    tui.wait_exit();
+    assert_eq!(fingerprint(&store), before, "the store was written");
+    drop(lock);
+    let task = cli(&store, &["list", "--json"]);
+    let task: Value = serde_json::from_str(&task).expect("JSON from list");
+    assert_eq!(task[0]["status"], "working");
+    assert_eq!(fingerprint(&store), before, "the store was written");
 }

@@ -328,3 +328,63 @@ fn form_with_hostile_defaults_shows_what_it_submits() {
     assert!(text.contains(r#"{"k":"v\u009b1m"}"#), "{text}");
     insta::assert_snapshot!(text);
 }
+
+/// A task with huge texts (title, message, result, a history note, a field
+/// rudder does not know) costs its sanitizing once per change of the task,
+/// not once per frame: an idle screen redraws every second for the
+/// relative times, and sanitizing 25 MB each time cost seconds of CPU.
+#[test]
+fn huge_texts_are_sanitized_once_per_change_not_per_frame() {
+    const HUGE: usize = 2 << 20;
+    let mut tasks = fixture();
+    let big = tasks.get_mut(&id(2)).expect("fixture");
+    big.title = Some(format!("HUGE-TITLE {}", "t\u{1b}[31m".repeat(HUGE / 6)));
+    big.status_message = Some("m".repeat(HUGE));
+    big.result = Some(serde_json::json!({ "log": "r".repeat(HUGE) }));
+    big.history[0].note = Some("n".repeat(HUGE));
+    big.extra
+        .insert("trace".into(), serde_json::json!("x".repeat(HUGE)));
+    let mut app = app_with(tasks.clone());
+    let row = app
+        .rows
+        .iter()
+        .position(|&pos| app.tasks.get_index(pos).is_some_and(|(k, _)| k == &id(2)))
+        .expect("the task has a row");
+    app.select_row(row);
+    let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("test terminal");
+    let mut frame = |app: &mut App| {
+        terminal.draw(|f| view::draw(f, app, &COLOR)).expect("draw");
+        screen(&terminal)
+    };
+    let first = frame(&mut app);
+    assert!(first.contains("HUGE-TITLE tttt"), "{first}");
+    assert!(!first.contains('\u{1b}'), "{first}");
+
+    let before = rudder::text::sanitized_bytes();
+    for s in 1..=10 {
+        app.tick(now() + chrono::TimeDelta::seconds(s));
+        frame(&mut app);
+    }
+    let per_frame = (rudder::text::sanitized_bytes() - before) / 10;
+    assert!(
+        per_frame < 64 << 10,
+        "{per_frame} bytes sanitized per idle frame"
+    );
+
+    // A change of the task is sanitized (once) and shown.
+    let mut changed = tasks.clone();
+    let t = changed.get_mut(&id(2)).expect("fixture");
+    t.title = Some("RENAMED \u{1b}]0;pwned\u{7}incident".into());
+    t.revision += 1;
+    app.on_feed(snapshot_after(&tasks, changed));
+    let before = rudder::text::sanitized_bytes();
+    let shown = frame(&mut app);
+    assert!(shown.contains("RENAMED incident"), "{shown}");
+    assert!(
+        rudder::text::sanitized_bytes() - before >= HUGE as u64,
+        "the changed task was not sanitized again"
+    );
+    let before = rudder::text::sanitized_bytes();
+    frame(&mut app);
+    assert!(rudder::text::sanitized_bytes() - before < 64 << 10);
+}

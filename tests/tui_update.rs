@@ -529,6 +529,26 @@ fn a_panicking_store_call_is_reported_and_its_dialog_put_right() {
     );
 }
 
+/// `q` and Ctrl-C quit whatever the store is busy with: after a cancel was
+/// sent (its answer still to come) and while the reclaim preview loads.
+#[test]
+fn q_and_ctrl_c_quit_while_an_answer_from_the_store_is_pending() {
+    for quit in [ch('q'), ctrl('c')] {
+        let mut app = app_with(fixture());
+        app.handle_key(ch('c'));
+        assert_eq!(app.handle_key(ch('y')).len(), 1, "the cancel is sent");
+        assert!(app.handle_key(quit).is_empty());
+        assert!(app.quit, "{quit:?} after a cancel was sent");
+
+        let mut app = app_with(fixture());
+        app.handle_key(ch('R'));
+        app.handle_key(key(KeyCode::Enter));
+        assert!(matches!(app.popup, Popup::ReclaimLoading { .. }));
+        assert!(app.handle_key(quit).is_empty());
+        assert!(app.quit, "{quit:?} while the reclaim preview loads");
+    }
+}
+
 #[test]
 fn read_only_refuses_every_write_with_a_message() {
     let mut app = App::new(Path::new("/srv/tasks.json"), true, now());

@@ -68,15 +68,15 @@ pub struct DemoArgs {
     /// Start over: replace the demo store with freshly seeded incidents
     #[arg(long)]
     pub fresh: bool,
-    /// Run the simulated diagnoses this many times faster
-    #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
+    /// Run the simulated diagnoses this many times faster (0.01 to 10000)
+    #[arg(long, default_value_t = 1.0, value_name = "FACTOR", value_parser = crate::demo::worker::parse_speed)]
     pub speed: f64,
 }
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
-    /// Run the simulated diagnoses this many times faster
-    #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
+    /// Run the simulated diagnoses this many times faster (0.01 to 10000)
+    #[arg(long, default_value_t = 1.0, value_name = "FACTOR", value_parser = crate::demo::worker::parse_speed)]
     pub speed: f64,
     /// The worker's readable name; its leases are held as NAME#random, unique to this process
     #[arg(long)]

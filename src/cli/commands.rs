@@ -8,7 +8,7 @@ use super::output;
 use super::{CliError, store_path};
 use crate::duration::parse_duration;
 use crate::schema;
-use crate::store::{NewTask, Outcome, Store, StoreError};
+use crate::store::{NewTask, Outcome, Store};
 use crate::task::{Actor, Status, Task};
 use crate::watch::{ChangeFeed, FeedEvent, FeedOptions};
 
@@ -18,20 +18,38 @@ pub fn run(store: Option<std::path::PathBuf>, command: Command) -> i32 {
     let path = store_path(store);
     let json = command_json(&command);
     match dispatch(&path, command) {
-        Ok(()) => 0,
+        Ok(code) => code,
         Err(e) => {
-            if json {
-                println!("{}", e.to_json());
-            } else {
-                eprintln!("rudder: {}", output::sanitize_line(&e.to_string()));
-                if let CliError::Store(se) = &e
-                    && let Some(task) = se.task()
-                {
-                    eprintln!("{}", output::current_state(task));
-                }
-            }
+            report(&e, json);
             e.exit_code()
         }
+    }
+}
+
+/// Print an error: one JSON object on stdout with `--json` (on stderr if
+/// stdout is what failed), else a line on stderr.
+fn report(e: &CliError, json: bool) {
+    let stdout_broken = matches!(e, CliError::Output { error, .. } if error.stream == "stdout");
+    if json && !stdout_broken {
+        match output::emit_line(&e.to_json().to_string()) {
+            Ok(()) => return,
+            Err(broken) => {
+                let e = CliError::Output {
+                    error: broken,
+                    done: Some(format!("the error was: {e}")),
+                };
+                return report(&e, false);
+            }
+        }
+    }
+    output::note(&format!(
+        "rudder: {}",
+        output::sanitize_line(&e.to_string())
+    ));
+    if let CliError::Store(se) = e
+        && let Some(task) = se.task()
+    {
+        output::note(&output::current_state(task));
     }
 }
 
@@ -77,18 +95,67 @@ fn duration_arg(flag: &str, text: &str) -> Result<Duration, CliError> {
     parse_duration(text).map_err(|e| CliError::Usage(format!("{flag}: {e}")))
 }
 
-fn print_outcome(outcome: &Outcome, verb: &str, json: bool) {
-    if json {
-        println!(
-            "{}",
-            json!({ "change": outcome.change, "task": outcome.task })
-        );
+/// Print what a mutation did. If the answer cannot be written the error
+/// says what was done all the same, so nobody retries blindly.
+fn print_outcome(outcome: &Outcome, verb: &str, json: bool) -> Result<(), CliError> {
+    let text = if json {
+        json!({ "change": outcome.change, "task": outcome.task }).to_string()
     } else {
-        println!("{}", output::outcome_line(outcome, verb));
-    }
+        output::outcome_line(outcome, verb)
+    };
+    output::emit_line(&text).map_err(|error| CliError::Output {
+        error,
+        done: Some(match outcome.change {
+            crate::task::Change::Applied => format!(
+                "the change stands: task {} is now {} (revision {})",
+                output::sanitize_line(&outcome.task.task_id),
+                outcome.task.status,
+                outcome.task.revision
+            ),
+            crate::task::Change::Unchanged => format!(
+                "nothing was changed: task {} is {} (revision {})",
+                output::sanitize_line(&outcome.task.task_id),
+                outcome.task.status,
+                outcome.task.revision
+            ),
+        }),
+    })
 }
 
-fn dispatch(path: &Path, command: Command) -> Result<(), CliError> {
+/// Print a read's answer: `value` as compact JSON, else `human()`.
+fn print_answer<T: serde::Serialize>(
+    json: bool,
+    value: &T,
+    human: impl FnOnce() -> String,
+) -> Result<(), CliError> {
+    let text = if json {
+        let mut text = serde_json::to_string(value).map_err(anyhow::Error::from)?;
+        text.push('\n');
+        text
+    } else {
+        human()
+    };
+    output::emit(&text).map_err(|error| CliError::Output { error, done: None })
+}
+
+/// A report of a command that changed the store: an output error says so.
+fn print_report<T: serde::Serialize>(
+    json: bool,
+    value: &T,
+    human: impl FnOnce() -> String,
+    done: impl FnOnce() -> Option<String>,
+) -> Result<(), CliError> {
+    print_answer(json, value, human).map_err(|e| match e {
+        CliError::Output { error, .. } => CliError::Output {
+            error,
+            done: done(),
+        },
+        other => other,
+    })
+}
+
+/// Run `command`; its exit code (0 but for `wait`, which says how the task ended).
+fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
     let store = Store::open(path);
     match command {
         Command::Create(a) => {
@@ -114,29 +181,19 @@ fn dispatch(path: &Path, command: Command) -> Result<(), CliError> {
                 poll_interval_ms: None,
             };
             let outcome = store.create(new)?;
-            print_outcome(&outcome, "created", a.output.json);
+            print_outcome(&outcome, "created", a.output.json)?;
         }
         Command::List(a) => {
             let tasks = store.list(&a.status)?;
-            if a.output.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&tasks).map_err(anyhow::Error::from)?
-                );
-            } else {
-                print!("{}", output::task_table(&tasks, store.now()));
-            }
+            print_answer(a.output.json, &tasks, || {
+                output::task_table(&tasks, store.now())
+            })?;
         }
         Command::Get(a) => {
             let task = store.get(&a.id)?;
-            if a.output.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&task).map_err(anyhow::Error::from)?
-                );
-            } else {
-                print!("{}", output::task_detail(&task, store.now()));
-            }
+            print_answer(a.output.json, &task, || {
+                output::task_detail(&task, store.now())
+            })?;
         }
         Command::Input(a) => {
             let value = match &a.value {
@@ -148,16 +205,16 @@ fn dispatch(path: &Path, command: Command) -> Result<(), CliError> {
                 }
             };
             let outcome = store.provide_input(&a.id, value, a.revision)?;
-            print_outcome(&outcome, "input accepted", a.output.json);
+            print_outcome(&outcome, "input accepted", a.output.json)?;
         }
         Command::RequestInput(a) => {
             let schema = json_arg("--schema", &a.schema)?;
             let outcome = store.request_input(&a.id, schema, a.message, Actor::Anyone)?;
-            print_outcome(&outcome, "input requested", a.output.json);
+            print_outcome(&outcome, "input requested", a.output.json)?;
         }
         Command::Heartbeat(a) => {
             let outcome = store.heartbeat(&a.id, a.message, None, Actor::Anyone)?;
-            print_outcome(&outcome, "heartbeat recorded", a.output.json);
+            print_outcome(&outcome, "heartbeat recorded", a.output.json)?;
         }
         Command::Complete(a) => {
             let result = match &a.result {
@@ -165,39 +222,49 @@ fn dispatch(path: &Path, command: Command) -> Result<(), CliError> {
                 None => Value::Null,
             };
             let outcome = store.complete(&a.id, result, Actor::Anyone)?;
-            print_outcome(&outcome, "completed", a.output.json);
+            print_outcome(&outcome, "completed", a.output.json)?;
         }
         Command::Fail(a) => {
             let outcome = store.fail(&a.id, &a.error, Actor::Anyone)?;
-            print_outcome(&outcome, "failed", a.output.json);
+            print_outcome(&outcome, "failed", a.output.json)?;
         }
         Command::Cancel(a) => {
             let outcome = store.cancel(&a.id, a.reason)?;
-            print_outcome(&outcome, "cancelled", a.output.json);
+            print_outcome(&outcome, "cancelled", a.output.json)?;
         }
         Command::Reclaim(a) => {
             let older = duration_arg("--older-than", &a.older_than)?;
             let report = store.reclaim(older, a.dry_run)?;
-            if a.output.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&report).map_err(anyhow::Error::from)?
-                );
-            } else {
-                print!("{}", output::reclaim_report(&report));
-            }
+            print_report(
+                a.output.json,
+                &report,
+                || output::reclaim_report(&report),
+                || {
+                    (!report.dry_run && !report.reclaimed.is_empty()).then(|| {
+                        format!(
+                            "the reclaim stands: {} task(s) are now failed",
+                            report.reclaimed.len()
+                        )
+                    })
+                },
+            )?;
         }
         Command::Prune(a) => {
             let older = duration_arg("--older-than", &a.older_than)?;
             let report = store.prune(older)?;
-            if a.output.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&report).map_err(anyhow::Error::from)?
-                );
-            } else {
-                print!("{}", output::prune_report(&report));
-            }
+            print_report(
+                a.output.json,
+                &report,
+                || output::prune_report(&report),
+                || {
+                    (!report.removed.is_empty()).then(|| {
+                        format!(
+                            "the prune stands: {} task(s) were removed",
+                            report.removed.len()
+                        )
+                    })
+                },
+            )?;
         }
         Command::Wait(a) => {
             let timeout = a
@@ -205,29 +272,41 @@ fn dispatch(path: &Path, command: Command) -> Result<(), CliError> {
                 .as_deref()
                 .map(|t| duration_arg("--timeout", t))
                 .transpose()?;
-            let task = wait(path, &a.id, timeout)?;
-            if a.output.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&task).map_err(anyhow::Error::from)?
-                );
-            } else {
-                println!("{}", output::wait_line(&task));
-            }
+            let task = wait(path, &a.id, timeout, !a.output.json)?;
+            print_answer(a.output.json, &task, || {
+                format!("{}\n", output::wait_line(&task))
+            })?;
+            return Ok(super::wait_exit_code(task.status));
         }
         Command::Watch(_) | Command::Demo(_) | Command::Worker(_) => {
-            unreachable!("interactive commands are dispatched by main")
+            return Err(CliError::Usage(
+                "watch, demo and worker are not scriptable commands".into(),
+            ));
         }
     }
-    Ok(())
+    Ok(0)
 }
 
 fn settled(task: &Task) -> bool {
     task.status.is_terminal() || task.status == Status::InputRequired
 }
 
-/// Block until the task is terminal or waits for input, using the change feed.
-fn wait(path: &Path, id: &str, timeout: Option<Duration>) -> Result<Task, CliError> {
+/// Block until the task is terminal or waits for input, using the change
+/// feed. With `announce`, says on stderr what it waits for once it has read
+/// the task (a person sees that it waits; a test sees that it has begun).
+///
+/// - The store turning unreadable or corrupt ends the wait at once (exit 6)
+///   with the store's own error, once a second read confirms it.
+/// - The task vanishing (pruned, or the store deleted) after it was seen
+///   unfinished is [`CliError::Vanished`] (exit 3), which says how it was
+///   last seen: its outcome is unknown. A task seen finished is reported as
+///   finished at once, so a prune afterwards cannot change the answer.
+fn wait(
+    path: &Path,
+    id: &str,
+    timeout: Option<Duration>,
+    announce: bool,
+) -> Result<Task, CliError> {
     // Resolve the prefix once, so that a later task with the same prefix
     // cannot make the wait ambiguous.
     let store = Store::open(path);
@@ -236,6 +315,20 @@ fn wait(path: &Path, id: &str, timeout: Option<Duration>) -> Result<Task, CliErr
         return Ok(task);
     }
     let full_id = task.task_id.clone();
+    if announce {
+        output::note(&format!(
+            "rudder: waiting for task {} ({}, revision {})",
+            output::sanitize_line(&full_id),
+            task.status,
+            task.revision
+        ));
+    }
+    let mut last = task;
+    let vanished = |last: &Task, store_gone: bool| CliError::Vanished {
+        last: Box::new(last.clone()),
+        path: path.to_path_buf(),
+        store_gone,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -244,25 +337,25 @@ fn wait(path: &Path, id: &str, timeout: Option<Duration>) -> Result<Task, CliErr
         let mut feed = ChangeFeed::start(path, FeedOptions::default());
         let watch = async {
             while let Some(event) = feed.next().await {
-                match event {
-                    FeedEvent::Snapshot { tasks, .. } => match tasks.get(&full_id) {
-                        Some(t) if settled(t) => return Ok(t.clone()),
-                        Some(_) => {}
-                        None => {
-                            return Err(StoreError::UnknownTask {
-                                id: full_id.clone(),
-                            }
-                            .into());
-                        }
+                let tasks = match event {
+                    FeedEvent::Snapshot { tasks, .. } => tasks,
+                    FeedEvent::Missing => return Err(vanished(&last, true)),
+                    // Writers rename whole files into place, so this is not
+                    // a torn write: read again for the store's own error
+                    // (file, line, column), and stop unless it was mended.
+                    FeedEvent::Unreadable { .. } => match store.load() {
+                        Ok(tasks) => std::sync::Arc::new(tasks),
+                        Err(e) => return Err(e.into()),
                     },
-                    FeedEvent::Missing => {
-                        return Err(StoreError::UnknownTask {
-                            id: full_id.clone(),
+                };
+                match tasks.get(&full_id) {
+                    Some(t) if settled(t) => return Ok(t.clone()),
+                    Some(t) => {
+                        if t.revision != last.revision || t.status != last.status {
+                            last = t.clone();
                         }
-                        .into());
                     }
-                    // A torn or foreign write: keep waiting for a good file.
-                    FeedEvent::Unreadable { .. } => {}
+                    None => return Err(vanished(&last, false)),
                 }
             }
             Err(CliError::Other(anyhow::anyhow!("the change feed stopped")))

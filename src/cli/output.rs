@@ -2,6 +2,7 @@
 //! through [`crate::text::sanitize`] before it reaches the terminal.
 
 use std::fmt::Write;
+use std::io::{self, Write as _};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::Value;
@@ -9,6 +10,47 @@ use serde_json::Value;
 use crate::store::{Outcome, PruneReport, ReclaimReport, human_duration, ms};
 use crate::task::{Change, Status, Task};
 use crate::text::{clean, sanitize};
+
+/// Writing the command's answer failed (a full disk, a closed or read-only
+/// file as stdout). Whatever the command changed in the store stands.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the output to {stream}: {source}")]
+pub struct OutputError {
+    /// `stdout` or `stderr`.
+    pub stream: &'static str,
+    /// Why.
+    #[source]
+    pub source: io::Error,
+}
+
+/// Write `text` to stdout and flush it, reporting a failure instead of
+/// panicking as `print!` does. (A reader that went away ends the process
+/// quietly with SIGPIPE before this sees an error, like every Unix tool.)
+pub fn emit(text: &str) -> Result<(), OutputError> {
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|source| OutputError {
+            stream: "stdout",
+            source,
+        })
+}
+
+/// [`emit`] `text` and a line break.
+pub fn emit_line(text: &str) -> Result<(), OutputError> {
+    emit(&format!("{text}\n"))
+}
+
+/// Write one line to stderr, best effort: when even stderr cannot be
+/// written there is nobody left to tell, and the exit code still says how
+/// the command ended.
+pub fn note(text: &str) {
+    // One write of the whole line, so that lines of several threads or
+    // processes sharing a log never interleave.
+    let line = format!("{text}\n");
+    let mut err = io::stderr().lock();
+    let _ = err.write_all(line.as_bytes()).and_then(|()| err.flush());
+}
 
 pub fn sanitize_line(s: &str) -> String {
     sanitize(s).into_owned()

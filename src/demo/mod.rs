@@ -55,6 +55,9 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
     // whose output goes to a log file.
     worker::Config::new(options.store.clone(), options.speed, None)?;
     let store = Store::open(&options.store);
+    // Before anything is written: a store with real tasks is refused, with
+    // or without --fresh (which checks again under the lock).
+    seed::check_demo_store(&store)?;
     if options.fresh {
         seed::clear(&store).context("cannot start the demo afresh")?;
     }
@@ -78,9 +81,9 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
     // order explicit: the worker is gone before we say where the tasks are.)
     supervisor.lock().stop();
     shown?;
-    println!(
+    crate::cli::output::emit_line(&format!(
         "rudder demo: the worker is stopped and every task stays where it was in {}; run `rudder demo` again to go on",
         options.store.display()
-    );
+    ))?;
     Ok(())
 }

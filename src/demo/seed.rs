@@ -4,7 +4,7 @@ use serde_json::{Map, Value, json};
 
 use super::scenarios::{Incident, Scenarios};
 use crate::store::{Backend, NewTask, Store, StoreError};
-use crate::task::Change;
+use crate::task::{Change, Task};
 
 /// The idempotency key prefix of every seeded task: `demo:INC-1042`.
 pub const KEY_PREFIX: &str = "demo:";
@@ -57,34 +57,38 @@ pub fn seed(store: &Store) -> Result<SeedReport, StoreError> {
     Ok(report)
 }
 
-/// `--fresh`: empty the demo store so that it can be seeded anew. Refused if
-/// the store holds any task the demo did not seed, so that `rudder demo
-/// --fresh --store` pointed at a real store by mistake destroys nothing.
-/// Returns how many tasks were removed.
-pub fn clear(store: &Store) -> Result<usize, FreshError> {
-    let mut removed = 0;
-    let mut foreign = Vec::new();
-    // Check and remove under the store lock in one step, so a task created
-    // meanwhile by someone else cannot slip between the check and the removal.
-    store.backend().transact(&mut |tasks| {
-        foreign = tasks
-            .values()
-            .filter(|t| {
-                !t.idempotency_key
-                    .as_deref()
-                    .is_some_and(|k| k.starts_with(KEY_PREFIX))
-            })
-            .map(|t| crate::text::sanitize(t.label().unwrap_or(t.short_id())).into_owned())
-            .collect();
-        if !foreign.is_empty() || tasks.is_empty() {
-            return Ok(false);
-        }
-        removed = tasks.len();
-        tasks.clear();
-        Ok(true)
-    })?;
+/// Whether a task with this idempotency key is a demo incident: one the
+/// demo seeded (`demo:INC-1042`). Only those are the demo's to empty
+/// (`--fresh`) and its worker's to diagnose; every other task is someone's
+/// real work.
+pub fn is_demo_key(key: Option<&str>) -> bool {
+    key.is_some_and(|k| k.starts_with(KEY_PREFIX))
+}
+
+/// Whether `task` is a demo incident ([`is_demo_key`]).
+pub fn is_demo_task(task: &Task) -> bool {
+    is_demo_key(task.idempotency_key.as_deref())
+}
+
+/// The labels of the tasks in `tasks` that are not demo incidents.
+fn foreign<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> Vec<String> {
+    tasks
+        .into_iter()
+        .filter(|t| !is_demo_task(t))
+        .map(|t| crate::text::clean(t.label().unwrap_or(t.short_id()), 60))
+        .collect()
+}
+
+/// Refuse a store that holds any task that is not a demo incident, before
+/// the demo seeds it or its worker runs on it: `rudder demo --store
+/// real.json` must neither seed incidents among real tasks nor let the
+/// simulated worker near them. Reads without the lock and writes nothing; a
+/// missing store is an empty one (the demo creates it).
+pub fn check_demo_store(store: &Store) -> Result<(), FreshError> {
+    let tasks = store.load()?;
+    let foreign = foreign(tasks.values());
     if foreign.is_empty() {
-        Ok(removed)
+        Ok(())
     } else {
         Err(FreshError::NotADemoStore {
             path: store.path().display().to_string(),
@@ -93,12 +97,46 @@ pub fn clear(store: &Store) -> Result<usize, FreshError> {
     }
 }
 
-/// Why `--fresh` did not empty the store.
+/// `--fresh`: empty the demo store so that it can be seeded anew. Refused if
+/// the store holds any task the demo did not seed, so that `rudder demo
+/// --fresh --store` pointed at a real store by mistake destroys nothing.
+/// Returns how many tasks were removed.
+pub fn clear(store: &Store) -> Result<usize, FreshError> {
+    let mut removed = 0;
+    let mut found = Vec::new();
+    // Check and remove under the store lock in one step, so a task created
+    // meanwhile by someone else cannot slip between the check and the removal.
+    store.backend().transact(&mut |tasks| {
+        found = foreign(tasks.values());
+        if !found.is_empty() || tasks.is_empty() {
+            return Ok(false);
+        }
+        removed = tasks.len();
+        tasks.clear();
+        Ok(true)
+    })?;
+    if found.is_empty() {
+        Ok(removed)
+    } else {
+        Err(FreshError::NotADemoStore {
+            path: store.path().display().to_string(),
+            foreign: found,
+        })
+    }
+}
+
+/// Why the demo did not start on a store, or `--fresh` did not empty it.
+/// (The name is historical: the plain `rudder demo` refuses the same stores.)
 #[derive(Debug, thiserror::Error)]
 pub enum FreshError {
-    /// The store holds tasks the demo did not seed.
+    /// The store holds tasks the demo did not seed: a usage error (exit 2),
+    /// since the remedy is another `--store`.
     #[error(
-        "{path} holds tasks the demo did not create ({}); refusing to empty it with --fresh",
+        "{path} holds {} {} that {} not demo incidents ({}); the demo only runs on a store of its own, \
+         and nothing was changed: use the default ./rudder-demo.json (leave out --store) or --store NEW.json",
+        foreign.len(),
+        if foreign.len() == 1 { "task" } else { "tasks" },
+        if foreign.len() == 1 { "is" } else { "are" },
         shorten(foreign)
     )]
     NotADemoStore {
@@ -110,6 +148,17 @@ pub enum FreshError {
     /// The store could not be read or written.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl FreshError {
+    /// The exit code of `rudder demo` refused this way: 2 (usage) for a
+    /// store that is not the demo's, else the store error's.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            FreshError::NotADemoStore { .. } => crate::cli::EXIT_USAGE,
+            FreshError::Store(e) => e.exit_code(),
+        }
+    }
 }
 
 fn shorten(names: &[String]) -> String {

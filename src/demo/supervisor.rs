@@ -97,7 +97,7 @@ impl Supervisor {
 
 /// How long [`Supervisor::stop`] lets the worker give its leases back
 /// before killing it: it needs a tick of its diagnoses and a write each.
-pub const STOP_GRACE: Duration = Duration::from_secs(2);
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Send SIGTERM to `child`, which has not been reaped (so its pid is still
 /// its own, even if it exited).

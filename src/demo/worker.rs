@@ -1,5 +1,8 @@
-//! `rudder worker`: claims every claimable task of the store and runs the
-//! simulated diagnosis on it, a few at a time, one thread per task.
+//! `rudder worker`: claims every claimable demo incident of the store and
+//! runs the simulated diagnosis on it, a few at a time, one thread per task.
+//! A task that is not a demo incident (its idempotency key does not start
+//! with `demo:`) is never claimed, so a worker started on a real store by
+//! mistake can never fail real tasks.
 //!
 //! Restart safety comes from the store alone: the step a diagnosis reached is
 //! its `progress.current`, the service is in its `request` or `input_value`,
@@ -31,7 +34,7 @@ use chrono::Utc;
 
 use super::diagnosis::{self, Plan, STEPS, Stop, TOTAL_STEPS};
 use super::scenarios::service_schema;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, Summary};
 use crate::task::{Actor, Progress, Status, Task};
 
 /// Set by the demo's supervisor to its own pid: a worker whose parent is no
@@ -71,10 +74,7 @@ impl Config {
     /// A configuration for `store` at `speed`, named `name` or `worker-PID`,
     /// with a lease holder of its own ([`Config::holder`]).
     pub fn new(store: PathBuf, speed: f64, name: Option<String>) -> anyhow::Result<Config> {
-        anyhow::ensure!(
-            speed.is_finite() && speed > 0.0 && speed <= 10_000.0,
-            "--speed must be a number above 0 (and at most 10000), not {speed}"
-        );
+        check_speed(speed).map_err(anyhow::Error::msg)?;
         let name = name.unwrap_or_else(|| format!("worker-{}", std::process::id()));
         anyhow::ensure!(!name.trim().is_empty(), "--name must not be empty");
         let process = uuid::Uuid::new_v4().simple().to_string();
@@ -87,6 +87,35 @@ impl Config {
             lease: lease_for(speed),
         })
     }
+}
+
+/// The slowest speed a worker runs at: a diagnosis then takes about 100
+/// minutes. Slower speeds would make the durations computed from it absurd
+/// (and overflow a `Duration` near 0).
+pub const MIN_SPEED: f64 = 0.01;
+/// The fastest speed: a diagnosis then takes a few milliseconds of sleeps.
+pub const MAX_SPEED: f64 = 10_000.0;
+
+/// Whether `speed` is one a worker can run at ([`MIN_SPEED`] to
+/// [`MAX_SPEED`]), with the message for `--speed` if not.
+pub fn check_speed(speed: f64) -> Result<f64, String> {
+    if (MIN_SPEED..=MAX_SPEED).contains(&speed) {
+        Ok(speed)
+    } else {
+        Err(format!(
+            "the speed must be a number from {MIN_SPEED} to {MAX_SPEED} (1 is normal speed, 3 three times faster), not {speed:?}"
+        ))
+    }
+}
+
+/// `--speed FACTOR` as the command line gives it: a number in the range of
+/// [`check_speed`], refused as a usage error otherwise.
+pub fn parse_speed(text: &str) -> Result<f64, String> {
+    let speed: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("the speed is a number such as 1, 3 or 0.5, not {text:?}"))?;
+    check_speed(speed)
 }
 
 /// The lease: 8 s at speed 1, shorter when faster so that a killed worker's
@@ -117,6 +146,21 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             config.lease.as_secs_f64()
         ),
     );
+    // Say so when the store holds other work: it is left alone.
+    if let Ok(tasks) = store.load() {
+        let others = tasks
+            .values()
+            .filter(|t| !super::seed::is_demo_task(t))
+            .count();
+        if others > 0 {
+            log(
+                &config.holder,
+                &format!(
+                    "{others} task(s) in this store are not demo incidents: this worker never claims them"
+                ),
+            );
+        }
+    }
     let mut running: HashMap<String, JoinHandle<()>> = HashMap::new();
     let mut last_error: Option<String> = None;
     loop {
@@ -217,8 +261,9 @@ fn stop_on_signals(stop: Arc<AtomicBool>, holder: String) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// The next task to diagnose, claimed: the oldest working task no live lease
-/// holds. That includes a task whose lease this process let lapse (it was
+/// The next task to diagnose, claimed: the oldest working demo incident
+/// ([`super::seed::is_demo_key`]) no live lease holds; other tasks are never
+/// touched. That includes a task whose lease this process let lapse (it was
 /// stalled) and one a dead worker of the same name left, which is how a
 /// restarted worker resumes its predecessor's tasks.
 fn next_task(
@@ -226,7 +271,10 @@ fn next_task(
     config: &Config,
     running: &HashMap<String, JoinHandle<()>>,
 ) -> Result<Option<Task>, StoreError> {
-    let Some(task) = store.claim_next(&config.holder, config.lease)? else {
+    // Only demo incidents: a task someone else created is real work this
+    // simulated diagnosis knows nothing about, and would fail for good.
+    let demo = |t: &Summary<'_>| super::seed::is_demo_key(t.idempotency_key);
+    let Some(task) = store.claim_next_where(&config.holder, config.lease, &demo)? else {
         return Ok(None);
     };
     if running.contains_key(&task.task_id) {
@@ -471,17 +519,19 @@ impl Diagnosis<'_> {
     }
 }
 
-/// One line on stderr: time, worker, what happened. `eprintln!` writes a line
-/// at once, so lines of concurrent diagnoses never interleave.
+/// One line on stderr: time, worker, what happened. The line is written
+/// whole under the stderr lock, so lines of concurrent diagnoses never
+/// interleave; a log that cannot be written (a full disk) is skipped rather
+/// than stopping the worker.
 fn log(name: &str, message: &str) {
     // Names and incident ids come from the store: keep escape sequences out
     // of a log someone will `tail` on a terminal.
     let line = format!("{name}: {message}");
-    eprintln!(
+    crate::cli::output::note(&format!(
         "{} {}",
         Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ"),
         crate::text::sanitize(&line)
-    );
+    ));
 }
 
 #[cfg(test)]
@@ -512,7 +562,10 @@ mod tests {
         let store = Store::open(&path);
         let config = config(&path, "unit");
         let id = store
-            .create(NewTask::default())
+            .create(NewTask {
+                idempotency_key: Some("demo:INC-1042".into()),
+                ..NewTask::default()
+            })
             .expect("create")
             .task
             .task_id;

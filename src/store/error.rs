@@ -82,13 +82,23 @@ pub enum StoreError {
 
     #[error(
         "{}: gave up after {} waiting for the store lock{}",
-        path.display(), humantime::format_duration(*waited), holder.as_ref().map(|h| format!(" (last taken by {h})")).unwrap_or_default()
+        path.display(), readable_wait(*waited), holder.as_ref().map(|h| format!(" (last taken by {h})")).unwrap_or_default()
     )]
     LockTimeout {
         path: PathBuf,
         waited: Duration,
         holder: Option<String>,
     },
+}
+
+/// A wait as a person reads it: `250ms` below a second, else seconds with
+/// one decimal (`30.0s`), never the nanoseconds an exact measurement has.
+fn readable_wait(waited: Duration) -> String {
+    if waited < Duration::from_secs(1) {
+        format!("{}ms", waited.as_millis())
+    } else {
+        format!("{:.1}s", waited.as_secs_f64())
+    }
 }
 
 fn lease_reason(task: &Task) -> String {
@@ -193,5 +203,33 @@ impl StoreError {
             action,
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_timeout_says_how_long_in_readable_units() {
+        let error = |waited| StoreError::LockTimeout {
+            path: PathBuf::from("/srv/tasks.json.lock"),
+            waited,
+            holder: Some("pid 42 (rudder)".into()),
+        };
+        assert_eq!(
+            error(Duration::new(30, 123_456_789)).to_string(),
+            "/srv/tasks.json.lock: gave up after 30.1s waiting for the store lock (last taken by pid 42 (rudder))"
+        );
+        assert!(
+            error(Duration::new(5, 7))
+                .to_string()
+                .contains("gave up after 5.0s waiting")
+        );
+        assert!(
+            error(Duration::from_nanos(250_400_001))
+                .to_string()
+                .contains("gave up after 250ms waiting")
+        );
     }
 }

@@ -373,9 +373,21 @@ impl<B: Backend> Store<B> {
     /// Claim the oldest working task that no live lease holds, if any, in one
     /// locked step (so two workers never take the same task).
     pub fn claim_next(&self, holder: &str, lease: Duration) -> Result<Option<Task>, StoreError> {
+        self.claim_next_where(holder, lease, &|_| true)
+    }
+
+    /// [`Store::claim_next`] among the tasks `wanted` accepts only: a
+    /// worker that knows how to run some tasks never takes the others.
+    pub fn claim_next_where(
+        &self,
+        holder: &str,
+        lease: Duration,
+        wanted: &dyn Fn(&Summary<'_>) -> bool,
+    ) -> Result<Option<Task>, StoreError> {
         // A task whose lease lapsed is free again, also for the holder that
         // let it lapse (a worker restarted under the same name).
-        let claimable = |t: &Summary, now| t.status == Status::Working && !t.lease_live(now);
+        let claimable =
+            |t: &Summary, now| t.status == Status::Working && !t.lease_live(now) && wanted(t);
         // Idle workers poll: look without the lock first, so that a store
         // with nothing to claim is never locked, and its writers never wait,
         // for a poll. A task that turns claimable just after the look is

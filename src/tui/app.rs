@@ -14,6 +14,7 @@ use crate::store::ReclaimReport;
 use crate::task::{Status, Task, TaskMap};
 use crate::tui::WorkerState;
 use crate::tui::form::Form;
+use crate::tui::shown::ShownCache;
 use crate::watch::{Diff, FeedEvent};
 
 /// How long a changed row stays highlighted.
@@ -78,7 +79,8 @@ pub struct LogEntry {
     pub at: DateTime<Utc>,
     /// The task's full id.
     pub task_id: String,
-    /// The task's label when the transition was seen (already sanitized).
+    /// The task's label when the transition was seen (already sanitized and
+    /// capped, [`crate::tui::shown::shown`]).
     pub label: String,
     /// The status before; `None` when the task appeared.
     pub from: Option<Status>,
@@ -234,6 +236,8 @@ pub struct App {
     pub detail_area: Rect,
     /// How many rows fit in the table (set when drawing).
     pub page: usize,
+    /// Each drawn task's text, sanitized once per change of the task.
+    pub shown: ShownCache,
 }
 
 impl App {
@@ -270,6 +274,7 @@ impl App {
             table_area: Rect::default(),
             detail_area: Rect::default(),
             page: 10,
+            shown: ShownCache::default(),
         }
     }
 
@@ -347,6 +352,14 @@ impl App {
         match event {
             FeedEvent::Snapshot { tasks, diff } => {
                 let first = self.watch == WatchState::Starting;
+                for id in diff
+                    .appeared
+                    .iter()
+                    .chain(&diff.changed)
+                    .chain(&diff.vanished)
+                {
+                    self.shown.forget(id);
+                }
                 self.record(&diff, &tasks, first);
                 self.tasks = tasks;
                 self.watch = WatchState::Live;
@@ -356,6 +369,7 @@ impl App {
                 // The feed starts over from empty, so a re-created store shows
                 // its tasks as appearing.
                 self.tasks = Arc::new(TaskMap::new());
+                self.shown.clear();
                 self.watch = WatchState::Missing;
             }
             FeedEvent::Unreadable { message } => {
@@ -378,7 +392,7 @@ impl App {
         }
         let label = |id: &str, old: &TaskMap| {
             let t = tasks.get(id).or_else(|| old.get(id));
-            crate::text::sanitize(t.and_then(Task::label).unwrap_or("")).into_owned()
+            crate::tui::shown::shown(t.and_then(Task::label).unwrap_or(""))
         };
         for t in &diff.transitions {
             self.log.push_front(LogEntry {

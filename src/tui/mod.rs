@@ -4,6 +4,7 @@
 //! - [`update`]: what keys, mouse events and store answers do to it;
 //! - [`form`]: the input form generated from a task's schema;
 //! - [`view`]: drawing, one module per pane or dialog;
+//! - [`shown`]: each task's text sanitized once per change, for drawing;
 //! - `run`: the event loop.
 //!
 //! Choices where DESIGN.md is silent:
@@ -46,6 +47,7 @@
 pub mod app;
 pub mod form;
 mod run;
+pub mod shown;
 pub mod update;
 pub mod view;
 

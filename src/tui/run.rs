@@ -162,6 +162,13 @@ pub(super) fn run(options: Options) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     let panics = install_panic_hook();
     let result = runtime.block_on(run_loop(options, &panics));
+    // A store call may still be waiting for the lock (up to
+    // $RUDDER_LOCK_TIMEOUT, 30 s by default) or writing: quitting must not
+    // wait for it, which dropping the runtime would. The call is abandoned
+    // on its thread; the process ends soon after, and a write is whole or
+    // not at all (the new file is renamed into place in one step), so the
+    // store holds either the old state or the new one, never half.
+    runtime.shutdown_background();
     // The terminal is restored (the loop's guard is gone): from here on a
     // panic anywhere is reported the usual way.
     panics.active.store(false, Ordering::SeqCst);
@@ -170,7 +177,7 @@ pub(super) fn run(options: Options) -> anyhow::Result<()> {
         return result;
     }
     for m in &messages {
-        eprintln!("rudder: internal error while the TUI ran: {m}");
+        crate::cli::output::note(&format!("rudder: internal error while the TUI ran: {m}"));
     }
     result?;
     anyhow::bail!(

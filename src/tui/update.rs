@@ -239,6 +239,9 @@ impl App {
             Popup::ReclaimLoading { older_than, age } => {
                 if key.code == KeyCode::Esc {
                     self.say(Tone::Info, "reclaim: nothing done");
+                } else if key.code == KeyCode::Char('q') {
+                    // Nothing is written before the preview's y/n.
+                    self.quit = true;
                 } else {
                     self.popup = Popup::ReclaimLoading { older_than, age };
                 }

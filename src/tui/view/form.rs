@@ -6,15 +6,17 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use super::{Theme, centered, clear};
-use crate::text::clean;
+use crate::text::{clean, truncate};
 use crate::tui::form::{FieldKind, Form, option_label};
 
 pub(super) fn draw(frame: &mut Frame, area: Rect, form: &Form, theme: &Theme) {
     let width = area.width.saturating_sub(4).min(90);
     let inner_w = usize::from(width.saturating_sub(2));
     let mut lines: Vec<Line> = Vec::new();
+    // The label and the message were sanitized when the form was built:
+    // only cut here, so a huge one costs nothing per frame.
     if let Some(m) = &form.message {
-        lines.push(Line::raw(clean(m, inner_w)));
+        lines.push(Line::raw(truncate(m, inner_w).into_owned()));
     }
     lines.push(Line::styled(
         clean(
@@ -122,7 +124,10 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, form: &Form, theme: &Theme) {
     let block = Block::default()
         .borders(Borders::ALL)
         .title(Span::styled(
-            clean(&format!(" input for {} ", form.label), inner_w),
+            clean(
+                &format!(" input for {} ", truncate(&form.label, inner_w)),
+                inner_w,
+            ),
             theme.title(),
         ))
         .title_bottom(Span::styled(

@@ -10,6 +10,7 @@ use super::{Theme, absolute, centered, clear};
 use crate::store::{ReclaimReport, human_duration};
 use crate::text::clean;
 use crate::tui::app::{App, Popup, Tone};
+use crate::tui::shown::head;
 
 pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     let width = area.width.saturating_sub(4).min(100);
@@ -105,9 +106,13 @@ fn report_lines(
         ));
     }
     for r in report.reclaimed.iter().take(room) {
-        let who = match (&r.title, &r.claimed_by) {
+        let (title, claimed_by) = (
+            r.title.as_deref().map(head),
+            r.claimed_by.as_deref().map(head),
+        );
+        let who = match (title, claimed_by) {
             (Some(t), Some(c)) => format!("{t} (lease: {c})"),
-            (Some(t), None) => t.clone(),
+            (Some(t), None) => t.to_string(),
             (None, Some(c)) => format!("(lease: {c})"),
             (None, None) => String::new(),
         };
@@ -159,7 +164,7 @@ fn report_lines(
                 "  {} {}: {}",
                 crate::task::short_id(&s.task_id),
                 s.status,
-                s.reason
+                head(&s.reason)
             );
             lines.push(Line::styled(clean(&text, w), style));
         }

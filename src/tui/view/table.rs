@@ -1,6 +1,8 @@
 //! The task table. Only the visible rows are built: the index of rows is
 //! kept sorted in the state, so a frame costs the same at 100 or 100k tasks.
 
+use std::sync::Arc;
+
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::Style;
@@ -8,7 +10,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Row, Table};
 
 use super::{Theme, relative};
-use crate::text::clean;
+use crate::text::{clean, truncate};
 use crate::tui::app::App;
 
 const WIDTHS: [u16; 7] = [16, 8, 24, 0, 8, 4, 4];
@@ -44,15 +46,21 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) 
 
     let end = (app.offset + page).min(app.rows.len());
     let mut rows = Vec::with_capacity(end.saturating_sub(app.offset));
+    // The snapshot, apart from the app whose text cache is filled below.
+    let tasks = Arc::clone(&app.tasks);
     for row in app.offset..end {
-        let Some(t) = app.row_task(row) else { continue };
+        let Some((_, t)) = app.rows.get(row).and_then(|&pos| tasks.get_index(pos)) else {
+            continue;
+        };
         let status = if narrow {
             Theme::symbol(t.status).to_string()
         } else {
             format!("{} {}", Theme::symbol(t.status), t.status)
         };
-        let label = clean(t.label().unwrap_or(""), w(2));
-        let message = clean(t.status_message.as_deref().unwrap_or(""), message_w);
+        // Sanitized once per change of the task, only cut to width here.
+        let text = app.shown.row(t);
+        let label = truncate(&text.label, w(2)).into_owned();
+        let message = truncate(&text.message, message_w).into_owned();
         let progress = t
             .progress
             .map(|p| format!("{}/{}", p.current, p.total))

@@ -1,0 +1,327 @@
+//! A task's text as the screen shows it, made safe once per change of the
+//! task rather than on every frame.
+//!
+//! Every string from the store is sanitized before it is drawn
+//! ([`crate::text::sanitize`]), which reads the whole string. Done per frame,
+//! a task with a 25 MB title costs seconds of CPU per minute of an idle
+//! screen (a frame a second for the relative times). [`ShownCache`] keeps
+//! each task's sanitized text, keyed by task id and revision, and the app
+//! drops an entry when the change feed says the task changed, appeared or
+//! vanished (so a writer that keeps no revisions is covered too). Drawing a
+//! frame then only cuts the cached text to the width of its column.
+//!
+//! The cached text is capped: a line keeps at most [`MAX_CHARS`] characters
+//! (more than any terminal is wide), a JSON value at most [`MAX_LINES`] lines;
+//! what is cut ends in `…`, and `rudder get ID` prints everything.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::task::Task;
+use crate::text::sanitize;
+
+/// The most characters of one line kept for the screen.
+pub const MAX_CHARS: usize = 2_000;
+/// The most lines of one pretty-printed JSON value kept for the screen.
+pub const MAX_LINES: usize = 5_000;
+
+/// `text`, sanitized and capped at [`MAX_CHARS`] characters (then ending
+/// in `…`).
+pub fn shown(text: &str) -> String {
+    cap(sanitize(text))
+}
+
+/// The first few thousand characters of `text` (twice [`MAX_CHARS`]), for
+/// text drawn straight from the store in a dialog: cleaning that prefix
+/// costs the same whatever the length of the whole. (An escape sequence
+/// longer than the prefix leaves less to show, never anything unsafe.)
+pub fn head(text: &str) -> &str {
+    match text.char_indices().nth(2 * MAX_CHARS) {
+        Some((cut, _)) => &text[..cut],
+        None => text,
+    }
+}
+
+fn cap(text: Cow<'_, str>) -> String {
+    match text.char_indices().nth(MAX_CHARS) {
+        None => text.into_owned(),
+        Some((cut, _)) => {
+            let mut s = String::with_capacity(cut + '…'.len_utf8());
+            s.push_str(&text[..cut]);
+            s.push('…');
+            s
+        }
+    }
+}
+
+/// A JSON value as the detail pane shows it: pretty-printed, one sanitized
+/// line each, indented by a space, at most [`MAX_LINES`] lines.
+pub fn json_lines(value: &Value) -> Vec<String> {
+    let pretty = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+    let mut lines = Vec::new();
+    let mut all = pretty.lines();
+    for l in all.by_ref().take(MAX_LINES) {
+        // Escapes are already JSON-escaped, but bidi overrides are not.
+        lines.push(shown(&format!(" {l}")));
+    }
+    let rest = all.count();
+    if rest > 0 {
+        lines.push(format!(
+            " … {rest} more lines (`rudder get ID` shows them all)"
+        ));
+    }
+    lines
+}
+
+/// The input schema as the detail pane shows it: one line per property
+/// (name, required mark, type, enum, default, description), or the schema
+/// as JSON when it lists no properties.
+fn schema_lines(schema: &Value) -> Vec<String> {
+    let required = crate::tui::form::required(schema);
+    let Some(props) = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .filter(|p| !p.is_empty())
+    else {
+        return json_lines(schema);
+    };
+    props
+        .iter()
+        .take(MAX_LINES)
+        .map(|(name, prop)| {
+            let ty = match prop.get("type") {
+                Some(Value::String(t)) => t.clone(),
+                Some(other) => other.to_string(),
+                None if prop.get("enum").is_some() => "enum".into(),
+                None => "any".into(),
+            };
+            let mut text = format!(
+                " {}{} : {}",
+                name,
+                if required.contains(&name.as_str()) {
+                    " *"
+                } else {
+                    ""
+                },
+                ty
+            );
+            if let Some(e) = prop.get("enum") {
+                text.push_str(&format!(" {e}"));
+            }
+            if let Some(d) = prop.get("default") {
+                text.push_str(&format!(" = {d}"));
+            }
+            if let Some(desc) = prop.get("description").and_then(Value::as_str) {
+                text.push_str(&format!(" — {desc}"));
+            }
+            shown(&text)
+        })
+        .collect()
+}
+
+/// One task's text, sanitized and capped ([`shown`]), at one revision: what
+/// its table row shows, and (made when first asked for) what the detail
+/// pane shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShownTask {
+    /// The revision it was made from.
+    pub revision: u64,
+    /// The title, else the idempotency key, else empty: the table's label.
+    pub label: String,
+    /// The status message, or empty.
+    pub message: String,
+    detail: Option<ShownDetail>,
+}
+
+/// The detail pane's text of one task ([`ShownTask`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShownDetail {
+    /// The full id.
+    pub id: String,
+    /// The title.
+    pub title: Option<String>,
+    /// The idempotency key.
+    pub key: Option<String>,
+    /// The status message.
+    pub message: Option<String>,
+    /// The lease holder.
+    pub holder: Option<String>,
+    /// The input schema's lines ([`schema_lines`]).
+    pub schema: Option<Vec<String>>,
+    /// Request, input, result and error, then every field rudder does not
+    /// know (named "NAME (other field)"), each with its JSON lines.
+    pub blocks: Vec<(String, Vec<String>)>,
+    /// The note of each history entry, or empty.
+    pub notes: Vec<String>,
+}
+
+impl ShownTask {
+    /// What the table row of `task` shows.
+    pub fn of(task: &Task) -> ShownTask {
+        ShownTask {
+            revision: task.revision,
+            label: shown(task.label().unwrap_or("")),
+            message: shown(task.status_message.as_deref().unwrap_or("")),
+            detail: None,
+        }
+    }
+}
+
+impl ShownDetail {
+    /// What the detail pane of `task` shows.
+    pub fn of(task: &Task) -> ShownDetail {
+        let mut blocks = Vec::new();
+        for (name, value) in [
+            ("request", &task.request),
+            ("input", &task.input_value),
+            ("result", &task.result),
+            ("error", &task.error),
+        ] {
+            if let Some(v) = value {
+                blocks.push((name.to_string(), json_lines(v)));
+            }
+        }
+        for (name, v) in &task.extra {
+            blocks.push((shown(&format!("{name} (other field)")), json_lines(v)));
+        }
+        ShownDetail {
+            id: shown(&task.task_id),
+            title: task.title.as_deref().map(shown),
+            key: task.idempotency_key.as_deref().map(shown),
+            message: task.status_message.as_deref().map(shown),
+            holder: task.claimed_by.as_deref().map(shown),
+            schema: task.input_schema.as_ref().map(schema_lines),
+            blocks,
+            notes: task
+                .history
+                .iter()
+                .map(|h| h.note.as_deref().map(shown).unwrap_or_default())
+                .collect(),
+        }
+    }
+}
+
+/// [`ShownTask`]s by task id; see the module docs.
+#[derive(Debug, Default)]
+pub struct ShownCache {
+    entries: HashMap<String, ShownTask>,
+    /// How many times text of a task was made (sanitized) so far.
+    made: u64,
+}
+
+impl ShownCache {
+    /// The cached entry of `task`, made anew if missing or of another revision.
+    fn entry(&mut self, task: &Task) -> &mut ShownTask {
+        let fresh = self
+            .entries
+            .get(&task.task_id)
+            .is_some_and(|s| s.revision == task.revision);
+        if !fresh {
+            self.made += 1;
+            self.entries
+                .insert(task.task_id.clone(), ShownTask::of(task));
+        }
+        self.entries
+            .get_mut(&task.task_id)
+            .expect("the entry was just made")
+    }
+
+    /// What the table row of `task` shows.
+    pub fn row(&mut self, task: &Task) -> &ShownTask {
+        self.entry(task)
+    }
+
+    /// What the detail pane of `task` shows.
+    pub fn detail(&mut self, task: &Task) -> &ShownDetail {
+        self.entry(task);
+        let entry = self
+            .entries
+            .get_mut(&task.task_id)
+            .expect("the entry was just made");
+        if entry.detail.is_none() {
+            self.made += 1;
+        }
+        entry.detail.get_or_insert_with(|| ShownDetail::of(task))
+    }
+
+    /// Forget `id`: it changed, appeared or vanished.
+    pub fn forget(&mut self, id: &str) {
+        self.entries.remove(id);
+    }
+
+    /// Forget every task (the store is gone).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
+    /// How many tasks are cached.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// How many times text of a task was made (sanitized) so far: a row's,
+    /// or a detail pane's.
+    pub fn made(&self) -> u64 {
+        self.made
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::Status;
+
+    #[test]
+    fn text_is_sanitized_and_capped_with_an_ellipsis() {
+        assert_eq!(shown("a\u{1b}[2Jb"), "ab");
+        let long = "x".repeat(MAX_CHARS + 10);
+        let s = shown(&long);
+        assert_eq!(s.chars().count(), MAX_CHARS + 1);
+        assert!(s.ends_with('…'));
+        assert_eq!(shown(&"é".repeat(MAX_CHARS)), "é".repeat(MAX_CHARS));
+    }
+
+    #[test]
+    fn a_task_is_made_once_per_revision() {
+        let mut cache = ShownCache::default();
+        let mut task = Task::new("t-1", Status::Working);
+        task.title = Some("evil\u{1b}]0;pwned\u{7} title".into());
+        task.revision = 1;
+        assert_eq!(cache.row(&task).label, "evil title");
+        assert_eq!(cache.row(&task).label, "evil title");
+        assert_eq!(cache.made(), 1);
+        assert_eq!(cache.detail(&task).title.as_deref(), Some("evil title"));
+        assert_eq!(cache.detail(&task).title.as_deref(), Some("evil title"));
+        assert_eq!(cache.made(), 2, "the detail is made once, on demand");
+        task.title = Some("new".into());
+        task.revision = 2;
+        assert_eq!(cache.detail(&task).title.as_deref(), Some("new"));
+        assert_eq!(cache.row(&task).label, "new");
+        assert_eq!(cache.made(), 4);
+        // Forgotten (the feed saw it change): made again even at the same
+        // revision, for writers that keep none.
+        task.title = Some("same revision".into());
+        cache.forget("t-1");
+        assert_eq!(cache.row(&task).label, "same revision");
+        assert_eq!(cache.made(), 5);
+    }
+
+    #[test]
+    fn long_json_values_keep_their_first_lines() {
+        let v = Value::Array((0..MAX_LINES + 10).map(Value::from).collect());
+        let lines = json_lines(&v);
+        assert_eq!(lines.len(), MAX_LINES + 1);
+        assert!(
+            lines[MAX_LINES].contains("more lines"),
+            "{}",
+            lines[MAX_LINES]
+        );
+    }
+}
