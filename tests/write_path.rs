@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Run, fingerprint, rudder, temp_files};
+use rudder::store::fs::{Fs, RealFs};
 use rudder::store::{NewTask, Store};
 
 /// A uid and gid that are not the test's own (`nobody` on Debian).
@@ -61,8 +62,8 @@ fn deleting_the_lock_file_while_writers_run_loses_no_acknowledged_write() {
     let path = dir.path().join("tasks.json");
     let lock = dir.path().join("tasks.json.lock");
     let stop = Arc::new(AtomicBool::new(false));
-    // A cleanup script that removes the lock file every 20 ms (the
-    // pause is the script's pace, not synchronisation).
+    // A cleanup script that removes the lock file every 2 ms (the pause is
+    // the script's pace, not synchronisation).
     let remover = {
         let (stop, lock) = (stop.clone(), lock.clone());
         std::thread::spawn(move || {
@@ -71,7 +72,7 @@ fn deleting_the_lock_file_while_writers_run_loses_no_acknowledged_write() {
                 if fs::remove_file(&lock).is_ok() {
                     removed += 1;
                 }
-                std::thread::sleep(Duration::from_millis(20));
+                std::thread::sleep(Duration::from_millis(2));
             }
             removed
         })
@@ -113,6 +114,102 @@ fn deleting_the_lock_file_while_writers_run_loses_no_acknowledged_write() {
     assert!(removed > 0, "the lock file was never removed: no test");
     assert_eq!(lost, Vec::<&String>::new(), "acknowledged creates lost");
     assert_eq!(stored.len(), WRITERS * EACH);
+}
+
+/// The real file system, but a rename waits until the test says go: a
+/// writer frozen between its checks and its rename, as a busy machine may
+/// leave it for any length of time.
+struct PausingFs {
+    at_rename: std::sync::mpsc::Sender<()>,
+    go: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl Fs for PausingFs {
+    fn read(&self, path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+        RealFs.read(path, limit)
+    }
+    fn meta(&self, path: &Path) -> std::io::Result<Option<rudder::store::fs::FileMeta>> {
+        RealFs.meta(path)
+    }
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        RealFs.create_dir_all(dir)
+    }
+    fn create_new(
+        &self,
+        path: &Path,
+        meta: &rudder::store::fs::FileMeta,
+    ) -> std::io::Result<Box<dyn rudder::store::fs::FsFile>> {
+        RealFs.create_new(path, meta)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        let _ = self.at_rename.send(());
+        let _ = self.go.lock().expect("go").recv();
+        RealFs.rename(from, to)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        RealFs.sync_dir(dir)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        RealFs.remove_file(path)
+    }
+    fn list_dir(&self, dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+        RealFs.list_dir(dir)
+    }
+    fn lock(
+        &self,
+        path: &Path,
+        timeout: Duration,
+        store: &Path,
+    ) -> Result<rudder::store::fs::LockGuard, rudder::store::fs::LockFailure> {
+        RealFs.lock(path, timeout, store)
+    }
+}
+
+#[test]
+fn a_writer_frozen_before_its_rename_keeps_others_out_after_its_lock_file_is_deleted() {
+    use rudder::store::{FileBackend, StoreError};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tasks.json");
+    Store::open(&path)
+        .create(NewTask::default())
+        .expect("create");
+    let (at_rename, reached) = std::sync::mpsc::channel();
+    let (go, wait) = std::sync::mpsc::channel();
+    let fs = PausingFs {
+        at_rename,
+        go: std::sync::Mutex::new(wait),
+    };
+    let frozen = Store::with_backend(FileBackend::with_fs(&path, Arc::new(fs)));
+    let writer = std::thread::spawn(move || {
+        let new = NewTask {
+            title: Some("frozen".into()),
+            ..NewTask::default()
+        };
+        frozen
+            .create(new)
+            .expect("the frozen writer's create")
+            .task
+            .task_id
+    });
+    reached.recv().expect("the writer reaches its rename");
+    // A cleanup script deletes the lock file; another writer comes along.
+    fs::remove_file(dir.path().join("tasks.json.lock")).expect("rm lock");
+    let other =
+        Store::with_backend(FileBackend::new(&path).with_lock_timeout(Duration::from_millis(300)));
+    match other.create(NewTask::default()) {
+        Err(StoreError::LockTimeout { .. }) => {}
+        other => panic!("a second writer got in while the first was mid-write: {other:?}"),
+    }
+    go.send(()).expect("go");
+    let first = writer.join().expect("writer");
+    let second = other.create(NewTask::default()).expect("create after").task;
+    let stored = Store::open(&path).load().expect("load");
+    assert!(stored.contains_key(&first), "the frozen writer's task");
+    assert!(
+        stored.contains_key(&second.task_id),
+        "the second writer's task"
+    );
+    assert_eq!(stored.len(), 3);
 }
 
 #[test]

@@ -140,16 +140,33 @@ impl Fs for RealFs {
             // a lock file deleted (or replaced) meanwhile by a cleanup script
             // would otherwise let a second writer in through a new file.
             let held = file.metadata().map_err(LockFailure::Io)?;
-            let lock = RealLock {
+            let mut lock = RealLock {
                 file,
                 path: path.to_path_buf(),
                 dev: held.dev(),
                 ino: held.ino(),
+                dir: None,
             };
-            if !lock.still_held().map_err(LockFailure::Io)? {
+            if !lock.names_locked_file().map_err(LockFailure::Io)? {
                 continue;
             }
             check_lock_file(&held).map_err(LockFailure::Io)?;
+            // Then the directory, which nobody can delete while the store
+            // is in it: a writer that locked a new lock file because a
+            // cleanup script deleted ours waits here until we are done.
+            // Best effort where the directory cannot be opened for reading.
+            let dir = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            if let Ok(d) = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+                .open(dir)
+            {
+                wait_for_flock(&d, start, timeout)?;
+                lock.dir = Some(d);
+            }
             let file = &lock.file;
             // Say who holds the lock, for the message of whoever times out
             // waiting. Best effort: the lock works without it. Safe to write:
@@ -172,15 +189,29 @@ struct RealLock {
     path: std::path::PathBuf,
     dev: u64,
     ino: u64,
+    /// The `flock` on the store's directory, taken after the lock file's.
+    dir: Option<File>,
 }
 
-impl HeldLock for RealLock {
-    fn still_held(&self) -> io::Result<bool> {
+impl RealLock {
+    /// Whether the lock path still names the file this lock holds.
+    fn names_locked_file(&self) -> io::Result<bool> {
         match fs::symlink_metadata(&self.path) {
             Ok(now) => Ok(now.dev() == self.dev && now.ino() == self.ino),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e),
         }
+    }
+}
+
+impl HeldLock for RealLock {
+    fn still_held(&self) -> io::Result<bool> {
+        // The directory lock keeps every other writer out even after the
+        // lock file was deleted; without it, only the lock file counts.
+        if self.dir.is_some() {
+            return Ok(true);
+        }
+        self.names_locked_file()
     }
 }
 
