@@ -4,7 +4,8 @@
 //! - [`store`]: the store API and its JSON file backend (locking, atomic writes);
 //! - [`watch`]: the change feed that turns file changes into transitions;
 //! - [`schema`]: input validation and typing by JSON Schema;
-//! - [`duration`]: durations as people write them (`90s`, `15m`, `2h`).
+//! - [`duration`]: durations as people write them (`90s`, `15m`, `2h`);
+//! - [`json`]: JSON that people give, read strictly.
 //!
 //! Output goes through fallible writes ([`cli::output::emit`],
 //! [`cli::output::note`]), never `print!`, which panics when stdout cannot
@@ -13,6 +14,7 @@
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
 pub mod duration;
+pub mod json;
 pub mod schema;
 pub mod store;
 pub mod task;

@@ -30,6 +30,12 @@ fn main() -> ExitCode {
         note(&format!("rudder: RUDDER_LOCK_TIMEOUT: {e}"));
         return ExitCode::from(EXIT_USAGE as u8);
     }
+    if let Some(text) = std::env::var_os("RUDDER_MAX_STORE_BYTES")
+        && let Err(e) = rudder::store::parse_max_bytes(&text.to_string_lossy())
+    {
+        note(&format!("rudder: RUDDER_MAX_STORE_BYTES: {e}"));
+        return ExitCode::from(EXIT_USAGE as u8);
+    }
     // The demo and its simulated worker never touch $RUDDER_STORE: seeding
     // incidents into a real store, or letting a simulated diagnosis fail
     // real tasks, would be a nasty surprise.

@@ -142,10 +142,14 @@ pub fn parse_field(ty: FieldType, field: &str, raw: &str) -> Result<Value, Strin
             "false" | "no" | "n" | "off" | "0" => Ok(Value::Bool(false)),
             _ => Err(bad("true or false")),
         },
-        // Free-form fields take JSON; a bare word that is not JSON is a string.
-        FieldType::Json => {
-            Ok(serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.into())))
-        }
+        // Free-form fields take JSON; a bare word that is not JSON is a
+        // string. JSON the store would refuse or change (a key twice, too
+        // deep) is an error, not silently a string.
+        FieldType::Json => match crate::json::parse(raw) {
+            Ok(v) => Ok(v),
+            Err(e) if e.is_syntax() => Ok(Value::String(raw.into())),
+            Err(e) => Err(format!("{field}: {e}")),
+        },
     }
 }
 

@@ -1139,3 +1139,279 @@ fn json_usage_errors_from_argument_parsing_are_json_too() {
         json_error(&run(&path, &args), 2, "usage");
     }
 }
+
+/// `depth` arrays one inside the other, as JSON text.
+fn nested(depth: usize) -> String {
+    "[".repeat(depth) + "1" + &"]".repeat(depth)
+}
+
+/// Issue 8: an accepted write must never make the store unreadable for
+/// every process. Each way a value or the file could outgrow what readers
+/// accept is refused (exit 2 for an argument, exit 6 for a store that would
+/// grow too large), naming the flag or the limit; nothing is written and the
+/// store stays readable.
+#[test]
+fn no_write_makes_the_store_unreadable() {
+    let (_d, path) = store();
+    let working = create(&path, &[]);
+    let waiting = create(&path, &["--schema", r#"{"type": "object"}"#]);
+    let limit = rudder::store::MAX_VALUE_DEPTH;
+    // One level more than the store holds, as each flag takes it.
+    let deep = nested(limit + 1);
+    let deep_object = format!(r#"{{"type": "object", "default": {}}}"#, nested(limit));
+    let too_deep: [(&str, Vec<&str>); 5] = [
+        ("--request", vec!["create", "--request", &deep]),
+        ("--schema", vec!["create", "--schema", &deep_object]),
+        ("--result", vec!["complete", &working, "--result", &deep]),
+        ("--value", vec!["input", &waiting, "--value", &deep_object]),
+        (
+            "--schema",
+            vec!["request-input", &working, "--schema", &deep_object],
+        ),
+    ];
+    for (flag, args) in &too_deep {
+        let before = fingerprint(&path);
+        let r = run(&path, args);
+        assert_eq!(r.code, 2, "{flag}: {r:#?}");
+        assert!(
+            r.stderr.contains(flag) && r.stderr.contains(&format!("{limit} levels")),
+            "{flag}: {}",
+            r.stderr
+        );
+        assert_eq!(fingerprint(&path), before, "{flag}: the store was written");
+        let mut json_args = args.clone();
+        json_args.push("--json");
+        json_error(&run(&path, &json_args), 2, "usage");
+        assert_eq!(run(&path, &["list"]).code, 0);
+    }
+    // The issue's own example, 126 levels, and the deepest value accepted.
+    let r = run(&path, &["create", "--request", &nested(126)]);
+    assert_eq!(r.code, 2, "{r:#?}");
+    let id = create(&path, &["--request", &nested(limit)]);
+    let got = run(&path, &["get", &id, "--json"]);
+    assert_eq!(got.code, 0, "{got:#?}");
+    assert_eq!(got.json()["request"].to_string(), nested(limit));
+    assert_eq!(run(&path, &["cancel", &working]).code, 0);
+    assert_eq!(run(&path, &["prune", "--older-than", "0s"]).code, 0);
+
+    // Growing the file past the limit every reader applies: refused, exit
+    // 6, naming the limit (lowered here, so that the test writes kilobytes,
+    // not 512 MiB).
+    let size = std::fs::metadata(&path).unwrap().len();
+    let cap = size + 6000;
+    let capped = |args: &[&str]| -> Run {
+        rudder()
+            .arg("--store")
+            .arg(&path)
+            .args(args)
+            .env("RUDDER_MAX_STORE_BYTES", cap.to_string())
+            .output()
+            .unwrap()
+            .into()
+    };
+    let big = serde_json::to_string(&"x".repeat(4000)).unwrap();
+    assert_eq!(capped(&["create", "--request", &big]).code, 0);
+    let before = fingerprint(&path);
+    let r = capped(&["create", "--request", &big]);
+    assert_eq!(r.code, 6, "{r:#?}");
+    assert!(
+        r.stderr
+            .contains(&format!("more than the {cap} bytes a store may hold")),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(fingerprint(&path), before);
+    let r = capped(&["create", "--request", &big, "--json"]);
+    json_error(&r, 6, "too_large");
+    assert_eq!(r.json()["limit"], cap);
+    assert_eq!(fingerprint(&path), before);
+    assert!(common::files_starting_with(path.parent().unwrap(), "tasks.json.tmp.").is_empty());
+    // Still readable, by every command, and writable within the limit.
+    assert_eq!(capped(&["list"]).code, 0);
+    assert_eq!(run(&path, &["list"]).code, 0);
+    assert_eq!(capped(&["cancel", &waiting]).code, 0);
+    // A limit that is not a size is a usage error, not silently 512 MiB.
+    let r: Run = rudder()
+        .arg("--store")
+        .arg(&path)
+        .args(["list"])
+        .env("RUDDER_MAX_STORE_BYTES", "1GB")
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 2, "{r:#?}");
+    assert!(r.stderr.contains("RUDDER_MAX_STORE_BYTES"), "{}", r.stderr);
+}
+
+/// Issue 8: a key given twice in a JSON argument is an error naming the
+/// flag and the key, at any depth, not "the last one wins".
+#[test]
+fn a_key_given_twice_in_a_json_argument_is_a_usage_error() {
+    let (_d, path) = store();
+    let working = create(&path, &[]);
+    let waiting = create(&path, &["--schema", r#"{"type": "object"}"#]);
+    let cases: [(&str, Vec<&str>, &str); 5] = [
+        (
+            "--request",
+            vec!["create", "--request", r#"{"a":1,"a":2}"#],
+            "a",
+        ),
+        (
+            "--schema",
+            vec![
+                "create",
+                "--schema",
+                r#"{"type": "object", "properties": {"s": {"type": "string", "type": "integer"}}}"#,
+            ],
+            "type",
+        ),
+        (
+            "--result",
+            vec![
+                "complete",
+                &working,
+                "--result",
+                r#"[{"ok": true, "detail": {"n": 1, "n": 1}}]"#,
+            ],
+            "n",
+        ),
+        (
+            "--value",
+            vec![
+                "input",
+                &waiting,
+                "--value",
+                r#"{"service": "a", "service": "b"}"#,
+            ],
+            "service",
+        ),
+        (
+            "--schema",
+            vec![
+                "request-input",
+                &working,
+                "--schema",
+                r#"{"required": ["x"], "required": []}"#,
+            ],
+            "required",
+        ),
+    ];
+    for (flag, args, key) in &cases {
+        let before = fingerprint(&path);
+        let r = run(&path, args);
+        assert_eq!(r.code, 2, "{flag}: {r:#?}");
+        assert!(
+            r.stderr.contains(&format!(
+                "{flag}: the argument is refused: the key \"{key}\" appears twice"
+            )),
+            "{flag}: {}",
+            r.stderr
+        );
+        assert_eq!(fingerprint(&path), before, "{flag}");
+    }
+    // From a file too, with where the key is.
+    let file = path.with_file_name("result.json");
+    std::fs::write(&file, r#"{"a": {"b": [0, {"c": 1, "c": 2}]}}"#).unwrap();
+    let r = run(
+        &path,
+        &[
+            "complete",
+            &working,
+            "--result",
+            &format!("@{}", file.display()),
+        ],
+    );
+    assert_eq!(r.code, 2, "{r:#?}");
+    assert!(
+        r.stderr
+            .contains("the key \"c\" appears twice in the object at /a/b/1"),
+        "{}",
+        r.stderr
+    );
+    // The same key in different objects is fine.
+    assert_eq!(
+        run(
+            &path,
+            &[
+                "complete",
+                &working,
+                "--result",
+                r#"{"a": {"a": 1}, "b": {"a": 2}}"#
+            ]
+        )
+        .code,
+        0
+    );
+}
+
+/// Issue 8: numbers in a user's own JSON are stored and printed exactly as
+/// given, beyond 64 bits and beyond a double's precision too.
+#[test]
+fn numbers_in_json_arguments_are_kept_exactly() {
+    let (_d, path) = store();
+    let exact = r#"{"big":12345678901234567890123,"neg":-98765432109876543210,"fine":0.1000000000000000000001,"two":1.50}"#;
+    let id = create(&path, &["--request", exact]);
+    let text = std::fs::read_to_string(&path).unwrap();
+    for n in [
+        "12345678901234567890123",
+        "-98765432109876543210",
+        "0.1000000000000000000001",
+        "1.50",
+    ] {
+        assert!(text.contains(n), "{n} not in the file:\n{text}");
+    }
+    let got = run(&path, &["get", &id, "--json"]);
+    assert_eq!(got.json()["request"].to_string(), exact);
+    // The same create again (same key, same request) is a safe repeat.
+    let keyed = create(&path, &["--key", "k", "--request", exact]);
+    let again = run(
+        &path,
+        &["create", "--key", "k", "--request", exact, "--json"],
+    );
+    assert_eq!(again.code, 0, "{again:#?}");
+    assert_eq!(again.json()["change"], "unchanged");
+    assert_eq!(again.json()["task"]["task_id"], keyed.as_str());
+
+    // An input typed by the schema: a big integer is an integer.
+    let schema = r#"{"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}}"#;
+    let waiting = create(&path, &["--schema", schema]);
+    let value = r#"{"n":123456789012345678901234567890}"#;
+    let r = run(&path, &["input", &waiting, "--value", value, "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.json()["task"]["input_value"].to_string(), value);
+    let r = run(&path, &["input", &waiting, "--value", value]);
+    assert_eq!(r.code, 0, "a repeat of the same input: {r:#?}");
+
+    let result = r#"{"total":18446744073709551616,"ratio":3.141592653589793238462643383279}"#;
+    let r = run(&path, &["complete", &id, "--result", result, "--json"]);
+    assert_eq!(r.json()["task"]["result"].to_string(), result);
+    let r = run(&path, &["complete", &id, "--result", result, "--json"]);
+    assert_eq!(r.json()["change"], "unchanged", "{r:#?}");
+    assert_eq!(run(&path, &["list"]).code, 0);
+}
+
+/// Issue 8: a revision never wraps around to 0.
+#[test]
+fn a_task_at_the_largest_revision_is_refused_not_wrapped() {
+    let (_d, path) = store();
+    let id = create(&path, &[]);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("\"revision\": 1,", "\"revision\": 18446744073709551615,"),
+    )
+    .unwrap();
+    let before = fingerprint(&path);
+    let r = run(&path, &["heartbeat", &id]);
+    assert_eq!(r.code, 4, "{r:#?}");
+    assert!(
+        r.stderr
+            .contains("18446744073709551615, the largest a revision can be"),
+        "{}",
+        r.stderr
+    );
+    let r = run(&path, &["cancel", &id, "--json"]);
+    let v = json_error(&r, 4, "revision_exhausted");
+    assert_eq!(v["task"]["revision"], u64::MAX);
+    assert_eq!(fingerprint(&path), before);
+}

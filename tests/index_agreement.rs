@@ -60,7 +60,7 @@ fn candidates() -> Vec<Value> {
         json!(0),
         json!(-1),
         json!(1.5),
-        json!(18446744073709551614u64),
+        json!(18446744073709551615u64),
         json!(1e300),
         json!(""),
         json!("working"),

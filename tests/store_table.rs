@@ -583,3 +583,247 @@ fn a_new_store_file_is_private() {
     assert_eq!(mode, 0o640);
     assert!(dir.path().join("sub/tasks.json.lock").exists());
 }
+
+/// `depth` arrays one inside the other around a number.
+fn nested(depth: usize) -> Value {
+    let mut v = json!(1);
+    for _ in 0..depth {
+        v = Value::Array(vec![v]);
+    }
+    v
+}
+
+/// An object whose `x` holds `depth - 1` arrays: `depth` levels in all.
+fn nested_object(depth: usize) -> Value {
+    json!({ "x": nested(depth - 1) })
+}
+
+/// The deepest value the store takes is one every reader reads back; one
+/// level more is refused by every operation that stores a value, with a typed
+/// error (exit 2) naming the field and the limit, and nothing is written.
+#[test]
+fn a_value_too_deep_for_readers_is_refused_by_every_writer() {
+    use rudder::store::MAX_VALUE_DEPTH;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.json");
+    let store = Store::open(&path);
+    let working = store.create(NewTask::default()).unwrap().task.task_id;
+    let waiting = store
+        .create(NewTask {
+            input_schema: Some(json!({"type": "object"})),
+            ..NewTask::default()
+        })
+        .unwrap()
+        .task
+        .task_id;
+
+    let deep = nested(MAX_VALUE_DEPTH + 1);
+    let deep_object = nested_object(MAX_VALUE_DEPTH + 1);
+    let before = fingerprint(&path);
+    let attempts: Vec<(&str, Result<Outcome, StoreError>)> = vec![
+        (
+            "request",
+            store.create(NewTask {
+                request: Some(deep.clone()),
+                ..NewTask::default()
+            }),
+        ),
+        (
+            "input_schema",
+            store.create(NewTask {
+                input_schema: Some(deep_object.clone()),
+                ..NewTask::default()
+            }),
+        ),
+        (
+            "result",
+            store.complete(&working, deep.clone(), Actor::Anyone),
+        ),
+        (
+            "input_value",
+            store.provide_input(&waiting, deep_object.clone(), None),
+        ),
+        (
+            "input_schema",
+            store.request_input(&working, deep_object.clone(), None, Actor::Anyone),
+        ),
+        (
+            "error",
+            store.apply(
+                &working,
+                &rudder::task::Op::Fail {
+                    error: json!({"message": "x", "detail": deep.clone()}),
+                },
+                Actor::Anyone,
+            ),
+        ),
+    ];
+    for (field, result) in attempts {
+        match result {
+            Err(e @ StoreError::TooDeep { .. }) => {
+                assert_eq!(e.exit_code(), 2);
+                assert_eq!(e.kind(), "too_deep");
+                let msg = e.to_string();
+                assert!(
+                    msg.contains(field) && msg.contains(&MAX_VALUE_DEPTH.to_string()),
+                    "{msg}"
+                );
+            }
+            other => panic!("{field}: {other:?}"),
+        }
+        assert_untouched(&before, &path, field);
+    }
+
+    // Exactly at the limit: taken, and read back by every reader.
+    let at_limit = nested(MAX_VALUE_DEPTH);
+    let created = store
+        .create(NewTask {
+            request: Some(at_limit.clone()),
+            ..NewTask::default()
+        })
+        .unwrap();
+    store
+        .complete(&working, nested_object(MAX_VALUE_DEPTH), Actor::Anyone)
+        .unwrap();
+    let tasks = Store::open(&path).load().unwrap();
+    assert_eq!(tasks[&created.task.task_id].request, Some(at_limit));
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(rudder::store::decode(&path, &bytes).unwrap(), tasks);
+}
+
+/// An object led by serde_json's private number marker would read back as a
+/// number (or make the store unreadable): refused, nothing written.
+#[test]
+fn a_value_that_would_read_back_as_something_else_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.json");
+    let store = Store::open(&path);
+    let id = store.create(NewTask::default()).unwrap().task.task_id;
+    let before = fingerprint(&path);
+    let marker = json!({"a": [{ (rudder::store::RESERVED_KEY): "not a number" }]});
+    match store.complete(&id, marker, Actor::Anyone) {
+        Err(e @ StoreError::ReservedKey { .. }) => {
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.to_string().contains("/a/0"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_untouched(&before, &path, "reserved key");
+    Store::open(&path).load().unwrap();
+}
+
+/// A write that would grow the file past the size every reader accepts is
+/// refused (exit 6) before anything is written: no temp file, same bytes.
+#[test]
+fn a_store_never_grows_past_what_readers_accept() {
+    use rudder::store::FileBackend;
+    use rudder::store::fs::{FsCall, SimFs};
+    use std::sync::Arc;
+    let fs = Arc::new(SimFs::new());
+    let path = PathBuf::from("/store/tasks.json");
+    let limit = 4096;
+    let store = Store::with_backend(FileBackend::with_fs(&path, fs.clone()).with_max_bytes(limit));
+    let big = |n: usize| NewTask {
+        request: Some(json!("x".repeat(n))),
+        ..NewTask::default()
+    };
+    store.create(big(1500)).unwrap();
+    let before = fs.contents(&path).unwrap();
+    let calls = fs.call_count();
+    match store.create(big(2500)) {
+        Err(e @ StoreError::TooLarge { .. }) => {
+            assert_eq!((e.exit_code(), e.kind()), (6, "too_large"));
+            let msg = e.to_string();
+            assert!(
+                msg.contains("4 KiB") && msg.contains("nothing was written"),
+                "{msg}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(fs.contents(&path).unwrap(), before);
+    assert!(
+        !fs.calls()[calls..]
+            .iter()
+            .any(|c| matches!(c, FsCall::CreateNew(_) | FsCall::Rename(..))),
+        "{:?}",
+        &fs.calls()[calls..]
+    );
+    // The store is still readable and writable; a file exactly at the limit
+    // is written, as it is read.
+    assert_eq!(store.load().unwrap().len(), 1);
+    let room = limit as usize - before.len();
+    let probe = store.create(big(10)).unwrap();
+    let grown = fs.contents(&path).unwrap().len() - before.len();
+    store.cancel(&probe.task.task_id, None).unwrap();
+    store.prune(Duration::ZERO).unwrap();
+    assert_eq!(fs.contents(&path).unwrap(), before);
+    store.create(big(room - grown + 10)).unwrap();
+    assert_eq!(fs.contents(&path).unwrap().len(), limit as usize);
+    assert_eq!(store.load().unwrap().len(), 2);
+}
+
+/// A revision never wraps: a task at `u64::MAX` takes no further change
+/// (typed refusal, exit 4, nothing written), but a safe repeat still answers.
+#[test]
+fn a_revision_at_its_maximum_refuses_further_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.json");
+    let store = Store::open(&path);
+    let id = store.create(NewTask::default()).unwrap().task.task_id;
+    let done = store.create(NewTask::default()).unwrap().task.task_id;
+    store.cancel(&done, None).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let text = text.replace("\"revision\": 1,", "\"revision\": 18446744073709551615,");
+    let text = text.replace("\"revision\": 2,", "\"revision\": 18446744073709551615,");
+    std::fs::write(&path, &text).unwrap();
+    assert_eq!(stored(&path, &id).revision, u64::MAX);
+    assert_eq!(stored(&path, &done).revision, u64::MAX);
+
+    let before = fingerprint(&path);
+    type Attempt<'a> = Box<dyn Fn() -> Result<Outcome, StoreError> + 'a>;
+    let ops: [(&str, Attempt); 4] = [
+        (
+            "heartbeat",
+            Box::new(|| store.heartbeat(&id, None, None, Actor::Anyone)),
+        ),
+        ("cancel", Box::new(|| store.cancel(&id, None))),
+        (
+            "complete",
+            Box::new(|| store.complete(&id, r0(), Actor::Anyone)),
+        ),
+        ("claim", Box::new(|| store.claim(&id, "w1", HOUR))),
+    ];
+    for (name, op) in ops {
+        match op() {
+            Err(e @ StoreError::RevisionExhausted { .. }) => {
+                assert_eq!((e.exit_code(), e.kind()), (4, "revision_exhausted"));
+                assert!(e.to_string().contains("18446744073709551615"), "{e}");
+                assert_eq!(e.task().map(|t| t.revision), Some(u64::MAX));
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+        assert_untouched(&before, &path, name);
+    }
+    // A repeat changes nothing and so still succeeds.
+    let again = store.cancel(&done, None).unwrap();
+    assert_eq!(again.change, Change::Unchanged);
+    assert_untouched(&before, &path, "repeat");
+    // Reclaim leaves it alone and says why, instead of wrapping its
+    // revision or refusing to reclaim anything else.
+    let other = store.create(NewTask::default()).unwrap().task.task_id;
+    let report = store.reclaim(Duration::ZERO, false).unwrap();
+    let reclaimed: Vec<&str> = report
+        .reclaimed
+        .iter()
+        .map(|r| r.task_id.as_str())
+        .collect();
+    assert_eq!(reclaimed, [other.as_str()]);
+    let skipped = report.skipped.iter().find(|s| s.task_id == id).unwrap();
+    assert!(
+        skipped.reason.contains("18446744073709551615"),
+        "{skipped:?}"
+    );
+    assert_eq!(stored(&path, &id).revision, u64::MAX);
+    assert_eq!(stored(&path, &id).status, Status::Working);
+}

@@ -1,3 +1,4 @@
+use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use super::output;
 use super::{CliError, store_path};
 use crate::duration::parse_duration;
 use crate::schema;
-use crate::store::{NewTask, Outcome, Store};
+use crate::store::{MAX_STORE_BYTES, NewTask, Outcome, Store, human_bytes};
 use crate::task::{Actor, Status, Task};
 use crate::watch::{ChangeFeed, FeedEvent, FeedOptions};
 
@@ -71,23 +72,43 @@ fn command_json(command: &Command) -> bool {
     }
 }
 
-/// A JSON argument given inline or as `@FILE`.
+/// A JSON argument given inline or as `@FILE`, read strictly
+/// ([`crate::json::parse`]: no key twice in an object, numbers kept exactly,
+/// no deeper than the store holds) and no larger than a store may be.
 fn json_arg(flag: &str, text: &str) -> Result<Value, CliError> {
+    let too_large = |source: &str, size: u64| {
+        CliError::Usage(format!(
+            "{flag}: {source} is {size} bytes, more than the {} a store may hold",
+            human_bytes(MAX_STORE_BYTES)
+        ))
+    };
     let (source, content) = match text.strip_prefix('@') {
-        Some(file) => (
-            file.to_string(),
-            std::fs::read_to_string(file).map_err(|e| {
-                CliError::Usage(format!("{flag} @{file}: cannot read the file: {e}"))
-            })?,
-        ),
+        Some(file) => {
+            let source = format!("@{file}");
+            let cannot = |e: std::io::Error| {
+                CliError::Usage(format!("{flag} {source}: cannot read the file: {e}"))
+            };
+            let opened = std::fs::File::open(file).map_err(cannot)?;
+            // Never read more than could be stored: a huge file (or a
+            // device that never ends) is refused, not loaded.
+            let mut content = String::new();
+            opened
+                .take(MAX_STORE_BYTES + 1)
+                .read_to_string(&mut content)
+                .map_err(cannot)?;
+            (source, content)
+        }
         None => ("the argument".to_string(), text.to_string()),
     };
-    serde_json::from_str(&content).map_err(|e| {
-        CliError::Usage(format!(
-            "{flag}: {source} is not valid JSON (line {} column {}): {e}",
-            e.line(),
-            e.column()
-        ))
+    if content.len() as u64 > MAX_STORE_BYTES {
+        return Err(too_large(&source, content.len() as u64));
+    }
+    crate::json::parse(&content).map_err(|e| {
+        CliError::Usage(if e.is_syntax() {
+            format!("{flag}: {source} is {e}")
+        } else {
+            format!("{flag}: {source} is refused: {e}")
+        })
     })
 }
 

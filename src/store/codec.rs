@@ -279,8 +279,32 @@ mod tests {
         ];
         for depth in [95, 98, 99, 100, 124, 125, 126, 127, 128] {
             let nested = "[".repeat(depth) + &"]".repeat(depth);
+            let with_number = "[".repeat(depth) + "1.50" + &"]".repeat(depth);
+            let with_marker = "[".repeat(depth - 1)
+                + r#"{"$serde_json::private::Number": "7"}"#
+                + &"]".repeat(depth - 1);
+            for value in [nested, with_number, with_marker] {
+                inputs.push(
+                    format!(r#"{{"a": {{"task_id": "a", "status": "working", "x": {value}}}}}"#)
+                        .into_bytes(),
+                );
+            }
+        }
+        // serde_json's private number marker (`arbitrary_precision`): an
+        // object led by it is a number, or refused.
+        for value in [
+            r#"{"$serde_json::private::Number": "12"}"#,
+            r#"{"$serde_json::private::Number": "1.50e400"}"#,
+            r#"{"$serde_json::private::Number": "x"}"#,
+            r#"{"$serde_json::private::Number": 5}"#,
+            r#"{"$serde_json::private::Number": "1", "b": 2}"#,
+            r#"{"b": 1, "$serde_json::private::Number": "x"}"#,
+            r#"{"$serde_json::private::Numbe": "x"}"#,
+            "12345678901234567890123456789",
+            "-0.000000000000000000000000000001",
+        ] {
             inputs.push(
-                format!(r#"{{"a": {{"task_id": "a", "status": "working", "x": {nested}}}}}"#)
+                format!(r#"{{"a": {{"task_id": "a", "status": "working", "result": {value}}}}}"#)
                     .into_bytes(),
             );
         }
@@ -320,5 +344,23 @@ mod tests {
             }
         }
         assert!(split_read >= 5 && checked >= 5, "{split_read} {checked}");
+    }
+
+    /// The deepest value a writer accepts ([`super::super::MAX_VALUE_DEPTH`])
+    /// is one that serde_json reads back from the file, and one level more
+    /// is one it refuses: writer and reader draw the line in one place.
+    #[test]
+    fn the_writers_depth_limit_is_the_readers() {
+        let limit = super::super::MAX_VALUE_DEPTH;
+        let file = |depth: usize| {
+            let value = "[".repeat(depth) + "1" + &"]".repeat(depth);
+            format!(r#"{{"a": {{"task_id": "a", "status": "working", "result": {value}}}}}"#)
+        };
+        let path = Path::new("s.json");
+        let tasks = decode_whole(path, file(limit).as_bytes()).unwrap();
+        super::super::check_value("result", tasks["a"].result.as_ref().unwrap()).unwrap();
+        assert_eq!(decode(path, file(limit).as_bytes()).unwrap(), tasks);
+        let err = decode_whole(path, file(limit + 1).as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("recursion limit"), "{err}");
     }
 }

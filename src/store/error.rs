@@ -53,6 +53,42 @@ pub enum StoreError {
     #[error("cannot {op} task {}: {}", task.task_id, lease_reason(task))]
     LeaseLost { op: OpKind, task: Box<Task> },
 
+    /// The task's revision is `u64::MAX`: it can record no further change
+    /// (a revision never wraps around to 0).
+    #[error(
+        "cannot {op} task {}: its revision is already {}, the largest a revision can be, so it can record no further change",
+        task.task_id, task.revision
+    )]
+    RevisionExhausted { op: OpKind, task: Box<Task> },
+
+    /// A JSON value nests deeper than a store may hold (see
+    /// [`super::MAX_VALUE_DEPTH`]): written, it would make the store
+    /// unreadable for every process.
+    #[error(
+        "the task's {field} nests deeper than the {limit} levels a value in the store may have; nothing was written"
+    )]
+    TooDeep { field: String, limit: usize },
+
+    /// A JSON object whose first key is serde_json's private number marker
+    /// (see [`super::RESERVED_KEY`]): every reader would take it for a number.
+    #[error(
+        "the task's {field} holds an object whose first key is {:?} (at {}), which the store would read back as a number; nothing was written",
+        super::RESERVED_KEY,
+        pointer_or_top(pointer)
+    )]
+    ReservedKey { field: String, pointer: String },
+
+    /// The store file would grow past the size every reader accepts.
+    #[error(
+        "{}: the store would grow to {size} bytes, more than the {} a store may hold; nothing was written (prune finished tasks)",
+        path.display(), human_bytes(*limit)
+    )]
+    TooLarge {
+        path: PathBuf,
+        size: u64,
+        limit: u64,
+    },
+
     #[error(
         "input for task {id} does not match its schema: {}",
         join_violations(violations)
@@ -115,6 +151,27 @@ fn join_violations(v: &[Violation]) -> String {
         .join("; ")
 }
 
+fn pointer_or_top(pointer: &str) -> &str {
+    if pointer.is_empty() {
+        "the top level"
+    } else {
+        pointer
+    }
+}
+
+/// A byte count as people read limits: whole MiB or KiB when it is one.
+pub fn human_bytes(n: u64) -> String {
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1024 * 1024;
+    if n >= MIB && n.is_multiple_of(MIB) {
+        format!("{} MiB", n / MIB)
+    } else if n >= KIB && n.is_multiple_of(KIB) {
+        format!("{} KiB", n / KIB)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
 fn position(line: Option<usize>, column: Option<usize>) -> String {
     match (line, column) {
         (Some(l), Some(c)) => format!(" at line {l} column {c}"),
@@ -131,12 +188,16 @@ impl StoreError {
             StoreError::Refused { .. }
             | StoreError::IdempotencyConflict { .. }
             | StoreError::StaleRevision { .. }
-            | StoreError::LeaseLost { .. } => 4,
+            | StoreError::LeaseLost { .. }
+            | StoreError::RevisionExhausted { .. } => 4,
             StoreError::InvalidInput { .. } => 5,
-            StoreError::InvalidSchema(_) => 2,
-            StoreError::Corrupt { .. } | StoreError::Io { .. } | StoreError::LockTimeout { .. } => {
-                6
-            }
+            StoreError::InvalidSchema(_)
+            | StoreError::TooDeep { .. }
+            | StoreError::ReservedKey { .. } => 2,
+            StoreError::Corrupt { .. }
+            | StoreError::Io { .. }
+            | StoreError::LockTimeout { .. }
+            | StoreError::TooLarge { .. } => 6,
         }
     }
 
@@ -146,7 +207,8 @@ impl StoreError {
             StoreError::Refused { task, .. }
             | StoreError::IdempotencyConflict { task, .. }
             | StoreError::StaleRevision { task, .. }
-            | StoreError::LeaseLost { task, .. } => Some(task),
+            | StoreError::LeaseLost { task, .. }
+            | StoreError::RevisionExhausted { task, .. } => Some(task),
             _ => None,
         }
     }
@@ -160,6 +222,10 @@ impl StoreError {
             StoreError::IdempotencyConflict { .. } => "idempotency_conflict",
             StoreError::StaleRevision { .. } => "stale_revision",
             StoreError::LeaseLost { .. } => "lease_lost",
+            StoreError::RevisionExhausted { .. } => "revision_exhausted",
+            StoreError::TooDeep { .. } => "too_deep",
+            StoreError::ReservedKey { .. } => "reserved_key",
+            StoreError::TooLarge { .. } => "too_large",
             StoreError::InvalidInput { .. } => "invalid_input",
             StoreError::InvalidSchema(_) => "invalid_schema",
             StoreError::Corrupt { .. } => "corrupt_store",
@@ -191,6 +257,19 @@ impl StoreError {
                 v["path"] = json!(path);
                 v["line"] = json!(line);
                 v["column"] = json!(column);
+            }
+            StoreError::TooDeep { field, limit } => {
+                v["field"] = json!(field);
+                v["limit"] = json!(limit);
+            }
+            StoreError::ReservedKey { field, pointer } => {
+                v["field"] = json!(field);
+                v["pointer"] = json!(pointer);
+            }
+            StoreError::TooLarge { path, size, limit } => {
+                v["path"] = json!(path);
+                v["size"] = json!(size);
+                v["limit"] = json!(limit);
             }
             _ => {}
         }

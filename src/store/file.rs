@@ -20,7 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::codec::{self, MAX_STORE_BYTES};
+use super::error::human_bytes;
 use super::fs::{FileMeta, Fs, LockFailure, LockGuard, RealFs};
+use super::limits;
 use super::txn::{FileTxn, Transaction};
 use super::{Backend, StoreError};
 use crate::task::TaskMap;
@@ -41,6 +43,8 @@ pub struct FileBackend {
     unsafe_link: Option<Arc<str>>,
     lock_path: PathBuf,
     lock_timeout: Duration,
+    /// The largest file this backend reads or writes.
+    max_bytes: u64,
     fs: Arc<dyn Fs>,
     /// Whether leftover temp files were looked for already.
     swept: Arc<std::sync::atomic::AtomicBool>,
@@ -57,7 +61,9 @@ impl std::fmt::Debug for FileBackend {
 
 impl FileBackend {
     /// The store at `path` on the real file system. The lock timeout is
-    /// `$RUDDER_LOCK_TIMEOUT` (a duration such as `5s`) when set, else 30 s.
+    /// `$RUDDER_LOCK_TIMEOUT` (a duration such as `5s`) when set, else 30 s;
+    /// `$RUDDER_MAX_STORE_BYTES` (a number of bytes) lowers the size limit
+    /// (see [`FileBackend::with_max_bytes`]).
     pub fn new(path: impl Into<PathBuf>) -> Self {
         let path = path.into();
         let (target, unsafe_link) = match resolve_symlinks(&path) {
@@ -71,6 +77,12 @@ impl FileBackend {
             .and_then(|t| crate::duration::parse_duration(&t).ok())
         {
             backend.lock_timeout = t;
+        }
+        if let Some(n) = std::env::var("RUDDER_MAX_STORE_BYTES")
+            .ok()
+            .and_then(|n| parse_max_bytes(&n).ok())
+        {
+            backend = backend.with_max_bytes(n);
         }
         backend
     }
@@ -89,6 +101,7 @@ impl FileBackend {
             unsafe_link: None,
             lock_path,
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
+            max_bytes: MAX_STORE_BYTES,
             fs,
             swept: Arc::default(),
         }
@@ -112,6 +125,21 @@ impl FileBackend {
         self
     }
 
+    /// Read and write no file larger than `limit` bytes instead of
+    /// [`MAX_STORE_BYTES`] (which is also the most a limit can be): a write
+    /// that would grow the file past it is refused, as a read of such a file
+    /// is. For tests, and for capping a store; every process that shares the
+    /// store should use the same limit.
+    pub fn with_max_bytes(mut self, limit: u64) -> Self {
+        self.max_bytes = limit.min(MAX_STORE_BYTES);
+        self
+    }
+
+    /// The largest file this backend reads or writes.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
     /// The store path as given.
     pub fn path(&self) -> &Path {
         &self.path
@@ -126,18 +154,19 @@ impl FileBackend {
     }
 
     /// The file's bytes; `None` when it does not exist. A file larger than
-    /// [`MAX_STORE_BYTES`] is refused without being read whole.
+    /// the limit ([`MAX_STORE_BYTES`] unless lowered) is refused without
+    /// being read whole.
     pub fn read_bytes(&self) -> Result<Option<Vec<u8>>, StoreError> {
         self.check_link()?;
-        match self.fs.read(&self.target, MAX_STORE_BYTES) {
+        match self.fs.read(&self.target, self.max_bytes) {
             Ok(bytes) => Ok(bytes),
             Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => Err(StoreError::Corrupt {
                 path: self.path.clone(),
                 line: None,
                 column: None,
                 message: format!(
-                    "the file is larger than the {} MiB a store may hold",
-                    MAX_STORE_BYTES >> 20
+                    "the file is larger than the {} a store may hold",
+                    human_bytes(self.max_bytes)
                 ),
             }),
             Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Err(StoreError::Corrupt {
@@ -324,29 +353,49 @@ impl Backend for FileBackend {
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
         // Each round after the first means a cleanup script deleted the lock
-        // file while we held it; give up as a lock wait would.
+        // file while we held it (only possible where the directory could
+        // not be locked); give up as a lock wait would.
         let start = std::time::Instant::now();
         while start.elapsed() < self.lock_timeout {
             let lock = self.lock()?;
             let bytes = self.read_bytes()?;
+            // A writer never renames into place what a reader would refuse:
+            // the changed tasks' values are checked before encoding, the new
+            // file's size after (below).
+            let commit = |txn: &FileTxn| txn.check_changed().map(|()| txn.encode());
             let new = match &bytes {
                 None => {
                     let mut txn = FileTxn::empty(&self.path);
-                    f(&mut txn)?.then(|| txn.encode())
+                    f(&mut txn)?.then(|| commit(&txn)).transpose()?
                 }
                 Some(b) => match FileTxn::parse(&self.path, b) {
-                    Some(mut txn) => f(&mut txn)?.then(|| txn.encode()),
-                    // Not a valid store, or an unusual one: the whole-file parse
-                    // gives the error with its position, or the tasks.
+                    Some(mut txn) => f(&mut txn)?.then(|| commit(&txn)).transpose()?,
+                    // Not a valid store, or an unusual one: the whole-file
+                    // parse gives the error with its position, or the tasks.
                     None => {
                         let mut tasks = codec::decode_whole(&self.path, b)?;
-                        f(&mut tasks)?.then(|| codec::encode(&tasks, b.len()))
+                        if f(&mut tasks)? {
+                            tasks.values().try_for_each(limits::check_task)?;
+                            Some(codec::encode(&tasks, b.len()))
+                        } else {
+                            None
+                        }
                     }
                 },
             };
             drop(bytes);
             let done = match new {
-                Some(new) => self.write_atomically(&new, &lock)?,
+                Some(new) => {
+                    let size = new.len() as u64;
+                    if size > self.max_bytes {
+                        return Err(StoreError::TooLarge {
+                            path: self.path.clone(),
+                            size,
+                            limit: self.max_bytes,
+                        });
+                    }
+                    self.write_atomically(&new, &lock)?
+                }
                 None => true,
             };
             drop(lock);
@@ -364,6 +413,18 @@ impl Backend for FileBackend {
                 ))
             )),
         ))
+    }
+}
+
+/// Read a size limit as `$RUDDER_MAX_STORE_BYTES` gives it: a number of
+/// bytes from 1 to [`MAX_STORE_BYTES`].
+pub fn parse_max_bytes(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(n) if (1..=MAX_STORE_BYTES).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "expected a number of bytes from 1 to {MAX_STORE_BYTES} ({}), got {text:?}",
+            human_bytes(MAX_STORE_BYTES)
+        )),
     }
 }
 

@@ -7,9 +7,10 @@
 //! (`input_schema`, `input_value`, `result`, `request`, `error`, unknown
 //! fields) is walked the way a `serde_json::Value` is read (numbers in range,
 //! strings with valid escapes) without allocating it. It is stricter than
-//! `Task` in one place: opaque values nested deeper than [`MAX_LEVEL`] are
-//! refused, well inside serde_json's own recursion limit, because a task
-//! checked on its own starts one level shallower than in the whole file.
+//! `Task` in one place: opaque values nested as deep as [`MAX_LEVEL`] are
+//! refused, which is serde_json's own recursion limit as it applies in the
+//! whole file: a task checked on its own starts one level shallower, where
+//! serde_json alone would accept one level more.
 //! Whatever it refuses goes to the full parse, whose answer is final.
 
 use std::borrow::Cow;
@@ -95,8 +96,14 @@ impl<'a> TaskIndex<'a> {
 }
 
 /// No opaque value may hold a container at this level or deeper, counting
-/// the store's top-level object as 1 and the task as 2 (serde_json stops at 128).
-pub(super) const MAX_LEVEL: usize = 100;
+/// the store's top-level object as 1 and the task as 2: serde_json's
+/// recursion limit, so that this check, the full parse and the writers'
+/// [`super::MAX_VALUE_DEPTH`] all draw the line in the same place (the
+/// tests check it against serde_json itself).
+pub(super) const MAX_LEVEL: usize = 128;
+
+/// The container level of a task field's value.
+pub(super) const FIELD_LEVEL: usize = 3;
 
 /// A string, borrowed from the input when it holds no escapes.
 struct Str<'a>(Cow<'a, str>);
@@ -191,7 +198,25 @@ impl<'de> Visitor<'de> for Opaque {
         Ok(())
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // Checked before the first key: a number at the deepest level, which
+        // serde_json (with `arbitrary_precision`) also hands over as a map,
+        // is thus refused here and left to the full parse. Refusing more
+        // than the full parse is safe; accepting more is not.
         let inner = self.nested()?;
+        let Some(first) = map.next_key::<Str>()? else {
+            return Ok(());
+        };
+        if first.0 == super::RESERVED_KEY {
+            // A number, kept as its text; `serde_json::Value` reads this
+            // entry, and only it, as the number.
+            let text = map.next_value::<Str>()?;
+            return text
+                .0
+                .parse::<serde_json::Number>()
+                .map(drop)
+                .map_err(de::Error::custom);
+        }
+        map.next_value_seed(inner)?;
         while map.next_key::<CheckStr>()?.is_some() {
             map.next_value_seed(inner)?;
         }
@@ -211,8 +236,8 @@ impl Opaque {
     }
 }
 
-/// The value of a task's field, at container level 3.
-const FIELD: Opaque = Opaque { level: 3 };
+/// The value of a task's field.
+const FIELD: Opaque = Opaque { level: FIELD_LEVEL };
 
 /// `Vec<HistoryEntry>`'s acceptance, nothing kept.
 struct CheckHistory;
@@ -434,6 +459,10 @@ pub(super) fn too_deep(task: &Task) -> bool {
             serde_json::Value::Object(map) => {
                 level >= MAX_LEVEL || map.values().any(|v| deeper(v, level + 1))
             }
+            // The file may have spelled a number as an object led by
+            // serde_json's number marker, which its parse counts as a level:
+            // to be sure, leave a number at the limit to the full parse.
+            serde_json::Value::Number(_) => level >= MAX_LEVEL,
             _ => false,
         }
     }

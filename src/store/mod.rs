@@ -13,6 +13,7 @@ mod error;
 mod file;
 pub mod fs;
 mod index;
+mod limits;
 mod report;
 mod scan;
 mod txn;
@@ -26,9 +27,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use codec::{MAX_STORE_BYTES, decode, encode};
-pub use error::StoreError;
-pub use file::{DEFAULT_LOCK_TIMEOUT, FileBackend};
+pub use error::{StoreError, human_bytes};
+pub use file::{DEFAULT_LOCK_TIMEOUT, FileBackend, parse_max_bytes};
 pub use index::Summary;
+pub use limits::{MAX_VALUE_DEPTH, RESERVED_KEY, check_value};
 pub use report::{PruneReport, Pruned, ReclaimReport, Reclaimed, Skipped, human_duration, ms};
 pub use txn::Transaction;
 
@@ -219,6 +221,13 @@ impl<B: Backend> Store<B> {
         // A `null` request reads back from the file as none: make it none
         // now, so that retrying the same create matches its key.
         new.request = new.request.filter(|r| !r.is_null());
+        // Before the lock: a value the store cannot hold is refused at once.
+        if let Some(schema) = &new.input_schema {
+            check_value("input_schema", schema)?;
+        }
+        if let Some(request) = &new.request {
+            check_value("request", request)?;
+        }
         if let Some(schema) = &new.input_schema {
             schema::check_schema(schema).map_err(StoreError::InvalidSchema)?;
         }
@@ -286,6 +295,19 @@ impl<B: Backend> Store<B> {
 
     /// Apply one state-machine operation to the task `id` (full id or unique prefix).
     pub fn apply(&self, id: &str, op: &Op, actor: Actor<'_>) -> Result<Outcome, StoreError> {
+        // Before the lock: a value the store cannot hold is refused at once.
+        let value = match op {
+            Op::RequestInput { schema, .. } => Some(("input_schema", schema)),
+            Op::ProvideInput { value, .. } => Some(("input_value", value)),
+            Op::Complete { result } => Some(("result", result)),
+            Op::Fail { error } => Some(("error", error)),
+            Op::Heartbeat { .. } | Op::Cancel { .. } | Op::Claim { .. } | Op::Release { .. } => {
+                None
+            }
+        };
+        if let Some((field, value)) = value {
+            check_value(field, value)?;
+        }
         self.transact(false, |tasks, now| {
             let key = resolve_in(tasks, id)?;
             let task = tasks.get_mut(&key)?.expect("resolved ids exist");
@@ -581,5 +603,6 @@ fn refusal_error(op: OpKind, refusal: Refusal, task: &Task) -> StoreError {
             violations,
         },
         Refusal::InvalidSchema(message) => StoreError::InvalidSchema(message),
+        Refusal::RevisionExhausted => StoreError::RevisionExhausted { op, task },
     }
 }

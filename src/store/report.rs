@@ -116,6 +116,13 @@ pub(super) fn plan_reclaim<'a>(
                 "its last update is {} in the future (a clock is wrong), so its idle time is unknown",
                 human_duration(ms(updated - now))
             )));
+        } else if t.revision == u64::MAX {
+            // Failing it would need one more revision: skip it rather than
+            // refuse the whole reclaim.
+            skipped.push(skip(format!(
+                "its revision is already {}, the largest a revision can be, so it can record no further change",
+                t.revision
+            )));
         } else if t.lease_live(now) {
             let until = t.lease_expires_at.expect("a live lease has an expiry");
             skipped.push(skip(format!(

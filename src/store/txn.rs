@@ -14,7 +14,7 @@ use indexmap::IndexMap;
 use super::StoreError;
 use super::codec::{self, Piece};
 use super::index::{Summary, TaskIndex};
-use super::scan;
+use super::{limits, scan};
 use crate::task::{Task, TaskMap};
 
 /// The tasks of a store under exclusive access, in store order.
@@ -156,6 +156,18 @@ impl<'a> FileTxn<'a> {
             Entry::Removed => None,
         });
         codec::encode_pieces(pieces, self.size_hint)
+    }
+
+    /// Refuse the commit if a task read for a change, or new, holds a value
+    /// that the store cannot hold (the untouched ones were read from the
+    /// file, so a reader takes them as they are).
+    pub fn check_changed(&self) -> Result<(), StoreError> {
+        for entry in self.entries.values() {
+            if let Entry::Full(task) = entry {
+                limits::check_task(task)?;
+            }
+        }
+        Ok(())
     }
 
     fn full(&self, key: &str, json: &str) -> Result<Task, StoreError> {
@@ -360,7 +372,11 @@ mod tests {
                 6,
             ),
             ("\"status\": \"working\",\n    \"ttl_ms\": -5", 6),
-            ("\"status\": \"working\",\n    \"result\": 1e999", 6),
+            // (`1e999` itself is a number serde_json keeps exactly.)
+            (
+                "\"status\": \"working\",\n    \"poll_interval_ms\": 1e999",
+                6,
+            ),
             ("\"status\": \"paused\"", 5),
         ];
         for (line, at) in broken_b {

@@ -143,23 +143,38 @@ pub enum Refusal {
     InvalidInput(Vec<Violation>),
     /// The given JSON Schema is itself not valid.
     InvalidSchema(String),
+    /// The task's revision is already `u64::MAX`: one more change would wrap
+    /// it to 0, and a writer's "only if unchanged since revision r" could
+    /// then match a revision the task had long ago.
+    RevisionExhausted,
 }
 
 /// Apply `op` to `task` at time `now`.
 ///
 /// On [`Change::Applied`] the task's `revision` is bumped, `updated_at` set to
 /// `now`, and a status change appended to `history`. On `Unchanged` or a
-/// refusal the task is left as it was.
+/// refusal the task is left as it was. A task whose revision is already
+/// `u64::MAX` takes no further change ([`Refusal::RevisionExhausted`]).
 pub fn apply(
     task: &mut Task,
     op: &Op,
     actor: Actor<'_>,
     now: DateTime<Utc>,
 ) -> Result<Change, Refusal> {
+    let Some(next) = task.revision.checked_add(1) else {
+        // No further change can be recorded, but a safe repeat still
+        // answers "unchanged": decide on a copy, so that the task is left
+        // exactly as it was whatever the answer.
+        let mut probe = task.clone();
+        return match decide(&mut probe, op, actor, now)? {
+            Change::Unchanged => Ok(Change::Unchanged),
+            Change::Applied => Err(Refusal::RevisionExhausted),
+        };
+    };
     let before = task.status;
     let change = decide(task, op, actor, now)?;
     if change == Change::Applied {
-        touch(task, before, op, now);
+        touch(task, next, before, op, now);
     }
     Ok(change)
 }
@@ -346,9 +361,10 @@ fn decide(
     }
 }
 
-/// Record an applied change: revision, timestamp and, for a status change, history.
-fn touch(task: &mut Task, before: Status, op: &Op, now: DateTime<Utc>) {
-    task.revision += 1;
+/// Record an applied change: the `next` revision, timestamp and, for a
+/// status change, history.
+fn touch(task: &mut Task, next: u64, before: Status, op: &Op, now: DateTime<Utc>) {
+    task.revision = next;
     task.updated_at = Some(now);
     if task.status != before {
         let note = match op {

@@ -131,9 +131,7 @@ impl Field {
                 if raw.is_empty() {
                     return Ok(None);
                 }
-                serde_json::from_str(raw)
-                    .map(Some)
-                    .map_err(|e| format!("not valid JSON: {e}"))
+                crate::json::parse(raw).map(Some).map_err(|e| e.to_string())
             }
         }
     }
