@@ -629,8 +629,7 @@ fn movement_keys() {
 #[test]
 fn sort_cycles_and_waiting_tasks_stay_first() {
     let mut app = app_with(fixture());
-    assert_eq!(app.sort, SortKey::Updated);
-    app.handle_key(ch('s'));
+    // The default holds still: creation order never changes on a heartbeat.
     assert_eq!(app.sort, SortKey::Created);
     app.handle_key(ch('s'));
     assert_eq!(app.sort, SortKey::Title);
@@ -643,6 +642,12 @@ fn sort_cycles_and_waiting_tasks_stay_first() {
         .map(|t| t.task_id.clone())
         .collect();
     assert_eq!(titles, [id(2), id(6)], "working tasks by title");
+    app.handle_key(ch('s'));
+    assert_eq!(app.sort, SortKey::Id);
+    app.handle_key(ch('s'));
+    assert_eq!(app.sort, SortKey::Updated);
+    app.handle_key(ch('s'));
+    assert_eq!(app.sort, SortKey::Created);
 }
 
 #[test]

@@ -263,7 +263,7 @@ impl App {
             cursor: 0,
             offset: 0,
             filter: Filter::default(),
-            sort: SortKey::Updated,
+            sort: SortKey::Created,
             log: VecDeque::new(),
             flashes: HashMap::new(),
             popup: Popup::None,
@@ -387,7 +387,17 @@ impl App {
             return;
         }
         let until = self.now + FLASH;
-        for id in diff.appeared.iter().chain(&diff.changed) {
+        // A flash means news: a new task, a transition, a new title or
+        // message. A heartbeat alone changes none of these.
+        let news = |id: &&String| match (self.tasks.get(*id), tasks.get(*id)) {
+            (Some(old), Some(new)) => {
+                old.status != new.status
+                    || old.title != new.title
+                    || old.status_message != new.status_message
+            }
+            _ => true,
+        };
+        for id in diff.appeared.iter().chain(diff.changed.iter().filter(news)) {
             self.flashes.insert(id.clone(), until);
         }
         let label = |id: &str, old: &TaskMap| {

@@ -187,13 +187,8 @@ impl App {
         }
         match std::mem::take(&mut self.popup) {
             Popup::None => self.main_key(key),
-            Popup::Help => {
-                // Any key closes help; q still quits.
-                if key.code == KeyCode::Char('q') {
-                    self.quit = true;
-                }
-                Vec::new()
-            }
+            // Any key closes help, as it says; q too, without quitting.
+            Popup::Help => Vec::new(),
             Popup::Form(form) => self.form_key(form, key),
             Popup::ConfirmCancel { task_id, label } => match key.code {
                 KeyCode::Char('y' | 'Y') => {
@@ -324,6 +319,16 @@ impl App {
             }
             KeyCode::Char('p') => self.toggle_pause(),
             KeyCode::Char('y') => match self.selected.clone() {
+                // Only what the screen shows goes to the clipboard: an id
+                // holding control characters or escapes (a crafted store) is
+                // refused rather than pasted into someone's shell.
+                Some(id) if crate::text::sanitize(&id) != id.as_str() => self.say(
+                    Tone::Warning,
+                    format!(
+                        "not copied: this task id holds control characters or escape sequences ({})",
+                        crate::text::clean(&id, 60)
+                    ),
+                ),
                 Some(id) => {
                     self.say(Tone::Success, format!("copied {id} (OSC 52)"));
                     return vec![Effect::Copy(id)];
@@ -403,6 +408,16 @@ impl App {
         };
         if self.read_only {
             self.say(Tone::Warning, READ_ONLY);
+            return;
+        }
+        if task.status.is_terminal() {
+            // Refused now, not after a y that could change nothing.
+            let message = format!(
+                "cannot cancel {}: it is {}, and a finished task never changes",
+                task.short_id(),
+                task.status
+            );
+            self.say(Tone::Warning, crate::text::clean(&message, 200));
             return;
         }
         let label = match task.label() {

@@ -1,0 +1,118 @@
+//! The TUI holds still and its dialogs mean what they say: a heartbeat
+//! neither moves nor flashes a row, a transition or a new message flashes,
+//! help closes on any key without quitting, cancel on a finished task is
+//! refused at once, and `y` never copies an id that is not what it shows.
+
+#[path = "tui_common/mod.rs"]
+mod common;
+
+use chrono::TimeDelta;
+use common::*;
+use rudder::task::Status;
+use rudder::tui::app::{App, Popup, Tone};
+use rudder::tui::update::Effect;
+
+fn order(app: &App) -> Vec<String> {
+    (0..app.rows.len())
+        .filter_map(|r| app.row_task(r))
+        .map(|t| t.task_id.clone())
+        .collect()
+}
+
+fn last_status(app: &App) -> (Tone, String) {
+    let m = app.status.as_ref().expect("a status line");
+    (m.tone, m.text.clone())
+}
+
+#[test]
+fn a_heartbeat_neither_moves_nor_flashes_a_row() {
+    let mut app = app_with(fixture());
+    let before = order(&app);
+    let mut tasks = fixture();
+    // Task 6 is the most recently created working task; task 2 heartbeats.
+    let t = tasks.get_mut(&id(2)).expect("task 2");
+    t.updated_at = Some(now() + TimeDelta::seconds(1));
+    t.revision += 1;
+    app.on_feed(snapshot_after(&fixture(), tasks.clone()));
+    assert_eq!(order(&app), before, "the rows held still");
+    assert!(!app.flashing(&id(2)), "a heartbeat is not news");
+
+    // A new message is news, and so is a transition.
+    let mut next = tasks.clone();
+    next.get_mut(&id(2)).expect("task 2").status_message = Some("step 4/7".into());
+    app.on_feed(snapshot_after(&tasks, next.clone()));
+    assert!(app.flashing(&id(2)), "a new message flashes");
+    assert_eq!(order(&app), before);
+
+    let mut done = next.clone();
+    done.get_mut(&id(6)).expect("task 6").status = Status::Completed;
+    app.on_feed(snapshot_after(&next, done));
+    assert!(app.flashing(&id(6)), "a transition flashes");
+}
+
+#[test]
+fn help_closes_on_any_key_and_q_does_not_quit() {
+    let mut app = app_with(fixture());
+    for k in [ch('q'), ch('x'), key(crossterm::event::KeyCode::Esc)] {
+        app.handle_key(ch('?'));
+        assert!(matches!(app.popup, Popup::Help));
+        assert!(app.handle_key(k).is_empty());
+        assert!(matches!(app.popup, Popup::None), "{k:?} closes help");
+        assert!(!app.quit, "{k:?} in help does not quit");
+    }
+    app.handle_key(ch('q'));
+    assert!(app.quit, "q quits from the table");
+}
+
+#[test]
+fn cancel_on_a_finished_task_is_refused_at_once() {
+    let mut app = app_with(fixture());
+    let row = (0..app.rows.len())
+        .find(|&r| app.row_task(r).map(|t| t.status) == Some(Status::Completed))
+        .expect("a completed row");
+    app.select_row(row);
+    assert!(app.handle_key(ch('c')).is_empty());
+    assert!(
+        matches!(app.popup, Popup::None),
+        "no y/n for a cancel that cannot happen"
+    );
+    let (tone, text) = last_status(&app);
+    assert_eq!(tone, Tone::Warning);
+    assert!(
+        text.contains("cannot cancel") && text.contains("completed"),
+        "{text}"
+    );
+    // A working task still asks first.
+    let row = (0..app.rows.len())
+        .find(|&r| app.row_task(r).map(|t| t.task_id.clone()) == Some(id(2)))
+        .expect("task 2");
+    app.select_row(row);
+    app.handle_key(ch('c'));
+    assert!(matches!(app.popup, Popup::ConfirmCancel { .. }));
+}
+
+#[test]
+fn y_copies_only_an_id_that_is_what_the_screen_shows() {
+    let mut tasks = fixture();
+    let crafted = "abc\u{1b}]52;c;cm0gLXJmIH4=\u{7}\nrm -rf ~".to_string();
+    let mut t = tasks.shift_remove(&id(5)).expect("task 5");
+    t.task_id = crafted.clone();
+    tasks.insert(crafted.clone(), t);
+    let mut app = app_with(tasks);
+    let row = (0..app.rows.len())
+        .find(|&r| app.row_task(r).map(|t| t.task_id.clone()) == Some(crafted.clone()))
+        .expect("the crafted row");
+    app.select_row(row);
+    let effects = app.handle_key(ch('y'));
+    assert!(effects.is_empty(), "nothing copied: {effects:?}");
+    let (tone, text) = last_status(&app);
+    assert_eq!(tone, Tone::Warning);
+    assert!(text.contains("not copied"), "{text}");
+    assert!(!text.contains('\u{1b}') && !text.contains('\n'), "{text:?}");
+    // A plain id is copied as it is.
+    let row = (0..app.rows.len())
+        .find(|&r| app.row_task(r).map(|t| t.task_id.clone()) == Some(id(2)))
+        .expect("task 2");
+    app.select_row(row);
+    assert_eq!(app.handle_key(ch('y')), vec![Effect::Copy(id(2))]);
+}
