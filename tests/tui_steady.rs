@@ -116,3 +116,46 @@ fn y_copies_only_an_id_that_is_what_the_screen_shows() {
     app.select_row(row);
     assert_eq!(app.handle_key(ch('y')), vec![Effect::Copy(id(2))]);
 }
+
+#[test]
+fn esc_while_the_input_is_being_sent_says_it_cannot_call_it_back() {
+    use rudder::store::{NewTask, Store};
+    use rudder::tui::update::{EffectResult, execute};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path().join("tasks.json"));
+    let task = store
+        .create(NewTask {
+            input_schema: Some(serde_json::json!({
+                "type": "object",
+                "properties": {"service": {"type": "string"}}
+            })),
+            ..NewTask::default()
+        })
+        .expect("create")
+        .task;
+    let mut app = App::new(store.path(), false, now());
+    app.on_feed(snapshot(store.load().expect("load")));
+    app.handle_key(ch('i'));
+    type_text(&mut app, "payments");
+    let effects = app.handle_key(ctrl('s'));
+    assert!(matches!(effects.as_slice(), [Effect::ProvideInput { .. }]));
+    // The store has not answered yet (say it waits for the lock): Esc.
+    assert!(app.handle_key(key(crossterm::event::KeyCode::Esc)).is_empty());
+    assert!(matches!(app.popup, Popup::Form(_)), "the form stays");
+    let (tone, text) = last_status(&app);
+    assert_eq!(tone, Tone::Warning);
+    assert!(text.contains("cannot be called back"), "{text}");
+    assert!(!text.contains("nothing sent"), "{text}");
+    // The answer lands and closes the form, saying what happened.
+    for e in effects {
+        if let Some(r @ EffectResult::Input { .. }) = execute(&store, e) {
+            app.apply_result(r);
+        }
+    }
+    assert!(matches!(app.popup, Popup::None));
+    assert!(last_status(&app).1.contains("input sent"));
+    assert_eq!(
+        store.get(&task.task_id).expect("get").input_value,
+        Some(serde_json::json!({"service": "payments"}))
+    );
+}

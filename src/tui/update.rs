@@ -433,6 +433,17 @@ impl App {
     fn form_key(&mut self, mut form: Box<Form>, key: KeyEvent) -> Vec<Effect> {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         let submit = match key.code {
+            // A send under way cannot be called back (it may be waiting
+            // for the store lock, and then lands): say so, and keep the
+            // form until the store answers.
+            KeyCode::Esc if form.submitting => {
+                self.say(
+                    Tone::Warning,
+                    "the input is being sent and cannot be called back; the form closes when the store answers",
+                );
+                self.popup = Popup::Form(form);
+                return Vec::new();
+            }
             KeyCode::Esc => {
                 self.say(Tone::Info, "input form closed: nothing sent");
                 return Vec::new();
