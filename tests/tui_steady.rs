@@ -140,7 +140,10 @@ fn esc_while_the_input_is_being_sent_says_it_cannot_call_it_back() {
     let effects = app.handle_key(ctrl('s'));
     assert!(matches!(effects.as_slice(), [Effect::ProvideInput { .. }]));
     // The store has not answered yet (say it waits for the lock): Esc.
-    assert!(app.handle_key(key(crossterm::event::KeyCode::Esc)).is_empty());
+    assert!(
+        app.handle_key(key(crossterm::event::KeyCode::Esc))
+            .is_empty()
+    );
     assert!(matches!(app.popup, Popup::Form(_)), "the form stays");
     let (tone, text) = last_status(&app);
     assert_eq!(tone, Tone::Warning);
@@ -158,4 +161,81 @@ fn esc_while_the_input_is_being_sent_says_it_cannot_call_it_back() {
         store.get(&task.task_id).expect("get").input_value,
         Some(serde_json::json!({"service": "payments"}))
     );
+}
+
+#[test]
+fn a_message_is_never_stale_in_the_store_the_table_or_list() {
+    use rudder::store::{NewTask, Store};
+    use rudder::task::Actor;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tasks.json");
+    let store = Store::open(&path);
+    let question = "which service should the diagnosis follow?";
+    let waiting = store
+        .create(NewTask {
+            input_schema: Some(serde_json::json!({"type": "object", "required": ["service"]})),
+            status_message: Some(question.into()),
+            ..NewTask::default()
+        })
+        .expect("create")
+        .task;
+    let answered = store
+        .provide_input(
+            &waiting.task_id,
+            serde_json::json!({"service": "payments"}),
+            None,
+        )
+        .expect("input")
+        .task;
+    assert_eq!(answered.status, Status::Working);
+    assert_eq!(
+        answered.status_message, None,
+        "the question no longer stands"
+    );
+    let note = answered.history.last().and_then(|h| h.note.clone());
+    assert_eq!(
+        note.as_deref(),
+        Some(format!("input provided (asked: {question})").as_str()),
+        "it stays in the history"
+    );
+    let failing = store
+        .create(NewTask {
+            status_message: Some("step 2/4: following call traces".into()),
+            ..NewTask::default()
+        })
+        .expect("create")
+        .task;
+    let failed = store
+        .fail(
+            &failing.task_id,
+            "no call traces for notifications",
+            Actor::Anyone,
+        )
+        .expect("fail")
+        .task;
+    assert_eq!(
+        failed.current_message(),
+        Some("no call traces for notifications")
+    );
+    // The TUI's table and the CLI's list show the same.
+    let mut app = App::new(&path, false, now());
+    app.on_feed(snapshot(store.load().expect("load")));
+    let row = (0..app.rows.len())
+        .find(|&r| app.row_task(r).map(|t| t.task_id.clone()) == Some(failed.task_id.clone()))
+        .expect("the failed row");
+    assert_eq!(
+        app.row_task(row).and_then(|t| t.current_message()),
+        Some("no call traces for notifications")
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+        .arg("--store")
+        .arg(&path)
+        .arg("list")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("rudder list");
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(out.contains("no call traces for notifications"), "{out}");
+    assert!(!out.contains("following call traces"), "{out}");
+    assert!(!out.contains(question), "{out}");
 }

@@ -121,7 +121,7 @@ pub fn task_table(tasks: &[Task], now: DateTime<Utc>) -> String {
             clean(t.label().unwrap_or("-"), 28),
             ago(t.created_at, now).trim_end_matches(" ago"),
             ago(t.updated_at, now).trim_end_matches(" ago"),
-            clean(t.status_message.as_deref().unwrap_or(""), 60),
+            clean(t.current_message().unwrap_or(""), 60),
         );
     }
     out

@@ -172,9 +172,13 @@ pub fn apply(
         };
     };
     let before = task.status;
+    let asked = task.status_message.clone();
     let change = decide(task, op, actor, now)?;
     if change == Change::Applied {
         touch(task, next, before, op, now);
+        if matches!(op, Op::ProvideInput { .. }) {
+            answered(task, asked);
+        }
     }
     Ok(change)
 }
@@ -358,6 +362,16 @@ fn decide(
             }
             Some(_) => Err(Refusal::Lease),
         },
+    }
+}
+
+/// Once input is given, the question no longer stands as the task's
+/// current message (a row that still asked it would look as if the answer
+/// were lost): it moves into the history, on the entry of the answer.
+fn answered(task: &mut Task, asked: Option<String>) {
+    task.status_message = None;
+    if let (Some(question), Some(entry)) = (asked, task.history.last_mut()) {
+        entry.note = Some(format!("input provided (asked: {question})"));
     }
 }
 

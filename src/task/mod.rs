@@ -135,6 +135,16 @@ impl Task {
         self.error.as_ref()?.get("message")?.as_str()
     }
 
+    /// What a list shows as the task's message now: a failed task's error
+    /// (its last progress message no longer says what matters), else the
+    /// status message. The CLI's `list` and the TUI's table both show this.
+    pub fn current_message(&self) -> Option<&str> {
+        match self.status {
+            Status::Failed => self.error_message().or(self.status_message.as_deref()),
+            _ => self.status_message.as_deref(),
+        }
+    }
+
     /// Whether a worker holds a lease on this task that has not expired at `now`.
     pub fn lease_live(&self, now: DateTime<Utc>) -> bool {
         self.claimed_by.is_some() && self.lease_expires_at.is_some_and(|until| until > now)

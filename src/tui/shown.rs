@@ -163,7 +163,7 @@ impl ShownTask {
         ShownTask {
             revision: task.revision,
             label: shown(task.label().unwrap_or("")),
-            message: shown(task.status_message.as_deref().unwrap_or("")),
+            message: shown(task.current_message().unwrap_or("")),
             detail: None,
         }
     }
