@@ -192,7 +192,14 @@ impl ShownDetail {
             key: task.idempotency_key.as_deref().map(shown),
             message: task.status_message.as_deref().map(shown),
             holder: task.claimed_by.as_deref().map(shown),
-            schema: task.input_schema.as_ref().map(schema_lines),
+            schema: task.input_schema.as_ref().map(|s| {
+                let mut lines = schema_lines(s);
+                lines.push(shown(&format!(
+                    " MCP elicitation: {}",
+                    crate::schema::mcp_fit(s).line()
+                )));
+                lines
+            }),
             blocks,
             notes: task
                 .history
