@@ -93,7 +93,8 @@ impl Field {
         let mut f = Field {
             name: spec.name().to_string(),
             required: spec.required,
-            hint: spec.hint.as_deref().map(|h| sanitize(h).into_owned()),
+            // Capped like every text from the store (2000 characters).
+            hint: spec.hint.as_deref().map(crate::tui::shown::shown),
             kind,
             input: Input::default(),
             error: None,
