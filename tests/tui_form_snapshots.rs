@@ -147,3 +147,46 @@ fn form_with_fallbacks_to_json() {
     );
     both("fallbacks", &mut app);
 }
+
+/// The largest form the spec allows, every field a choice of the most
+/// options with a long description, draws in bounded time.
+#[test]
+fn a_huge_form_draws_in_bounded_time() {
+    let mut props = serde_json::Map::new();
+    let options: Vec<String> = (0..1_000).map(|i| format!("option-{i}")).collect();
+    for i in 0..200 {
+        props.insert(
+            format!("f{i}"),
+            json!({"enum": options, "description": "long ".repeat(2_000)}),
+        );
+        props.insert(
+            format!("m{i}"),
+            json!({"type": "array", "items": {"enum": options}}),
+        );
+    }
+    // More than the spec allows: one JSON field.
+    let mut app = open(json!({"type": "object", "properties": props.clone()}), "q");
+    let start = std::time::Instant::now();
+    let text = screen(&mut app, 120, 40);
+    assert!(text.contains("too many"), "{text}");
+    // Exactly as many as allowed.
+    let few: serde_json::Map<String, Value> = props.into_iter().take(200).collect();
+    let mut app = open(
+        json!({"type": "object", "properties": few}),
+        &"why? ".repeat(5_000),
+    );
+    for _ in 0..199 {
+        app.handle_key(key(KeyCode::Tab));
+    }
+    for _ in 0..600 {
+        app.handle_key(key(KeyCode::Right));
+    }
+    let text = screen(&mut app, 120, 40);
+    assert!(text.contains("more"), "{text}");
+    screen(&mut app, 80, 24);
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+}

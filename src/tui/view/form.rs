@@ -13,6 +13,9 @@ use super::{Theme, centered, clear};
 use crate::text::{clean, truncate};
 use crate::tui::form::{Field, FieldKind, Form};
 
+/// The most options of a choice or a multi-select drawn at once.
+const SHOWN_OPTIONS: usize = 40;
+
 /// `text` cut into lines of at most `width` columns, at spaces where it can.
 pub fn wrap(text: &str, width: usize) -> Vec<String> {
     let width = width.max(1);
@@ -119,7 +122,8 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, form: &Form, theme: &Theme) {
     } else {
         "Tab move · Space/←→ choose · Ctrl-S sends · Ctrl-R JSON · Esc closes".into()
     };
-    let height = (lines.len() as u16 + 2)
+    let height = u16::try_from(lines.len() + 2)
+        .unwrap_or(u16::MAX)
         .min(area.height.saturating_sub(2))
         .max(5);
     let rect = centered(area, width, height);
@@ -243,7 +247,11 @@ fn field_lines(
                     }
                 });
             let text = if labels.len() > 1 {
-                format!("◀ {current} ▶   of {}", labels.join(" | "))
+                let mut all = labels[..labels.len().min(SHOWN_OPTIONS)].join(" | ");
+                if labels.len() > SHOWN_OPTIONS {
+                    all.push_str(&format!(" | … {} more", labels.len() - SHOWN_OPTIONS));
+                }
+                format!("◀ {current} ▶   of {all}")
             } else {
                 format!("◀ {current} ▶")
             };
@@ -255,16 +263,29 @@ fn field_lines(
             cursor: at,
             ..
         } => {
-            let parts: Vec<String> = labels
+            // A window of options around the cursor, when there are many.
+            let from = at
+                .saturating_sub(SHOWN_OPTIONS / 2)
+                .min(labels.len().saturating_sub(SHOWN_OPTIONS));
+            let mut parts: Vec<String> = labels
                 .iter()
                 .zip(chosen)
                 .enumerate()
+                .skip(from)
+                .take(SHOWN_OPTIONS)
                 .map(|(i, (l, c))| {
                     let mark = if *c { "[x]" } else { "[ ]" };
                     let pointer = if focused && i == *at { "›" } else { "" };
                     format!("{pointer}{mark} {l}")
                 })
                 .collect();
+            if from > 0 {
+                parts.insert(0, format!("… {from} before"));
+            }
+            let after = labels.len().saturating_sub(from + SHOWN_OPTIONS);
+            if after > 0 {
+                parts.push(format!("… {after} more"));
+            }
             push_wrapped(lines, &parts.join("  "), "  ", inner_w, Style::default());
             if focused {
                 lines.push(Line::styled("    ←/→ move · Space toggles", theme.dim()));
