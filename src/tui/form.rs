@@ -769,15 +769,6 @@ fn slot<'a>(obj: &'a mut Value, path: &[String]) -> Option<&'a mut Value> {
     Some(cur)
 }
 
-/// The names an object schema lists as `required`.
-pub(crate) fn required(schema: &Value) -> Vec<&str> {
-    schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
-}
-
 /// `value` as JSON text that is safe to draw and edit: every control or
 /// bidi character inside a string is written as a `\uXXXX` escape. That is
 /// the same JSON value, so the text shown is exactly what is submitted.
