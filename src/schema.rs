@@ -1,9 +1,17 @@
-//! JSON Schema handling: validating input with the `jsonschema` crate, and
-//! typing `--set FIELD=VALUE` arguments (and TUI form fields) by the schema.
+//! JSON Schema handling: validating input with the `jsonschema` crate
+//! (formats included), the form a schema asks for ([`form_spec`]), typing
+//! `--set FIELD=VALUE` arguments by that form, and whether a schema fits MCP
+//! elicitation ([`mcp`]).
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::fmt;
+
+pub mod form_spec;
+pub mod mcp;
+
+pub use form_spec::{Choice, FieldSpec, FormSpec, Kind, Scalar, form_spec};
+pub use mcp::{McpFit, mcp_fit};
 
 /// One way in which a value fails its schema.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -30,14 +38,24 @@ pub fn check_schema(schema: &Value) -> Result<(), String> {
     if !schema.is_object() {
         return Err("an input schema must be a JSON object".into());
     }
-    jsonschema::validator_for(schema)
+    validator(schema)
         .map(|_| ())
         .map_err(|e| format!("invalid JSON Schema: {e}"))
 }
 
+/// The validator of `schema`: formats (`date-time`, `email`, `uri`, …) are
+/// checked, not only annotations, so every caller agrees on them.
+fn validator(
+    schema: &Value,
+) -> Result<jsonschema::Validator, jsonschema::ValidationError<'static>> {
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+}
+
 /// Validate `value` against `schema`, reporting every violation with its pointer.
 pub fn validate(schema: &Value, value: &Value) -> Result<(), Vec<Violation>> {
-    let validator = jsonschema::validator_for(schema).map_err(|e| {
+    let validator = validator(schema).map_err(|e| {
         vec![Violation {
             pointer: String::new(),
             message: format!("the task's input schema is invalid: {e}"),
@@ -70,106 +88,250 @@ fn escape_pointer(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
 }
 
-/// The JSON type a schema property expects, as far as a form or `--set` cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FieldType {
-    String,
-    Integer,
-    Number,
-    Boolean,
-    /// Anything else (objects, arrays, unions): entered as JSON.
-    Json,
-}
-
-/// The type of property `name` in an object schema (`Json` when unknown).
-pub fn field_type(schema: &Value, name: &str) -> FieldType {
-    let Some(prop) = schema.get("properties").and_then(|p| p.get(name)) else {
-        return FieldType::Json;
-    };
-    property_type(prop)
-}
-
-/// The type a property schema expects: its `type` (ignoring `"null"` in a
-/// list), else the type of its `enum` values when they all agree.
-pub fn property_type(prop: &Value) -> FieldType {
-    let from_name = |t: &str| match t {
-        "string" => Some(FieldType::String),
-        "integer" => Some(FieldType::Integer),
-        "number" => Some(FieldType::Number),
-        "boolean" => Some(FieldType::Boolean),
-        _ => None,
-    };
-    match prop.get("type") {
-        Some(Value::String(t)) => from_name(t).unwrap_or(FieldType::Json),
-        Some(Value::Array(ts)) => {
-            let named: Vec<&str> = ts
-                .iter()
-                .filter_map(Value::as_str)
-                .filter(|t| *t != "null")
-                .collect();
-            match named.as_slice() {
-                [one] => from_name(one).unwrap_or(FieldType::Json),
-                _ => FieldType::Json,
-            }
-        }
-        _ => match prop.get("enum").and_then(Value::as_array) {
-            Some(vals) if !vals.is_empty() && vals.iter().all(Value::is_string) => {
-                FieldType::String
-            }
-            _ => FieldType::Json,
-        },
-    }
-}
-
-/// Turn the text typed for a field into the JSON value its type asks for.
-pub fn parse_field(ty: FieldType, field: &str, raw: &str) -> Result<Value, String> {
-    let bad = |what: &str| format!("{field}: expected {what}, got {raw:?}");
-    match ty {
-        FieldType::String => Ok(Value::String(raw.to_string())),
-        FieldType::Integer => raw
+/// Turn the text typed for a scalar into the JSON value its type asks for.
+/// The error says what was expected (`expected an integer, got "soon"`).
+pub fn parse_scalar(of: Scalar, raw: &str) -> Result<Value, String> {
+    let bad = |what: &str| format!("expected {what}, got {raw:?}");
+    match of {
+        Scalar::Text => Ok(Value::String(raw.to_string())),
+        Scalar::Integer => raw
             .trim()
             .parse::<i64>()
             .map(Value::from)
-            .map_err(|_| bad("an integer")),
-        FieldType::Number => {
+            .or_else(|_| {
+                // 3.0 is an integer to JSON Schema; 1e3 too.
+                let n: f64 = raw.trim().parse().map_err(|_| ())?;
+                if n.fract() == 0.0 && n.abs() < 9.0e15 {
+                    Ok(Value::from(n as i64))
+                } else {
+                    Err(())
+                }
+            })
+            .map_err(|()| bad("an integer")),
+        Scalar::Number => {
             let n: f64 = raw.trim().parse().map_err(|_| bad("a number"))?;
             serde_json::Number::from_f64(n)
                 .map(Value::Number)
                 .ok_or_else(|| bad("a finite number"))
         }
-        FieldType::Boolean => match raw.trim().to_ascii_lowercase().as_str() {
-            "true" | "yes" | "y" | "on" | "1" => Ok(Value::Bool(true)),
-            "false" | "no" | "n" | "off" | "0" => Ok(Value::Bool(false)),
-            _ => Err(bad("true or false")),
-        },
-        // Free-form fields take JSON; a bare word that is not JSON is a
-        // string. JSON the store would refuse or change (a key twice, too
-        // deep) is an error, not silently a string.
-        FieldType::Json => match crate::json::parse(raw) {
-            Ok(v) => Ok(v),
-            Err(e) if e.is_syntax() => Ok(Value::String(raw.into())),
-            Err(e) => Err(format!("{field}: {e}")),
-        },
     }
 }
 
-/// Build an input object from `FIELD=VALUE` pairs, typing each value by `schema`.
+/// Read a yes/no answer.
+pub fn parse_bool(raw: &str) -> Result<bool, String> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "y" | "on" | "1" => Ok(true),
+        "false" | "no" | "n" | "off" | "0" => Ok(false),
+        _ => Err(format!("expected true or false, got {raw:?}")),
+    }
+}
+
+/// The option `raw` names: its value as text, else its title (any case),
+/// else a JSON value equal to an option's.
+pub fn parse_choice(options: &[Choice], raw: &str) -> Result<Value, String> {
+    if let Some(c) = options
+        .iter()
+        .find(|c| form_spec::value_label(&c.value) == raw)
+        .or_else(|| options.iter().find(|c| c.label == raw))
+        .or_else(|| {
+            options
+                .iter()
+                .find(|c| c.label.eq_ignore_ascii_case(raw.trim()))
+        })
+    {
+        return Ok(c.value.clone());
+    }
+    if let Ok(v) = serde_json::from_str::<Value>(raw)
+        && options.iter().any(|c| c.value == v)
+    {
+        return Ok(v);
+    }
+    let names: Vec<String> = options
+        .iter()
+        .take(20)
+        .map(|c| {
+            let v = form_spec::value_label(&c.value);
+            if v == c.label {
+                v
+            } else {
+                format!("{v} ({})", c.label)
+            }
+        })
+        .collect();
+    Err(format!(
+        "expected one of {}{}, got {raw:?}",
+        names.join(", "),
+        if options.len() > 20 { ", …" } else { "" }
+    ))
+}
+
+/// Why `--set` arguments make no input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetError {
+    /// Not `FIELD=VALUE` (exit 2).
+    Usage(String),
+    /// Values their fields' types cannot take (exit 5, like `--value`),
+    /// with whatever else the schema finds wrong with the input.
+    Invalid(Vec<Violation>),
+}
+
+impl fmt::Display for SetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SetError::Usage(m) => f.write_str(m),
+            SetError::Invalid(v) => {
+                let all: Vec<String> = v.iter().map(ToString::to_string).collect();
+                f.write_str(&all.join("; "))
+            }
+        }
+    }
+}
+
+/// Build an input object from `FIELD=VALUE` pairs, typing each value by the
+/// form [`form_spec`] makes of `schema`: names only `required` lists are
+/// strings, a choice takes its value or its title, a multi-select or a list
+/// collects repeated `--set`s (or takes a JSON array), a nested field is
+/// `parent.child`; a field the form does not know takes JSON, else a string.
 pub fn input_from_assignments(
     schema: Option<&Value>,
     assignments: &[String],
-) -> Result<Value, String> {
-    let mut obj = Map::new();
+) -> Result<Value, SetError> {
+    let spec = schema.map(form_spec);
+    let mut obj = Value::Object(Map::new());
+    let mut wrong: Vec<Violation> = Vec::new();
     for a in assignments {
-        let (field, raw) = a
+        let (name, raw) = a
             .split_once('=')
-            .ok_or_else(|| format!("--set {a:?}: expected FIELD=VALUE"))?;
-        if field.is_empty() {
-            return Err(format!("--set {a:?}: the field name is empty"));
+            .ok_or_else(|| SetError::Usage(format!("--set {a:?}: expected FIELD=VALUE")))?;
+        if name.is_empty() {
+            return Err(SetError::Usage(format!(
+                "--set {a:?}: the field name is empty"
+            )));
         }
-        let ty = schema.map_or(FieldType::Json, |s| field_type(s, field));
-        obj.insert(field.to_string(), parse_field(ty, field, raw)?);
+        let field = spec.as_ref().filter(|s| !s.whole()).and_then(|s| {
+            s.field(&[name])
+                .or_else(|| s.field(&name.split('.').collect::<Vec<_>>()))
+        });
+        let path: Vec<String> = match field {
+            Some(f) => f.path.clone(),
+            None => vec![name.to_string()],
+        };
+        let invalid = |message: String| Violation {
+            pointer: form_spec::pointer(&path),
+            message: format!("{name}: {message}"),
+        };
+        let slot = slot(&mut obj, &path).ok_or_else(|| {
+            SetError::Usage(format!(
+                "--set {a:?}: {name} is set both as a value and as an object"
+            ))
+        })?;
+        let Some(f) = field else {
+            // Free-form: JSON, or a bare word as a string. JSON the store
+            // would refuse or change (a key twice, too deep) is an error,
+            // not silently a string.
+            *slot = match crate::json::parse(raw) {
+                Ok(v) => v,
+                Err(e) if e.is_syntax() => Value::String(raw.into()),
+                Err(e) => return Err(SetError::Usage(format!("--set {name}: {e}"))),
+            };
+            continue;
+        };
+        let null_ok = f.nullable && raw.trim() == "null";
+        let typed: Result<(), Violation> = (|| {
+            match &f.kind {
+                _ if null_ok && !matches!(f.kind, Kind::Scalar { of: Scalar::Text }) => {
+                    *slot = Value::Null;
+                }
+                Kind::Scalar { of } => *slot = parse_scalar(*of, raw).map_err(invalid)?,
+                Kind::Boolean => *slot = Value::Bool(parse_bool(raw).map_err(invalid)?),
+                Kind::Choice { options } => *slot = parse_choice(options, raw).map_err(invalid)?,
+                Kind::Multi { .. } | Kind::List { .. } => {
+                    let items: Vec<Value> = if raw.trim_start().starts_with('[') {
+                        match crate::json::parse(raw) {
+                            Ok(Value::Array(items)) => items
+                                .iter()
+                                .map(|i| match (&f.kind, i) {
+                                    (Kind::Multi { options, .. }, _)
+                                        if options.iter().any(|c| c.value == *i) =>
+                                    {
+                                        Ok(i.clone())
+                                    }
+                                    (Kind::Multi { options, .. }, _) => {
+                                        parse_choice(options, &form_spec::value_label(i))
+                                    }
+                                    _ => Ok(i.clone()),
+                                })
+                                .collect::<Result<_, _>>()
+                                .map_err(invalid)?,
+                            _ => {
+                                return Err(invalid(format!("expected a JSON array, got {raw:?}")));
+                            }
+                        }
+                    } else {
+                        vec![match &f.kind {
+                            Kind::Multi { options, .. } => {
+                                parse_choice(options, raw).map_err(invalid)?
+                            }
+                            Kind::List { of, .. } => parse_scalar(*of, raw).map_err(invalid)?,
+                            _ => unreachable!("a multi-select or a list"),
+                        }]
+                    };
+                    match slot {
+                        Value::Array(have) => have.extend(items),
+                        other => *other = Value::Array(items),
+                    }
+                }
+                Kind::Json => {
+                    *slot = match crate::json::parse(raw) {
+                        Ok(v) => v,
+                        Err(e) if e.is_syntax() => Value::String(raw.into()),
+                        Err(e) => return Err(invalid(e.to_string())),
+                    };
+                }
+            }
+            Ok(())
+        })();
+        if let Err(v) = typed {
+            // Sent on as text, so the schema reports the rest as well.
+            *slot_at(&mut obj, &path) = Value::String(raw.to_string());
+            wrong.push(v);
+        }
     }
-    Ok(Value::Object(obj))
+    if !wrong.is_empty() {
+        if let Some(schema) = schema
+            && let Err(more) = validate(schema, &obj)
+        {
+            let have: Vec<String> = wrong.iter().map(|v| v.pointer.clone()).collect();
+            wrong.extend(more.into_iter().filter(|v| !have.contains(&v.pointer)));
+        }
+        return Err(SetError::Invalid(wrong));
+    }
+    Ok(obj)
+}
+
+/// [`slot`], which is known to exist.
+fn slot_at<'a>(obj: &'a mut Value, path: &[String]) -> &'a mut Value {
+    slot(obj, path).expect("the slot was made before")
+}
+
+/// The place for the value at `path` inside `obj`, making the objects on
+/// the way; `None` when a non-object is in the way.
+fn slot<'a>(obj: &'a mut Value, path: &[String]) -> Option<&'a mut Value> {
+    let mut cur = obj;
+    for seg in path {
+        if !cur.is_object() {
+            if cur.is_null() {
+                *cur = Value::Object(Map::new());
+            } else {
+                return None;
+            }
+        }
+        cur = cur
+            .as_object_mut()?
+            .entry(seg.clone())
+            .or_insert(Value::Null);
+    }
+    Some(cur)
 }
 
 #[cfg(test)]
@@ -208,7 +370,10 @@ mod tests {
         let err = input_from_assignments(Some(&schema), &["window_minutes=soon".into()]);
         assert_eq!(
             err.unwrap_err(),
-            "window_minutes: expected an integer, got \"soon\""
+            SetError::Invalid(vec![Violation {
+                pointer: "/window_minutes".into(),
+                message: "window_minutes: expected an integer, got \"soon\"".into()
+            }])
         );
         assert!(input_from_assignments(None, &["novalue".into()]).is_err());
     }

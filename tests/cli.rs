@@ -384,7 +384,15 @@ fn json_output_is_one_value_per_command() {
 
     let list = run(&path, &["list", "--json"]).json();
     assert_eq!(list.as_array().unwrap().len(), 1);
-    let got = run(&path, &["get", &id, "--json"]).json();
+    let mut got = run(&path, &["get", &id, "--json"]).json();
+    // `get` adds whether the schema fits MCP elicitation to the task.
+    let fit = got
+        .as_object_mut()
+        .unwrap()
+        .remove("mcp_elicitation")
+        .expect("get says whether the schema fits MCP elicitation");
+    assert_eq!(fit["fits"], false);
+    assert!(fit["reason"].as_str().unwrap().contains("env"), "{fit}");
     assert_eq!(got, list[0]);
     assert_eq!(got["task_id"], id.as_str());
     let empty = run(&path, &["list", "--json", "--status", "completed"]).json();
@@ -467,17 +475,19 @@ fn set_values_are_typed_by_the_schema() {
         json!({"service": "123", "window_minutes": 30, "ratio": 0.25, "dry_run": true,
                "env": "prod", "note": "a=b"})
     );
-    // A value that cannot have the field's type is a usage error, naming the field.
+    // A value that cannot have the field's type is invalid input (exit 5,
+    // like `--value`), naming the field; a malformed --set is a usage error.
     let id = create(&path, &["--schema", SCHEMA]);
-    for (set, field) in [
-        ("window_minutes=half", "window_minutes"),
-        ("ratio=lots", "ratio"),
-        ("dry_run=maybe", "dry_run"),
-        ("=x", "field name"),
-        ("service", "FIELD=VALUE"),
+    for (set, field, code) in [
+        ("window_minutes=half", "window_minutes", 5),
+        ("ratio=lots", "ratio", 5),
+        ("dry_run=maybe", "dry_run", 5),
+        ("env=dev", "env", 5),
+        ("=x", "field name", 2),
+        ("service", "FIELD=VALUE", 2),
     ] {
         let r = run(&path, &["input", &id, "--set", set]);
-        assert_eq!(r.code, 2, "{set}: {r:#?}");
+        assert_eq!(r.code, code, "{set}: {r:#?}");
         assert!(r.stderr.contains(field), "{set}: {}", r.stderr);
     }
     let r = run(

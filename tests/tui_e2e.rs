@@ -313,3 +313,36 @@ fn quitting_while_a_write_waits_for_the_lock_is_immediate_and_writes_nothing() {
     assert_eq!(task[0]["status"], "working");
     assert_eq!(fingerprint(&store), before, "the store was written");
 }
+
+/// A task in a file the seed's Python `TaskStore` wrote, whose schema names
+/// its one field only under `required`: the form has a text field for it,
+/// and typing `payments` and Ctrl-S answers it.
+#[test]
+fn a_seed_task_is_answered_by_typing_the_name() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tasks.json");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/seed_store.json"
+        ),
+        &store,
+    )
+    .expect("the seed fixture");
+    let id = "34df0ab7-eac3-429b-902f-efa8ea132d2f";
+    let mut tui = Tui::start(&store);
+    tui.wait_for("1 input_required");
+    tui.send("i");
+    tui.wait_for("service * (text)");
+    tui.send("payments");
+    tui.wait_for("[ payments");
+    tui.send("\x13"); // Ctrl-S
+    tui.wait_for(&format!("input sent: {} is now working", &id[..8]));
+    let t = task_in_file(&store, id);
+    assert_eq!(t["status"], "working");
+    assert_eq!(t["input_value"], serde_json::json!({"service": "payments"}));
+    // What rudder does not know is kept.
+    assert_eq!(t["owner"]["team"], "支付平台");
+    tui.send("q");
+    tui.wait_exit();
+}

@@ -79,7 +79,10 @@ fn the_form_is_built_from_the_schema() {
         FieldKind::Choice { chosen: None, .. }
     ));
     assert_eq!(f.fields[3].kind, FieldKind::Toggle(None));
-    assert_eq!(f.fields[4].kind, FieldKind::Json);
+    assert_eq!(
+        f.fields[4].kind,
+        FieldKind::List(rudder::schema::Scalar::Text)
+    );
     assert_eq!(f.revision, 2);
 }
 
@@ -873,7 +876,9 @@ fn the_form_submits_exactly_what_it_shows() {
     );
     assert_eq!(rudder::text::sanitize(blob_text), blob_text);
     match &f.fields[1].kind {
-        FieldKind::Choice { options, chosen } => {
+        FieldKind::Choice {
+            options, chosen, ..
+        } => {
             assert_eq!(*chosen, Some(0));
             assert_eq!(
                 rudder::tui::form::option_label(&options[0]),

@@ -136,7 +136,9 @@ pub struct GetArgs {
 pub struct InputArgs {
     /// Task id or unique prefix
     pub id: String,
-    /// One input field, typed by the task's schema (repeatable)
+    /// One input field, typed by the task's schema (repeatable: once per
+    /// field, once per item of a list or multi-select; `parent.child` for a
+    /// nested field; a choice takes its value or its title)
     #[arg(
         long = "set",
         value_name = "FIELD=VALUE",

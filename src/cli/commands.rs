@@ -212,7 +212,13 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
         }
         Command::Get(a) => {
             let task = store.get(&a.id)?;
-            print_answer(a.output.json, &task, || {
+            // With an input schema, `get` also says whether it fits MCP
+            // elicitation (README "Input forms").
+            let mut shown = serde_json::to_value(&task).map_err(anyhow::Error::from)?;
+            if let (Some(schema), Some(obj)) = (&task.input_schema, shown.as_object_mut()) {
+                obj.insert("mcp_elicitation".into(), json!(schema::mcp_fit(schema)));
+            }
+            print_answer(a.output.json, &shown, || {
                 output::task_detail(&task, store.now())
             })?;
         }
@@ -221,8 +227,18 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                 Some(v) => json_arg("--value", v)?,
                 None => {
                     let task = store.get(&a.id)?;
-                    schema::input_from_assignments(task.input_schema.as_ref(), &a.set)
-                        .map_err(CliError::Usage)?
+                    schema::input_from_assignments(task.input_schema.as_ref(), &a.set).map_err(
+                        |e| match e {
+                            schema::SetError::Usage(m) => CliError::Usage(m),
+                            // Typed like `--value`: exit 5, the field named.
+                            schema::SetError::Invalid(violations) => {
+                                CliError::Store(crate::store::StoreError::InvalidInput {
+                                    id: task.task_id.clone(),
+                                    violations,
+                                })
+                            }
+                        },
+                    )?
                 }
             };
             let outcome = store.provide_input(&a.id, value, a.revision)?;

@@ -184,9 +184,14 @@ pub fn task_detail(t: &Task, now: DateTime<Utc>) -> String {
     };
     block("request", &t.request);
     block("input schema", &t.input_schema);
+
     block("input", &t.input_value);
     block("result", &t.result);
     block("error", &t.error);
+    if let Some(schema) = &t.input_schema {
+        let fit = crate::schema::mcp_fit(schema).line();
+        let _ = writeln!(o, "MCP elicitation: {fit}");
+    }
     if !t.extra.is_empty() {
         let extra = Value::Object(t.extra.clone().into_iter().collect());
         let _ = writeln!(o, "other fields:\n{}", pretty(&extra));

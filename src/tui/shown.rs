@@ -75,45 +75,56 @@ pub fn json_lines(value: &Value) -> Vec<String> {
     lines
 }
 
-/// The input schema as the detail pane shows it: one line per property
-/// (name, required mark, type, enum, default, description), or the schema
-/// as JSON when it lists no properties.
+/// The input schema as the detail pane shows it: one line per field of the
+/// form it asks for ([`crate::schema::form_spec`]: name as `--set` takes
+/// it, required mark, kind, choices, default, description), or the schema
+/// as JSON when the form is one JSON field.
 fn schema_lines(schema: &Value) -> Vec<String> {
-    let required = crate::tui::form::required(schema);
-    let Some(props) = schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .filter(|p| !p.is_empty())
-    else {
+    use crate::schema::{Kind, Scalar};
+    let spec = crate::schema::form_spec(schema);
+    if spec.whole() {
         return json_lines(schema);
+    }
+    let scalar = |s: &Scalar| match s {
+        Scalar::Text => "text",
+        Scalar::Integer => "integer",
+        Scalar::Number => "number",
     };
-    props
+    let values = |o: &[crate::schema::Choice]| {
+        let mut v: Vec<String> = o
+            .iter()
+            .take(10)
+            .map(|c| crate::schema::form_spec::value_label(&c.value))
+            .collect();
+        if o.len() > 10 {
+            v.push("…".into());
+        }
+        v.join("|")
+    };
+    spec.fields
         .iter()
         .take(MAX_LINES)
-        .map(|(name, prop)| {
-            let ty = match prop.get("type") {
-                Some(Value::String(t)) => t.clone(),
-                Some(other) => other.to_string(),
-                None if prop.get("enum").is_some() => "enum".into(),
-                None => "any".into(),
+        .map(|f| {
+            let kind = match &f.kind {
+                Kind::Scalar { of } => match &f.format {
+                    Some(fmt) => format!("{} ({fmt})", scalar(of)),
+                    None => scalar(of).to_string(),
+                },
+                Kind::Boolean => "yes/no".into(),
+                Kind::Choice { options } => format!("choice {}", values(options)),
+                Kind::Multi { options, .. } => format!("any of {}", values(options)),
+                Kind::List { of, .. } => format!("list of {}", scalar(of)),
+                Kind::Json => "JSON".into(),
             };
             let mut text = format!(
-                " {}{} : {}",
-                name,
-                if required.contains(&name.as_str()) {
-                    " *"
-                } else {
-                    ""
-                },
-                ty
+                " {}{} : {kind}",
+                f.path.join("."),
+                if f.required { " *" } else { "" }
             );
-            if let Some(e) = prop.get("enum") {
-                text.push_str(&format!(" {e}"));
-            }
-            if let Some(d) = prop.get("default") {
+            if let Some(d) = &f.default {
                 text.push_str(&format!(" = {d}"));
             }
-            if let Some(desc) = prop.get("description").and_then(Value::as_str) {
+            if let Some(desc) = &f.hint {
                 text.push_str(&format!(" — {desc}"));
             }
             shown(&text)
@@ -192,7 +203,14 @@ impl ShownDetail {
             key: task.idempotency_key.as_deref().map(shown),
             message: task.status_message.as_deref().map(shown),
             holder: task.claimed_by.as_deref().map(shown),
-            schema: task.input_schema.as_ref().map(schema_lines),
+            schema: task.input_schema.as_ref().map(|s| {
+                let mut lines = schema_lines(s);
+                lines.push(shown(&format!(
+                    " MCP elicitation: {}",
+                    crate::schema::mcp_fit(s).line()
+                )));
+                lines
+            }),
             blocks,
             notes: task
                 .history

@@ -449,6 +449,17 @@ impl App {
                 return Vec::new();
             }
             KeyCode::Char('s') if ctrl => true,
+            KeyCode::Char('r') if ctrl => {
+                match form.toggle_raw() {
+                    Ok(()) if form.raw.is_some() => self.say(
+                        Tone::Info,
+                        "the whole input as JSON (Ctrl-R: back to the fields)",
+                    ),
+                    Ok(()) => self.say(Tone::Info, "back to the fields"),
+                    Err(e) => self.say(Tone::Warning, sanitize(&e).into_owned()),
+                }
+                false
+            }
             KeyCode::Enter => {
                 if form.on_last() {
                     true
@@ -471,12 +482,27 @@ impl App {
                     match key.code {
                         _ if field.is_text() => {
                             if let Some(req) = text_request(key) {
+                                let before = field.input.value().len();
                                 field.input.handle(req);
                                 field.error = None;
+                                // Editing a default makes it the person's.
+                                if field.input.value().len() != before {
+                                    field.is_default = false;
+                                }
                             }
                         }
-                        KeyCode::Char(' ') | KeyCode::Right => field.cycle(1),
-                        KeyCode::Left => field.cycle(-1),
+                        KeyCode::Char(' ') => {
+                            field.space();
+                            field.error = None;
+                        }
+                        KeyCode::Right => {
+                            field.cycle(1);
+                            field.error = None;
+                        }
+                        KeyCode::Left => {
+                            field.cycle(-1);
+                            field.error = None;
+                        }
                         _ => {}
                     }
                 }

@@ -16,6 +16,7 @@ const KEYS: &[(&str, &str)] = &[
     ("i / Enter", "answer a waiting task (input form)"),
     ("  Tab / Shift-Tab", "form: next / previous field"),
     ("  Space / ← →", "form: toggle a yes/no, pick a choice"),
+    ("  Ctrl-R", "form: the whole input as JSON, and back"),
     (
         "  Enter / Ctrl-S",
         "form: submit (Enter from the last field)",

@@ -1,0 +1,192 @@
+//! The input form for the main schema shapes, drawn at 80×24 and 120×40 on
+//! ratatui's `TestBackend` (fixed clock and ids, so stable), compared with
+//! `insta` snapshots.
+
+#[path = "tui_common/mod.rs"]
+mod common;
+
+use common::*;
+use crossterm::event::KeyCode;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use rudder::task::{Status, TaskMap};
+use rudder::tui::app::App;
+use rudder::tui::view::{self, Theme};
+use serde_json::{Value, json};
+
+fn screen(app: &mut App, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
+    terminal
+        .draw(|f| view::draw(f, app, &Theme { color: true }))
+        .expect("draw");
+    let buf = terminal.backend().buffer();
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        let mut line = String::new();
+        for x in 0..buf.area.width {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn open(schema: Value, message: &str) -> App {
+    let mut t = task(1, Status::InputRequired, "INC-1042 checkout latency", 20, 3);
+    t.input_schema = Some(schema);
+    t.status_message = Some(message.into());
+    let tasks: TaskMap = [(t.task_id.clone(), t)].into_iter().collect();
+    let mut app = app_with(tasks);
+    app.handle_key(ch('i'));
+    app
+}
+
+/// Both sizes of one form, in one snapshot each.
+fn both(name: &str, app: &mut App) {
+    insta::assert_snapshot!(format!("{name}_80x24"), screen(app, 80, 24));
+    insta::assert_snapshot!(format!("{name}_120x40"), screen(app, 120, 40));
+}
+
+fn mcp_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["name", "size"],
+        "properties": {
+            "name": {"type": "string", "title": "Your name", "description": "as on the badge", "minLength": 1, "maxLength": 50, "examples": ["Ada"]},
+            "email": {"type": "string", "format": "email", "title": "E-mail"},
+            "age": {"type": "integer", "minimum": 0, "maximum": 150},
+            "subscribe": {"type": "boolean", "default": false, "title": "Subscribe"},
+            "size": {"type": "string", "title": "Size", "oneOf": [{"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}]},
+            "toppings": {"type": "array", "title": "Toppings", "items": {"type": "string", "enum": ["ham", "egg", "cheese"]}, "minItems": 1}
+        }
+    })
+}
+
+#[test]
+fn form_for_the_seed_schema() {
+    let mut app = open(
+        json!({"type": "object", "required": ["service"]}),
+        "which service should I look at?",
+    );
+    type_text(&mut app, "payments");
+    both("seed", &mut app);
+}
+
+#[test]
+fn form_for_mcp_elicitation_shapes() {
+    let mut app = open(mcp_schema(), "a few details, please");
+    both("mcp", &mut app);
+}
+
+#[test]
+fn form_with_a_long_question_and_descriptions_in_full() {
+    let question = "The checkout latency doubled at 11:40 right after deploy 4711. \
+        I compared the p99 of every service on the request path and two of them moved: \
+        payments and inventory. Which one should I diagnose first? If you are not sure, \
+        pick payments: its error rate moved too.";
+    let mut app = open(
+        json!({"type": "object", "required": ["service"], "properties": {
+            "service": {"type": "string", "enum": ["payments", "inventory"],
+                "description": "The service whose traces, logs and recent deploys I will read for the next twenty minutes; I will not look at the other one unless you ask again."},
+            "window": {"type": "object", "title": "Window", "properties": {
+                "minutes": {"type": "integer", "minimum": 1, "maximum": 120, "default": 30},
+                "from": {"type": "string", "format": "date-time"}}}
+        }}),
+        question,
+    );
+    both("long_question", &mut app);
+}
+
+#[test]
+fn a_long_form_scrolls_to_the_focused_field() {
+    let mut props = serde_json::Map::new();
+    for i in 0..25 {
+        props.insert(
+            format!("field_{i:02}"),
+            json!({"type": "string", "description": format!("description of field {i}")}),
+        );
+    }
+    let mut app = open(
+        json!({"type": "object", "properties": props}),
+        "many questions",
+    );
+    for _ in 0..20 {
+        app.handle_key(key(KeyCode::Tab));
+    }
+    type_text(&mut app, "here");
+    both("scrolled", &mut app);
+}
+
+#[test]
+fn form_with_unchosen_fields_refused() {
+    let mut app = open(mcp_schema(), "a few details, please");
+    type_text(&mut app, "Ada");
+    app.handle_key(ctrl('s'));
+    both("refused", &mut app);
+}
+
+#[test]
+fn form_in_raw_json_mode() {
+    let mut app = open(mcp_schema(), "a few details, please");
+    type_text(&mut app, "Ada");
+    app.handle_key(ctrl('r'));
+    both("raw", &mut app);
+}
+
+#[test]
+fn form_with_fallbacks_to_json() {
+    let mut app = open(
+        json!({"type": "object", "properties": {
+            "target": {"oneOf": [{"type": "object", "required": ["host"]}, {"type": "object", "required": ["ip"]}]},
+            "remote": {"$ref": "https://example.com/schemas/x.json"},
+            "hosts": {"type": "array", "items": {"type": "string"}},
+            "note": {"type": ["string", "null"]}
+        }}),
+        "where?",
+    );
+    both("fallbacks", &mut app);
+}
+
+/// The largest form the spec allows, every field a choice of the most
+/// options with a long description, draws in bounded time.
+#[test]
+fn a_huge_form_draws_in_bounded_time() {
+    let mut props = serde_json::Map::new();
+    let options: Vec<String> = (0..1_000).map(|i| format!("option-{i}")).collect();
+    for i in 0..200 {
+        props.insert(
+            format!("f{i}"),
+            json!({"enum": options, "description": "long ".repeat(2_000)}),
+        );
+        props.insert(
+            format!("m{i}"),
+            json!({"type": "array", "items": {"enum": options}}),
+        );
+    }
+    // More than the spec allows: one JSON field.
+    let mut app = open(json!({"type": "object", "properties": props.clone()}), "q");
+    let start = std::time::Instant::now();
+    let text = screen(&mut app, 120, 40);
+    assert!(text.contains("too many"), "{text}");
+    // Exactly as many as allowed.
+    let few: serde_json::Map<String, Value> = props.into_iter().take(200).collect();
+    let mut app = open(
+        json!({"type": "object", "properties": few}),
+        &"why? ".repeat(5_000),
+    );
+    for _ in 0..199 {
+        app.handle_key(key(KeyCode::Tab));
+    }
+    for _ in 0..600 {
+        app.handle_key(key(KeyCode::Right));
+    }
+    let text = screen(&mut app, 120, 40);
+    assert!(text.contains("more"), "{text}");
+    screen(&mut app, 80, 24);
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+}
