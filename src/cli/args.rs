@@ -10,8 +10,8 @@ use crate::task::Status;
 #[derive(Debug, Parser)]
 #[command(name = "rudder", version, about, long_about = None)]
 pub struct Cli {
-    /// The store file [default: $RUDDER_STORE, else ./tasks.json]
-    #[arg(long, global = true, value_name = "PATH")]
+    /// The store: a path or URL (file:PATH, sqlite:PATH; a PATH ending in .db, .sqlite or .sqlite3 is SQLite) [default: $RUDDER_STORE, else ./tasks.json]
+    #[arg(long, global = true, value_name = "URL")]
     pub store: Option<PathBuf>,
 
     /// With no command (the TUI): refuse every write with a message

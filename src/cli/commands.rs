@@ -89,6 +89,8 @@ fn print_outcome(outcome: &Outcome, verb: &str, json: bool) {
 }
 
 fn dispatch(path: &Path, command: Command) -> Result<(), CliError> {
+    // A URL rudder cannot open (PostgreSQL, for now) is a usage error.
+    crate::store::StoreUrl::parse(path).map_err(|e| CliError::Usage(e.to_string()))?;
     let store = Store::open(path);
     match command {
         Command::Create(a) => {
