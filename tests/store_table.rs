@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Fingerprint, fingerprint, temp_files};
+use common::{StoreState, store_state, temp_files, written_since};
 use rudder::store::StoreError;
 use rudder::task::{Actor, Change, Status, Task};
 use rudder::{NewTask, Outcome, Store};
@@ -210,7 +210,7 @@ struct Fixture {
 
 fn fixture(start: Start) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
+    let path = dir.path().join(common::store_file());
     let store = Store::open(&path);
     let bystander = store
         .create(NewTask {
@@ -268,14 +268,8 @@ fn stored(path: &Path, id: &str) -> Task {
     Store::open(path).get(id).unwrap()
 }
 
-fn assert_untouched(before: &Fingerprint, path: &Path, ctx: &str) {
-    let after = fingerprint(path);
-    assert_eq!(after.inode, before.inode, "{ctx}: the file was replaced");
-    assert_eq!(
-        after.mtime_ns, before.mtime_ns,
-        "{ctx}: the file was written"
-    );
-    assert!(after.bytes == before.bytes, "{ctx}: the bytes changed");
+fn assert_untouched(before: &StoreState, path: &Path, ctx: &str) {
+    common::assert_store_untouched(before, path, ctx);
 }
 
 fn check_row(start: Start, m: Mutation) {
@@ -283,7 +277,7 @@ fn check_row(start: Start, m: Mutation) {
     let f = fixture(start);
     let before_task = stored(&f.path, &f.id);
     let bystander_before = stored(&f.path, &f.bystander);
-    let before = fingerprint(&f.path);
+    let before = store_state(&f.path);
     let result = mutate(&f.store, &f.id, m);
     let expect = expected(start, m);
     match (expect, result) {
@@ -295,11 +289,7 @@ fn check_row(start: Start, m: Mutation) {
             let history_grew = o.task.history.len() == before_task.history.len() + 1;
             assert_eq!(history_grew, status != before_task.status, "{ctx}: history");
             assert_eq!(stored(&f.path, &f.id), o.task, "{ctx}: returned != stored");
-            assert_ne!(
-                fingerprint(&f.path).inode,
-                before.inode,
-                "{ctx}: not written"
-            );
+            assert!(written_since(&before, &f.path), "{ctx}: not written");
         }
         (Expect::Unchanged, Ok(o)) => {
             assert_eq!(o.change, Change::Unchanged, "{ctx}");
@@ -340,231 +330,249 @@ fn check_row(start: Start, m: Mutation) {
 
 #[test]
 fn every_mutation_on_every_status() {
-    for start in STARTS {
-        for m in MUTATIONS {
-            check_row(start, m);
+    common::each_backend(|| {
+        for start in STARTS {
+            for m in MUTATIONS {
+                check_row(start, m);
+            }
         }
-    }
+    });
 }
 
 #[test]
 fn error_messages_name_task_status_and_operation() {
-    let f = fixture(Start::Completed);
-    let e = f.store.cancel(&f.id, None).unwrap_err();
-    let msg = e.to_string();
-    assert!(msg.contains("cancel"), "{msg}");
-    assert!(msg.contains("completed"), "{msg}");
-    assert!(msg.contains(&f.id), "{msg}");
-    let e = f.store.provide_input(&f.id, v3(), None).unwrap_err();
-    assert!(e.to_string().contains("provide input"), "{e}");
+    common::each_backend(|| {
+        let f = fixture(Start::Completed);
+        let e = f.store.cancel(&f.id, None).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("cancel"), "{msg}");
+        assert!(msg.contains("completed"), "{msg}");
+        assert!(msg.contains(&f.id), "{msg}");
+        let e = f.store.provide_input(&f.id, v3(), None).unwrap_err();
+        assert!(e.to_string().contains("provide input"), "{e}");
+    });
 }
 
 #[test]
 fn every_mutation_on_an_unknown_task() {
-    let f = fixture(Start::Working);
-    let before = fingerprint(&f.path);
-    for m in MUTATIONS {
-        let e = mutate(&f.store, "no-such-task", m).unwrap_err();
-        assert_eq!(e.kind(), "unknown_task", "{m:?}");
-        assert_eq!(e.to_string(), "unknown task: no-such-task", "{m:?}");
-        assert_eq!(e.exit_code(), 3);
-        assert_untouched(&before, &f.path, &format!("{m:?} on an unknown task"));
-    }
-    let e = f.store.get("no-such-task").unwrap_err();
-    assert_eq!(e.kind(), "unknown_task");
-    // An empty id is unknown, not "the first task".
-    assert_eq!(f.store.get("").unwrap_err().kind(), "unknown_task");
+    common::each_backend(|| {
+        let f = fixture(Start::Working);
+        let before = store_state(&f.path);
+        for m in MUTATIONS {
+            let e = mutate(&f.store, "no-such-task", m).unwrap_err();
+            assert_eq!(e.kind(), "unknown_task", "{m:?}");
+            assert_eq!(e.to_string(), "unknown task: no-such-task", "{m:?}");
+            assert_eq!(e.exit_code(), 3);
+            assert_untouched(&before, &f.path, &format!("{m:?} on an unknown task"));
+        }
+        let e = f.store.get("no-such-task").unwrap_err();
+        assert_eq!(e.kind(), "unknown_task");
+        // An empty id is unknown, not "the first task".
+        assert_eq!(f.store.get("").unwrap_err().kind(), "unknown_task");
+    });
 }
 
 #[test]
 fn unknown_task_on_a_store_that_does_not_exist_yet() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
-    let store = Store::open(&path);
-    assert!(store.list(&[]).unwrap().is_empty());
-    for m in MUTATIONS {
-        assert_eq!(mutate(&store, "abc", m).unwrap_err().kind(), "unknown_task");
-    }
-    assert!(!path.exists(), "a refused mutation created the store");
+    common::each_backend(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(common::store_file());
+        let store = Store::open(&path);
+        assert!(store.list(&[]).unwrap().is_empty());
+        for m in MUTATIONS {
+            assert_eq!(mutate(&store, "abc", m).unwrap_err().kind(), "unknown_task");
+        }
+        assert!(!path.exists(), "a refused mutation created the store");
+    });
 }
 
 #[test]
 fn a_prefix_finds_a_task_and_an_ambiguous_one_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
-    let store = Store::open(&path);
-    let ids: Vec<String> = (0..40)
-        .map(|_| store.create(NewTask::default()).unwrap().task.task_id)
-        .collect();
-    // With 40 random ids, two share a first hex digit.
-    let first = ids[0].clone();
-    let prefix = &first[..8];
-    assert_eq!(store.get(prefix).unwrap().task_id, first);
-    let shared = ids
-        .iter()
-        .find_map(|a| {
-            let p = &a[..1];
-            (ids.iter().filter(|b| b.starts_with(p)).count() > 1).then(|| p.to_string())
-        })
-        .unwrap();
-    let before = fingerprint(&path);
-    let e = store.cancel(&shared, None).unwrap_err();
-    assert_eq!(e.kind(), "ambiguous_id");
-    assert_eq!(e.exit_code(), 3);
-    assert_untouched(&before, &path, "cancel with an ambiguous prefix");
-    let applied = store.cancel(prefix, None).unwrap();
-    assert_eq!(applied.task.task_id, first);
+    common::each_backend(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(common::store_file());
+        let store = Store::open(&path);
+        let ids: Vec<String> = (0..40)
+            .map(|_| store.create(NewTask::default()).unwrap().task.task_id)
+            .collect();
+        // With 40 random ids, two share a first hex digit.
+        let first = ids[0].clone();
+        let prefix = &first[..8];
+        assert_eq!(store.get(prefix).unwrap().task_id, first);
+        let shared = ids
+            .iter()
+            .find_map(|a| {
+                let p = &a[..1];
+                (ids.iter().filter(|b| b.starts_with(p)).count() > 1).then(|| p.to_string())
+            })
+            .unwrap();
+        let before = store_state(&path);
+        let e = store.cancel(&shared, None).unwrap_err();
+        assert_eq!(e.kind(), "ambiguous_id");
+        assert_eq!(e.exit_code(), 3);
+        assert_untouched(&before, &path, "cancel with an ambiguous prefix");
+        let applied = store.cancel(prefix, None).unwrap();
+        assert_eq!(applied.task.task_id, first);
+    });
 }
 
 #[test]
 fn provide_input_only_if_unchanged_since_a_revision() {
-    let f = fixture(Start::InputRequired);
-    let rev = stored(&f.path, &f.id).revision;
-    let before = fingerprint(&f.path);
-    let e = f
-        .store
-        .provide_input(&f.id, v0(), Some(rev - 1))
-        .unwrap_err();
-    assert_eq!(e.kind(), "stale_revision");
-    assert_eq!(e.exit_code(), 4);
-    assert_eq!(e.task().unwrap().revision, rev);
-    assert_untouched(&before, &f.path, "stale revision");
-    let o = f.store.provide_input(&f.id, v0(), Some(rev)).unwrap();
-    assert_eq!(o.change, Change::Applied);
-    assert_eq!(o.task.revision, rev + 1);
+    common::each_backend(|| {
+        let f = fixture(Start::InputRequired);
+        let rev = stored(&f.path, &f.id).revision;
+        let before = store_state(&f.path);
+        let e = f
+            .store
+            .provide_input(&f.id, v0(), Some(rev - 1))
+            .unwrap_err();
+        assert_eq!(e.kind(), "stale_revision");
+        assert_eq!(e.exit_code(), 4);
+        assert_eq!(e.task().unwrap().revision, rev);
+        assert_untouched(&before, &f.path, "stale revision");
+        let o = f.store.provide_input(&f.id, v0(), Some(rev)).unwrap();
+        assert_eq!(o.change, Change::Applied);
+        assert_eq!(o.task.revision, rev + 1);
+    });
 }
 
 #[test]
 fn a_zombie_worker_cannot_overwrite_its_successor() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
-    let store = Store::open(&path);
-    let id = store.create(NewTask::default()).unwrap().task.task_id;
-    // w1 takes a lease that is already over; w2 takes the task over.
-    store.claim(&id, "w1", Duration::ZERO).unwrap();
-    store.claim(&id, "w2", HOUR).unwrap();
-    let before = fingerprint(&path);
-    let e = store
-        .complete(&id, json!("zombie"), worker("w1"))
-        .unwrap_err();
-    assert_eq!(e.kind(), "lease_lost");
-    assert!(e.to_string().contains("w2"), "{e}");
-    assert_untouched(&before, &path, "zombie write");
-    // And w2 cannot be bumped while its lease lives.
-    assert_eq!(
-        store.claim(&id, "w1", HOUR).unwrap_err().kind(),
-        "lease_lost"
-    );
-    let o = store.complete(&id, json!("done"), worker("w2")).unwrap();
-    assert_eq!(o.change, Change::Applied);
-    assert_eq!(o.task.claimed_by, None, "a finished task holds no lease");
+    common::each_backend(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(common::store_file());
+        let store = Store::open(&path);
+        let id = store.create(NewTask::default()).unwrap().task.task_id;
+        // w1 takes a lease that is already over; w2 takes the task over.
+        store.claim(&id, "w1", Duration::ZERO).unwrap();
+        store.claim(&id, "w2", HOUR).unwrap();
+        let before = store_state(&path);
+        let e = store
+            .complete(&id, json!("zombie"), worker("w1"))
+            .unwrap_err();
+        assert_eq!(e.kind(), "lease_lost");
+        assert!(e.to_string().contains("w2"), "{e}");
+        assert_untouched(&before, &path, "zombie write");
+        // And w2 cannot be bumped while its lease lives.
+        assert_eq!(
+            store.claim(&id, "w1", HOUR).unwrap_err().kind(),
+            "lease_lost"
+        );
+        let o = store.complete(&id, json!("done"), worker("w2")).unwrap();
+        assert_eq!(o.change, Change::Applied);
+        assert_eq!(o.task.claimed_by, None, "a finished task holds no lease");
+    });
 }
 
 #[test]
 fn create_is_idempotent_by_key() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
-    let store = Store::open(&path);
-    let new = || NewTask {
-        input_schema: Some(s0()),
-        idempotency_key: Some("incident-1".into()),
-        request: Some(json!({"incident": "INC-1"})),
-        ..NewTask::default()
-    };
-    let first = store.create(new()).unwrap();
-    assert_eq!(first.change, Change::Applied);
-    assert_eq!(first.task.status, Status::InputRequired);
-    assert_eq!(first.task.revision, 1);
-    let before = fingerprint(&path);
+    common::each_backend(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(common::store_file());
+        let store = Store::open(&path);
+        let new = || NewTask {
+            input_schema: Some(s0()),
+            idempotency_key: Some("incident-1".into()),
+            request: Some(json!({"incident": "INC-1"})),
+            ..NewTask::default()
+        };
+        let first = store.create(new()).unwrap();
+        assert_eq!(first.change, Change::Applied);
+        assert_eq!(first.task.status, Status::InputRequired);
+        assert_eq!(first.task.revision, 1);
+        let before = store_state(&path);
 
-    let again = store.create(new()).unwrap();
-    assert_eq!(again.change, Change::Unchanged);
-    assert_eq!(again.task, first.task);
-    assert_untouched(&before, &path, "create with the same key");
+        let again = store.create(new()).unwrap();
+        assert_eq!(again.change, Change::Unchanged);
+        assert_eq!(again.task, first.task);
+        assert_untouched(&before, &path, "create with the same key");
 
-    // A title or message is not part of the identity of the request.
-    let retitled = store
-        .create(NewTask {
-            title: Some("other title".into()),
-            ..new()
-        })
-        .unwrap();
-    assert_eq!(retitled.change, Change::Unchanged);
-    assert_eq!(retitled.task, first.task);
+        // A title or message is not part of the identity of the request.
+        let retitled = store
+            .create(NewTask {
+                title: Some("other title".into()),
+                ..new()
+            })
+            .unwrap();
+        assert_eq!(retitled.change, Change::Unchanged);
+        assert_eq!(retitled.task, first.task);
 
-    for (what, conflicting) in [
-        (
-            "input_schema",
-            NewTask {
-                input_schema: Some(s1()),
-                ..new()
-            },
-        ),
-        (
-            "input_schema",
-            NewTask {
-                input_schema: None,
-                ..new()
-            },
-        ),
-        (
-            "request",
-            NewTask {
-                request: Some(json!({"incident": "INC-2"})),
-                ..new()
-            },
-        ),
-        (
-            "request",
-            NewTask {
-                request: None,
-                ..new()
-            },
-        ),
-    ] {
-        let e = store.create(conflicting).unwrap_err();
-        assert_eq!(e.kind(), "idempotency_conflict", "{what}");
-        assert_eq!(e.exit_code(), 4);
-        assert!(e.to_string().contains(what), "{e}");
-        assert_eq!(e.task(), Some(&first.task));
-        assert_untouched(&before, &path, &format!("conflicting create ({what})"));
-    }
+        for (what, conflicting) in [
+            (
+                "input_schema",
+                NewTask {
+                    input_schema: Some(s1()),
+                    ..new()
+                },
+            ),
+            (
+                "input_schema",
+                NewTask {
+                    input_schema: None,
+                    ..new()
+                },
+            ),
+            (
+                "request",
+                NewTask {
+                    request: Some(json!({"incident": "INC-2"})),
+                    ..new()
+                },
+            ),
+            (
+                "request",
+                NewTask {
+                    request: None,
+                    ..new()
+                },
+            ),
+        ] {
+            let e = store.create(conflicting).unwrap_err();
+            assert_eq!(e.kind(), "idempotency_conflict", "{what}");
+            assert_eq!(e.exit_code(), 4);
+            assert!(e.to_string().contains(what), "{e}");
+            assert_eq!(e.task(), Some(&first.task));
+            assert_untouched(&before, &path, &format!("conflicting create ({what})"));
+        }
 
-    // The key still answers once the task is finished.
-    store.cancel(&first.task.task_id, None).unwrap();
-    let after_cancel = store.create(new()).unwrap();
-    assert_eq!(after_cancel.change, Change::Unchanged);
-    assert_eq!(after_cancel.task.status, Status::Cancelled);
-    assert_eq!(store.list(&[]).unwrap().len(), 1);
+        // The key still answers once the task is finished.
+        store.cancel(&first.task.task_id, None).unwrap();
+        let after_cancel = store.create(new()).unwrap();
+        assert_eq!(after_cancel.change, Change::Unchanged);
+        assert_eq!(after_cancel.task.status, Status::Cancelled);
+        assert_eq!(store.list(&[]).unwrap().len(), 1);
+    });
 }
 
 #[test]
 fn create_starts_working_or_input_required() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
-    let store = Store::open(&path);
-    let w = store.create(NewTask::default()).unwrap().task;
-    assert_eq!(w.status, Status::Working);
-    assert_eq!(w.history.len(), 1);
-    let ir = store
-        .create(NewTask {
-            input_schema: Some(s0()),
-            ..NewTask::default()
-        })
-        .unwrap()
-        .task;
-    assert_eq!(ir.status, Status::InputRequired);
-    assert_ne!(w.task_id, ir.task_id);
-    // An invalid schema is refused before anything is written.
-    let before = fingerprint(&path);
-    let e = store
-        .create(NewTask {
-            input_schema: Some(json!({"type": "nonsense"})),
-            ..NewTask::default()
-        })
-        .unwrap_err();
-    assert_eq!(e.kind(), "invalid_schema");
-    assert_untouched(&before, &path, "create with an invalid schema");
+    common::each_backend(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(common::store_file());
+        let store = Store::open(&path);
+        let w = store.create(NewTask::default()).unwrap().task;
+        assert_eq!(w.status, Status::Working);
+        assert_eq!(w.history.len(), 1);
+        let ir = store
+            .create(NewTask {
+                input_schema: Some(s0()),
+                ..NewTask::default()
+            })
+            .unwrap()
+            .task;
+        assert_eq!(ir.status, Status::InputRequired);
+        assert_ne!(w.task_id, ir.task_id);
+        // An invalid schema is refused before anything is written.
+        let before = store_state(&path);
+        let e = store
+            .create(NewTask {
+                input_schema: Some(json!({"type": "nonsense"})),
+                ..NewTask::default()
+            })
+            .unwrap_err();
+        assert_eq!(e.kind(), "invalid_schema");
+        assert_untouched(&before, &path, "create with an invalid schema");
+    });
 }
 
 #[test]
@@ -582,4 +590,22 @@ fn a_new_store_file_is_private() {
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o640);
     assert!(dir.path().join("sub/tasks.json.lock").exists());
+}
+
+#[test]
+fn a_new_database_and_its_wal_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sub/tasks.db");
+    let store = Store::open(&path);
+    store.create(NewTask::default()).unwrap();
+    // While the store is open its -wal and -shm files exist.
+    for p in ["sub/tasks.db", "sub/tasks.db-wal", "sub/tasks.db-shm"] {
+        let mode = std::fs::metadata(dir.path().join(p))
+            .unwrap_or_else(|e| panic!("{p}: {e}"))
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600, "{p}");
+    }
 }
