@@ -241,17 +241,14 @@ impl Reader {
         let Source::Sqlite(backend) = &self.source else {
             return None;
         };
-        match backend.exists() {
-            Ok(true) => {}
-            Ok(false) => {
+        let cursor = match backend.last_change() {
+            Ok(Some(c)) => c,
+            // No database, or one not written yet: waiting for it.
+            Ok(None) => {
                 self.cursor = None;
                 self.last_good = Arc::new(TaskMap::new());
                 return self.emit(Emitted::Missing, FeedEvent::Missing);
             }
-            Err(e) => return self.unreadable(e.to_string()),
-        }
-        let cursor = match backend.last_change() {
-            Ok(c) => c,
             Err(e) => return self.unreadable(e.to_string()),
         };
         if self.last == Emitted::Snapshot && self.cursor == Some(cursor) {

@@ -203,7 +203,8 @@ pub fn store_state(path: &Path) -> StoreState {
         rudder::store::StoreUrl::Sqlite(_) => {
             let last_change = rudder::store::SqliteBackend::new(path)
                 .last_change()
-                .expect("read the changes");
+                .expect("read the changes")
+                .unwrap_or(0);
             let tasks = rudder::Store::open(path).load().expect("load the tasks");
             StoreState::Sqlite {
                 last_change,
@@ -236,4 +237,11 @@ pub fn assert_store_untouched(before: &StoreState, path: &Path, ctx: &str) {
         }
         _ => assert_eq!(&after, before, "{ctx}: the database was written"),
     }
+}
+
+/// Choose the backend for [`store_file`] by hand (async tests, which
+/// cannot run inside [`each_backend`]'s closure).
+pub fn set_kind(kind: Kind) {
+    eprintln!("[store backend: {kind:?}]");
+    KIND.with(|k| k.set(kind));
 }

@@ -235,39 +235,16 @@ impl SqliteBackend {
         Ok(Some(conn))
     }
 
-    /// Create or migrate the schema if needed (under the write lock, checked
-    /// again there: another process may have just done it), then switch to
-    /// WAL, which is kept in the file.
+    /// Switch to WAL, which is kept in the file (a no-op once done). The
+    /// schema itself is created or migrated inside the first write
+    /// transaction ([`SqliteBackend::migrate_in`]), so that a new store
+    /// appears with its first task, never empty in between.
     fn prepare_for_writes(&self, conn: &mut Connection) -> Result<(), StoreError> {
-        let state = schema::inspect(conn).map_err(|e| self.error("read the schema version", e))?;
-        let needs_schema = match state {
-            Ok(schema::State::Rudder(v)) => v < schema::VERSION,
-            Ok(schema::State::Fresh) => true,
-            Err(_) => {
-                // Changed under us since it was opened: check afresh.
-                return Err(StoreError::NotAStore {
-                    location: self.location(),
-                    message: "the database changed into one rudder cannot use".into(),
-                });
-            }
-        };
-        if needs_schema {
-            let tx = conn
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(|e| self.error("lock the database to create its tables", e))?;
-            match schema::inspect(&tx).map_err(|e| self.error("read the schema version", e))? {
-                Ok(schema::State::Fresh) => schema::migrate(&tx, 0),
-                Ok(schema::State::Rudder(v)) => schema::migrate(&tx, v),
-                Err(_) => {
-                    return Err(StoreError::NotAStore {
-                        location: self.location(),
-                        message: "the database changed into one rudder cannot use".into(),
-                    });
-                }
-            }
-            .map_err(|e| self.error("create the tables", e))?;
-            tx.commit()
-                .map_err(|e| self.error("commit the new tables", e))?;
+        let mode: String = conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .map_err(|e| self.error("read the journal mode", e))?;
+        if mode.eq_ignore_ascii_case("wal") {
+            return Ok(());
         }
         let mode: String = conn
             .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
@@ -282,17 +259,34 @@ impl SqliteBackend {
         Ok(())
     }
 
-    /// The sequence number of the last recorded change (0 for none or no
-    /// database): the change feed's cursor.
-    pub fn last_change(&self) -> Result<i64, StoreError> {
-        Ok(self
-            .with_conn(Mode::Read, |conn| {
-                conn.query_row("SELECT coalesce(max(seq), 0) FROM changes", [], |r| {
-                    r.get(0)
-                })
-                .map_err(|e| self.error("read the changes", e))
-            })?
-            .unwrap_or(0))
+    /// Under the write lock: create or migrate the schema if needed
+    /// (checked again here, as another process may have just done it).
+    fn migrate_in(&self, conn: &Connection) -> Result<(), StoreError> {
+        let state = schema::inspect(conn).map_err(|e| self.error("read the schema version", e))?;
+        match state {
+            Ok(schema::State::Rudder(v)) if v == schema::VERSION => Ok(()),
+            Ok(schema::State::Rudder(v)) => schema::migrate(conn, v),
+            Ok(schema::State::Fresh) => schema::migrate(conn, 0),
+            Err(_) => {
+                return Err(StoreError::NotAStore {
+                    location: self.location(),
+                    message: "the database changed into one rudder cannot use".into(),
+                });
+            }
+        }
+        .map_err(|e| self.error("create the tables", e))
+    }
+
+    /// The sequence number of the last recorded change (0 for none), the
+    /// change feed's cursor; `None` while there is no store yet (no
+    /// database, or one whose first write has not committed).
+    pub fn last_change(&self) -> Result<Option<i64>, StoreError> {
+        self.with_conn(Mode::Read, |conn| {
+            conn.query_row("SELECT coalesce(max(seq), 0) FROM changes", [], |r| {
+                r.get(0)
+            })
+            .map_err(|e| self.error("read the changes", e))
+        })
     }
 }
 
@@ -344,6 +338,7 @@ impl Backend for SqliteBackend {
                 let tx = conn
                     .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                     .map_err(|e| self.error("lock the database", e))?;
+                self.migrate_in(&tx)?;
                 let mut txn = SqlTxn::new(&tx, self);
                 let write = f(&mut txn)?;
                 if !write {
