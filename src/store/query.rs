@@ -137,9 +137,10 @@ pub struct PageQuery {
     pub sort: SortKey,
     /// At most this many tasks (all when `None`).
     pub limit: Option<usize>,
-    /// Start after this task (a full id) in the order; from the start when
-    /// `None`. An id that is not in the store starts where it would stand
-    /// in `Id` order, and from the start in the others.
+    /// Start after this task (a full id) in the order, whether or not the
+    /// filter keeps it; from the start when `None`. An id that is not in
+    /// the store starts where it would stand in `Id` order, and from the
+    /// start in the others.
     pub after: Option<String>,
 }
 
@@ -194,32 +195,24 @@ pub fn prune_candidate(t: &Summary<'_>, now: DateTime<Utc>, older_than: Duration
 /// The in-memory implementation of [`PageQuery`], for backends without
 /// indexes and as the reference the others must agree with.
 pub fn page_in_memory(mut tasks: Vec<Task>, q: &PageQuery) -> Vec<Task> {
-    tasks.retain(|t| q.statuses.is_empty() || q.statuses.contains(&t.status));
-    let start = match q.sort {
-        SortKey::Store => {
-            let at = q
-                .after
-                .as_ref()
-                .and_then(|a| tasks.iter().position(|t| &t.task_id == a));
-            at.map_or(0, |i| i + 1)
-        }
-        sort => {
-            tasks.sort_by(|a, b| compare(sort, a, b));
-            match &q.after {
-                None => 0,
-                Some(a) => match tasks.iter().position(|t| &t.task_id == a) {
-                    Some(i) => i + 1,
-                    None if sort == SortKey::Id => tasks.partition_point(|t| &t.task_id <= a),
-                    None => 0,
-                },
-            }
-        }
+    if q.sort != SortKey::Store {
+        tasks.sort_by(|a, b| compare(q.sort, a, b));
+    }
+    // The anchor's place is found among all tasks, so that a page can
+    // start after a task the filter leaves out (one whose status changed).
+    let start = match &q.after {
+        None => 0,
+        Some(a) => match tasks.iter().position(|t| &t.task_id == a) {
+            Some(i) => i + 1,
+            None if q.sort == SortKey::Id => tasks.partition_point(|t| &t.task_id <= a),
+            None => 0,
+        },
     };
-    let end = q
-        .limit
-        .map_or(tasks.len(), |l| start.saturating_add(l).min(tasks.len()));
-    tasks.truncate(end);
-    tasks.drain(..start.min(end));
+    let keep = |t: &Task| q.statuses.is_empty() || q.statuses.contains(&t.status);
+    let limit = q.limit.unwrap_or(usize::MAX);
+    tasks.drain(..start);
+    tasks.retain(keep);
+    tasks.truncate(limit);
     tasks
 }
 

@@ -113,7 +113,13 @@ pub trait Transaction {
     }
     /// One page of tasks in full.
     fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
-        let tasks = self.get_where(&|t| q.statuses.is_empty() || q.statuses.contains(&t.status))?;
+        // The anchor too, wherever the filter leaves it: the page starts
+        // after it.
+        let tasks = self.get_where(&|t| {
+            q.statuses.is_empty()
+                || q.statuses.contains(&t.status)
+                || q.after.as_deref() == Some(t.task_id)
+        })?;
         Ok(query::page_in_memory(tasks, q))
     }
     /// How many tasks have each status.

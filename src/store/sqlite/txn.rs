@@ -352,6 +352,23 @@ impl<'c> SqlTxn<'c> {
     }
 }
 
+/// The rows after an anchor whose `col` is `value`, in an ascending order
+/// with nulls first (then by `task_id`, the parameter `id`).
+fn after_nulls_first(
+    col: &str,
+    value: Option<String>,
+    id: String,
+    arg: &dyn Fn(Box<dyn rusqlite::ToSql>) -> String,
+) -> String {
+    match value {
+        Some(v) => {
+            let v = arg(Box::new(v));
+            format!("({col} > {v} OR ({col} = {v} AND task_id > {id}))")
+        }
+        None => format!("({col} IS NOT NULL OR task_id > {id})"),
+    }
+}
+
 impl Transaction for SqlTxn<'_> {
     fn len(&self) -> usize {
         match self.counts() {
@@ -614,8 +631,9 @@ impl Transaction for SqlTxn<'_> {
     fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
         self.flush()?;
         let mut clauses: Vec<String> = Vec::new();
-        let mut args: Vec<Box<dyn rusqlite::ToSql>> = Vec::new();
-        let mut arg = |v: Box<dyn rusqlite::ToSql>| {
+        let args: RefCell<Vec<Box<dyn rusqlite::ToSql>>> = RefCell::new(Vec::new());
+        let arg = |v: Box<dyn rusqlite::ToSql>| {
+            let mut args = args.borrow_mut();
             args.push(v);
             format!("?{}", args.len())
         };
@@ -645,38 +663,32 @@ impl Transaction for SqlTxn<'_> {
                     .optional()
                 })
                 .map_err(self.err("find the page's anchor"))?;
-            let id = arg(Box::new(after.clone()));
-            // Rows after the anchor in each order (see `query::compare`).
-            let asc_nulls_first =
-                |col: &str,
-                 value: Option<String>,
-                 arg: &mut dyn FnMut(Box<dyn rusqlite::ToSql>) -> String| {
-                    match value {
-                        Some(v) => {
-                            let v = arg(Box::new(v));
-                            format!("({col} > {v} OR ({col} = {v} AND task_id > {id}))")
-                        }
-                        None => format!("({col} IS NOT NULL OR task_id > {id})"),
-                    }
-                };
+            // Rows after the anchor in each order (see `query::compare`);
+            // an anchor that is not in the store starts from the beginning
+            // (in `Id` order: where it would stand).
+            let id = || arg(Box::new(after.clone()));
             let clause = match (q.sort, anchor) {
-                (SortKey::Id, _) => Some(format!("task_id > {id}")),
+                (SortKey::Id, _) => Some(format!("task_id > {}", id())),
                 (_, None) => None,
                 (SortKey::Store, Some((seq, ..))) => Some(format!("seq > {seq}")),
-                (SortKey::Updated, Some((_, updated, ..))) => Some(match updated {
-                    Some(u) => {
-                        let u = arg(Box::new(u));
-                        format!(
-                            "(updated_at IS NULL OR updated_at < {u} OR (updated_at = {u} AND task_id > {id}))"
-                        )
-                    }
-                    None => format!("(updated_at IS NULL AND task_id > {id})"),
-                }),
+                (SortKey::Updated, Some((_, updated, ..))) => {
+                    let id = id();
+                    Some(match updated {
+                        Some(u) => {
+                            let u = arg(Box::new(u));
+                            format!(
+                                "(updated_at IS NULL OR updated_at < {u} \
+                                 OR (updated_at = {u} AND task_id > {id}))"
+                            )
+                        }
+                        None => format!("(updated_at IS NULL AND task_id > {id})"),
+                    })
+                }
                 (SortKey::Created, Some((_, _, created, _))) => {
-                    Some(asc_nulls_first("created_at", created, &mut arg))
+                    Some(after_nulls_first("created_at", created, id(), &arg))
                 }
                 (SortKey::Title, Some((.., title))) => {
-                    Some(asc_nulls_first("title", title, &mut arg))
+                    Some(after_nulls_first("title", title, id(), &arg))
                 }
             };
             clauses.extend(clause);
@@ -699,6 +711,7 @@ impl Transaction for SqlTxn<'_> {
             .conn
             .prepare_cached(&sql)
             .map_err(self.err("read a page of tasks"))?;
+        let args = args.into_inner();
         let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| a.as_ref()).collect();
         let mut rows = stmt
             .query(params.as_slice())
