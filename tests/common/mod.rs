@@ -245,3 +245,23 @@ pub fn set_kind(kind: Kind) {
     eprintln!("[store backend: {kind:?}]");
     KIND.with(|k| k.set(kind));
 }
+
+/// Write `tasks` (a JSON object mapping ids to tasks, the file format)
+/// as the whole content of the store at `path`, whatever its backend: the
+/// file as text, a database through the store.
+pub fn write_store(path: &Path, text: &str) {
+    match rudder::store::StoreUrl::from_path(path) {
+        rudder::store::StoreUrl::File(_) => std::fs::write(path, text).expect("write the store"),
+        rudder::store::StoreUrl::Sqlite(_) => {
+            use rudder::store::Backend;
+            let tasks = rudder::store::decode(path, text.as_bytes()).expect("a valid store");
+            rudder::Store::open(path)
+                .backend()
+                .transact(&mut |all| {
+                    *all = tasks.clone();
+                    Ok(true)
+                })
+                .expect("write the database");
+        }
+    }
+}

@@ -19,7 +19,11 @@ pub const APPLICATION_ID: i32 = 0x5275_6472;
 ///   queries need, with their indexes. `seq` is the store order. Times are
 ///   RFC 3339 UTC with nine fraction digits, so that text order is time
 ///   order (for years 0000–9999; the policy refines every answer in Rust,
-///   so odder dates are only slower, never wrong).
+///   so odder dates are only slower, never wrong). The idempotency key's
+///   index is not unique: `create` keeps keys unique under the write lock,
+///   but a JSON file written by hand or by the seed's store may repeat one,
+///   and copying it must not fail; the first task in store order wins, as
+///   in the file.
 /// - `counts`: tasks per status, kept in the same transaction as each write
 ///   (the TUI's header reads it at every change; a `COUNT` over a million
 ///   rows would not be cheap).
@@ -40,7 +44,7 @@ CREATE TABLE tasks (
     revision INTEGER NOT NULL,
     doc TEXT NOT NULL
 );
-CREATE UNIQUE INDEX tasks_by_key ON tasks(idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE INDEX tasks_by_key ON tasks(idempotency_key, seq) WHERE idempotency_key IS NOT NULL;
 CREATE INDEX tasks_by_status ON tasks(status, seq);
 CREATE INDEX tasks_by_updated ON tasks(updated_at, task_id);
 CREATE INDEX tasks_by_created ON tasks(created_at, task_id);
