@@ -54,6 +54,8 @@ pub enum Command {
     Prune(PruneArgs),
     /// Wait until a task is finished or waits for input
     Wait(WaitArgs),
+    /// Copy every task of one store into another (e.g. a JSON file into SQLite)
+    Copy(CopyArgs),
 }
 
 #[derive(Debug, Args, Default)]
@@ -220,6 +222,18 @@ pub struct PruneArgs {
     /// Age after which a finished task without its own ttl is removed, e.g. 7d
     #[arg(long, value_name = "DURATION")]
     pub older_than: String,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct CopyArgs {
+    /// The store to copy from (a path or store URL)
+    #[arg(value_name = "FROM")]
+    pub from: PathBuf,
+    /// The store to copy into: empty, or holding an earlier copy of FROM
+    #[arg(value_name = "TO")]
+    pub to: PathBuf,
     #[command(flatten)]
     pub output: Output,
 }

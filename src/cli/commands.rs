@@ -49,6 +49,7 @@ fn command_json(command: &Command) -> bool {
         Command::Reclaim(a) => a.output.json,
         Command::Prune(a) => a.output.json,
         Command::Wait(a) => a.output.json,
+        Command::Copy(a) => a.output.json,
         Command::Watch(_) | Command::Demo(_) | Command::Worker(_) => false,
     }
 }
@@ -217,9 +218,54 @@ fn dispatch(path: &Path, command: Command) -> Result<(), CliError> {
                 println!("{}", output::wait_line(&task));
             }
         }
+        Command::Copy(a) => copy(&a.from, &a.to, a.output.json)?,
         Command::Watch(_) | Command::Demo(_) | Command::Worker(_) => {
             unreachable!("interactive commands are dispatched by main")
         }
+    }
+    Ok(())
+}
+
+/// `rudder copy FROM TO`.
+fn copy(from: &Path, to: &Path, json: bool) -> Result<(), CliError> {
+    let parse =
+        |p: &Path| crate::store::StoreUrl::parse(p).map_err(|e| CliError::Usage(e.to_string()));
+    let (from_url, to_url) = (parse(from)?, parse(to)?);
+    let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    if same(from_url.path(), to_url.path()) {
+        return Err(CliError::Usage(format!(
+            "copy: FROM and TO are the same store ({from_url})"
+        )));
+    }
+    let (src, dst) = (Store::open_url(&from_url), Store::open_url(&to_url));
+    use std::io::IsTerminal;
+    let tty = !json && std::io::stderr().is_terminal();
+    let report = crate::store::copy::copy(&src, &dst, |done| {
+        if tty {
+            eprint!("\rcopied {done} tasks");
+        }
+    })?;
+    if tty {
+        eprintln!();
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).map_err(anyhow::Error::from)?
+        );
+    } else {
+        println!(
+            "copied {} task(s) from {} to {} ({} new, {} updated, {} already there)",
+            report.total(),
+            output::sanitize_line(&report.from),
+            output::sanitize_line(&report.to),
+            report.copied,
+            report.updated,
+            report.unchanged
+        );
     }
     Ok(())
 }

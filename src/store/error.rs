@@ -89,6 +89,10 @@ pub enum StoreError {
         source: io::Error,
     },
 
+    /// `copy` refused a destination that holds other data.
+    #[error("cannot copy into {to}: {reason}; nothing was copied")]
+    CopyRefused { to: String, reason: String },
+
     /// A store that is readable but not one rudder may use: not a SQLite
     /// database, another application's database, a newer schema.
     #[error("{location}: {message}; it was left untouched")]
@@ -144,7 +148,8 @@ impl StoreError {
             StoreError::Refused { .. }
             | StoreError::IdempotencyConflict { .. }
             | StoreError::StaleRevision { .. }
-            | StoreError::LeaseLost { .. } => 4,
+            | StoreError::LeaseLost { .. }
+            | StoreError::CopyRefused { .. } => 4,
             StoreError::InvalidInput { .. } => 5,
             StoreError::InvalidSchema(_) => 2,
             StoreError::Corrupt { .. }
@@ -181,6 +186,7 @@ impl StoreError {
             StoreError::Io { .. } => "io",
             StoreError::LockTimeout { .. } => "lock_timeout",
             StoreError::NotAStore { .. } => "not_a_store",
+            StoreError::CopyRefused { .. } => "copy_refused",
             StoreError::Database { .. } => "database",
         }
     }

@@ -11,6 +11,7 @@
 //! run time.
 
 mod codec;
+pub mod copy;
 mod error;
 mod file;
 pub mod fs;

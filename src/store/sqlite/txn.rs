@@ -513,7 +513,9 @@ impl Transaction for SqlTxn<'_> {
     fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.flush()?;
         self.conn
-            .prepare_cached("SELECT task_id FROM tasks WHERE idempotency_key = ?1 ORDER BY seq LIMIT 1")
+            .prepare_cached(
+                "SELECT task_id FROM tasks WHERE idempotency_key = ?1 ORDER BY seq LIMIT 1",
+            )
             .and_then(|mut s| s.query_row([key], |r| r.get(0)).optional())
             .map_err(self.err("look an idempotency key up"))
     }
