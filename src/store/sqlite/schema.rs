@@ -85,8 +85,15 @@ pub enum Refusal {
 
 /// Look at the database without writing to it.
 pub fn inspect(conn: &Connection) -> rusqlite::Result<Result<State, Refusal>> {
-    let app: i32 = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
-    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    // One statement, so one snapshot: read one by one, the three could
+    // straddle another process's first commit (its tables without its id).
+    let (app, version, objects): (i32, i64, i64) = conn.query_row(
+        "SELECT (SELECT application_id FROM pragma_application_id), \
+                (SELECT user_version FROM pragma_user_version), \
+                (SELECT count(*) FROM sqlite_master)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
     if app == APPLICATION_ID {
         return Ok(if version > VERSION {
             Err(Refusal::Newer(version))
@@ -94,7 +101,6 @@ pub fn inspect(conn: &Connection) -> rusqlite::Result<Result<State, Refusal>> {
             Ok(State::Rudder(version))
         });
     }
-    let objects: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
     Ok(if app == 0 && objects == 0 && version == 0 {
         Ok(State::Fresh)
     } else if app == 0 {
