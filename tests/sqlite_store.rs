@@ -355,3 +355,50 @@ fn an_ambiguous_prefix_lists_a_bounded_number_of_candidates() {
         assert_eq!(store.get("s").unwrap_err().kind(), "ambiguous_id");
     });
 }
+
+#[test]
+fn list_pages_with_sort_limit_and_after() {
+    common::each_backend(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(common::store_file());
+        let mut ids: Vec<String> = ["c", "a", "b", "d"]
+            .iter()
+            .map(|t| common::create(&path, &["--title", t]))
+            .collect();
+        let list = |args: &[&str]| -> Vec<String> {
+            let r = run(&path, &[&["list", "--json"], args].concat());
+            assert_eq!(r.code, 0, "{args:?}: {r:#?}");
+            r.json()
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["task_id"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(list(&[]), ids);
+        let by_title = list(&["--sort", "title"]);
+        assert_eq!(
+            by_title,
+            [
+                ids[1].clone(),
+                ids[2].clone(),
+                ids[0].clone(),
+                ids[3].clone()
+            ]
+        );
+        assert_eq!(list(&["--sort", "title", "--limit", "2"]), by_title[..2]);
+        assert_eq!(
+            list(&["--sort", "title", "--limit", "2", "--after", &by_title[1]]),
+            by_title[2..]
+        );
+        // Newest first: the last created comes first.
+        assert_eq!(
+            list(&["--sort", "updated", "--limit", "1"]),
+            [ids[3].clone()]
+        );
+        ids.sort();
+        assert_eq!(list(&["--sort", "id"]), ids);
+        let r = run(&path, &["list", "--sort", "size", "--json"]);
+        assert_eq!(r.code, 2, "{r:#?}");
+    });
+}

@@ -122,6 +122,15 @@ pub struct ListArgs {
     /// Only tasks with this status (repeatable)
     #[arg(long, value_name = "STATUS")]
     pub status: Vec<Status>,
+    /// Order: store (creation order, the default), updated (newest first), created, title or id
+    #[arg(long, value_name = "ORDER", default_value = "store")]
+    pub sort: crate::store::SortKey,
+    /// At most N tasks
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Start after the task with this full id (the last one of the previous page)
+    #[arg(long, value_name = "ID")]
+    pub after: Option<String>,
     #[command(flatten)]
     pub output: Output,
 }

@@ -120,7 +120,12 @@ fn dispatch(path: &Path, command: Command) -> Result<(), CliError> {
             print_outcome(&outcome, "created", a.output.json);
         }
         Command::List(a) => {
-            let tasks = store.list(&a.status)?;
+            let tasks = store.page(&crate::store::PageQuery {
+                statuses: a.status,
+                sort: a.sort,
+                limit: a.limit,
+                after: a.after,
+            })?;
             if a.output.json {
                 println!(
                     "{}",
