@@ -10,7 +10,7 @@ use std::time::Duration;
 use rudder::Store;
 
 #[path = "../common/mod.rs"]
-mod common;
+pub mod common;
 
 pub use common::rudder;
 
