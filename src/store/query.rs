@@ -83,7 +83,9 @@ pub enum SortKey {
     /// position, a database's sequence number).
     #[default]
     Store,
-    /// Most recently updated first; tasks without `updated_at` last.
+    /// Most recently updated first (ties by id, descending); tasks without
+    /// `updated_at` last: exactly the reverse of (`updated_at`, id), so
+    /// that a database reads it backwards off one index.
     Updated,
     /// Oldest first; tasks without `created_at` first.
     Created,
@@ -220,11 +222,11 @@ pub fn page_in_memory(mut tasks: Vec<Task>, q: &PageQuery) -> Vec<Task> {
 pub fn compare(sort: SortKey, a: &Task, b: &Task) -> std::cmp::Ordering {
     let by = match sort {
         SortKey::Store | SortKey::Id => std::cmp::Ordering::Equal,
-        // Newest first, none last.
-        SortKey::Updated => match (a.updated_at, b.updated_at) {
-            (Some(x), Some(y)) => y.cmp(&x),
-            (x, y) => y.is_none().cmp(&x.is_none()).reverse(),
-        },
+        // Newest first, none last (`None` is the smallest), ties by id
+        // descending.
+        SortKey::Updated => {
+            return (b.updated_at, &b.task_id).cmp(&(a.updated_at, &a.task_id));
+        }
         SortKey::Created => a.created_at.cmp(&b.created_at),
         SortKey::Title => a.title.cmp(&b.title),
     };

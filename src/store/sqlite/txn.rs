@@ -680,10 +680,10 @@ impl Transaction for SqlTxn<'_> {
                             let u = arg(Box::new(u));
                             format!(
                                 "(updated_at IS NULL OR updated_at < {u} \
-                                 OR (updated_at = {u} AND task_id > {id}))"
+                                 OR (updated_at = {u} AND task_id < {id}))"
                             )
                         }
-                        None => format!("(updated_at IS NULL AND task_id > {id})"),
+                        None => format!("(updated_at IS NULL AND task_id < {id})"),
                     })
                 }
                 (SortKey::Created, Some((_, _, created, _))) => {
@@ -697,7 +697,9 @@ impl Transaction for SqlTxn<'_> {
         }
         let order = match q.sort {
             SortKey::Store => "seq",
-            SortKey::Updated => "updated_at IS NULL, updated_at DESC, task_id",
+            // NULL is the smallest value: last when descending. The
+            // (updated_at, task_id) index is read backwards.
+            SortKey::Updated => "updated_at DESC, task_id DESC",
             SortKey::Created => "created_at, task_id",
             SortKey::Title => "title, task_id",
             SortKey::Id => "task_id",
