@@ -46,6 +46,7 @@ CREATE TABLE tasks (
 );
 CREATE INDEX tasks_by_key ON tasks(idempotency_key, seq) WHERE idempotency_key IS NOT NULL;
 CREATE INDEX tasks_by_status ON tasks(status, seq);
+CREATE INDEX tasks_by_status_updated ON tasks(status, updated_at, task_id);
 CREATE INDEX tasks_by_updated ON tasks(updated_at, task_id);
 CREATE INDEX tasks_by_created ON tasks(created_at, task_id);
 CREATE INDEX tasks_by_title ON tasks(title, task_id);
