@@ -46,105 +46,111 @@ fn json_error(r: &Run, code: i32, kind: &str) -> Value {
 
 #[test]
 fn exit_0_for_success_and_for_a_safe_repeat() {
-    common::each_backend(|| {
-        let (_d, path) = store();
-        let id = create(&path, &["--title", "INC-1042 checkout latency"]);
-        let r = run(&path, &["cancel", &id, "--reason", "duplicate"]);
-        assert_eq!(r.code, 0, "{r:#?}");
-        assert!(
-            r.stdout.contains("cancelled") && r.stdout.contains(&id),
-            "{}",
-            r.stdout
-        );
-        let before = common::store_state(&path);
-        let r = run(&path, &["cancel", &id]);
-        assert_eq!(r.code, 0);
-        assert!(r.stdout.starts_with("unchanged:"), "{}", r.stdout);
-        assert!(r.stdout.contains("nothing was written"));
-        assert_eq!(common::store_state(&path), before);
-    });
+    common::each_backend(exit_0_for_success_and_for_a_safe_repeat_once);
+}
+
+fn exit_0_for_success_and_for_a_safe_repeat_once() {
+    let (_d, path) = store();
+    let id = create(&path, &["--title", "INC-1042 checkout latency"]);
+    let r = run(&path, &["cancel", &id, "--reason", "duplicate"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert!(
+        r.stdout.contains("cancelled") && r.stdout.contains(&id),
+        "{}",
+        r.stdout
+    );
+    let before = common::store_state(&path);
+    let r = run(&path, &["cancel", &id]);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.starts_with("unchanged:"), "{}", r.stdout);
+    assert!(r.stdout.contains("nothing was written"));
+    assert_eq!(common::store_state(&path), before);
 }
 
 #[test]
 fn retrying_with_a_null_result_or_request_is_a_safe_repeat() {
-    common::each_backend(|| {
-        // `null` and "absent" are one thing once written: a retry must match.
-        let (_d, path) = store();
-        let id = create(&path, &[]);
-        assert_eq!(run(&path, &["complete", &id]).code, 0);
-        let before = common::store_state(&path);
-        let r = run(&path, &["complete", &id, "--json"]);
-        assert_eq!(r.code, 0, "{r:#?}");
-        assert_eq!(r.json()["change"], "unchanged");
-        let r = run(&path, &["complete", &id, "--result", "null", "--json"]);
-        assert_eq!(r.json()["change"], "unchanged");
-        assert_eq!(common::store_state(&path), before);
-        let first = run(
-            &path,
-            &["create", "--key", "k", "--request", "null", "--json"],
-        )
-        .json();
-        let again = run(
-            &path,
-            &["create", "--key", "k", "--request", "null", "--json"],
-        );
-        assert_eq!(again.code, 0, "{again:#?}");
-        assert_eq!(again.json()["change"], "unchanged");
-        assert_eq!(again.json()["task"]["task_id"], first["task"]["task_id"]);
-        let plain = run(&path, &["create", "--key", "k", "--json"]);
-        assert_eq!(plain.json()["change"], "unchanged");
-    });
+    common::each_backend(retrying_with_a_null_result_or_request_is_a_safe_repeat_once);
+}
+
+fn retrying_with_a_null_result_or_request_is_a_safe_repeat_once() {
+    // `null` and "absent" are one thing once written: a retry must match.
+    let (_d, path) = store();
+    let id = create(&path, &[]);
+    assert_eq!(run(&path, &["complete", &id]).code, 0);
+    let before = common::store_state(&path);
+    let r = run(&path, &["complete", &id, "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.json()["change"], "unchanged");
+    let r = run(&path, &["complete", &id, "--result", "null", "--json"]);
+    assert_eq!(r.json()["change"], "unchanged");
+    assert_eq!(common::store_state(&path), before);
+    let first = run(
+        &path,
+        &["create", "--key", "k", "--request", "null", "--json"],
+    )
+    .json();
+    let again = run(
+        &path,
+        &["create", "--key", "k", "--request", "null", "--json"],
+    );
+    assert_eq!(again.code, 0, "{again:#?}");
+    assert_eq!(again.json()["change"], "unchanged");
+    assert_eq!(again.json()["task"]["task_id"], first["task"]["task_id"]);
+    let plain = run(&path, &["create", "--key", "k", "--json"]);
+    assert_eq!(plain.json()["change"], "unchanged");
 }
 
 #[test]
 fn exit_2_for_usage_errors() {
-    common::each_backend(|| {
-        let (_d, path) = store();
-        let id = create(&path, &[]);
-        for args in [
-            vec!["list", "--no-such-flag"],
-            vec!["no-such-command"],
-            vec!["input", &id],
-            vec!["input", &id, "--set", "a=1", "--value", "{}"],
-            vec!["list", "--status", "paused"],
-        ] {
-            let r = run(&path, &args);
-            assert_eq!(r.code, 2, "{args:?}: {r:#?}");
-            assert!(!r.stderr.is_empty(), "{args:?}");
-        }
-        // Errors found after parsing: with --json they are one JSON value.
-        for args in [
-            vec!["complete", &id, "--result", "{not json"],
-            vec!["reclaim", "--older-than", "15"],
-            vec!["prune", "--older-than", "soon"],
-            vec!["create", "--schema", r#"{"type": "nonsense"}"#],
-            vec!["create", "--schema", "@/no/such/file.json"],
-            vec!["wait", &id, "--timeout", "forever"],
-        ] {
-            let mut with_json = args.clone();
-            with_json.push("--json");
-            json_error(
-                &run(&path, &with_json),
-                2,
-                if args[0] == "create" && args[2].starts_with('{') {
-                    "invalid_schema"
-                } else {
-                    "usage"
-                },
-            );
-            let r = run(&path, &args);
-            assert_eq!(r.code, 2, "{args:?}");
-            assert!(
-                r.stdout.is_empty() && r.stderr.starts_with("rudder: "),
-                "{args:?}: {r:#?}"
-            );
-        }
-        assert_eq!(
-            Store::open(&path).list(&[]).unwrap().len(),
-            1,
-            "a usage error wrote"
+    common::each_backend(exit_2_for_usage_errors_once);
+}
+
+fn exit_2_for_usage_errors_once() {
+    let (_d, path) = store();
+    let id = create(&path, &[]);
+    for args in [
+        vec!["list", "--no-such-flag"],
+        vec!["no-such-command"],
+        vec!["input", &id],
+        vec!["input", &id, "--set", "a=1", "--value", "{}"],
+        vec!["list", "--status", "paused"],
+    ] {
+        let r = run(&path, &args);
+        assert_eq!(r.code, 2, "{args:?}: {r:#?}");
+        assert!(!r.stderr.is_empty(), "{args:?}");
+    }
+    // Errors found after parsing: with --json they are one JSON value.
+    for args in [
+        vec!["complete", &id, "--result", "{not json"],
+        vec!["reclaim", "--older-than", "15"],
+        vec!["prune", "--older-than", "soon"],
+        vec!["create", "--schema", r#"{"type": "nonsense"}"#],
+        vec!["create", "--schema", "@/no/such/file.json"],
+        vec!["wait", &id, "--timeout", "forever"],
+    ] {
+        let mut with_json = args.clone();
+        with_json.push("--json");
+        json_error(
+            &run(&path, &with_json),
+            2,
+            if args[0] == "create" && args[2].starts_with('{') {
+                "invalid_schema"
+            } else {
+                "usage"
+            },
         );
-    });
+        let r = run(&path, &args);
+        assert_eq!(r.code, 2, "{args:?}");
+        assert!(
+            r.stdout.is_empty() && r.stderr.starts_with("rudder: "),
+            "{args:?}: {r:#?}"
+        );
+    }
+    assert_eq!(
+        Store::open(&path).list(&[]).unwrap().len(),
+        1,
+        "a usage error wrote"
+    );
 }
 
 /// Two tasks whose ids share the prefix `aaaa`.
@@ -162,153 +168,159 @@ fn store_with_twins(path: &Path) -> (String, String) {
 
 #[test]
 fn exit_3_for_unknown_or_ambiguous_ids() {
-    common::each_backend(|| {
-        let (_d, path) = store();
-        let (a, b) = store_with_twins(&path);
-        let before = common::store_state(&path);
-        for cmd in ["get", "cancel", "heartbeat", "complete", "wait"] {
-            let r = run(&path, &[cmd, "ffff"]);
-            assert_eq!(r.code, 3, "{cmd}: {r:#?}");
-            assert!(
-                r.stderr.contains("unknown task: ffff"),
-                "{cmd}: {}",
-                r.stderr
-            );
-            let v = json_error(&run(&path, &[cmd, "aaaa", "--json"]), 3, "ambiguous_id");
-            assert_eq!(v["candidates"], json!([a, b]), "{cmd}");
-        }
-        let v = json_error(
-            &run(&path, &["input", "ffff", "--set", "x=1", "--json"]),
-            3,
-            "unknown_task",
-        );
-        assert_eq!(v["message"], "unknown task: ffff");
-        let r = run(&path, &["cancel", "aaaa"]);
+    common::each_backend(exit_3_for_unknown_or_ambiguous_ids_once);
+}
+
+fn exit_3_for_unknown_or_ambiguous_ids_once() {
+    let (_d, path) = store();
+    let (a, b) = store_with_twins(&path);
+    let before = common::store_state(&path);
+    for cmd in ["get", "cancel", "heartbeat", "complete", "wait"] {
+        let r = run(&path, &[cmd, "ffff"]);
+        assert_eq!(r.code, 3, "{cmd}: {r:#?}");
         assert!(
-            r.stderr.contains(&a) && r.stderr.contains(&b),
-            "{}",
+            r.stderr.contains("unknown task: ffff"),
+            "{cmd}: {}",
             r.stderr
         );
-        assert_eq!(common::store_state(&path), before);
-        // A unique prefix is accepted wherever an id is.
-        let r = run(&path, &["cancel", "aaaa2", "--json"]);
-        assert_eq!(r.code, 0);
-        assert_eq!(r.json()["task"]["task_id"], b.as_str());
-        assert_eq!(run(&path, &["get", "aaaa1"]).code, 0);
-    });
+        let v = json_error(&run(&path, &[cmd, "aaaa", "--json"]), 3, "ambiguous_id");
+        assert_eq!(v["candidates"], json!([a, b]), "{cmd}");
+    }
+    let v = json_error(
+        &run(&path, &["input", "ffff", "--set", "x=1", "--json"]),
+        3,
+        "unknown_task",
+    );
+    assert_eq!(v["message"], "unknown task: ffff");
+    let r = run(&path, &["cancel", "aaaa"]);
+    assert!(
+        r.stderr.contains(&a) && r.stderr.contains(&b),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(common::store_state(&path), before);
+    // A unique prefix is accepted wherever an id is.
+    let r = run(&path, &["cancel", "aaaa2", "--json"]);
+    assert_eq!(r.code, 0);
+    assert_eq!(r.json()["task"]["task_id"], b.as_str());
+    assert_eq!(run(&path, &["get", "aaaa1"]).code, 0);
 }
 
 #[test]
 fn exit_4_for_refusals_with_the_current_state() {
-    common::each_backend(|| {
-        let (_d, path) = store();
-        let id = create(&path, &["--key", "incident-1"]);
-        assert_eq!(run(&path, &["complete", &id, "--result", "1"]).code, 0);
-        let before = common::store_state(&path);
-        for args in [
-            vec!["complete", &id, "--result", "2"],
-            vec!["cancel", &id],
-            vec!["fail", &id, "--error", "late"],
-            vec!["heartbeat", &id],
-            vec!["request-input", &id, "--schema", "{\"type\": \"object\"}"],
-            vec!["input", &id, "--value", "{\"service\": \"x\"}"],
-        ] {
-            let r = run(&path, &args);
-            assert_eq!(r.code, 4, "{args:?}: {r:#?}");
-            assert!(
-                r.stderr.contains("completed") && r.stderr.contains("current state:"),
-                "{}",
-                r.stderr
-            );
-            let mut with_json = args.clone();
-            with_json.push("--json");
-            let v = json_error(&run(&path, &with_json), 4, "refused");
-            assert_eq!(v["task"]["status"], "completed");
-            assert_eq!(v["task"]["result"], 1);
-        }
-        // Idempotency conflict.
-        let v = json_error(
-            &run(
-                &path,
-                &[
-                    "create",
-                    "--key",
-                    "incident-1",
-                    "--request",
-                    "{\"other\": 1}",
-                    "--json",
-                ],
-            ),
-            4,
-            "idempotency_conflict",
+    common::each_backend(exit_4_for_refusals_with_the_current_state_once);
+}
+
+fn exit_4_for_refusals_with_the_current_state_once() {
+    let (_d, path) = store();
+    let id = create(&path, &["--key", "incident-1"]);
+    assert_eq!(run(&path, &["complete", &id, "--result", "1"]).code, 0);
+    let before = common::store_state(&path);
+    for args in [
+        vec!["complete", &id, "--result", "2"],
+        vec!["cancel", &id],
+        vec!["fail", &id, "--error", "late"],
+        vec!["heartbeat", &id],
+        vec!["request-input", &id, "--schema", "{\"type\": \"object\"}"],
+        vec!["input", &id, "--value", "{\"service\": \"x\"}"],
+    ] {
+        let r = run(&path, &args);
+        assert_eq!(r.code, 4, "{args:?}: {r:#?}");
+        assert!(
+            r.stderr.contains("completed") && r.stderr.contains("current state:"),
+            "{}",
+            r.stderr
         );
-        assert_eq!(v["task"]["task_id"], id.as_str());
-        assert_eq!(common::store_state(&path), before);
-        // Stale revision.
-        let waiting = create(&path, &["--schema", SCHEMA]);
-        let v = json_error(
-            &run(
-                &path,
-                &[
-                    "input",
-                    &waiting,
-                    "--set",
-                    "service=db",
-                    "--revision",
-                    "7",
-                    "--json",
-                ],
-            ),
-            4,
-            "stale_revision",
-        );
-        assert_eq!(v["task"]["revision"], 1);
-        assert_eq!(
-            run(
-                &path,
-                &["input", &waiting, "--set", "service=db", "--revision", "1"]
-            )
-            .code,
-            0
-        );
-    });
+        let mut with_json = args.clone();
+        with_json.push("--json");
+        let v = json_error(&run(&path, &with_json), 4, "refused");
+        assert_eq!(v["task"]["status"], "completed");
+        assert_eq!(v["task"]["result"], 1);
+    }
+    // Idempotency conflict.
+    let v = json_error(
+        &run(
+            &path,
+            &[
+                "create",
+                "--key",
+                "incident-1",
+                "--request",
+                "{\"other\": 1}",
+                "--json",
+            ],
+        ),
+        4,
+        "idempotency_conflict",
+    );
+    assert_eq!(v["task"]["task_id"], id.as_str());
+    assert_eq!(common::store_state(&path), before);
+    // Stale revision.
+    let waiting = create(&path, &["--schema", SCHEMA]);
+    let v = json_error(
+        &run(
+            &path,
+            &[
+                "input",
+                &waiting,
+                "--set",
+                "service=db",
+                "--revision",
+                "7",
+                "--json",
+            ],
+        ),
+        4,
+        "stale_revision",
+    );
+    assert_eq!(v["task"]["revision"], 1);
+    assert_eq!(
+        run(
+            &path,
+            &["input", &waiting, "--set", "service=db", "--revision", "1"]
+        )
+        .code,
+        0
+    );
 }
 
 #[test]
 fn exit_5_for_input_that_does_not_match_the_schema() {
-    common::each_backend(|| {
-        let (_d, path) = store();
-        let id = create(&path, &["--schema", SCHEMA]);
-        let before = common::store_state(&path);
-        let v = json_error(
-            &run(
-                &path,
-                &[
-                    "input",
-                    &id,
-                    "--set",
-                    "window_minutes=0",
-                    "--set",
-                    "env=dev",
-                    "--json",
-                ],
-            ),
-            5,
-            "invalid_input",
-        );
-        let mut pointers: Vec<&str> = v["violations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x["pointer"].as_str().unwrap())
-            .collect();
-        pointers.sort();
-        assert_eq!(pointers, ["/env", "/service", "/window_minutes"]);
-        let r = run(&path, &["input", &id, "--value", "{\"service\": 42}"]);
-        assert_eq!(r.code, 5);
-        assert!(r.stderr.contains("/service"), "{}", r.stderr);
-        assert_eq!(common::store_state(&path), before);
-    });
+    common::each_backend(exit_5_for_input_that_does_not_match_the_schema_once);
+}
+
+fn exit_5_for_input_that_does_not_match_the_schema_once() {
+    let (_d, path) = store();
+    let id = create(&path, &["--schema", SCHEMA]);
+    let before = common::store_state(&path);
+    let v = json_error(
+        &run(
+            &path,
+            &[
+                "input",
+                &id,
+                "--set",
+                "window_minutes=0",
+                "--set",
+                "env=dev",
+                "--json",
+            ],
+        ),
+        5,
+        "invalid_input",
+    );
+    let mut pointers: Vec<&str> = v["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["pointer"].as_str().unwrap())
+        .collect();
+    pointers.sort();
+    assert_eq!(pointers, ["/env", "/service", "/window_minutes"]);
+    let r = run(&path, &["input", &id, "--value", "{\"service\": 42}"]);
+    assert_eq!(r.code, 5);
+    assert!(r.stderr.contains("/service"), "{}", r.stderr);
+    assert_eq!(common::store_state(&path), before);
 }
 
 #[test]
@@ -330,194 +342,200 @@ fn exit_6_for_a_corrupt_store() {
 
 #[test]
 fn exit_124_when_wait_times_out() {
-    common::each_backend(|| {
-        let (_d, path) = store();
-        let id = create(&path, &[]);
-        let v = json_error(
-            &run(&path, &["wait", &id, "--timeout", "1s", "--json"]),
-            124,
-            "timeout",
-        );
-        assert!(v["message"].as_str().unwrap().contains(&id));
-        let r = run(&path, &["wait", &id[..8], "--timeout", "1s"]);
-        assert_eq!(r.code, 124);
-        assert!(r.stderr.contains("timed out"), "{}", r.stderr);
-    });
+    common::each_backend(exit_124_when_wait_times_out_once);
+}
+
+fn exit_124_when_wait_times_out_once() {
+    let (_d, path) = store();
+    let id = create(&path, &[]);
+    let v = json_error(
+        &run(&path, &["wait", &id, "--timeout", "1s", "--json"]),
+        124,
+        "timeout",
+    );
+    assert!(v["message"].as_str().unwrap().contains(&id));
+    let r = run(&path, &["wait", &id[..8], "--timeout", "1s"]);
+    assert_eq!(r.code, 124);
+    assert!(r.stderr.contains("timed out"), "{}", r.stderr);
 }
 
 #[test]
 fn json_output_is_one_value_per_command() {
-    common::each_backend(|| {
-        let (_d, path) = store();
-        let r = run(
-            &path,
-            &[
-                "create",
-                "--json",
-                "--title",
-                "INC-1",
-                "--ttl",
-                "7d",
-                "--schema",
-                SCHEMA,
-                "--key",
-                "k1",
-                "--request",
-                "{\"incident\": \"INC-1\"}",
-                "--message",
-                "waiting for a person",
-            ],
-        );
-        assert_eq!(r.code, 0);
+    common::each_backend(json_output_is_one_value_per_command_once);
+}
+
+fn json_output_is_one_value_per_command_once() {
+    let (_d, path) = store();
+    let r = run(
+        &path,
+        &[
+            "create",
+            "--json",
+            "--title",
+            "INC-1",
+            "--ttl",
+            "7d",
+            "--schema",
+            SCHEMA,
+            "--key",
+            "k1",
+            "--request",
+            "{\"incident\": \"INC-1\"}",
+            "--message",
+            "waiting for a person",
+        ],
+    );
+    assert_eq!(r.code, 0);
+    let v = r.json();
+    assert_eq!(v.as_object().unwrap().len(), 2, "{v}");
+    assert_eq!(v["change"], "applied");
+    let t = &v["task"];
+    let id = t["task_id"].as_str().unwrap().to_string();
+    assert_eq!(t["status"], "input_required");
+    assert_eq!(t["title"], "INC-1");
+    assert_eq!(t["idempotency_key"], "k1");
+    assert_eq!(t["request"], json!({"incident": "INC-1"}));
+    assert_eq!(t["status_message"], "waiting for a person");
+    assert_eq!(t["ttl_ms"], 7 * 24 * 3600 * 1000u64);
+    assert_eq!(t["revision"], 1);
+    assert_eq!(t["history"][0]["status"], "input_required");
+    // Same key again: unchanged.
+    let r = run(
+        &path,
+        &[
+            "create",
+            "--json",
+            "--schema",
+            SCHEMA,
+            "--key",
+            "k1",
+            "--request",
+            "{\"incident\": \"INC-1\"}",
+        ],
+    );
+    assert_eq!(r.json()["change"], "unchanged");
+    assert_eq!(r.json()["task"]["task_id"], id.as_str());
+
+    let list = run(&path, &["list", "--json"]).json();
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    let got = run(&path, &["get", &id, "--json"]).json();
+    assert_eq!(got, list[0]);
+    assert_eq!(got["task_id"], id.as_str());
+    let empty = run(&path, &["list", "--json", "--status", "completed"]).json();
+    assert_eq!(empty, json!([]));
+    let both = run(
+        &path,
+        &[
+            "list",
+            "--json",
+            "--status",
+            "completed",
+            "--status",
+            "input_required",
+        ],
+    )
+    .json();
+    assert_eq!(both.as_array().unwrap().len(), 1);
+
+    for args in [
+        vec!["input", &id, "--set", "service=db", "--json"],
+        vec!["heartbeat", &id, "--message", "step 2", "--json"],
+        vec![
+            "request-input",
+            &id,
+            "--schema",
+            "{\"type\": \"object\"}",
+            "--json",
+        ],
+        vec!["input", &id, "--value", "{}", "--json"],
+        vec![
+            "complete",
+            &id,
+            "--result",
+            "{\"summary\": \"ok\"}",
+            "--json",
+        ],
+    ] {
+        let r = run(&path, &args);
+        assert_eq!(r.code, 0, "{args:?}: {r:#?}");
         let v = r.json();
-        assert_eq!(v.as_object().unwrap().len(), 2, "{v}");
-        assert_eq!(v["change"], "applied");
-        let t = &v["task"];
-        let id = t["task_id"].as_str().unwrap().to_string();
-        assert_eq!(t["status"], "input_required");
-        assert_eq!(t["title"], "INC-1");
-        assert_eq!(t["idempotency_key"], "k1");
-        assert_eq!(t["request"], json!({"incident": "INC-1"}));
-        assert_eq!(t["status_message"], "waiting for a person");
-        assert_eq!(t["ttl_ms"], 7 * 24 * 3600 * 1000u64);
-        assert_eq!(t["revision"], 1);
-        assert_eq!(t["history"][0]["status"], "input_required");
-        // Same key again: unchanged.
-        let r = run(
-            &path,
-            &[
-                "create",
-                "--json",
-                "--schema",
-                SCHEMA,
-                "--key",
-                "k1",
-                "--request",
-                "{\"incident\": \"INC-1\"}",
-            ],
-        );
-        assert_eq!(r.json()["change"], "unchanged");
-        assert_eq!(r.json()["task"]["task_id"], id.as_str());
-
-        let list = run(&path, &["list", "--json"]).json();
-        assert_eq!(list.as_array().unwrap().len(), 1);
-        let got = run(&path, &["get", &id, "--json"]).json();
-        assert_eq!(got, list[0]);
-        assert_eq!(got["task_id"], id.as_str());
-        let empty = run(&path, &["list", "--json", "--status", "completed"]).json();
-        assert_eq!(empty, json!([]));
-        let both = run(
-            &path,
-            &[
-                "list",
-                "--json",
-                "--status",
-                "completed",
-                "--status",
-                "input_required",
-            ],
-        )
-        .json();
-        assert_eq!(both.as_array().unwrap().len(), 1);
-
-        for args in [
-            vec!["input", &id, "--set", "service=db", "--json"],
-            vec!["heartbeat", &id, "--message", "step 2", "--json"],
-            vec![
-                "request-input",
-                &id,
-                "--schema",
-                "{\"type\": \"object\"}",
-                "--json",
-            ],
-            vec!["input", &id, "--value", "{}", "--json"],
-            vec![
-                "complete",
-                &id,
-                "--result",
-                "{\"summary\": \"ok\"}",
-                "--json",
-            ],
-        ] {
-            let r = run(&path, &args);
-            assert_eq!(r.code, 0, "{args:?}: {r:#?}");
-            let v = r.json();
-            assert_eq!(v["change"], "applied", "{args:?}");
-            assert!(v["task"]["task_id"] == id.as_str());
-            assert!(r.stderr.is_empty());
-        }
-        let waited = run(&path, &["wait", &id, "--json"]).json();
-        assert_eq!(waited["status"], "completed");
-        let fail_id = create(&path, &[]);
-        let v = run(&path, &["fail", &fail_id, "--error", "disk full", "--json"]).json();
-        assert_eq!(v["task"]["error"], json!({"message": "disk full"}));
-        assert_eq!(v["task"]["status"], "failed");
-    });
+        assert_eq!(v["change"], "applied", "{args:?}");
+        assert!(v["task"]["task_id"] == id.as_str());
+        assert!(r.stderr.is_empty());
+    }
+    let waited = run(&path, &["wait", &id, "--json"]).json();
+    assert_eq!(waited["status"], "completed");
+    let fail_id = create(&path, &[]);
+    let v = run(&path, &["fail", &fail_id, "--error", "disk full", "--json"]).json();
+    assert_eq!(v["task"]["error"], json!({"message": "disk full"}));
+    assert_eq!(v["task"]["status"], "failed");
 }
 
 #[test]
 fn set_values_are_typed_by_the_schema() {
-    common::each_backend(|| {
-        let (_d, path) = store();
-        let id = create(&path, &["--schema", SCHEMA]);
-        let r = run(
-            &path,
-            &[
-                "input",
-                &id[..8],
-                "--json",
-                "--set",
-                "service=123",
-                "--set",
-                "window_minutes=30",
-                "--set",
-                "ratio=0.25",
-                "--set",
-                "dry_run=true",
-                "--set",
-                "env=prod",
-                "--set",
-                "note=a=b",
-            ],
-        );
-        assert_eq!(r.code, 0, "{r:#?}");
-        assert_eq!(
-            r.json()["task"]["input_value"],
-            json!({"service": "123", "window_minutes": 30, "ratio": 0.25, "dry_run": true,
-               "env": "prod", "note": "a=b"})
-        );
-        // A value that cannot have the field's type is a usage error, naming the field.
-        let id = create(&path, &["--schema", SCHEMA]);
-        for (set, field) in [
-            ("window_minutes=half", "window_minutes"),
-            ("ratio=lots", "ratio"),
-            ("dry_run=maybe", "dry_run"),
-            ("=x", "field name"),
-            ("service", "FIELD=VALUE"),
-        ] {
-            let r = run(&path, &["input", &id, "--set", set]);
-            assert_eq!(r.code, 2, "{set}: {r:#?}");
-            assert!(r.stderr.contains(field), "{set}: {}", r.stderr);
-        }
-        let r = run(
-            &path,
-            &[
-                "input",
-                &id,
-                "--set",
-                "service=x",
-                "--set",
-                "dry_run=no",
-                "--set",
-                "ratio=3",
-                "--json",
-            ],
-        );
-        assert_eq!(
-            r.json()["task"]["input_value"],
-            json!({"service": "x", "dry_run": false, "ratio": 3.0})
-        );
-    });
+    common::each_backend(set_values_are_typed_by_the_schema_once);
+}
+
+fn set_values_are_typed_by_the_schema_once() {
+    let (_d, path) = store();
+    let id = create(&path, &["--schema", SCHEMA]);
+    let r = run(
+        &path,
+        &[
+            "input",
+            &id[..8],
+            "--json",
+            "--set",
+            "service=123",
+            "--set",
+            "window_minutes=30",
+            "--set",
+            "ratio=0.25",
+            "--set",
+            "dry_run=true",
+            "--set",
+            "env=prod",
+            "--set",
+            "note=a=b",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(
+        r.json()["task"]["input_value"],
+        json!({"service": "123", "window_minutes": 30, "ratio": 0.25, "dry_run": true,
+           "env": "prod", "note": "a=b"})
+    );
+    // A value that cannot have the field's type is a usage error, naming the field.
+    let id = create(&path, &["--schema", SCHEMA]);
+    for (set, field) in [
+        ("window_minutes=half", "window_minutes"),
+        ("ratio=lots", "ratio"),
+        ("dry_run=maybe", "dry_run"),
+        ("=x", "field name"),
+        ("service", "FIELD=VALUE"),
+    ] {
+        let r = run(&path, &["input", &id, "--set", set]);
+        assert_eq!(r.code, 2, "{set}: {r:#?}");
+        assert!(r.stderr.contains(field), "{set}: {}", r.stderr);
+    }
+    let r = run(
+        &path,
+        &[
+            "input",
+            &id,
+            "--set",
+            "service=x",
+            "--set",
+            "dry_run=no",
+            "--set",
+            "ratio=3",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        r.json()["task"]["input_value"],
+        json!({"service": "x", "dry_run": false, "ratio": 3.0})
+    );
 }
 
 #[test]
@@ -619,72 +637,74 @@ fn finished(mut child: Child) -> Run {
 
 #[test]
 fn wait_returns_when_another_process_acts() {
-    common::each_backend(|| {
-        let (_d, path) = store();
-        // Waiting for input: nothing to wait for.
-        let id = create(&path, &["--schema", SCHEMA]);
-        let r = run(&path, &["wait", &id, "--json", "--timeout", "5s"]);
-        assert_eq!(r.code, 0);
-        assert_eq!(r.json()["status"], "input_required");
-        let r = run(&path, &["wait", &id]);
-        assert!(r.stdout.contains("input_required"), "{}", r.stdout);
+    common::each_backend(wait_returns_when_another_process_acts_once);
+}
 
-        // Once someone provides the input the task works again, and `wait`
-        // returns when another process completes it.
-        assert_eq!(
-            run(&path, &["input", &id, "--set", "service=payments"]).code,
-            0
-        );
-        let mut child = spawn_wait(&path, &id);
-        still_waiting(&mut child);
-        assert_eq!(run(&path, &["heartbeat", &id]).code, 0);
-        still_waiting(&mut child);
-        assert_eq!(
-            run(
-                &path,
-                &["complete", &id, "--result", "{\"summary\": \"ok\"}"]
-            )
-            .code,
-            0
-        );
-        let r = finished(child);
-        assert_eq!(r.code, 0, "{r:#?}");
-        let v = r.json();
-        assert_eq!(v["status"], "completed");
-        assert_eq!(v["result"]["summary"], "ok");
+fn wait_returns_when_another_process_acts_once() {
+    let (_d, path) = store();
+    // Waiting for input: nothing to wait for.
+    let id = create(&path, &["--schema", SCHEMA]);
+    let r = run(&path, &["wait", &id, "--json", "--timeout", "5s"]);
+    assert_eq!(r.code, 0);
+    assert_eq!(r.json()["status"], "input_required");
+    let r = run(&path, &["wait", &id]);
+    assert!(r.stdout.contains("input_required"), "{}", r.stdout);
 
-        // ... and when another process asks for (more) input.
-        let id = create(&path, &[]);
-        let mut child = spawn_wait(&path, &id[..8]);
-        still_waiting(&mut child);
-        assert_eq!(
-            run(
-                &path,
-                &[
-                    "request-input",
-                    &id,
-                    "--schema",
-                    SCHEMA,
-                    "--message",
-                    "which service?"
-                ]
-            )
-            .code,
-            0
-        );
-        let r = finished(child);
-        assert_eq!(r.code, 0, "{r:#?}");
-        assert_eq!(r.json()["status"], "input_required");
-        assert_eq!(r.json()["status_message"], "which service?");
+    // Once someone provides the input the task works again, and `wait`
+    // returns when another process completes it.
+    assert_eq!(
+        run(&path, &["input", &id, "--set", "service=payments"]).code,
+        0
+    );
+    let mut child = spawn_wait(&path, &id);
+    still_waiting(&mut child);
+    assert_eq!(run(&path, &["heartbeat", &id]).code, 0);
+    still_waiting(&mut child);
+    assert_eq!(
+        run(
+            &path,
+            &["complete", &id, "--result", "{\"summary\": \"ok\"}"]
+        )
+        .code,
+        0
+    );
+    let r = finished(child);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let v = r.json();
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["result"]["summary"], "ok");
 
-        // A task pruned away while waited for is reported as unknown.
-        let id = create(&path, &[]);
-        let mut child = spawn_wait(&path, &id);
-        still_waiting(&mut child);
-        std::fs::remove_file(&path).unwrap();
-        let r = finished(child);
-        assert_eq!(r.code, 3, "{r:#?}");
-    });
+    // ... and when another process asks for (more) input.
+    let id = create(&path, &[]);
+    let mut child = spawn_wait(&path, &id[..8]);
+    still_waiting(&mut child);
+    assert_eq!(
+        run(
+            &path,
+            &[
+                "request-input",
+                &id,
+                "--schema",
+                SCHEMA,
+                "--message",
+                "which service?"
+            ]
+        )
+        .code,
+        0
+    );
+    let r = finished(child);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.json()["status"], "input_required");
+    assert_eq!(r.json()["status_message"], "which service?");
+
+    // A task pruned away while waited for is reported as unknown.
+    let id = create(&path, &[]);
+    let mut child = spawn_wait(&path, &id);
+    still_waiting(&mut child);
+    std::fs::remove_file(&path).unwrap();
+    let r = finished(child);
+    assert_eq!(r.code, 3, "{r:#?}");
 }
 
 fn ago(d: TimeDelta) -> String {
@@ -740,135 +760,139 @@ fn ids(v: &Value) -> Vec<&str> {
 
 #[test]
 fn reclaim_dry_run_writes_nothing() {
-    common::each_backend(|| {
-        let (_d, path) = store();
-        aged_store(&path);
-        let before = common::store_state(&path);
-        let r = run(
-            &path,
-            &["reclaim", "--older-than", "15m", "--dry-run", "--json"],
-        );
-        assert_eq!(r.code, 0, "{r:#?}");
-        let v = r.json();
-        assert_eq!(v["dry_run"], true);
-        assert_eq!(v["older_than_ms"], 15 * 60 * 1000);
-        assert_eq!(
-            ids(&v["reclaimed"]),
-            [
-                "a0000000-idle-working",
-                "b0000000-idle-waiting",
-                "g0000000-expired-lease"
-            ]
-        );
-        // Only the skips a person needs are listed; active tasks are counted.
-        assert_eq!(
-            ids(&v["skipped"]),
-            ["d0000000-no-updated-at", "f0000000-live-lease"]
-        );
-        assert_eq!(v["active"], 1);
-        for r in v["reclaimed"].as_array().unwrap() {
-            assert_eq!(r["revision"], 3, "{r}");
-        }
-        let r = run(&path, &["reclaim", "--older-than", "15m", "--dry-run"]);
-        assert_eq!(r.code, 0);
-        assert!(r.stdout.contains("Would reclaim 3 task(s)"), "{}", r.stdout);
-        assert!(
-            r.stdout.contains("Dry run: nothing was changed."),
-            "{}",
-            r.stdout
-        );
-        assert_eq!(
-            common::store_state(&path),
-            before,
-            "a dry run wrote the store"
-        );
-        assert!(
-            !path
-                .with_file_name(format!("{}.lock", common::store_file()))
-                .exists(),
-            "a dry run took the lock"
-        );
-    });
+    common::each_backend(reclaim_dry_run_writes_nothing_once);
+}
+
+fn reclaim_dry_run_writes_nothing_once() {
+    let (_d, path) = store();
+    aged_store(&path);
+    let before = common::store_state(&path);
+    let r = run(
+        &path,
+        &["reclaim", "--older-than", "15m", "--dry-run", "--json"],
+    );
+    assert_eq!(r.code, 0, "{r:#?}");
+    let v = r.json();
+    assert_eq!(v["dry_run"], true);
+    assert_eq!(v["older_than_ms"], 15 * 60 * 1000);
+    assert_eq!(
+        ids(&v["reclaimed"]),
+        [
+            "a0000000-idle-working",
+            "b0000000-idle-waiting",
+            "g0000000-expired-lease"
+        ]
+    );
+    // Only the skips a person needs are listed; active tasks are counted.
+    assert_eq!(
+        ids(&v["skipped"]),
+        ["d0000000-no-updated-at", "f0000000-live-lease"]
+    );
+    assert_eq!(v["active"], 1);
+    for r in v["reclaimed"].as_array().unwrap() {
+        assert_eq!(r["revision"], 3, "{r}");
+    }
+    let r = run(&path, &["reclaim", "--older-than", "15m", "--dry-run"]);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.contains("Would reclaim 3 task(s)"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("Dry run: nothing was changed."),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(
+        common::store_state(&path),
+        before,
+        "a dry run wrote the store"
+    );
+    assert!(
+        !path
+            .with_file_name(format!("{}.lock", common::store_file()))
+            .exists(),
+        "a dry run took the lock"
+    );
 }
 
 #[test]
 fn reclaim_fails_idle_tasks_with_a_readable_report() {
-    common::each_backend(|| {
-        let (_d, path) = store();
-        let original = aged_store(&path);
-        let r = run(&path, &["reclaim", "--older-than", "15m"]);
-        assert_eq!(r.code, 0, "{r:#?}");
-        let out = &r.stdout;
-        assert!(
-            out.contains("Reclaimed 3 task(s) idle for 15m or more"),
-            "{out}"
-        );
-        for line in [
-            "a0000000-idle-working  was working",
-            "b0000000-idle-waiting  was input_required",
-            "g0000000-expired-lease  was working",
-        ] {
-            assert!(out.contains(line), "{line:?} missing from:\n{out}");
-        }
-        assert!(
-            out.contains("idle 2h 0m") && out.contains("idle 3h 0m"),
-            "{out}"
-        );
-        assert!(out.contains("worker worker-7 stopped renewing"), "{out}");
-        assert!(
-            out.contains("Each is now failed with an error saying why."),
-            "{out}"
-        );
-        assert!(out.contains("Left alone (2)"), "{out}");
-        assert!(out.contains("no updated_at recorded"), "{out}");
-        assert!(out.contains("lease held by worker-9"), "{out}");
-        assert!(
-            out.contains("1 unfinished task(s) updated within 15m left alone."),
-            "{out}"
-        );
+    common::each_backend(reclaim_fails_idle_tasks_with_a_readable_report_once);
+}
 
-        let tasks = Store::open(&path).load().unwrap();
-        for id in [
-            "a0000000-idle-working",
-            "b0000000-idle-waiting",
-            "g0000000-expired-lease",
-        ] {
-            let t = &tasks[id];
-            assert_eq!(t.status, Status::Failed, "{id}");
-            let msg = t.error_message().unwrap();
-            assert!(
-                msg.starts_with("reclaimed: no update for") && msg.contains("threshold 15m"),
-                "{msg}"
-            );
-            assert_eq!(t.error.as_ref().unwrap()["reclaimed"], true);
-            assert_eq!(t.revision, 4);
-            assert_eq!(t.history.last().unwrap().status, Status::Failed);
-        }
+fn reclaim_fails_idle_tasks_with_a_readable_report_once() {
+    let (_d, path) = store();
+    let original = aged_store(&path);
+    let r = run(&path, &["reclaim", "--older-than", "15m"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let out = &r.stdout;
+    assert!(
+        out.contains("Reclaimed 3 task(s) idle for 15m or more"),
+        "{out}"
+    );
+    for line in [
+        "a0000000-idle-working  was working",
+        "b0000000-idle-waiting  was input_required",
+        "g0000000-expired-lease  was working",
+    ] {
+        assert!(out.contains(line), "{line:?} missing from:\n{out}");
+    }
+    assert!(
+        out.contains("idle 2h 0m") && out.contains("idle 3h 0m"),
+        "{out}"
+    );
+    assert!(out.contains("worker worker-7 stopped renewing"), "{out}");
+    assert!(
+        out.contains("Each is now failed with an error saying why."),
+        "{out}"
+    );
+    assert!(out.contains("Left alone (2)"), "{out}");
+    assert!(out.contains("no updated_at recorded"), "{out}");
+    assert!(out.contains("lease held by worker-9"), "{out}");
+    assert!(
+        out.contains("1 unfinished task(s) updated within 15m left alone."),
+        "{out}"
+    );
+
+    let tasks = Store::open(&path).load().unwrap();
+    for id in [
+        "a0000000-idle-working",
+        "b0000000-idle-waiting",
+        "g0000000-expired-lease",
+    ] {
+        let t = &tasks[id];
+        assert_eq!(t.status, Status::Failed, "{id}");
+        let msg = t.error_message().unwrap();
         assert!(
-            tasks["g0000000-expired-lease"]
-                .error_message()
-                .unwrap()
-                .contains("worker-7")
+            msg.starts_with("reclaimed: no update for") && msg.contains("threshold 15m"),
+            "{msg}"
         );
-        for id in [
-            "c0000000-active",
-            "d0000000-no-updated-at",
-            "f0000000-live-lease",
-            "e0000000-done-long-ago",
-        ] {
-            let t = serde_json::to_value(&tasks[id]).unwrap();
-            assert_eq!(t["status"], original[id]["status"], "{id}");
-            assert_eq!(t["revision"], 3, "{id}");
-        }
-        // Nothing left to reclaim: a second run writes nothing.
-        let before = common::store_state(&path);
-        let r = run(&path, &["reclaim", "--older-than", "15m", "--json"]);
-        assert_eq!(r.code, 0);
-        assert_eq!(r.json()["reclaimed"], json!([]));
-        assert_eq!(common::store_state(&path), before);
-        let r = run(&path, &["reclaim", "--older-than", "15m"]);
-        assert!(r.stdout.contains("nothing to reclaim"), "{}", r.stdout);
-    });
+        assert_eq!(t.error.as_ref().unwrap()["reclaimed"], true);
+        assert_eq!(t.revision, 4);
+        assert_eq!(t.history.last().unwrap().status, Status::Failed);
+    }
+    assert!(
+        tasks["g0000000-expired-lease"]
+            .error_message()
+            .unwrap()
+            .contains("worker-7")
+    );
+    for id in [
+        "c0000000-active",
+        "d0000000-no-updated-at",
+        "f0000000-live-lease",
+        "e0000000-done-long-ago",
+    ] {
+        let t = serde_json::to_value(&tasks[id]).unwrap();
+        assert_eq!(t["status"], original[id]["status"], "{id}");
+        assert_eq!(t["revision"], 3, "{id}");
+    }
+    // Nothing left to reclaim: a second run writes nothing.
+    let before = common::store_state(&path);
+    let r = run(&path, &["reclaim", "--older-than", "15m", "--json"]);
+    assert_eq!(r.code, 0);
+    assert_eq!(r.json()["reclaimed"], json!([]));
+    assert_eq!(common::store_state(&path), before);
+    let r = run(&path, &["reclaim", "--older-than", "15m"]);
+    assert!(r.stdout.contains("nothing to reclaim"), "{}", r.stdout);
 }
 
 /// Terminal tasks of various ages and retentions.
@@ -911,129 +935,134 @@ fn prunable_store(path: &Path) {
 
 #[test]
 fn prune_removes_finished_tasks_by_ttl_and_by_age() {
-    common::each_backend(|| {
-        let (_d, path) = store();
-        prunable_store(&path);
-        let r = run(&path, &["prune", "--older-than", "7d", "--json"]);
-        assert_eq!(r.code, 0, "{r:#?}");
-        let v = r.json();
-        assert_eq!(
-            ids(&v["removed"]),
-            ["p1-old-completed", "p3-failed-past-ttl"]
-        );
-        let rules: Vec<(&str, &str)> = v["removed"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| (p["task_id"].as_str().unwrap(), p["rule"].as_str().unwrap()))
-            .collect();
-        assert!(rules.contains(&("p1-old-completed", "older_than")));
-        assert!(rules.contains(&("p3-failed-past-ttl", "ttl")));
-        assert_eq!(ids(&v["skipped"]), ["p6-no-updated-at"]);
-        let left: Vec<String> = Store::open(&path).load().unwrap().keys().cloned().collect();
-        assert_eq!(
-            left,
-            [
-                "p2-recent-completed",
-                "p4-cancelled-within-ttl",
-                "p5-old-but-working",
-                "p6-no-updated-at",
-                "p7-old-long-ttl"
-            ]
-        );
-        // Nothing more to prune: nothing written.
-        let before = common::store_state(&path);
-        let r = run(&path, &["prune", "--older-than", "7d"]);
-        assert_eq!(r.code, 0);
-        assert!(r.stdout.contains("Nothing to prune."), "{}", r.stdout);
-        assert!(r.stdout.contains("kept p6-no-updated-at"), "{}", r.stdout);
-        assert_eq!(common::store_state(&path), before);
-        // A shorter age takes the recent one too, but never a working task.
-        let r = run(&path, &["prune", "--older-than", "12h"]);
-        assert_eq!(r.code, 0);
-        assert!(
-            r.stdout.contains("Removed 1 finished task(s)")
-                && r.stdout.contains("p2-recent-completed"),
-            "{}",
-            r.stdout
-        );
-        assert!(r.stdout.contains("older than the limit"), "{}", r.stdout);
-        let left = Store::open(&path).load().unwrap();
-        assert!(left.contains_key("p5-old-but-working") && left.contains_key("p7-old-long-ttl"));
-    });
+    common::each_backend(prune_removes_finished_tasks_by_ttl_and_by_age_once);
+}
+
+fn prune_removes_finished_tasks_by_ttl_and_by_age_once() {
+    let (_d, path) = store();
+    prunable_store(&path);
+    let r = run(&path, &["prune", "--older-than", "7d", "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let v = r.json();
+    assert_eq!(
+        ids(&v["removed"]),
+        ["p1-old-completed", "p3-failed-past-ttl"]
+    );
+    let rules: Vec<(&str, &str)> = v["removed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["task_id"].as_str().unwrap(), p["rule"].as_str().unwrap()))
+        .collect();
+    assert!(rules.contains(&("p1-old-completed", "older_than")));
+    assert!(rules.contains(&("p3-failed-past-ttl", "ttl")));
+    assert_eq!(ids(&v["skipped"]), ["p6-no-updated-at"]);
+    let left: Vec<String> = Store::open(&path).load().unwrap().keys().cloned().collect();
+    assert_eq!(
+        left,
+        [
+            "p2-recent-completed",
+            "p4-cancelled-within-ttl",
+            "p5-old-but-working",
+            "p6-no-updated-at",
+            "p7-old-long-ttl"
+        ]
+    );
+    // Nothing more to prune: nothing written.
+    let before = common::store_state(&path);
+    let r = run(&path, &["prune", "--older-than", "7d"]);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.contains("Nothing to prune."), "{}", r.stdout);
+    assert!(r.stdout.contains("kept p6-no-updated-at"), "{}", r.stdout);
+    assert_eq!(common::store_state(&path), before);
+    // A shorter age takes the recent one too, but never a working task.
+    let r = run(&path, &["prune", "--older-than", "12h"]);
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stdout.contains("Removed 1 finished task(s)") && r.stdout.contains("p2-recent-completed"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("older than the limit"), "{}", r.stdout);
+    let left = Store::open(&path).load().unwrap();
+    assert!(left.contains_key("p5-old-but-working") && left.contains_key("p7-old-long-ttl"));
 }
 
 #[test]
 fn prune_by_ttl_set_at_create() {
-    common::each_backend(|| {
-        let (_d, path) = store();
-        let id = create(&path, &["--ttl", "1ms"]);
-        assert_eq!(run(&path, &["complete", &id]).code, 0);
-        let keep = create(&path, &["--ttl", "1h"]);
-        assert_eq!(run(&path, &["cancel", &keep]).code, 0);
-        // The ttl runs from the completion: wait until the clock prune reads is
-        // past it (by a whole millisecond more, whatever the rounding of ages).
-        let completed_at = Store::open(&path)
-            .get(&id)
-            .unwrap()
-            .updated_at
-            .expect("a completed task has updated_at");
-        let expired = wait_for(Duration::from_secs(20), || {
-            (Utc::now() - completed_at >= TimeDelta::milliseconds(2)).then_some(())
-        });
-        assert!(expired.is_some(), "the clock never passed the 1ms ttl");
-        let r = run(&path, &["prune", "--older-than", "30d"]);
-        assert_eq!(r.code, 0);
-        assert!(
-            r.stdout.contains(&id) && r.stdout.contains("its ttl expired"),
-            "{}",
-            r.stdout
-        );
-        let left = Store::open(&path).load().unwrap();
-        assert!(!left.contains_key(&id) && left.contains_key(&keep));
+    common::each_backend(prune_by_ttl_set_at_create_once);
+}
+
+fn prune_by_ttl_set_at_create_once() {
+    let (_d, path) = store();
+    let id = create(&path, &["--ttl", "1ms"]);
+    assert_eq!(run(&path, &["complete", &id]).code, 0);
+    let keep = create(&path, &["--ttl", "1h"]);
+    assert_eq!(run(&path, &["cancel", &keep]).code, 0);
+    // The ttl runs from the completion: wait until the clock prune reads is
+    // past it (by a whole millisecond more, whatever the rounding of ages).
+    let completed_at = Store::open(&path)
+        .get(&id)
+        .unwrap()
+        .updated_at
+        .expect("a completed task has updated_at");
+    let expired = wait_for(Duration::from_secs(20), || {
+        (Utc::now() - completed_at >= TimeDelta::milliseconds(2)).then_some(())
     });
+    assert!(expired.is_some(), "the clock never passed the 1ms ttl");
+    let r = run(&path, &["prune", "--older-than", "30d"]);
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stdout.contains(&id) && r.stdout.contains("its ttl expired"),
+        "{}",
+        r.stdout
+    );
+    let left = Store::open(&path).load().unwrap();
+    assert!(!left.contains_key(&id) && left.contains_key(&keep));
 }
 
 #[test]
 fn hostile_text_from_the_store_never_reaches_the_terminal() {
-    common::each_backend(|| {
-        let (_d, path) = store();
-        let id = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J-id";
-        let old = ago(TimeDelta::days(30));
-        let task = |id: &str, status: &str| {
-            json!({"task_id": id, "status": status, "input_schema": null, "input_value": null,
-            "result": null, "idempotency_key": "key\u{1b}[31m", "title": "t\u{1b}[5m",
-            "status_message": "m\u{9b}31m", "updated_at": old, "claimed_by": "w\u{1b}[8m",
-            "lease_expires_at": old, "revision": 1, "history": []})
-        };
-        let other = "done\u{1b}[2J-id";
-        let file = json!({ id: task(id, "working"), other: task(other, "completed") });
-        common::write_store(&path, &serde_json::to_string_pretty(&file).unwrap());
-        let clean = |r: &Run, what: &str| {
-            for s in [&r.stdout, &r.stderr] {
-                assert!(
-                    !s.contains(['\u{1b}', '\u{7}', '\u{9b}']),
-                    "{what}: control characters reached the terminal: {s:?}"
-                );
-            }
-        };
-        for args in [
-            vec!["list"],
-            vec!["get", "evil"],
-            vec!["heartbeat", "evil"],
-            vec!["complete", "done"],
-            vec!["reclaim", "--older-than", "1h", "--dry-run"],
-            vec!["reclaim", "--older-than", "1h"],
-            vec!["cancel", "evil"],
-            vec!["wait", "evil", "--timeout", "10s"],
-            vec!["cancel", "evil"],
-            vec!["prune", "--older-than", "0s"],
-        ] {
-            let r = run(&path, &args);
-            assert!(r.code == 0 || r.code == 4, "{args:?}: {r:#?}");
-            clean(&r, &args.join(" "));
+    common::each_backend(hostile_text_from_the_store_never_reaches_the_terminal_once);
+}
+
+fn hostile_text_from_the_store_never_reaches_the_terminal_once() {
+    let (_d, path) = store();
+    let id = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J-id";
+    let old = ago(TimeDelta::days(30));
+    let task = |id: &str, status: &str| {
+        json!({"task_id": id, "status": status, "input_schema": null, "input_value": null,
+        "result": null, "idempotency_key": "key\u{1b}[31m", "title": "t\u{1b}[5m",
+        "status_message": "m\u{9b}31m", "updated_at": old, "claimed_by": "w\u{1b}[8m",
+        "lease_expires_at": old, "revision": 1, "history": []})
+    };
+    let other = "done\u{1b}[2J-id";
+    let file = json!({ id: task(id, "working"), other: task(other, "completed") });
+    common::write_store(&path, &serde_json::to_string_pretty(&file).unwrap());
+    let clean = |r: &Run, what: &str| {
+        for s in [&r.stdout, &r.stderr] {
+            assert!(
+                !s.contains(['\u{1b}', '\u{7}', '\u{9b}']),
+                "{what}: control characters reached the terminal: {s:?}"
+            );
         }
-    });
+    };
+    for args in [
+        vec!["list"],
+        vec!["get", "evil"],
+        vec!["heartbeat", "evil"],
+        vec!["complete", "done"],
+        vec!["reclaim", "--older-than", "1h", "--dry-run"],
+        vec!["reclaim", "--older-than", "1h"],
+        vec!["cancel", "evil"],
+        vec!["wait", "evil", "--timeout", "10s"],
+        vec!["cancel", "evil"],
+        vec!["prune", "--older-than", "0s"],
+    ] {
+        let r = run(&path, &args);
+        assert!(r.code == 0 || r.code == 4, "{args:?}: {r:#?}");
+        clean(&r, &args.join(" "));
+    }
 }
 
 #[test]

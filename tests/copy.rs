@@ -105,45 +105,47 @@ fn file_to_sqlite_to_file_gives_back_equal_tasks() {
 
 #[test]
 fn a_destination_holding_other_tasks_is_refused_untouched() {
-    common::each_backend(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let a = dir.path().join("a.json");
-        source(&a);
-        let to = dir.path().join(format!("to-{}", common::store_file()));
-        Store::open(&to).create(NewTask::default()).unwrap();
-        let before = store_state(&to);
-        let r = run_plain(&["copy", a.to_str().unwrap(), to.to_str().unwrap(), "--json"]);
-        assert_eq!(r.code, 4, "{r:#?}");
-        assert_eq!(r.json()["error"], "copy_refused");
-        assert!(
-            r.json()["message"]
-                .as_str()
-                .unwrap()
-                .contains("does not have")
-        );
-        assert_eq!(store_state(&to), before);
+    common::each_backend(a_destination_holding_other_tasks_is_refused_untouched_once);
+}
 
-        // A TO already in use (a newer revision than FROM's) is refused too.
-        let to = dir.path().join(format!("used-{}", common::store_file()));
-        copy(&a, &to);
-        let id = Store::open(&to)
-            .load()
+fn a_destination_holding_other_tasks_is_refused_untouched_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.json");
+    source(&a);
+    let to = dir.path().join(format!("to-{}", common::store_file()));
+    Store::open(&to).create(NewTask::default()).unwrap();
+    let before = store_state(&to);
+    let r = run_plain(&["copy", a.to_str().unwrap(), to.to_str().unwrap(), "--json"]);
+    assert_eq!(r.code, 4, "{r:#?}");
+    assert_eq!(r.json()["error"], "copy_refused");
+    assert!(
+        r.json()["message"]
+            .as_str()
             .unwrap()
-            .keys()
-            .next()
-            .unwrap()
-            .clone();
-        Store::open(&to)
-            .heartbeat(&id, None, None, Actor::Anyone)
-            .ok();
-        let before = store_state(&to);
-        let r = run_plain(&["copy", a.to_str().unwrap(), to.to_str().unwrap()]);
-        assert_eq!(r.code, 4, "{r:#?}");
-        assert!(r.stderr.contains("in use"), "{}", r.stderr);
-        assert_eq!(store_state(&to), before);
+            .contains("does not have")
+    );
+    assert_eq!(store_state(&to), before);
 
-        // The same store twice is a usage error.
-        let r = run_plain(&["copy", a.to_str().unwrap(), a.to_str().unwrap()]);
-        assert_eq!(r.code, 2, "{r:#?}");
-    });
+    // A TO already in use (a newer revision than FROM's) is refused too.
+    let to = dir.path().join(format!("used-{}", common::store_file()));
+    copy(&a, &to);
+    let id = Store::open(&to)
+        .load()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    Store::open(&to)
+        .heartbeat(&id, None, None, Actor::Anyone)
+        .ok();
+    let before = store_state(&to);
+    let r = run_plain(&["copy", a.to_str().unwrap(), to.to_str().unwrap()]);
+    assert_eq!(r.code, 4, "{r:#?}");
+    assert!(r.stderr.contains("in use"), "{}", r.stderr);
+    assert_eq!(store_state(&to), before);
+
+    // The same store twice is a usage error.
+    let r = run_plain(&["copy", a.to_str().unwrap(), a.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{r:#?}");
 }

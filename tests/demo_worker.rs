@@ -173,83 +173,87 @@ fn citation_kinds(result: &Value) -> Vec<String> {
 
 #[test]
 fn a_killed_worker_leaves_tasks_where_they_were_and_a_new_one_resumes_them() {
-    common::each_backend(|| {
-        let (_dir, path, store) = store_in_tempdir(common::store_file());
-        let waiting = create(&store, json!({"incident": "INC-1043"}));
-        let running = create_checkout(&store);
+    common::each_backend(
+        a_killed_worker_leaves_tasks_where_they_were_and_a_new_one_resumes_them_once,
+    );
+}
 
-        let mut first = Worker::start(&path, "first", 20.0);
-        wait_for(
-            "a task waiting and one past its second step",
-            DEADLINE,
-            || {
-                let w = get(&store, &waiting);
-                let r = get(&store, &running);
-                (w.status == Status::InputRequired
-                    && r.status == Status::Working
-                    && (2..TOTAL_STEPS).contains(&current_step(&r)))
-                .then_some(())
-            },
-        );
-        first.kill9();
+fn a_killed_worker_leaves_tasks_where_they_were_and_a_new_one_resumes_them_once() {
+    let (_dir, path, store) = store_in_tempdir(common::store_file());
+    let waiting = create(&store, json!({"incident": "INC-1043"}));
+    let running = create_checkout(&store);
 
-        // Everything a person was told survived the kill.
-        let w = get(&store, &waiting);
-        assert_eq!(w.status, Status::InputRequired);
-        assert_eq!(w.claimed_by, None, "a waiting task holds no lease");
-        let schema = w.input_schema.clone().expect("the schema is kept");
-        let services = &schema["properties"]["service"]["enum"];
-        assert!(
-            services
-                .as_array()
-                .is_some_and(|s| s.contains(&json!("payments"))),
-            "{schema}"
-        );
-        assert_eq!(schema["properties"]["window_minutes"]["type"], "integer");
-        let r = get(&store, &running);
-        assert_eq!(r.status, Status::Working);
-        // SIGKILL gives nothing back: the lease runs out by itself.
-        let holder = r.claimed_by.as_deref().unwrap_or_default();
-        assert!(holder.starts_with("first#"), "{holder}");
-        assert!(r.lease_expires_at.is_some());
-        let reached = current_step(&r);
-        assert!(
-            (1..TOTAL_STEPS).contains(&reached),
-            "mid-diagnosis: {reached}"
-        );
+    let mut first = Worker::start(&path, "first", 20.0);
+    wait_for(
+        "a task waiting and one past its second step",
+        DEADLINE,
+        || {
+            let w = get(&store, &waiting);
+            let r = get(&store, &running);
+            (w.status == Status::InputRequired
+                && r.status == Status::Working
+                && (2..TOTAL_STEPS).contains(&current_step(&r)))
+            .then_some(())
+        },
+    );
+    first.kill9();
 
-        // The person answers while no worker runs; a new worker finishes both.
-        store
-            .provide_input(&waiting, json!({"service": "payments"}), None)
-            .expect("the input is valid for the schema");
-        let _second = Worker::start(&path, "second", 20.0);
-        wait_for("both tasks completed", DEADLINE, || {
-            let done = [&waiting, &running]
-                .iter()
-                .all(|id| get(&store, id).status == Status::Completed);
-            done.then_some(())
-        });
+    // Everything a person was told survived the kill.
+    let w = get(&store, &waiting);
+    assert_eq!(w.status, Status::InputRequired);
+    assert_eq!(w.claimed_by, None, "a waiting task holds no lease");
+    let schema = w.input_schema.clone().expect("the schema is kept");
+    let services = &schema["properties"]["service"]["enum"];
+    assert!(
+        services
+            .as_array()
+            .is_some_and(|s| s.contains(&json!("payments"))),
+        "{schema}"
+    );
+    assert_eq!(schema["properties"]["window_minutes"]["type"], "integer");
+    let r = get(&store, &running);
+    assert_eq!(r.status, Status::Working);
+    // SIGKILL gives nothing back: the lease runs out by itself.
+    let holder = r.claimed_by.as_deref().unwrap_or_default();
+    assert!(holder.starts_with("first#"), "{holder}");
+    assert!(r.lease_expires_at.is_some());
+    let reached = current_step(&r);
+    assert!(
+        (1..TOTAL_STEPS).contains(&reached),
+        "mid-diagnosis: {reached}"
+    );
 
-        let r = get(&store, &running);
-        let result = r.result.expect("a result");
-        assert_eq!(result["worker"]["name"], "second");
-        let resumed = result["worker"]["resumed_after_step"]
-            .as_u64()
-            .expect("resumed_after_step");
-        assert!(
-            resumed >= reached,
-            "resumed after step {resumed}, but step {reached} was already done"
-        );
-        assert_eq!(citation_kinds(&result), ["incident", "trace", "deploy"]);
-        assert_eq!(result["citations"][0]["id"], "INC-1042");
-        assert_eq!(result["citations"][2]["id"], "deploy-8812");
-
-        let w = get(&store, &waiting);
-        let result = w.result.expect("a result");
-        assert_eq!(result["service"], "payments");
-        assert_eq!(result["worker"]["resumed_after_step"], 1);
-        assert_eq!(citation_kinds(&result), ["incident", "trace", "deploy"]);
+    // The person answers while no worker runs; a new worker finishes both.
+    store
+        .provide_input(&waiting, json!({"service": "payments"}), None)
+        .expect("the input is valid for the schema");
+    let _second = Worker::start(&path, "second", 20.0);
+    wait_for("both tasks completed", DEADLINE, || {
+        let done = [&waiting, &running]
+            .iter()
+            .all(|id| get(&store, id).status == Status::Completed);
+        done.then_some(())
     });
+
+    let r = get(&store, &running);
+    let result = r.result.expect("a result");
+    assert_eq!(result["worker"]["name"], "second");
+    let resumed = result["worker"]["resumed_after_step"]
+        .as_u64()
+        .expect("resumed_after_step");
+    assert!(
+        resumed >= reached,
+        "resumed after step {resumed}, but step {reached} was already done"
+    );
+    assert_eq!(citation_kinds(&result), ["incident", "trace", "deploy"]);
+    assert_eq!(result["citations"][0]["id"], "INC-1042");
+    assert_eq!(result["citations"][2]["id"], "deploy-8812");
+
+    let w = get(&store, &waiting);
+    let result = w.result.expect("a result");
+    assert_eq!(result["service"], "payments");
+    assert_eq!(result["worker"]["resumed_after_step"], 1);
+    assert_eq!(citation_kinds(&result), ["incident", "trace", "deploy"]);
 }
 
 #[test]
@@ -285,53 +289,55 @@ fn a_cancel_during_a_step_stops_the_diagnosis() {
 
 #[test]
 fn two_workers_on_one_store_run_every_task_exactly_once() {
-    common::each_backend(|| {
-        let (_dir, path, store) = store_in_tempdir(common::store_file());
-        let requests = [
-            json!({"incident": "INC-1042", "service": "checkout"}),
-            json!({"incident": "INC-1043", "service": "payments"}),
-            json!({"incident": "INC-1045", "service": "auth"}),
-            json!({"incident": "INC-1046", "service": "search"}),
-            json!({"incident": "INC-1047", "service": "inventory"}),
-        ];
-        let ids: Vec<String> = (0..8)
-            .map(|i| create(&store, requests[i % requests.len()].clone()))
-            .collect();
+    common::each_backend(two_workers_on_one_store_run_every_task_exactly_once_once);
+}
 
-        let mut workers = [
-            Worker::start(&path, "left", 50.0),
-            Worker::start(&path, "right", 50.0),
-        ];
-        wait_for("every task completed", DEADLINE, || {
-            ids.iter()
-                .all(|id| get(&store, id).status == Status::Completed)
-                .then_some(())
-        });
-        // A worker logs a claim after the store write that made it: only the
-        // log of a worker that exited is complete, so stop both before counting.
-        for worker in &mut workers {
-            worker.signal("TERM");
-            let status = worker.exited();
-            assert!(status.success(), "{status:?}\n{}", worker.log());
-        }
+fn two_workers_on_one_store_run_every_task_exactly_once_once() {
+    let (_dir, path, store) = store_in_tempdir(common::store_file());
+    let requests = [
+        json!({"incident": "INC-1042", "service": "checkout"}),
+        json!({"incident": "INC-1043", "service": "payments"}),
+        json!({"incident": "INC-1045", "service": "auth"}),
+        json!({"incident": "INC-1046", "service": "search"}),
+        json!({"incident": "INC-1047", "service": "inventory"}),
+    ];
+    let ids: Vec<String> = (0..8)
+        .map(|i| create(&store, requests[i % requests.len()].clone()))
+        .collect();
 
-        let logs: String = workers.iter().map(Worker::log).collect();
-        for id in &ids {
-            let task = get(&store, id);
-            let result = task.result.as_ref().expect("a result");
-            let by = result["worker"]["name"].as_str().expect("a worker name");
-            assert!(by == "left" || by == "right", "{by}");
-            assert_eq!(result["worker"]["resumed_after_step"], 0);
-            let short = format!("({})", task.short_id());
-            let claims = logs
-                .lines()
-                .filter(|l| l.contains(" claimed ") && l.contains(&short))
-                .count();
-            assert_eq!(claims, 1, "task {id} claimed {claims} times:\n{logs}");
-            assert_eq!(completions(&task), 1);
-        }
-        assert!(!logs.contains("refused"), "{logs}");
+    let mut workers = [
+        Worker::start(&path, "left", 50.0),
+        Worker::start(&path, "right", 50.0),
+    ];
+    wait_for("every task completed", DEADLINE, || {
+        ids.iter()
+            .all(|id| get(&store, id).status == Status::Completed)
+            .then_some(())
     });
+    // A worker logs a claim after the store write that made it: only the
+    // log of a worker that exited is complete, so stop both before counting.
+    for worker in &mut workers {
+        worker.signal("TERM");
+        let status = worker.exited();
+        assert!(status.success(), "{status:?}\n{}", worker.log());
+    }
+
+    let logs: String = workers.iter().map(Worker::log).collect();
+    for id in &ids {
+        let task = get(&store, id);
+        let result = task.result.as_ref().expect("a result");
+        let by = result["worker"]["name"].as_str().expect("a worker name");
+        assert!(by == "left" || by == "right", "{by}");
+        assert_eq!(result["worker"]["resumed_after_step"], 0);
+        let short = format!("({})", task.short_id());
+        let claims = logs
+            .lines()
+            .filter(|l| l.contains(" claimed ") && l.contains(&short))
+            .count();
+        assert_eq!(claims, 1, "task {id} claimed {claims} times:\n{logs}");
+        assert_eq!(completions(&task), 1);
+    }
+    assert!(!logs.contains("refused"), "{logs}");
 }
 
 #[test]
@@ -370,37 +376,39 @@ fn a_worker_restarted_under_the_same_name_resumes_the_task_once_the_lease_lapsed
 
 #[test]
 fn sigterm_gives_the_lease_back_and_exits() {
-    common::each_backend(|| {
-        let (_dir, path, store) = store_in_tempdir(common::store_file());
-        let id = create_checkout(&store);
-        // At speed 4 a diagnosis takes about 14 s: it is under way for long.
-        let mut worker = Worker::start(&path, "polite", 4.0);
-        let reached = wait_for("the first step done", DEADLINE, || {
-            let t = get(&store, &id);
-            (t.status == Status::Working && current_step(&t) >= 1 && t.claimed_by.is_some())
-                .then(|| current_step(&t))
-        });
-        worker.signal("TERM");
-        let status = worker.exited();
-        assert!(
-            status.success(),
-            "{status:?}: it must exit by itself, not die of the signal\n{}",
-            worker.log()
-        );
+    common::each_backend(sigterm_gives_the_lease_back_and_exits_once);
+}
+
+fn sigterm_gives_the_lease_back_and_exits_once() {
+    let (_dir, path, store) = store_in_tempdir(common::store_file());
+    let id = create_checkout(&store);
+    // At speed 4 a diagnosis takes about 14 s: it is under way for long.
+    let mut worker = Worker::start(&path, "polite", 4.0);
+    let reached = wait_for("the first step done", DEADLINE, || {
         let t = get(&store, &id);
-        assert_eq!(t.status, Status::Working, "the task stays where it was");
-        assert_eq!(t.claimed_by, None, "the lease was given back");
-        assert_eq!(t.lease_expires_at, None);
-        let step = current_step(&t);
-        assert!((reached..TOTAL_STEPS).contains(&step), "at step {step}");
-        let log = worker.log();
-        assert!(log.contains("SIGTERM"), "{log}");
-        assert!(
-            log.lines()
-                .any(|l| l.contains("INC-1042") && l.contains("lease given back")),
-            "{log}"
-        );
+        (t.status == Status::Working && current_step(&t) >= 1 && t.claimed_by.is_some())
+            .then(|| current_step(&t))
     });
+    worker.signal("TERM");
+    let status = worker.exited();
+    assert!(
+        status.success(),
+        "{status:?}: it must exit by itself, not die of the signal\n{}",
+        worker.log()
+    );
+    let t = get(&store, &id);
+    assert_eq!(t.status, Status::Working, "the task stays where it was");
+    assert_eq!(t.claimed_by, None, "the lease was given back");
+    assert_eq!(t.lease_expires_at, None);
+    let step = current_step(&t);
+    assert!((reached..TOTAL_STEPS).contains(&step), "at step {step}");
+    let log = worker.log();
+    assert!(log.contains("SIGTERM"), "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("INC-1042") && l.contains("lease given back")),
+        "{log}"
+    );
 }
 
 /// The store's guarantee itself, without processes: once a lease was taken

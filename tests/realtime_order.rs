@@ -63,102 +63,103 @@ fn child_role() {
 
 #[test]
 fn acknowledged_operations_are_present_and_in_real_time_order() {
-    common::each_backend(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join(common::store_file());
-        let store = Store::open(&path);
-        let shared = store
-            .create(NewTask::default())
-            .expect("create")
-            .task
-            .task_id;
+    common::each_backend(acknowledged_operations_are_present_and_in_real_time_order_once);
+}
 
-        let children: Vec<_> = (0..CHILDREN)
-            .map(|c| {
-                Command::new(std::env::current_exe().expect("test binary"))
-                    .args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
-                    .env("RT_STORE", &path)
-                    .env("RT_SHARED", &shared)
-                    .env("RT_CHILD", format!("c{c}"))
-                    .stdout(Stdio::piped())
-                    .spawn()
-                    .expect("spawn child")
-            })
-            .collect();
-        let mut ops: Vec<Value> = Vec::new();
-        for mut child in children {
-            let out = child.stdout.take().expect("stdout");
-            for line in BufReader::new(out).lines() {
-                let line = line.expect("line");
-                // libtest may print its own "test child_role ... " before ours.
-                if let Some(at) = line.find("RT {") {
-                    ops.push(serde_json::from_str(&line[at + 3..]).expect("op record"));
-                }
-            }
-            assert!(child.wait().expect("wait").success(), "a child failed");
-        }
-        assert_eq!(
-            ops.len(),
-            CHILDREN * OPS,
-            "every operation was acknowledged"
-        );
+fn acknowledged_operations_are_present_and_in_real_time_order_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join(common::store_file());
+    let store = Store::open(&path);
+    let shared = store
+        .create(NewTask::default())
+        .expect("create")
+        .task
+        .task_id;
 
-        let n = |v: &Value, k: &str| -> u128 {
-            v[k].as_str().and_then(|s| s.parse().ok()).expect("time")
-        };
-        let tasks = store.load().expect("load");
-        let order: Vec<&String> = tasks.keys().collect();
-        let position = |id: &str| order.iter().position(|k| k.as_str() == id);
-
-        // No acknowledged write is missing.
-        let heartbeats: Vec<&Value> = ops.iter().filter(|o| o["op"] == "heartbeat").collect();
-        let revisions: HashSet<u64> = heartbeats
-            .iter()
-            .map(|o| o["revision"].as_u64().expect("revision"))
-            .collect();
-        assert_eq!(
-            revisions.len(),
-            heartbeats.len(),
-            "two heartbeats wrote the same revision"
-        );
-        assert_eq!(
-            tasks[&shared].revision,
-            1 + heartbeats.len() as u64,
-            "the shared task lost a heartbeat"
-        );
-        for o in ops.iter().filter(|o| o["op"] == "create") {
-            let id = o["id"].as_str().expect("id");
-            assert!(
-                position(id).is_some(),
-                "acknowledged create {id} is missing"
-            );
-        }
-
-        // Real-time order: finished-before-started implies ordered-before.
-        let mut pairs = 0u64;
-        for a in &ops {
-            for b in &ops {
-                if a["op"] != b["op"] || n(a, "end") >= n(b, "start") {
-                    continue;
-                }
-                pairs += 1;
-                if a["op"] == "heartbeat" {
-                    assert!(
-                        a["revision"].as_u64() < b["revision"].as_u64(),
-                        "{a} finished before {b} started but wrote a later revision"
-                    );
-                } else {
-                    let (pa, pb) = (
-                        position(a["id"].as_str().expect("id")),
-                        position(b["id"].as_str().expect("id")),
-                    );
-                    assert!(
-                        pa < pb,
-                        "{a} finished before {b} started but comes after it in the file"
-                    );
-                }
+    let children: Vec<_> = (0..CHILDREN)
+        .map(|c| {
+            Command::new(std::env::current_exe().expect("test binary"))
+                .args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
+                .env("RT_STORE", &path)
+                .env("RT_SHARED", &shared)
+                .env("RT_CHILD", format!("c{c}"))
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("spawn child")
+        })
+        .collect();
+    let mut ops: Vec<Value> = Vec::new();
+    for mut child in children {
+        let out = child.stdout.take().expect("stdout");
+        for line in BufReader::new(out).lines() {
+            let line = line.expect("line");
+            // libtest may print its own "test child_role ... " before ours.
+            if let Some(at) = line.find("RT {") {
+                ops.push(serde_json::from_str(&line[at + 3..]).expect("op record"));
             }
         }
-        assert!(pairs > 1000, "only {pairs} ordered pairs were checked");
-    });
+        assert!(child.wait().expect("wait").success(), "a child failed");
+    }
+    assert_eq!(
+        ops.len(),
+        CHILDREN * OPS,
+        "every operation was acknowledged"
+    );
+
+    let n =
+        |v: &Value, k: &str| -> u128 { v[k].as_str().and_then(|s| s.parse().ok()).expect("time") };
+    let tasks = store.load().expect("load");
+    let order: Vec<&String> = tasks.keys().collect();
+    let position = |id: &str| order.iter().position(|k| k.as_str() == id);
+
+    // No acknowledged write is missing.
+    let heartbeats: Vec<&Value> = ops.iter().filter(|o| o["op"] == "heartbeat").collect();
+    let revisions: HashSet<u64> = heartbeats
+        .iter()
+        .map(|o| o["revision"].as_u64().expect("revision"))
+        .collect();
+    assert_eq!(
+        revisions.len(),
+        heartbeats.len(),
+        "two heartbeats wrote the same revision"
+    );
+    assert_eq!(
+        tasks[&shared].revision,
+        1 + heartbeats.len() as u64,
+        "the shared task lost a heartbeat"
+    );
+    for o in ops.iter().filter(|o| o["op"] == "create") {
+        let id = o["id"].as_str().expect("id");
+        assert!(
+            position(id).is_some(),
+            "acknowledged create {id} is missing"
+        );
+    }
+
+    // Real-time order: finished-before-started implies ordered-before.
+    let mut pairs = 0u64;
+    for a in &ops {
+        for b in &ops {
+            if a["op"] != b["op"] || n(a, "end") >= n(b, "start") {
+                continue;
+            }
+            pairs += 1;
+            if a["op"] == "heartbeat" {
+                assert!(
+                    a["revision"].as_u64() < b["revision"].as_u64(),
+                    "{a} finished before {b} started but wrote a later revision"
+                );
+            } else {
+                let (pa, pb) = (
+                    position(a["id"].as_str().expect("id")),
+                    position(b["id"].as_str().expect("id")),
+                );
+                assert!(
+                    pa < pb,
+                    "{a} finished before {b} started but comes after it in the file"
+                );
+            }
+        }
+    }
+    assert!(pairs > 1000, "only {pairs} ordered pairs were checked");
 }

@@ -239,75 +239,77 @@ fn varied(store: &Store) {
 
 #[test]
 fn pages_and_counts_agree_with_the_reference_on_every_backend() {
-    common::each_backend(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(common::store_file());
-        let store = Store::open(&path);
-        varied(&store);
-        let all: Vec<_> = store.load().unwrap().into_values().collect();
-        let counts = store.counts().unwrap();
-        for s in Status::ALL {
-            let n = all.iter().filter(|t| t.status == s).count();
-            assert_eq!(counts.get(s), n, "{s}");
-        }
-        let filters = [
-            vec![],
-            vec![Status::Working],
-            vec![Status::InputRequired, Status::Cancelled],
-        ];
-        let mut anchors: Vec<Option<String>> = vec![None, Some("zzz".into()), Some("0".into())];
-        anchors.extend(all.iter().step_by(7).map(|t| Some(t.task_id.clone())));
-        for sort in [
-            SortKey::Store,
-            SortKey::Updated,
-            SortKey::Created,
-            SortKey::Title,
-            SortKey::Id,
-        ] {
-            for statuses in &filters {
-                for after in &anchors {
-                    for limit in [None, Some(0), Some(1), Some(5)] {
-                        let q = PageQuery {
-                            statuses: statuses.clone(),
-                            sort,
-                            limit,
-                            after: after.clone(),
-                        };
-                        let ids = |v: Vec<rudder::Task>| -> Vec<String> {
-                            v.into_iter().map(|t| t.task_id).collect()
-                        };
-                        assert_eq!(
-                            ids(store.page(&q).unwrap()),
-                            ids(page_in_memory(all.clone(), &q)),
-                            "{q:?}"
-                        );
-                    }
+    common::each_backend(pages_and_counts_agree_with_the_reference_on_every_backend_once);
+}
+
+fn pages_and_counts_agree_with_the_reference_on_every_backend_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(common::store_file());
+    let store = Store::open(&path);
+    varied(&store);
+    let all: Vec<_> = store.load().unwrap().into_values().collect();
+    let counts = store.counts().unwrap();
+    for s in Status::ALL {
+        let n = all.iter().filter(|t| t.status == s).count();
+        assert_eq!(counts.get(s), n, "{s}");
+    }
+    let filters = [
+        vec![],
+        vec![Status::Working],
+        vec![Status::InputRequired, Status::Cancelled],
+    ];
+    let mut anchors: Vec<Option<String>> = vec![None, Some("zzz".into()), Some("0".into())];
+    anchors.extend(all.iter().step_by(7).map(|t| Some(t.task_id.clone())));
+    for sort in [
+        SortKey::Store,
+        SortKey::Updated,
+        SortKey::Created,
+        SortKey::Title,
+        SortKey::Id,
+    ] {
+        for statuses in &filters {
+            for after in &anchors {
+                for limit in [None, Some(0), Some(1), Some(5)] {
+                    let q = PageQuery {
+                        statuses: statuses.clone(),
+                        sort,
+                        limit,
+                        after: after.clone(),
+                    };
+                    let ids = |v: Vec<rudder::Task>| -> Vec<String> {
+                        v.into_iter().map(|t| t.task_id).collect()
+                    };
+                    assert_eq!(
+                        ids(store.page(&q).unwrap()),
+                        ids(page_in_memory(all.clone(), &q)),
+                        "{q:?}"
+                    );
                 }
             }
         }
-        // Paging through in steps of 7 gives every task once, in order.
-        for sort in [SortKey::Updated, SortKey::Title] {
-            let mut seen = Vec::new();
-            let mut after = None;
-            loop {
-                let page = store
-                    .page(&PageQuery {
-                        sort,
-                        limit: Some(7),
-                        after: after.clone(),
-                        ..PageQuery::default()
-                    })
-                    .unwrap();
-                let Some(last) = page.last() else { break };
-                after = Some(last.task_id.clone());
-                seen.extend(page.into_iter().map(|t| t.task_id));
-            }
-            let mut reference = all.clone();
-            reference.sort_by(|a, b| rudder::store::query::compare(sort, a, b));
-            let reference: Vec<String> = reference.into_iter().map(|t| t.task_id).collect();
-            assert_eq!(seen, reference, "{sort:?}");
+    }
+    // Paging through in steps of 7 gives every task once, in order.
+    for sort in [SortKey::Updated, SortKey::Title] {
+        let mut seen = Vec::new();
+        let mut after = None;
+        loop {
+            let page = store
+                .page(&PageQuery {
+                    sort,
+                    limit: Some(7),
+                    after: after.clone(),
+                    ..PageQuery::default()
+                })
+                .unwrap();
+            let Some(last) = page.last() else { break };
+            after = Some(last.task_id.clone());
+            seen.extend(page.into_iter().map(|t| t.task_id));
         }
-    });
+        let mut reference = all.clone();
+        reference.sort_by(|a, b| rudder::store::query::compare(sort, a, b));
+        let reference: Vec<String> = reference.into_iter().map(|t| t.task_id).collect();
+        assert_eq!(seen, reference, "{sort:?}");
+    }
 }
 
 #[test]
@@ -358,47 +360,49 @@ fn an_ambiguous_prefix_lists_a_bounded_number_of_candidates() {
 
 #[test]
 fn list_pages_with_sort_limit_and_after() {
-    common::each_backend(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(common::store_file());
-        let mut ids: Vec<String> = ["c", "a", "b", "d"]
+    common::each_backend(list_pages_with_sort_limit_and_after_once);
+}
+
+fn list_pages_with_sort_limit_and_after_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(common::store_file());
+    let mut ids: Vec<String> = ["c", "a", "b", "d"]
+        .iter()
+        .map(|t| common::create(&path, &["--title", t]))
+        .collect();
+    let list = |args: &[&str]| -> Vec<String> {
+        let r = run(&path, &[&["list", "--json"], args].concat());
+        assert_eq!(r.code, 0, "{args:?}: {r:#?}");
+        r.json()
+            .as_array()
+            .unwrap()
             .iter()
-            .map(|t| common::create(&path, &["--title", t]))
-            .collect();
-        let list = |args: &[&str]| -> Vec<String> {
-            let r = run(&path, &[&["list", "--json"], args].concat());
-            assert_eq!(r.code, 0, "{args:?}: {r:#?}");
-            r.json()
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t["task_id"].as_str().unwrap().to_string())
-                .collect()
-        };
-        assert_eq!(list(&[]), ids);
-        let by_title = list(&["--sort", "title"]);
-        assert_eq!(
-            by_title,
-            [
-                ids[1].clone(),
-                ids[2].clone(),
-                ids[0].clone(),
-                ids[3].clone()
-            ]
-        );
-        assert_eq!(list(&["--sort", "title", "--limit", "2"]), by_title[..2]);
-        assert_eq!(
-            list(&["--sort", "title", "--limit", "2", "--after", &by_title[1]]),
-            by_title[2..]
-        );
-        // Newest first: the last created comes first.
-        assert_eq!(
-            list(&["--sort", "updated", "--limit", "1"]),
-            [ids[3].clone()]
-        );
-        ids.sort();
-        assert_eq!(list(&["--sort", "id"]), ids);
-        let r = run(&path, &["list", "--sort", "size", "--json"]);
-        assert_eq!(r.code, 2, "{r:#?}");
-    });
+            .map(|t| t["task_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(list(&[]), ids);
+    let by_title = list(&["--sort", "title"]);
+    assert_eq!(
+        by_title,
+        [
+            ids[1].clone(),
+            ids[2].clone(),
+            ids[0].clone(),
+            ids[3].clone()
+        ]
+    );
+    assert_eq!(list(&["--sort", "title", "--limit", "2"]), by_title[..2]);
+    assert_eq!(
+        list(&["--sort", "title", "--limit", "2", "--after", &by_title[1]]),
+        by_title[2..]
+    );
+    // Newest first: the last created comes first.
+    assert_eq!(
+        list(&["--sort", "updated", "--limit", "1"]),
+        [ids[3].clone()]
+    );
+    ids.sort();
+    assert_eq!(list(&["--sort", "id"]), ids);
+    let r = run(&path, &["list", "--sort", "size", "--json"]);
+    assert_eq!(r.code, 2, "{r:#?}");
 }

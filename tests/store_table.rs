@@ -330,249 +330,267 @@ fn check_row(start: Start, m: Mutation) {
 
 #[test]
 fn every_mutation_on_every_status() {
-    common::each_backend(|| {
-        for start in STARTS {
-            for m in MUTATIONS {
-                check_row(start, m);
-            }
+    common::each_backend(every_mutation_on_every_status_once);
+}
+
+fn every_mutation_on_every_status_once() {
+    for start in STARTS {
+        for m in MUTATIONS {
+            check_row(start, m);
         }
-    });
+    }
 }
 
 #[test]
 fn error_messages_name_task_status_and_operation() {
-    common::each_backend(|| {
-        let f = fixture(Start::Completed);
-        let e = f.store.cancel(&f.id, None).unwrap_err();
-        let msg = e.to_string();
-        assert!(msg.contains("cancel"), "{msg}");
-        assert!(msg.contains("completed"), "{msg}");
-        assert!(msg.contains(&f.id), "{msg}");
-        let e = f.store.provide_input(&f.id, v3(), None).unwrap_err();
-        assert!(e.to_string().contains("provide input"), "{e}");
-    });
+    common::each_backend(error_messages_name_task_status_and_operation_once);
+}
+
+fn error_messages_name_task_status_and_operation_once() {
+    let f = fixture(Start::Completed);
+    let e = f.store.cancel(&f.id, None).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("cancel"), "{msg}");
+    assert!(msg.contains("completed"), "{msg}");
+    assert!(msg.contains(&f.id), "{msg}");
+    let e = f.store.provide_input(&f.id, v3(), None).unwrap_err();
+    assert!(e.to_string().contains("provide input"), "{e}");
 }
 
 #[test]
 fn every_mutation_on_an_unknown_task() {
-    common::each_backend(|| {
-        let f = fixture(Start::Working);
-        let before = store_state(&f.path);
-        for m in MUTATIONS {
-            let e = mutate(&f.store, "no-such-task", m).unwrap_err();
-            assert_eq!(e.kind(), "unknown_task", "{m:?}");
-            assert_eq!(e.to_string(), "unknown task: no-such-task", "{m:?}");
-            assert_eq!(e.exit_code(), 3);
-            assert_untouched(&before, &f.path, &format!("{m:?} on an unknown task"));
-        }
-        let e = f.store.get("no-such-task").unwrap_err();
-        assert_eq!(e.kind(), "unknown_task");
-        // An empty id is unknown, not "the first task".
-        assert_eq!(f.store.get("").unwrap_err().kind(), "unknown_task");
-    });
+    common::each_backend(every_mutation_on_an_unknown_task_once);
+}
+
+fn every_mutation_on_an_unknown_task_once() {
+    let f = fixture(Start::Working);
+    let before = store_state(&f.path);
+    for m in MUTATIONS {
+        let e = mutate(&f.store, "no-such-task", m).unwrap_err();
+        assert_eq!(e.kind(), "unknown_task", "{m:?}");
+        assert_eq!(e.to_string(), "unknown task: no-such-task", "{m:?}");
+        assert_eq!(e.exit_code(), 3);
+        assert_untouched(&before, &f.path, &format!("{m:?} on an unknown task"));
+    }
+    let e = f.store.get("no-such-task").unwrap_err();
+    assert_eq!(e.kind(), "unknown_task");
+    // An empty id is unknown, not "the first task".
+    assert_eq!(f.store.get("").unwrap_err().kind(), "unknown_task");
 }
 
 #[test]
 fn unknown_task_on_a_store_that_does_not_exist_yet() {
-    common::each_backend(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(common::store_file());
-        let store = Store::open(&path);
-        assert!(store.list(&[]).unwrap().is_empty());
-        for m in MUTATIONS {
-            assert_eq!(mutate(&store, "abc", m).unwrap_err().kind(), "unknown_task");
-        }
-        assert!(!path.exists(), "a refused mutation created the store");
-    });
+    common::each_backend(unknown_task_on_a_store_that_does_not_exist_yet_once);
+}
+
+fn unknown_task_on_a_store_that_does_not_exist_yet_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(common::store_file());
+    let store = Store::open(&path);
+    assert!(store.list(&[]).unwrap().is_empty());
+    for m in MUTATIONS {
+        assert_eq!(mutate(&store, "abc", m).unwrap_err().kind(), "unknown_task");
+    }
+    assert!(!path.exists(), "a refused mutation created the store");
 }
 
 #[test]
 fn a_prefix_finds_a_task_and_an_ambiguous_one_is_refused() {
-    common::each_backend(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(common::store_file());
-        let store = Store::open(&path);
-        let ids: Vec<String> = (0..40)
-            .map(|_| store.create(NewTask::default()).unwrap().task.task_id)
-            .collect();
-        // With 40 random ids, two share a first hex digit.
-        let first = ids[0].clone();
-        let prefix = &first[..8];
-        assert_eq!(store.get(prefix).unwrap().task_id, first);
-        let shared = ids
-            .iter()
-            .find_map(|a| {
-                let p = &a[..1];
-                (ids.iter().filter(|b| b.starts_with(p)).count() > 1).then(|| p.to_string())
-            })
-            .unwrap();
-        let before = store_state(&path);
-        let e = store.cancel(&shared, None).unwrap_err();
-        assert_eq!(e.kind(), "ambiguous_id");
-        assert_eq!(e.exit_code(), 3);
-        assert_untouched(&before, &path, "cancel with an ambiguous prefix");
-        let applied = store.cancel(prefix, None).unwrap();
-        assert_eq!(applied.task.task_id, first);
-    });
+    common::each_backend(a_prefix_finds_a_task_and_an_ambiguous_one_is_refused_once);
+}
+
+fn a_prefix_finds_a_task_and_an_ambiguous_one_is_refused_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(common::store_file());
+    let store = Store::open(&path);
+    let ids: Vec<String> = (0..40)
+        .map(|_| store.create(NewTask::default()).unwrap().task.task_id)
+        .collect();
+    // With 40 random ids, two share a first hex digit.
+    let first = ids[0].clone();
+    let prefix = &first[..8];
+    assert_eq!(store.get(prefix).unwrap().task_id, first);
+    let shared = ids
+        .iter()
+        .find_map(|a| {
+            let p = &a[..1];
+            (ids.iter().filter(|b| b.starts_with(p)).count() > 1).then(|| p.to_string())
+        })
+        .unwrap();
+    let before = store_state(&path);
+    let e = store.cancel(&shared, None).unwrap_err();
+    assert_eq!(e.kind(), "ambiguous_id");
+    assert_eq!(e.exit_code(), 3);
+    assert_untouched(&before, &path, "cancel with an ambiguous prefix");
+    let applied = store.cancel(prefix, None).unwrap();
+    assert_eq!(applied.task.task_id, first);
 }
 
 #[test]
 fn provide_input_only_if_unchanged_since_a_revision() {
-    common::each_backend(|| {
-        let f = fixture(Start::InputRequired);
-        let rev = stored(&f.path, &f.id).revision;
-        let before = store_state(&f.path);
-        let e = f
-            .store
-            .provide_input(&f.id, v0(), Some(rev - 1))
-            .unwrap_err();
-        assert_eq!(e.kind(), "stale_revision");
-        assert_eq!(e.exit_code(), 4);
-        assert_eq!(e.task().unwrap().revision, rev);
-        assert_untouched(&before, &f.path, "stale revision");
-        let o = f.store.provide_input(&f.id, v0(), Some(rev)).unwrap();
-        assert_eq!(o.change, Change::Applied);
-        assert_eq!(o.task.revision, rev + 1);
-    });
+    common::each_backend(provide_input_only_if_unchanged_since_a_revision_once);
+}
+
+fn provide_input_only_if_unchanged_since_a_revision_once() {
+    let f = fixture(Start::InputRequired);
+    let rev = stored(&f.path, &f.id).revision;
+    let before = store_state(&f.path);
+    let e = f
+        .store
+        .provide_input(&f.id, v0(), Some(rev - 1))
+        .unwrap_err();
+    assert_eq!(e.kind(), "stale_revision");
+    assert_eq!(e.exit_code(), 4);
+    assert_eq!(e.task().unwrap().revision, rev);
+    assert_untouched(&before, &f.path, "stale revision");
+    let o = f.store.provide_input(&f.id, v0(), Some(rev)).unwrap();
+    assert_eq!(o.change, Change::Applied);
+    assert_eq!(o.task.revision, rev + 1);
 }
 
 #[test]
 fn a_zombie_worker_cannot_overwrite_its_successor() {
-    common::each_backend(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(common::store_file());
-        let store = Store::open(&path);
-        let id = store.create(NewTask::default()).unwrap().task.task_id;
-        // w1 takes a lease that is already over; w2 takes the task over.
-        store.claim(&id, "w1", Duration::ZERO).unwrap();
-        store.claim(&id, "w2", HOUR).unwrap();
-        let before = store_state(&path);
-        let e = store
-            .complete(&id, json!("zombie"), worker("w1"))
-            .unwrap_err();
-        assert_eq!(e.kind(), "lease_lost");
-        assert!(e.to_string().contains("w2"), "{e}");
-        assert_untouched(&before, &path, "zombie write");
-        // And w2 cannot be bumped while its lease lives.
-        assert_eq!(
-            store.claim(&id, "w1", HOUR).unwrap_err().kind(),
-            "lease_lost"
-        );
-        let o = store.complete(&id, json!("done"), worker("w2")).unwrap();
-        assert_eq!(o.change, Change::Applied);
-        assert_eq!(o.task.claimed_by, None, "a finished task holds no lease");
-    });
+    common::each_backend(a_zombie_worker_cannot_overwrite_its_successor_once);
+}
+
+fn a_zombie_worker_cannot_overwrite_its_successor_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(common::store_file());
+    let store = Store::open(&path);
+    let id = store.create(NewTask::default()).unwrap().task.task_id;
+    // w1 takes a lease that is already over; w2 takes the task over.
+    store.claim(&id, "w1", Duration::ZERO).unwrap();
+    store.claim(&id, "w2", HOUR).unwrap();
+    let before = store_state(&path);
+    let e = store
+        .complete(&id, json!("zombie"), worker("w1"))
+        .unwrap_err();
+    assert_eq!(e.kind(), "lease_lost");
+    assert!(e.to_string().contains("w2"), "{e}");
+    assert_untouched(&before, &path, "zombie write");
+    // And w2 cannot be bumped while its lease lives.
+    assert_eq!(
+        store.claim(&id, "w1", HOUR).unwrap_err().kind(),
+        "lease_lost"
+    );
+    let o = store.complete(&id, json!("done"), worker("w2")).unwrap();
+    assert_eq!(o.change, Change::Applied);
+    assert_eq!(o.task.claimed_by, None, "a finished task holds no lease");
 }
 
 #[test]
 fn create_is_idempotent_by_key() {
-    common::each_backend(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(common::store_file());
-        let store = Store::open(&path);
-        let new = || NewTask {
-            input_schema: Some(s0()),
-            idempotency_key: Some("incident-1".into()),
-            request: Some(json!({"incident": "INC-1"})),
-            ..NewTask::default()
-        };
-        let first = store.create(new()).unwrap();
-        assert_eq!(first.change, Change::Applied);
-        assert_eq!(first.task.status, Status::InputRequired);
-        assert_eq!(first.task.revision, 1);
-        let before = store_state(&path);
+    common::each_backend(create_is_idempotent_by_key_once);
+}
 
-        let again = store.create(new()).unwrap();
-        assert_eq!(again.change, Change::Unchanged);
-        assert_eq!(again.task, first.task);
-        assert_untouched(&before, &path, "create with the same key");
+fn create_is_idempotent_by_key_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(common::store_file());
+    let store = Store::open(&path);
+    let new = || NewTask {
+        input_schema: Some(s0()),
+        idempotency_key: Some("incident-1".into()),
+        request: Some(json!({"incident": "INC-1"})),
+        ..NewTask::default()
+    };
+    let first = store.create(new()).unwrap();
+    assert_eq!(first.change, Change::Applied);
+    assert_eq!(first.task.status, Status::InputRequired);
+    assert_eq!(first.task.revision, 1);
+    let before = store_state(&path);
 
-        // A title or message is not part of the identity of the request.
-        let retitled = store
-            .create(NewTask {
-                title: Some("other title".into()),
+    let again = store.create(new()).unwrap();
+    assert_eq!(again.change, Change::Unchanged);
+    assert_eq!(again.task, first.task);
+    assert_untouched(&before, &path, "create with the same key");
+
+    // A title or message is not part of the identity of the request.
+    let retitled = store
+        .create(NewTask {
+            title: Some("other title".into()),
+            ..new()
+        })
+        .unwrap();
+    assert_eq!(retitled.change, Change::Unchanged);
+    assert_eq!(retitled.task, first.task);
+
+    for (what, conflicting) in [
+        (
+            "input_schema",
+            NewTask {
+                input_schema: Some(s1()),
                 ..new()
-            })
-            .unwrap();
-        assert_eq!(retitled.change, Change::Unchanged);
-        assert_eq!(retitled.task, first.task);
+            },
+        ),
+        (
+            "input_schema",
+            NewTask {
+                input_schema: None,
+                ..new()
+            },
+        ),
+        (
+            "request",
+            NewTask {
+                request: Some(json!({"incident": "INC-2"})),
+                ..new()
+            },
+        ),
+        (
+            "request",
+            NewTask {
+                request: None,
+                ..new()
+            },
+        ),
+    ] {
+        let e = store.create(conflicting).unwrap_err();
+        assert_eq!(e.kind(), "idempotency_conflict", "{what}");
+        assert_eq!(e.exit_code(), 4);
+        assert!(e.to_string().contains(what), "{e}");
+        assert_eq!(e.task(), Some(&first.task));
+        assert_untouched(&before, &path, &format!("conflicting create ({what})"));
+    }
 
-        for (what, conflicting) in [
-            (
-                "input_schema",
-                NewTask {
-                    input_schema: Some(s1()),
-                    ..new()
-                },
-            ),
-            (
-                "input_schema",
-                NewTask {
-                    input_schema: None,
-                    ..new()
-                },
-            ),
-            (
-                "request",
-                NewTask {
-                    request: Some(json!({"incident": "INC-2"})),
-                    ..new()
-                },
-            ),
-            (
-                "request",
-                NewTask {
-                    request: None,
-                    ..new()
-                },
-            ),
-        ] {
-            let e = store.create(conflicting).unwrap_err();
-            assert_eq!(e.kind(), "idempotency_conflict", "{what}");
-            assert_eq!(e.exit_code(), 4);
-            assert!(e.to_string().contains(what), "{e}");
-            assert_eq!(e.task(), Some(&first.task));
-            assert_untouched(&before, &path, &format!("conflicting create ({what})"));
-        }
-
-        // The key still answers once the task is finished.
-        store.cancel(&first.task.task_id, None).unwrap();
-        let after_cancel = store.create(new()).unwrap();
-        assert_eq!(after_cancel.change, Change::Unchanged);
-        assert_eq!(after_cancel.task.status, Status::Cancelled);
-        assert_eq!(store.list(&[]).unwrap().len(), 1);
-    });
+    // The key still answers once the task is finished.
+    store.cancel(&first.task.task_id, None).unwrap();
+    let after_cancel = store.create(new()).unwrap();
+    assert_eq!(after_cancel.change, Change::Unchanged);
+    assert_eq!(after_cancel.task.status, Status::Cancelled);
+    assert_eq!(store.list(&[]).unwrap().len(), 1);
 }
 
 #[test]
 fn create_starts_working_or_input_required() {
-    common::each_backend(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(common::store_file());
-        let store = Store::open(&path);
-        let w = store.create(NewTask::default()).unwrap().task;
-        assert_eq!(w.status, Status::Working);
-        assert_eq!(w.history.len(), 1);
-        let ir = store
-            .create(NewTask {
-                input_schema: Some(s0()),
-                ..NewTask::default()
-            })
-            .unwrap()
-            .task;
-        assert_eq!(ir.status, Status::InputRequired);
-        assert_ne!(w.task_id, ir.task_id);
-        // An invalid schema is refused before anything is written.
-        let before = store_state(&path);
-        let e = store
-            .create(NewTask {
-                input_schema: Some(json!({"type": "nonsense"})),
-                ..NewTask::default()
-            })
-            .unwrap_err();
-        assert_eq!(e.kind(), "invalid_schema");
-        assert_untouched(&before, &path, "create with an invalid schema");
-    });
+    common::each_backend(create_starts_working_or_input_required_once);
+}
+
+fn create_starts_working_or_input_required_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(common::store_file());
+    let store = Store::open(&path);
+    let w = store.create(NewTask::default()).unwrap().task;
+    assert_eq!(w.status, Status::Working);
+    assert_eq!(w.history.len(), 1);
+    let ir = store
+        .create(NewTask {
+            input_schema: Some(s0()),
+            ..NewTask::default()
+        })
+        .unwrap()
+        .task;
+    assert_eq!(ir.status, Status::InputRequired);
+    assert_ne!(w.task_id, ir.task_id);
+    // An invalid schema is refused before anything is written.
+    let before = store_state(&path);
+    let e = store
+        .create(NewTask {
+            input_schema: Some(json!({"type": "nonsense"})),
+            ..NewTask::default()
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), "invalid_schema");
+    assert_untouched(&before, &path, "create with an invalid schema");
 }
 
 #[test]
