@@ -44,6 +44,16 @@ fn main() -> ExitCode {
         .clone()
         .unwrap_or_else(|| std::path::PathBuf::from("rudder-demo.json"));
     let store = store_path(cli.store);
+    // The scriptable commands report this themselves (as JSON with --json).
+    let interactive_store = match &cli.command {
+        None | Some(Command::Watch(_)) => Some(&store),
+        Some(Command::Demo(_) | Command::Worker(_)) => Some(&demo_store),
+        Some(_) => None,
+    };
+    if let Some(Err(e)) = interactive_store.map(rudder::store::StoreUrl::parse) {
+        note(&format!("rudder: {e}"));
+        return ExitCode::from(EXIT_USAGE as u8);
+    }
     let default_watch = Command::Watch(WatchArgs {
         read_only: cli.read_only,
     });

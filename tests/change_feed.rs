@@ -1,6 +1,7 @@
 //! The change feed sees what other processes write (through an atomic
 //! rename), a deleted and re-created store, unparsable writes (keeping the
 //! last good snapshot), and reports transitions with their from and to.
+//! Every test that does not write a file by hand runs on every backend.
 
 mod common;
 
@@ -75,12 +76,21 @@ fn write_atomically(path: &Path, bytes: &[u8]) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
+/// The store in `dir`: a JSON file, or a database in the tests that run
+/// on every backend.
 fn store_in(dir: &Path) -> PathBuf {
-    dir.join("tasks.json")
+    dir.join(common::store_file())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reports_transitions_written_by_other_processes() {
+    for kind in common::kinds() {
+        common::set_kind(kind);
+        reports_transitions_written_by_other_processes_once().await;
+    }
+}
+
+async fn reports_transitions_written_by_other_processes_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
     let id = Store::open(&path)
@@ -157,6 +167,13 @@ async fn reports_transitions_written_by_other_processes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reports_deletion_and_recreation() {
+    for kind in common::kinds() {
+        common::set_kind(kind);
+        reports_deletion_and_recreation_once().await;
+    }
+}
+
+async fn reports_deletion_and_recreation_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
     let mut feed = ChangeFeed::start(&path, FeedOptions::default());
@@ -276,6 +293,13 @@ async fn an_unparsable_write_is_reported_and_the_last_snapshot_kept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stat_check_alone_sees_changes() {
+    for kind in common::kinds() {
+        common::set_kind(kind);
+        the_stat_check_alone_sees_changes_once().await;
+    }
+}
+
+async fn the_stat_check_alone_sees_changes_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
     let id = Store::open(&path)
@@ -303,6 +327,13 @@ async fn the_stat_check_alone_sees_changes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_writes_ends_in_the_final_state() {
+    for kind in common::kinds() {
+        common::set_kind(kind);
+        a_burst_of_writes_ends_in_the_final_state_once().await;
+    }
+}
+
+async fn a_burst_of_writes_ends_in_the_final_state_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
     let store = Store::open(&path);
@@ -326,6 +357,13 @@ async fn a_burst_of_writes_ends_in_the_final_state() {
 /// open / close-nowrite events on the store's name) must not count as changes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_feed_does_not_reread_the_store() {
+    for kind in common::kinds() {
+        common::set_kind(kind);
+        an_idle_feed_does_not_reread_the_store_once().await;
+    }
+}
+
+async fn an_idle_feed_does_not_reread_the_store_once() {
     use notify::{EventKind, RecursiveMode, Watcher};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 fn store() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
+    let path = dir.path().join(common::store_file());
     (dir, path)
 }
 
@@ -46,6 +46,10 @@ fn json_error(r: &Run, code: i32, kind: &str) -> Value {
 
 #[test]
 fn exit_0_for_success_and_for_a_safe_repeat() {
+    common::each_backend(exit_0_for_success_and_for_a_safe_repeat_once);
+}
+
+fn exit_0_for_success_and_for_a_safe_repeat_once() {
     let (_d, path) = store();
     let id = create(&path, &["--title", "INC-1042 checkout latency"]);
     let r = run(&path, &["cancel", &id, "--reason", "duplicate"]);
@@ -55,27 +59,31 @@ fn exit_0_for_success_and_for_a_safe_repeat() {
         "{}",
         r.stdout
     );
-    let before = fingerprint(&path);
+    let before = common::store_state(&path);
     let r = run(&path, &["cancel", &id]);
     assert_eq!(r.code, 0);
     assert!(r.stdout.starts_with("unchanged:"), "{}", r.stdout);
     assert!(r.stdout.contains("nothing was written"));
-    assert_eq!(fingerprint(&path), before);
+    assert_eq!(common::store_state(&path), before);
 }
 
 #[test]
 fn retrying_with_a_null_result_or_request_is_a_safe_repeat() {
+    common::each_backend(retrying_with_a_null_result_or_request_is_a_safe_repeat_once);
+}
+
+fn retrying_with_a_null_result_or_request_is_a_safe_repeat_once() {
     // `null` and "absent" are one thing once written: a retry must match.
     let (_d, path) = store();
     let id = create(&path, &[]);
     assert_eq!(run(&path, &["complete", &id]).code, 0);
-    let before = fingerprint(&path);
+    let before = common::store_state(&path);
     let r = run(&path, &["complete", &id, "--json"]);
     assert_eq!(r.code, 0, "{r:#?}");
     assert_eq!(r.json()["change"], "unchanged");
     let r = run(&path, &["complete", &id, "--result", "null", "--json"]);
     assert_eq!(r.json()["change"], "unchanged");
-    assert_eq!(fingerprint(&path), before);
+    assert_eq!(common::store_state(&path), before);
     let first = run(
         &path,
         &["create", "--key", "k", "--request", "null", "--json"],
@@ -94,6 +102,10 @@ fn retrying_with_a_null_result_or_request_is_a_safe_repeat() {
 
 #[test]
 fn exit_2_for_usage_errors() {
+    common::each_backend(exit_2_for_usage_errors_once);
+}
+
+fn exit_2_for_usage_errors_once() {
     let (_d, path) = store();
     let id = create(&path, &[]);
     for args in [
@@ -150,15 +162,19 @@ fn store_with_twins(path: &Path) -> (String, String) {
         "input_value": null, "result": null, "idempotency_key": null})
     };
     let file = json!({ a.clone(): task(&a), b.clone(): task(&b) });
-    std::fs::write(path, serde_json::to_string_pretty(&file).unwrap()).unwrap();
+    common::write_store(path, &serde_json::to_string_pretty(&file).unwrap());
     (a, b)
 }
 
 #[test]
 fn exit_3_for_unknown_or_ambiguous_ids() {
+    common::each_backend(exit_3_for_unknown_or_ambiguous_ids_once);
+}
+
+fn exit_3_for_unknown_or_ambiguous_ids_once() {
     let (_d, path) = store();
     let (a, b) = store_with_twins(&path);
-    let before = fingerprint(&path);
+    let before = common::store_state(&path);
     for cmd in ["get", "cancel", "heartbeat", "complete", "wait"] {
         let r = run(&path, &[cmd, "ffff"]);
         assert_eq!(r.code, 3, "{cmd}: {r:#?}");
@@ -182,7 +198,7 @@ fn exit_3_for_unknown_or_ambiguous_ids() {
         "{}",
         r.stderr
     );
-    assert_eq!(fingerprint(&path), before);
+    assert_eq!(common::store_state(&path), before);
     // A unique prefix is accepted wherever an id is.
     let r = run(&path, &["cancel", "aaaa2", "--json"]);
     assert_eq!(r.code, 0);
@@ -192,10 +208,14 @@ fn exit_3_for_unknown_or_ambiguous_ids() {
 
 #[test]
 fn exit_4_for_refusals_with_the_current_state() {
+    common::each_backend(exit_4_for_refusals_with_the_current_state_once);
+}
+
+fn exit_4_for_refusals_with_the_current_state_once() {
     let (_d, path) = store();
     let id = create(&path, &["--key", "incident-1"]);
     assert_eq!(run(&path, &["complete", &id, "--result", "1"]).code, 0);
-    let before = fingerprint(&path);
+    let before = common::store_state(&path);
     for args in [
         vec!["complete", &id, "--result", "2"],
         vec!["cancel", &id],
@@ -234,7 +254,7 @@ fn exit_4_for_refusals_with_the_current_state() {
         "idempotency_conflict",
     );
     assert_eq!(v["task"]["task_id"], id.as_str());
-    assert_eq!(fingerprint(&path), before);
+    assert_eq!(common::store_state(&path), before);
     // Stale revision.
     let waiting = create(&path, &["--schema", SCHEMA]);
     let v = json_error(
@@ -266,9 +286,13 @@ fn exit_4_for_refusals_with_the_current_state() {
 
 #[test]
 fn exit_5_for_input_that_does_not_match_the_schema() {
+    common::each_backend(exit_5_for_input_that_does_not_match_the_schema_once);
+}
+
+fn exit_5_for_input_that_does_not_match_the_schema_once() {
     let (_d, path) = store();
     let id = create(&path, &["--schema", SCHEMA]);
-    let before = fingerprint(&path);
+    let before = common::store_state(&path);
     let v = json_error(
         &run(
             &path,
@@ -296,12 +320,14 @@ fn exit_5_for_input_that_does_not_match_the_schema() {
     let r = run(&path, &["input", &id, "--value", "{\"service\": 42}"]);
     assert_eq!(r.code, 5);
     assert!(r.stderr.contains("/service"), "{}", r.stderr);
-    assert_eq!(fingerprint(&path), before);
+    assert_eq!(common::store_state(&path), before);
 }
 
 #[test]
 fn exit_6_for_a_corrupt_store() {
-    let (_d, path) = store();
+    // A JSON file's own problem (a database's are in sqlite_store.rs).
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("tasks.json");
     std::fs::write(
         &path,
         "{\n  \"x\": {\"task_id\": \"x\", \"status\": \"working\",}\n}\n",
@@ -316,6 +342,10 @@ fn exit_6_for_a_corrupt_store() {
 
 #[test]
 fn exit_124_when_wait_times_out() {
+    common::each_backend(exit_124_when_wait_times_out_once);
+}
+
+fn exit_124_when_wait_times_out_once() {
     let (_d, path) = store();
     let id = create(&path, &[]);
     let v = json_error(
@@ -331,6 +361,10 @@ fn exit_124_when_wait_times_out() {
 
 #[test]
 fn json_output_is_one_value_per_command() {
+    common::each_backend(json_output_is_one_value_per_command_once);
+}
+
+fn json_output_is_one_value_per_command_once() {
     let (_d, path) = store();
     let r = run(
         &path,
@@ -447,6 +481,10 @@ fn json_output_is_one_value_per_command() {
 
 #[test]
 fn set_values_are_typed_by_the_schema() {
+    common::each_backend(set_values_are_typed_by_the_schema_once);
+}
+
+fn set_values_are_typed_by_the_schema_once() {
     let (_d, path) = store();
     let id = create(&path, &["--schema", SCHEMA]);
     let r = run(
@@ -473,7 +511,7 @@ fn set_values_are_typed_by_the_schema() {
     assert_eq!(
         r.json()["task"]["input_value"],
         json!({"service": "123", "window_minutes": 30, "ratio": 0.25, "dry_run": true,
-               "env": "prod", "note": "a=b"})
+           "env": "prod", "note": "a=b"})
     );
     // A value that cannot have the field's type is invalid input (exit 5,
     // like `--value`), naming the field; a malformed --set is a usage error.
@@ -609,6 +647,10 @@ fn finished(mut child: Child) -> Run {
 
 #[test]
 fn wait_returns_when_another_process_acts() {
+    common::each_backend(wait_returns_when_another_process_acts_once);
+}
+
+fn wait_returns_when_another_process_acts_once() {
     let (_d, path) = store();
     // Waiting for input: nothing to wait for.
     let id = create(&path, &["--schema", SCHEMA]);
@@ -839,7 +881,7 @@ fn aged_store(path: &Path) -> Value {
         .map(|t| (t["task_id"].as_str().unwrap().to_string(), t))
         .collect();
     let v = Value::Object(map);
-    std::fs::write(path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    common::write_store(path, &serde_json::to_string_pretty(&v).unwrap());
     v
 }
 
@@ -856,9 +898,13 @@ fn ids(v: &Value) -> Vec<&str> {
 
 #[test]
 fn reclaim_dry_run_writes_nothing() {
+    common::each_backend(reclaim_dry_run_writes_nothing_once);
+}
+
+fn reclaim_dry_run_writes_nothing_once() {
     let (_d, path) = store();
     aged_store(&path);
-    let before = fingerprint(&path);
+    let before = common::store_state(&path);
     let r = run(
         &path,
         &["reclaim", "--older-than", "15m", "--dry-run", "--json"],
@@ -892,15 +938,25 @@ fn reclaim_dry_run_writes_nothing() {
         "{}",
         r.stdout
     );
-    assert_eq!(fingerprint(&path), before, "a dry run wrote the store");
+    assert_eq!(
+        common::store_state(&path),
+        before,
+        "a dry run wrote the store"
+    );
     assert!(
-        !path.with_file_name("tasks.json.lock").exists(),
+        !path
+            .with_file_name(format!("{}.lock", common::store_file()))
+            .exists(),
         "a dry run took the lock"
     );
 }
 
 #[test]
 fn reclaim_fails_idle_tasks_with_a_readable_report() {
+    common::each_backend(reclaim_fails_idle_tasks_with_a_readable_report_once);
+}
+
+fn reclaim_fails_idle_tasks_with_a_readable_report_once() {
     let (_d, path) = store();
     let original = aged_store(&path);
     let r = run(&path, &["reclaim", "--older-than", "15m"]);
@@ -968,11 +1024,11 @@ fn reclaim_fails_idle_tasks_with_a_readable_report() {
         assert_eq!(t["revision"], 3, "{id}");
     }
     // Nothing left to reclaim: a second run writes nothing.
-    let before = fingerprint(&path);
+    let before = common::store_state(&path);
     let r = run(&path, &["reclaim", "--older-than", "15m", "--json"]);
     assert_eq!(r.code, 0);
     assert_eq!(r.json()["reclaimed"], json!([]));
-    assert_eq!(fingerprint(&path), before);
+    assert_eq!(common::store_state(&path), before);
     let r = run(&path, &["reclaim", "--older-than", "15m"]);
     assert!(r.stdout.contains("nothing to reclaim"), "{}", r.stdout);
 }
@@ -1009,15 +1065,18 @@ fn prunable_store(path: &Path) {
         .into_iter()
         .map(|t| (t["task_id"].as_str().unwrap().to_string(), t))
         .collect();
-    std::fs::write(
+    common::write_store(
         path,
-        serde_json::to_string_pretty(&Value::Object(map)).unwrap(),
-    )
-    .unwrap();
+        &serde_json::to_string_pretty(&Value::Object(map)).unwrap(),
+    );
 }
 
 #[test]
 fn prune_removes_finished_tasks_by_ttl_and_by_age() {
+    common::each_backend(prune_removes_finished_tasks_by_ttl_and_by_age_once);
+}
+
+fn prune_removes_finished_tasks_by_ttl_and_by_age_once() {
     let (_d, path) = store();
     prunable_store(&path);
     let r = run(&path, &["prune", "--older-than", "7d", "--json"]);
@@ -1048,12 +1107,12 @@ fn prune_removes_finished_tasks_by_ttl_and_by_age() {
         ]
     );
     // Nothing more to prune: nothing written.
-    let before = fingerprint(&path);
+    let before = common::store_state(&path);
     let r = run(&path, &["prune", "--older-than", "7d"]);
     assert_eq!(r.code, 0);
     assert!(r.stdout.contains("Nothing to prune."), "{}", r.stdout);
     assert!(r.stdout.contains("kept p6-no-updated-at"), "{}", r.stdout);
-    assert_eq!(fingerprint(&path), before);
+    assert_eq!(common::store_state(&path), before);
     // A shorter age takes the recent one too, but never a working task.
     let r = run(&path, &["prune", "--older-than", "12h"]);
     assert_eq!(r.code, 0);
@@ -1069,6 +1128,10 @@ fn prune_removes_finished_tasks_by_ttl_and_by_age() {
 
 #[test]
 fn prune_by_ttl_set_at_create() {
+    common::each_backend(prune_by_ttl_set_at_create_once);
+}
+
+fn prune_by_ttl_set_at_create_once() {
     let (_d, path) = store();
     let id = create(&path, &["--ttl", "1ms"]);
     assert_eq!(run(&path, &["complete", &id]).code, 0);
@@ -1098,18 +1161,22 @@ fn prune_by_ttl_set_at_create() {
 
 #[test]
 fn hostile_text_from_the_store_never_reaches_the_terminal() {
+    common::each_backend(hostile_text_from_the_store_never_reaches_the_terminal_once);
+}
+
+fn hostile_text_from_the_store_never_reaches_the_terminal_once() {
     let (_d, path) = store();
     let id = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J-id";
     let old = ago(TimeDelta::days(30));
     let task = |id: &str, status: &str| {
         json!({"task_id": id, "status": status, "input_schema": null, "input_value": null,
-            "result": null, "idempotency_key": "key\u{1b}[31m", "title": "t\u{1b}[5m",
-            "status_message": "m\u{9b}31m", "updated_at": old, "claimed_by": "w\u{1b}[8m",
-            "lease_expires_at": old, "revision": 1, "history": []})
+        "result": null, "idempotency_key": "key\u{1b}[31m", "title": "t\u{1b}[5m",
+        "status_message": "m\u{9b}31m", "updated_at": old, "claimed_by": "w\u{1b}[8m",
+        "lease_expires_at": old, "revision": 1, "history": []})
     };
     let other = "done\u{1b}[2J-id";
     let file = json!({ id: task(id, "working"), other: task(other, "completed") });
-    std::fs::write(&path, serde_json::to_string_pretty(&file).unwrap()).unwrap();
+    common::write_store(&path, &serde_json::to_string_pretty(&file).unwrap());
     let clean = |r: &Run, what: &str| {
         for s in [&r.stdout, &r.stderr] {
             assert!(

@@ -1,7 +1,7 @@
 //! The demo worker as real processes on a real store: SIGKILL and resume,
 //! SIGTERM giving the leases back, cancellation within a step, two workers on
 //! one store, and a stalled worker whose lease was taken over (by a worker of
-//! another name, or of the same name).
+//! another name, or of the same name). The first three run on every backend.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use rudder::{Actor, NewTask, Status, Store, StoreError, Task};
 use serde_json::{Value, json};
 
 mod demo_common;
-use demo_common::{rudder, store_in_tempdir, wait_for};
+use demo_common::{common, rudder, store_in_tempdir, wait_for};
 
 /// A `rudder worker` child, killed when dropped.
 struct Worker {
@@ -179,7 +179,13 @@ fn citation_kinds(result: &Value) -> Vec<String> {
 
 #[test]
 fn a_killed_worker_leaves_tasks_where_they_were_and_a_new_one_resumes_them() {
-    let (_dir, path, store) = store_in_tempdir("tasks.json");
+    common::each_backend(
+        a_killed_worker_leaves_tasks_where_they_were_and_a_new_one_resumes_them_once,
+    );
+}
+
+fn a_killed_worker_leaves_tasks_where_they_were_and_a_new_one_resumes_them_once() {
+    let (_dir, path, store) = store_in_tempdir(common::store_file());
     let waiting = create(&store, json!({"incident": "INC-1043"}));
     let running = create_checkout(&store);
 
@@ -329,7 +335,11 @@ fn the_worker_never_claims_a_task_that_is_not_a_demo_incident() {
 
 #[test]
 fn two_workers_on_one_store_run_every_task_exactly_once() {
-    let (_dir, path, store) = store_in_tempdir("tasks.json");
+    common::each_backend(two_workers_on_one_store_run_every_task_exactly_once_once);
+}
+
+fn two_workers_on_one_store_run_every_task_exactly_once_once() {
+    let (_dir, path, store) = store_in_tempdir(common::store_file());
     let requests = [
         json!({"incident": "INC-1042", "service": "checkout"}),
         json!({"incident": "INC-1043", "service": "payments"}),
@@ -412,7 +422,11 @@ fn a_worker_restarted_under_the_same_name_resumes_the_task_once_the_lease_lapsed
 
 #[test]
 fn sigterm_gives_the_lease_back_and_exits() {
-    let (_dir, path, store) = store_in_tempdir("tasks.json");
+    common::each_backend(sigterm_gives_the_lease_back_and_exits_once);
+}
+
+fn sigterm_gives_the_lease_back_and_exits_once() {
+    let (_dir, path, store) = store_in_tempdir(common::store_file());
     let id = create_checkout(&store);
     // At speed 4 a diagnosis takes about 14 s: it is under way for long.
     let mut worker = Worker::start(&path, "polite", 4.0);

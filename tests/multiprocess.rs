@@ -41,10 +41,14 @@ impl Rng {
 
 #[test]
 fn concurrent_creates_lose_nothing() {
+    common::each_backend(concurrent_creates_lose_nothing_once);
+}
+
+fn concurrent_creates_lose_nothing_once() {
     const PROCS: usize = 6;
     const EACH: usize = 12;
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
+    let path = dir.path().join(common::store_file());
     let ids: Vec<String> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..PROCS)
             .map(|p| {
@@ -74,8 +78,12 @@ fn concurrent_creates_lose_nothing() {
 
 #[test]
 fn concurrent_creates_with_one_key_make_one_task() {
+    common::each_backend(concurrent_creates_with_one_key_make_one_task_once);
+}
+
+fn concurrent_creates_with_one_key_make_one_task_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
+    let path = dir.path().join(common::store_file());
     let children: Vec<Child> = (0..6)
         .map(|_| {
             rudder()
@@ -107,9 +115,13 @@ fn concurrent_creates_with_one_key_make_one_task() {
 
 #[test]
 fn racing_completes_apply_exactly_once() {
+    common::each_backend(racing_completes_apply_exactly_once_once);
+}
+
+fn racing_completes_apply_exactly_once_once() {
     const RACERS: usize = 6;
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
+    let path = dir.path().join(common::store_file());
     for round in 0..3 {
         let id = create(&path, &[]);
         let children: Vec<(usize, Child)> = (0..RACERS)
@@ -223,10 +235,14 @@ fn check_store(path: &Path, reported: &[String], ctx: &str) -> usize {
 
 #[test]
 fn sigkill_never_tears_the_store() {
+    common::each_backend(sigkill_never_tears_the_store_once);
+}
+
+fn sigkill_never_tears_the_store_once() {
     const KILLS: usize = 40;
     let mut rng = Rng::from_env_or_time();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
+    let path = dir.path().join(common::store_file());
     let mut reported = Vec::new();
     for round in 0..KILLS {
         let mut child = Command::new(std::env::current_exe().unwrap())
@@ -287,10 +303,14 @@ fn sigkill_never_tears_the_store() {
 
 #[test]
 fn sigkill_of_the_cli_never_tears_the_store() {
+    common::each_backend(sigkill_of_the_cli_never_tears_the_store_once);
+}
+
+fn sigkill_of_the_cli_never_tears_the_store_once() {
     const KILLS: usize = 25;
     let mut rng = Rng::from_env_or_time();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
+    let path = dir.path().join(common::store_file());
     let mut reported = Vec::new();
     let mut killed = 0;
     for round in 0..KILLS {
@@ -345,10 +365,14 @@ fn child_process_claim_loop() {
 
 #[test]
 fn workers_in_separate_processes_never_share_a_task() {
+    common::each_backend(workers_in_separate_processes_never_share_a_task_once);
+}
+
+fn workers_in_separate_processes_never_share_a_task_once() {
     const TASKS: usize = 60;
     const WORKERS: usize = 4;
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
+    let path = dir.path().join(common::store_file());
     let store = Store::open(&path);
     for _ in 0..TASKS {
         store.create(NewTask::default()).unwrap();

@@ -6,7 +6,10 @@
 //! all processes on the machine) and what the store answered. The checker
 //! then verifies that no acknowledged operation is missing and that any
 //! operation that finished before another started is ordered before it:
-//! by revision for the shared task, by position in the file for creates.
+//! by revision for the shared task, by store order (position in the file, a database's sequence) for creates.
+//! It runs once per backend (`$RUDDER_TEST_STORE` narrows to one).
+
+mod common;
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
@@ -60,8 +63,12 @@ fn child_role() {
 
 #[test]
 fn acknowledged_operations_are_present_and_in_real_time_order() {
+    common::each_backend(acknowledged_operations_are_present_and_in_real_time_order_once);
+}
+
+fn acknowledged_operations_are_present_and_in_real_time_order_once() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tasks.json");
+    let path = dir.path().join(common::store_file());
     let store = Store::open(&path);
     let shared = store
         .create(NewTask::default())

@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -383,8 +382,9 @@ fn open(path: &Path, clock: &Clock) -> Store {
     Store::open(path).with_clock(clock.clone())
 }
 
-fn inode(path: &Path) -> Option<u64> {
-    std::fs::metadata(path).ok().map(|m| m.ino())
+/// What changes when the store is written (nothing before it exists).
+fn state(path: &Path) -> Option<common::StoreState> {
+    path.exists().then(|| common::store_state(path))
 }
 
 fn run_store(
@@ -437,8 +437,12 @@ fn answer_of(r: &Result<Outcome, StoreError>) -> Answer {
 }
 
 fn check_sequence(ops: Vec<Op>) {
+    common::each_backend(|| check_sequence_once(&ops));
+}
+
+fn check_sequence_once(ops: &[Op]) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
+    let path = dir.path().join(common::store_file());
     let offset = Arc::new(AtomicI64::new(0));
     let clock: Clock = {
         let offset = offset.clone();
@@ -448,7 +452,7 @@ fn check_sequence(ops: Vec<Op>) {
     let mut model = Model::default();
     for (step, op) in ops.iter().enumerate() {
         let ctx = format!("step {step}: {op:?}");
-        let before = inode(&path);
+        let before = state(&path);
         let (expected, got, target): (Answer, Answer, Option<usize>) = match op {
             Op::Advance { secs } => {
                 model.now += secs;
@@ -502,7 +506,10 @@ fn check_sequence(ops: Vec<Op>) {
         };
         assert_eq!(got, expected, "{ctx}: store and model disagree");
         // Written if and only if applied.
-        let written = inode(&path) != before;
+        let written = match &before {
+            None => path.exists(),
+            Some(b) => common::written_since(b, &path),
+        };
         assert_eq!(written, expected == Ok(Change::Applied), "{ctx}: write");
         // The whole store, as a freshly opened one reads it.
         let tasks = Store::open(&path).list(&[]).unwrap();

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Fingerprint, fingerprint, temp_files};
+use common::{StoreState, store_state, temp_files, written_since};
 use rudder::store::StoreError;
 use rudder::task::{Actor, Change, Status, Task};
 use rudder::{NewTask, Outcome, Store};
@@ -210,7 +210,7 @@ struct Fixture {
 
 fn fixture(start: Start) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
+    let path = dir.path().join(common::store_file());
     let store = Store::open(&path);
     let bystander = store
         .create(NewTask {
@@ -268,14 +268,8 @@ fn stored(path: &Path, id: &str) -> Task {
     Store::open(path).get(id).unwrap()
 }
 
-fn assert_untouched(before: &Fingerprint, path: &Path, ctx: &str) {
-    let after = fingerprint(path);
-    assert_eq!(after.inode, before.inode, "{ctx}: the file was replaced");
-    assert_eq!(
-        after.mtime_ns, before.mtime_ns,
-        "{ctx}: the file was written"
-    );
-    assert!(after.bytes == before.bytes, "{ctx}: the bytes changed");
+fn assert_untouched(before: &StoreState, path: &Path, ctx: &str) {
+    common::assert_store_untouched(before, path, ctx);
 }
 
 fn check_row(start: Start, m: Mutation) {
@@ -283,7 +277,7 @@ fn check_row(start: Start, m: Mutation) {
     let f = fixture(start);
     let before_task = stored(&f.path, &f.id);
     let bystander_before = stored(&f.path, &f.bystander);
-    let before = fingerprint(&f.path);
+    let before = store_state(&f.path);
     let result = mutate(&f.store, &f.id, m);
     let expect = expected(start, m);
     match (expect, result) {
@@ -295,11 +289,7 @@ fn check_row(start: Start, m: Mutation) {
             let history_grew = o.task.history.len() == before_task.history.len() + 1;
             assert_eq!(history_grew, status != before_task.status, "{ctx}: history");
             assert_eq!(stored(&f.path, &f.id), o.task, "{ctx}: returned != stored");
-            assert_ne!(
-                fingerprint(&f.path).inode,
-                before.inode,
-                "{ctx}: not written"
-            );
+            assert!(written_since(&before, &f.path), "{ctx}: not written");
         }
         (Expect::Unchanged, Ok(o)) => {
             assert_eq!(o.change, Change::Unchanged, "{ctx}");
@@ -340,6 +330,10 @@ fn check_row(start: Start, m: Mutation) {
 
 #[test]
 fn every_mutation_on_every_status() {
+    common::each_backend(every_mutation_on_every_status_once);
+}
+
+fn every_mutation_on_every_status_once() {
     for start in STARTS {
         for m in MUTATIONS {
             check_row(start, m);
@@ -349,6 +343,10 @@ fn every_mutation_on_every_status() {
 
 #[test]
 fn error_messages_name_task_status_and_operation() {
+    common::each_backend(error_messages_name_task_status_and_operation_once);
+}
+
+fn error_messages_name_task_status_and_operation_once() {
     let f = fixture(Start::Completed);
     let e = f.store.cancel(&f.id, None).unwrap_err();
     let msg = e.to_string();
@@ -361,8 +359,12 @@ fn error_messages_name_task_status_and_operation() {
 
 #[test]
 fn every_mutation_on_an_unknown_task() {
+    common::each_backend(every_mutation_on_an_unknown_task_once);
+}
+
+fn every_mutation_on_an_unknown_task_once() {
     let f = fixture(Start::Working);
-    let before = fingerprint(&f.path);
+    let before = store_state(&f.path);
     for m in MUTATIONS {
         let e = mutate(&f.store, "no-such-task", m).unwrap_err();
         assert_eq!(e.kind(), "unknown_task", "{m:?}");
@@ -378,8 +380,12 @@ fn every_mutation_on_an_unknown_task() {
 
 #[test]
 fn unknown_task_on_a_store_that_does_not_exist_yet() {
+    common::each_backend(unknown_task_on_a_store_that_does_not_exist_yet_once);
+}
+
+fn unknown_task_on_a_store_that_does_not_exist_yet_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
+    let path = dir.path().join(common::store_file());
     let store = Store::open(&path);
     assert!(store.list(&[]).unwrap().is_empty());
     for m in MUTATIONS {
@@ -390,8 +396,12 @@ fn unknown_task_on_a_store_that_does_not_exist_yet() {
 
 #[test]
 fn a_prefix_finds_a_task_and_an_ambiguous_one_is_refused() {
+    common::each_backend(a_prefix_finds_a_task_and_an_ambiguous_one_is_refused_once);
+}
+
+fn a_prefix_finds_a_task_and_an_ambiguous_one_is_refused_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
+    let path = dir.path().join(common::store_file());
     let store = Store::open(&path);
     let ids: Vec<String> = (0..40)
         .map(|_| store.create(NewTask::default()).unwrap().task.task_id)
@@ -407,7 +417,7 @@ fn a_prefix_finds_a_task_and_an_ambiguous_one_is_refused() {
             (ids.iter().filter(|b| b.starts_with(p)).count() > 1).then(|| p.to_string())
         })
         .unwrap();
-    let before = fingerprint(&path);
+    let before = store_state(&path);
     let e = store.cancel(&shared, None).unwrap_err();
     assert_eq!(e.kind(), "ambiguous_id");
     assert_eq!(e.exit_code(), 3);
@@ -418,9 +428,13 @@ fn a_prefix_finds_a_task_and_an_ambiguous_one_is_refused() {
 
 #[test]
 fn provide_input_only_if_unchanged_since_a_revision() {
+    common::each_backend(provide_input_only_if_unchanged_since_a_revision_once);
+}
+
+fn provide_input_only_if_unchanged_since_a_revision_once() {
     let f = fixture(Start::InputRequired);
     let rev = stored(&f.path, &f.id).revision;
-    let before = fingerprint(&f.path);
+    let before = store_state(&f.path);
     let e = f
         .store
         .provide_input(&f.id, v0(), Some(rev - 1))
@@ -436,14 +450,18 @@ fn provide_input_only_if_unchanged_since_a_revision() {
 
 #[test]
 fn a_zombie_worker_cannot_overwrite_its_successor() {
+    common::each_backend(a_zombie_worker_cannot_overwrite_its_successor_once);
+}
+
+fn a_zombie_worker_cannot_overwrite_its_successor_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
+    let path = dir.path().join(common::store_file());
     let store = Store::open(&path);
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     // w1 takes a lease that is already over; w2 takes the task over.
     store.claim(&id, "w1", Duration::ZERO).unwrap();
     store.claim(&id, "w2", HOUR).unwrap();
-    let before = fingerprint(&path);
+    let before = store_state(&path);
     let e = store
         .complete(&id, json!("zombie"), worker("w1"))
         .unwrap_err();
@@ -462,8 +480,12 @@ fn a_zombie_worker_cannot_overwrite_its_successor() {
 
 #[test]
 fn create_is_idempotent_by_key() {
+    common::each_backend(create_is_idempotent_by_key_once);
+}
+
+fn create_is_idempotent_by_key_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
+    let path = dir.path().join(common::store_file());
     let store = Store::open(&path);
     let new = || NewTask {
         input_schema: Some(s0()),
@@ -475,7 +497,7 @@ fn create_is_idempotent_by_key() {
     assert_eq!(first.change, Change::Applied);
     assert_eq!(first.task.status, Status::InputRequired);
     assert_eq!(first.task.revision, 1);
-    let before = fingerprint(&path);
+    let before = store_state(&path);
 
     let again = store.create(new()).unwrap();
     assert_eq!(again.change, Change::Unchanged);
@@ -540,8 +562,12 @@ fn create_is_idempotent_by_key() {
 
 #[test]
 fn create_starts_working_or_input_required() {
+    common::each_backend(create_starts_working_or_input_required_once);
+}
+
+fn create_starts_working_or_input_required_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tasks.json");
+    let path = dir.path().join(common::store_file());
     let store = Store::open(&path);
     let w = store.create(NewTask::default()).unwrap().task;
     assert_eq!(w.status, Status::Working);
@@ -556,7 +582,7 @@ fn create_starts_working_or_input_required() {
     assert_eq!(ir.status, Status::InputRequired);
     assert_ne!(w.task_id, ir.task_id);
     // An invalid schema is refused before anything is written.
-    let before = fingerprint(&path);
+    let before = store_state(&path);
     let e = store
         .create(NewTask {
             input_schema: Some(json!({"type": "nonsense"})),
@@ -619,7 +645,7 @@ fn a_value_too_deep_for_readers_is_refused_by_every_writer() {
 
     let deep = nested(MAX_VALUE_DEPTH + 1);
     let deep_object = nested_object(MAX_VALUE_DEPTH + 1);
-    let before = fingerprint(&path);
+    let before = store_state(&path);
     let attempts: Vec<(&str, Result<Outcome, StoreError>)> = vec![
         (
             "request",
@@ -699,7 +725,7 @@ fn a_value_that_would_read_back_as_something_else_is_refused() {
     let path = dir.path().join("tasks.json");
     let store = Store::open(&path);
     let id = store.create(NewTask::default()).unwrap().task.task_id;
-    let before = fingerprint(&path);
+    let before = store_state(&path);
     let marker = json!({"a": [{ (rudder::store::RESERVED_KEY): "not a number" }]});
     match store.complete(&id, marker, Actor::Anyone) {
         Err(e @ StoreError::ReservedKey { .. }) => {
@@ -780,7 +806,7 @@ fn a_revision_at_its_maximum_refuses_further_changes() {
     assert_eq!(stored(&path, &id).revision, u64::MAX);
     assert_eq!(stored(&path, &done).revision, u64::MAX);
 
-    let before = fingerprint(&path);
+    let before = store_state(&path);
     type Attempt<'a> = Box<dyn Fn() -> Result<Outcome, StoreError> + 'a>;
     let ops: [(&str, Attempt); 4] = [
         (
@@ -826,4 +852,22 @@ fn a_revision_at_its_maximum_refuses_further_changes() {
     );
     assert_eq!(stored(&path, &id).revision, u64::MAX);
     assert_eq!(stored(&path, &id).status, Status::Working);
+}
+
+#[test]
+fn a_new_database_and_its_wal_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sub/tasks.db");
+    let store = Store::open(&path);
+    store.create(NewTask::default()).unwrap();
+    // While the store is open its -wal and -shm files exist.
+    for p in ["sub/tasks.db", "sub/tasks.db-wal", "sub/tasks.db-shm"] {
+        let mode = std::fs::metadata(dir.path().join(p))
+            .unwrap_or_else(|e| panic!("{p}: {e}"))
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600, "{p}");
+    }
 }

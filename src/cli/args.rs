@@ -10,8 +10,8 @@ use crate::task::Status;
 #[derive(Debug, Parser)]
 #[command(name = "rudder", version, about, long_about = None)]
 pub struct Cli {
-    /// The store file [default: $RUDDER_STORE, else ./tasks.json]
-    #[arg(long, global = true, value_name = "PATH")]
+    /// The store: a path or URL (file:PATH, sqlite:PATH; a PATH ending in .db, .sqlite or .sqlite3 is SQLite) [default: $RUDDER_STORE, else ./tasks.json]
+    #[arg(long, global = true, value_name = "URL")]
     pub store: Option<PathBuf>,
 
     /// With no command (the TUI): refuse every write with a message
@@ -54,6 +54,8 @@ pub enum Command {
     Prune(PruneArgs),
     /// Wait until a task is finished or waits for input
     Wait(WaitArgs),
+    /// Copy every task of one store into another (e.g. a JSON file into SQLite)
+    Copy(CopyArgs),
 }
 
 #[derive(Debug, Args, Default)]
@@ -120,6 +122,15 @@ pub struct ListArgs {
     /// Only tasks with this status (repeatable)
     #[arg(long, value_name = "STATUS")]
     pub status: Vec<Status>,
+    /// Order: store (creation order, the default), updated (newest first), created, title or id
+    #[arg(long, value_name = "ORDER", default_value = "store")]
+    pub sort: crate::store::SortKey,
+    /// At most N tasks
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Start after the task with this full id (the last one of the previous page)
+    #[arg(long, value_name = "ID")]
+    pub after: Option<String>,
     #[command(flatten)]
     pub output: Output,
 }
@@ -222,6 +233,18 @@ pub struct PruneArgs {
     /// Age after which a finished task without its own ttl is removed, e.g. 7d
     #[arg(long, value_name = "DURATION")]
     pub older_than: String,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct CopyArgs {
+    /// The store to copy from (a path or store URL)
+    #[arg(value_name = "FROM")]
+    pub from: PathBuf,
+    /// The store to copy into: empty, or holding an earlier copy of FROM
+    #[arg(value_name = "TO")]
+    pub to: PathBuf,
     #[command(flatten)]
     pub output: Output,
 }

@@ -68,6 +68,7 @@ fn command_json(command: &Command) -> bool {
         Command::Reclaim(a) => a.output.json,
         Command::Prune(a) => a.output.json,
         Command::Wait(a) => a.output.json,
+        Command::Copy(a) => a.output.json,
         Command::Watch(_) | Command::Demo(_) | Command::Worker(_) => false,
     }
 }
@@ -177,6 +178,8 @@ fn print_report<T: serde::Serialize>(
 
 /// Run `command`; its exit code (0 but for `wait`, which says how the task ended).
 fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
+    // A URL rudder cannot open (PostgreSQL, for now) is a usage error.
+    crate::store::StoreUrl::parse(path).map_err(|e| CliError::Usage(e.to_string()))?;
     let store = Store::open(path);
     match command {
         Command::Create(a) => {
@@ -205,7 +208,12 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
             print_outcome(&outcome, "created", a.output.json)?;
         }
         Command::List(a) => {
-            let tasks = store.list(&a.status)?;
+            let tasks = store.page(&crate::store::PageQuery {
+                statuses: a.status,
+                sort: a.sort,
+                limit: a.limit,
+                after: a.after,
+            })?;
             print_answer(a.output.json, &tasks, || {
                 output::task_table(&tasks, store.now())
             })?;
@@ -315,6 +323,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
             })?;
             return Ok(super::wait_exit_code(task.status));
         }
+        Command::Copy(a) => copy(&a.from, &a.to, a.output.json)?,
         Command::Watch(_) | Command::Demo(_) | Command::Worker(_) => {
             return Err(CliError::Usage(
                 "watch, demo and worker are not scriptable commands".into(),
@@ -322,6 +331,52 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
         }
     }
     Ok(0)
+}
+
+/// `rudder copy FROM TO`.
+fn copy(from: &Path, to: &Path, json: bool) -> Result<(), CliError> {
+    let parse =
+        |p: &Path| crate::store::StoreUrl::parse(p).map_err(|e| CliError::Usage(e.to_string()));
+    let (from_url, to_url) = (parse(from)?, parse(to)?);
+    let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    if same(from_url.path(), to_url.path()) {
+        return Err(CliError::Usage(format!(
+            "copy: FROM and TO are the same store ({from_url})"
+        )));
+    }
+    let (src, dst) = (Store::open_url(&from_url), Store::open_url(&to_url));
+    // A spinner with the count on a terminal; indicatif draws nothing when
+    // stderr is not one (a script, a log), and `--json` keeps stderr quiet.
+    let bar = if json {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new_spinner()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} copied {pos} task(s) ({per_sec})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    let report = crate::store::copy::copy(&src, &dst, |done| bar.set_position(done as u64));
+    bar.finish_and_clear();
+    let report = report?;
+    let summary = format!(
+        "copied {} task(s) from {} to {} ({} new, {} updated, {} already there)",
+        report.total(),
+        output::sanitize_line(&report.from),
+        output::sanitize_line(&report.to),
+        report.copied,
+        report.updated,
+        report.unchanged
+    );
+    print_report(
+        json,
+        &report,
+        || format!("{summary}\n"),
+        || (report.copied + report.updated > 0).then(|| format!("the copy stands: {summary}")),
+    )
 }
 
 fn settled(task: &Task) -> bool {

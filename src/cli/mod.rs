@@ -114,7 +114,8 @@ impl CliError {
     }
 }
 
-/// The store path: `--store`, else `$RUDDER_STORE` (unless empty), else `./tasks.json`.
+/// The store URL or path: `--store`, else `$RUDDER_STORE` (unless empty),
+/// else `./tasks.json` (see [`crate::store::StoreUrl`]).
 pub fn store_path(flag: Option<PathBuf>) -> PathBuf {
     flag.or_else(|| {
         std::env::var_os("RUDDER_STORE")

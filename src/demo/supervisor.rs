@@ -41,7 +41,12 @@ impl Supervisor {
     }
 
     /// The log file beside the store: `rudder-demo.json.worker.log`.
+    /// `store` is a store URL or path: the log goes beside its file.
     pub fn log_path_for(store: &Path) -> PathBuf {
+        let store = match crate::store::StoreUrl::parse(store) {
+            Ok(url) => url.path().to_path_buf(),
+            Err(_) => store.to_path_buf(),
+        };
         let mut name = store.file_name().unwrap_or_default().to_os_string();
         name.push(".worker.log");
         store.with_file_name(name)

@@ -136,7 +136,19 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     // Before the first claim: from here on SIGTERM no longer kills the
     // worker outright, leases and all.
     stop_on_signals(Arc::clone(&stop), config.holder.clone())?;
-    let path = std::path::absolute(&config.store).unwrap_or_else(|_| config.store.clone());
+    let path = match crate::store::StoreUrl::parse(&config.store) {
+        Ok(crate::store::StoreUrl::File(p)) => std::path::absolute(&p).unwrap_or(p),
+        Ok(url @ crate::store::StoreUrl::Sqlite(_)) => {
+            let p = url.path();
+            std::path::PathBuf::from(format!(
+                "sqlite:{}",
+                std::path::absolute(p)
+                    .unwrap_or_else(|_| p.to_path_buf())
+                    .display()
+            ))
+        }
+        Err(_) => config.store.clone(),
+    };
     log(
         &config.holder,
         &format!(

@@ -17,10 +17,19 @@ pub enum StoreError {
     #[error("unknown task: {id}")]
     UnknownTask { id: String },
 
-    #[error("ambiguous task id {prefix:?}: it starts {} tasks ({})", candidates.len(), candidates.join(", "))]
+    #[error(
+        "ambiguous task id {prefix:?}: it starts {}{} tasks ({}{})",
+        if *more { "more than " } else { "" },
+        candidates.len(),
+        candidates.join(", "),
+        if *more { ", ..." } else { "" }
+    )]
     AmbiguousId {
         prefix: String,
+        /// The matching ids, sorted; only the first ones when `more`.
         candidates: Vec<String>,
+        /// Whether more tasks match than `candidates` lists.
+        more: bool,
     },
 
     #[error("cannot {op} task {}: it is {} ({reason})", task.task_id, task.status)]
@@ -116,6 +125,24 @@ pub enum StoreError {
         source: io::Error,
     },
 
+    /// `copy` refused a destination that holds other data.
+    #[error("cannot copy into {to}: {reason}; nothing was copied")]
+    CopyRefused { to: String, reason: String },
+
+    /// A store that is readable but not one rudder may use: not a SQLite
+    /// database, another application's database, a newer schema.
+    #[error("{location}: {message}; it was left untouched")]
+    NotAStore { location: String, message: String },
+
+    /// A database refused an operation (disk full, I/O error, corruption
+    /// found mid-query).
+    #[error("{location}: cannot {action}: {message}")]
+    Database {
+        location: String,
+        action: &'static str,
+        message: String,
+    },
+
     #[error(
         "{}: gave up after {} waiting for the store lock{}",
         path.display(), readable_wait(*waited), holder.as_ref().map(|h| format!(" (last taken by {h})")).unwrap_or_default()
@@ -189,7 +216,8 @@ impl StoreError {
             | StoreError::IdempotencyConflict { .. }
             | StoreError::StaleRevision { .. }
             | StoreError::LeaseLost { .. }
-            | StoreError::RevisionExhausted { .. } => 4,
+            | StoreError::RevisionExhausted { .. }
+            | StoreError::CopyRefused { .. } => 4,
             StoreError::InvalidInput { .. } => 5,
             StoreError::InvalidSchema(_)
             | StoreError::TooDeep { .. }
@@ -197,7 +225,9 @@ impl StoreError {
             StoreError::Corrupt { .. }
             | StoreError::Io { .. }
             | StoreError::LockTimeout { .. }
-            | StoreError::TooLarge { .. } => 6,
+            | StoreError::TooLarge { .. }
+            | StoreError::NotAStore { .. }
+            | StoreError::Database { .. } => 6,
         }
     }
 
@@ -231,6 +261,9 @@ impl StoreError {
             StoreError::Corrupt { .. } => "corrupt_store",
             StoreError::Io { .. } => "io",
             StoreError::LockTimeout { .. } => "lock_timeout",
+            StoreError::NotAStore { .. } => "not_a_store",
+            StoreError::CopyRefused { .. } => "copy_refused",
+            StoreError::Database { .. } => "database",
         }
     }
 

@@ -1,22 +1,28 @@
 //! The durable task store: every operation of DESIGN.md over a [`Backend`].
 //!
 //! [`Store`] holds the policy (idempotency, one answer for repeats and
-//! conflicts, reclaim and prune reports); a backend only knows how to load all
-//! tasks and how to run a read-modify-write under exclusive access, handing
-//! the operation a [`Transaction`]: summaries of every task for the scans,
-//! full tasks only for those the operation reads or changes. The JSON file
-//! backend is [`FileBackend`]; a database backend would implement the same
-//! methods and leave every caller untouched.
+//! conflicts, leases, reclaim and prune reports); a backend offers
+//! consistent reads and serialized read-modify-writes, handing the
+//! operation a [`Transaction`] of indexed operations (by id, id prefix,
+//! idempotency key, the next claimable task, stale and prunable tasks, a
+//! page in an order, counts by status) and the writes (insert, change in
+//! place, remove). The JSON file backend is [`FileBackend`], SQLite is
+//! [`SqliteBackend`]; [`AnyBackend`] is the one a [`StoreUrl`] chooses at
+//! run time.
 
 mod codec;
+pub mod copy;
 mod error;
 mod file;
 pub mod fs;
 mod index;
 mod limits;
+pub mod query;
 mod report;
 mod scan;
+pub mod sqlite;
 mod txn;
+pub mod url;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -31,8 +37,11 @@ pub use error::{StoreError, human_bytes};
 pub use file::{DEFAULT_LOCK_TIMEOUT, FileBackend, parse_max_bytes};
 pub use index::Summary;
 pub use limits::{MAX_VALUE_DEPTH, RESERVED_KEY, check_value};
+pub use query::{PageQuery, SortKey, StatusCounts};
 pub use report::{PruneReport, Pruned, ReclaimReport, Reclaimed, Skipped, human_duration, ms};
+pub use sqlite::SqliteBackend;
 pub use txn::Transaction;
+pub use url::{StoreUrl, UrlError};
 
 use crate::schema;
 use crate::task::machine::{self, Refusal};
@@ -118,22 +127,112 @@ pub struct NewTask {
     pub poll_interval_ms: Option<u64>,
 }
 
+/// The backend a [`StoreUrl`] names, chosen at run time.
+#[derive(Debug)]
+pub enum AnyBackend {
+    File(FileBackend),
+    Sqlite(SqliteBackend),
+    /// A URL this build cannot open: every operation is refused with why.
+    Unsupported(UrlError),
+}
+
+impl AnyBackend {
+    /// The backend for `url`. Nothing is opened or created yet.
+    pub fn open(url: &StoreUrl) -> Self {
+        match url {
+            StoreUrl::File(p) => AnyBackend::File(FileBackend::new(p)),
+            StoreUrl::Sqlite(p) => AnyBackend::Sqlite(SqliteBackend::new(p)),
+        }
+    }
+
+    /// The store's location as messages and the TUI show it (passwords
+    /// redacted).
+    pub fn location(&self) -> String {
+        match self {
+            AnyBackend::File(b) => b.path().display().to_string(),
+            AnyBackend::Sqlite(b) => b.location(),
+            AnyBackend::Unsupported(e) => e.to_string(),
+        }
+    }
+
+    fn refused(&self) -> Result<&dyn Backend, StoreError> {
+        match self {
+            AnyBackend::File(b) => Ok(b),
+            AnyBackend::Sqlite(b) => Ok(b),
+            AnyBackend::Unsupported(e) => Err(StoreError::NotAStore {
+                location: match e {
+                    UrlError::Unsupported { url } | UrlError::Empty { url } => url.clone(),
+                },
+                message: e.to_string(),
+            }),
+        }
+    }
+}
+
+impl Backend for AnyBackend {
+    fn load(&self) -> Result<TaskMap, StoreError> {
+        self.refused()?.load()
+    }
+    fn snapshot(
+        &self,
+        f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.refused()?.snapshot(f)
+    }
+    fn exists(&self) -> Result<bool, StoreError> {
+        self.refused()?.exists()
+    }
+    fn transaction(
+        &self,
+        f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.refused()?.transaction(f)
+    }
+}
+
 /// The task store.
-pub struct Store<B: Backend = FileBackend> {
+pub struct Store<B: Backend = AnyBackend> {
     backend: B,
     clock: Clock,
 }
 
 impl Store<FileBackend> {
-    /// Open the JSON store at `path`. Nothing is read or created yet: a missing
-    /// file is an empty store, created (0600, with its directory) on the first write.
-    pub fn open(path: impl AsRef<Path>) -> Self {
-        Store::with_backend(FileBackend::new(path.as_ref()))
-    }
-
     /// The path the store was opened with.
     pub fn path(&self) -> &Path {
         self.backend.path()
+    }
+}
+
+impl Store<AnyBackend> {
+    /// Open the store that `url` names: a store URL or a path (see
+    /// [`StoreUrl`]; `tasks.json` is the JSON file, `tasks.db` or
+    /// `sqlite:tasks` SQLite). Nothing is read or created yet: a missing
+    /// store is empty, created (0600, with its directory) on the first write.
+    pub fn open(url: impl AsRef<std::ffi::OsStr>) -> Self {
+        let backend = match StoreUrl::parse(url.as_ref()) {
+            Ok(url) => AnyBackend::open(&url),
+            Err(e) => AnyBackend::Unsupported(e),
+        };
+        Store::with_backend(backend)
+    }
+
+    /// Open the store at `url`.
+    pub fn open_url(url: &StoreUrl) -> Self {
+        Store::with_backend(AnyBackend::open(url))
+    }
+
+    /// The file the store lives in.
+    pub fn path(&self) -> &Path {
+        match &self.backend {
+            AnyBackend::File(b) => b.path(),
+            AnyBackend::Sqlite(b) => b.path(),
+            AnyBackend::Unsupported(_) => Path::new(""),
+        }
+    }
+
+    /// Where the store is, as messages show it.
+    pub fn location(&self) -> String {
+        self.backend.location()
     }
 }
 
@@ -175,17 +274,36 @@ impl<B: Backend> Store<B> {
         Ok(task.expect("resolved ids exist"))
     }
 
-    /// Tasks whose status is one of `statuses` (all tasks when empty).
+    /// Tasks whose status is one of `statuses` (all tasks when empty), in
+    /// store order.
     pub fn list(&self, statuses: &[Status]) -> Result<Vec<Task>, StoreError> {
         if statuses.is_empty() {
             return Ok(self.load()?.into_values().collect());
         }
+        self.page(&PageQuery {
+            statuses: statuses.to_vec(),
+            ..PageQuery::default()
+        })
+    }
+
+    /// One page of tasks: a filter, an order, a start and a limit.
+    pub fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
         let mut list = Vec::new();
         self.backend.snapshot(&mut |tasks| {
-            list = tasks.get_where(&|t| statuses.contains(&t.status))?;
+            list = tasks.page(q)?;
             Ok(())
         })?;
         Ok(list)
+    }
+
+    /// How many tasks have each status.
+    pub fn counts(&self) -> Result<StatusCounts, StoreError> {
+        let mut counts = StatusCounts::default();
+        self.backend.snapshot(&mut |tasks| {
+            counts = tasks.counts()?;
+            Ok(())
+        })?;
+        Ok(counts)
     }
 
     /// Run `f` under the backend's exclusive access with the current time.
@@ -233,10 +351,7 @@ impl<B: Backend> Store<B> {
         }
         self.transact(true, |tasks, now| {
             if let Some(key) = &new.idempotency_key
-                && let Some(id) = tasks
-                    .summaries()
-                    .find(|t| t.idempotency_key == Some(key))
-                    .map(|t| t.task_id.to_string())
+                && let Some(id) = tasks.find_key(key)?
             {
                 let existing = tasks.get(&id)?.expect("a listed task exists");
                 let field = if existing.input_schema != new.input_schema {
@@ -406,10 +521,6 @@ impl<B: Backend> Store<B> {
         lease: Duration,
         wanted: &dyn Fn(&Summary<'_>) -> bool,
     ) -> Result<Option<Task>, StoreError> {
-        // A task whose lease lapsed is free again, also for the holder that
-        // let it lapse (a worker restarted under the same name).
-        let claimable =
-            |t: &Summary, now| t.status == Status::Working && !t.lease_live(now) && wanted(t);
         // Idle workers poll: look without the lock first, so that a store
         // with nothing to claim is never locked, and its writers never wait,
         // for a poll. A task that turns claimable just after the look is
@@ -417,18 +528,14 @@ impl<B: Backend> Store<B> {
         let mut any = false;
         self.backend.snapshot(&mut |tasks| {
             let now = self.now();
-            any = tasks.summaries().any(|t| claimable(&t, now));
+            any = tasks.next_claimable(now, wanted)?.is_some();
             Ok(())
         })?;
         if !any {
             return Ok(None);
         }
         self.transact(false, |tasks, now| {
-            let next = tasks
-                .summaries()
-                .find(|t| claimable(t, now))
-                .map(|t| t.task_id.to_string());
-            let Some(id) = next else {
+            let Some(id) = tasks.next_claimable(now, wanted)? else {
                 return Ok((None, false));
             };
             let task = tasks.get_mut(&id)?.expect("a listed task exists");
@@ -453,18 +560,13 @@ impl<B: Backend> Store<B> {
             let mut plan = None;
             self.backend.snapshot(&mut |tasks| {
                 let now = self.now();
-                plan = Some(report::plan_reclaim(
-                    tasks.summaries(),
-                    older_than,
-                    now,
-                    true,
-                ));
+                plan = Some(plan_reclaim(tasks, older_than, now, true)?);
                 Ok(())
             })?;
             return Ok(plan.expect("the snapshot was read"));
         }
         self.transact(false, |tasks, now| {
-            let report = report::plan_reclaim(tasks.summaries(), older_than, now, false);
+            let report = plan_reclaim(tasks, older_than, now, false)?;
             fail_reclaimed(tasks, &report, older_than, now)?;
             let write = !report.reclaimed.is_empty();
             Ok((report, write))
@@ -482,11 +584,12 @@ impl<B: Backend> Store<B> {
         older_than: Duration,
     ) -> Result<ReclaimReport, StoreError> {
         self.transact(false, |tasks, now| {
-            let mut plan = report::plan_reclaim(tasks.summaries(), older_than, now, false);
+            let mut plan = plan_reclaim(tasks, older_than, now, false)?;
             let mut reclaimed = Vec::new();
             let mut skipped = Vec::new();
             for (id, seen) in previewed {
-                let current = tasks.summary(id).map(|t| (t.status, t.revision));
+                let task = tasks.get(id)?;
+                let current = task.as_ref().map(|t| (t.status, t.revision));
                 let planned = plan.reclaimed.iter().position(|r| &r.task_id == id);
                 let skip = |status, reason: String| Skipped {
                     task_id: id.clone(),
@@ -507,7 +610,7 @@ impl<B: Backend> Store<B> {
                             .find(|s| &s.task_id == id)
                             .cloned()
                             .unwrap_or_else(|| {
-                                let why = match tasks.summary(id).and_then(|t| t.updated_at) {
+                                let why = match task.as_ref().and_then(|t| t.updated_at) {
                                     Some(at) if !status.is_terminal() => format!(
                                         "active again: last update {} ago",
                                         report::human_duration(report::ms(now - at))
@@ -534,7 +637,8 @@ impl<B: Backend> Store<B> {
     /// Remove terminal tasks past their retention: `ttl_ms` when set, else `older_than`.
     pub fn prune(&self, older_than: Duration) -> Result<PruneReport, StoreError> {
         self.transact(false, |tasks, now| {
-            let report = report::plan_prune(tasks.summaries(), older_than, now);
+            let found = tasks.prunable(now, older_than)?;
+            let report = report::plan_prune(found.iter().map(|t| t.summary()), older_than, now);
             for p in &report.removed {
                 tasks.remove(&p.task_id);
             }
@@ -543,6 +647,28 @@ impl<B: Backend> Store<B> {
         })
     }
 }
+
+/// What `reclaim` would do now: planned from the candidates the backend
+/// finds, counting the other unfinished tasks as active.
+fn plan_reclaim(
+    tasks: &dyn Transaction,
+    older_than: Duration,
+    now: DateTime<Utc>,
+    dry_run: bool,
+) -> Result<ReclaimReport, StoreError> {
+    let stale = tasks.stale(now, older_than)?;
+    let mut plan = report::plan_reclaim(
+        stale.candidates.iter().map(|t| t.summary()),
+        older_than,
+        now,
+        dry_run,
+    );
+    plan.active += stale.unfinished.saturating_sub(stale.candidates.len());
+    Ok(plan)
+}
+
+/// How many ids of an ambiguous prefix an error lists.
+const CANDIDATES_SHOWN: usize = 20;
 
 /// Fail every task of a reclaim plan made from these very tasks.
 fn fail_reclaimed(
@@ -575,20 +701,19 @@ fn resolve_in(tasks: &dyn Transaction, id: &str) -> Result<String, StoreError> {
     if id.is_empty() {
         return Err(unknown());
     }
-    let mut matches = tasks.ids().filter(|k| k.starts_with(id));
-    let first = matches.next().ok_or_else(unknown)?;
-    let rest: Vec<&str> = matches.collect();
-    if rest.is_empty() {
-        return Ok(first.to_string());
+    let mut candidates = tasks.ids_with_prefix(id, CANDIDATES_SHOWN + 1)?;
+    match candidates.len() {
+        0 => return Err(unknown()),
+        1 => return Ok(candidates.remove(0)),
+        _ => {}
     }
-    let mut candidates: Vec<String> = std::iter::once(first)
-        .chain(rest)
-        .map(str::to_string)
-        .collect();
     candidates.sort();
+    let more = candidates.len() > CANDIDATES_SHOWN;
+    candidates.truncate(CANDIDATES_SHOWN);
     Err(StoreError::AmbiguousId {
         prefix: id.to_string(),
         candidates,
+        more,
     })
 }
 

@@ -11,9 +11,14 @@ use std::path::Path;
 
 use indexmap::IndexMap;
 
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
 use super::StoreError;
 use super::codec::{self, Piece};
 use super::index::{Summary, TaskIndex};
+use super::query::{self, PageQuery, Stale, StatusCounts, SummaryBuf};
 use super::{limits, scan};
 use crate::task::{Task, TaskMap};
 
@@ -53,6 +58,83 @@ pub trait Transaction {
     /// Remove the task `id`; whether there was one.
     fn remove(&mut self, id: &str) -> bool;
     fn clear(&mut self);
+
+    // The indexed operations the policy uses. The defaults scan the
+    // summaries (the JSON file backend); a database answers from its
+    // indexes. See `query.rs` for what each answer may contain.
+
+    /// The id of the task created with idempotency key `key`.
+    fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .summaries()
+            .find(|t| t.idempotency_key == Some(key))
+            .map(|t| t.task_id.to_string()))
+    }
+    /// At most `limit` ids that start with `prefix`, in any order.
+    fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .ids()
+            .filter(|k| k.starts_with(prefix))
+            .take(limit)
+            .map(str::to_string)
+            .collect())
+    }
+    /// The first claimable task in store order (see [`query::claimable`])
+    /// that `wanted` accepts (a worker that runs only some kinds of task).
+    fn next_claimable(
+        &self,
+        now: DateTime<Utc>,
+        wanted: &dyn Fn(&Summary) -> bool,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .summaries()
+            .find(|t| query::claimable(t, now) && wanted(t))
+            .map(|t| t.task_id.to_string()))
+    }
+    /// The unfinished tasks reclaim must look at, in store order (at least
+    /// those [`query::reclaim_candidate`] accepts).
+    fn stale(&self, now: DateTime<Utc>, older_than: Duration) -> Result<Stale, StoreError> {
+        let mut stale = Stale::default();
+        for t in self.summaries().filter(|t| !t.status.is_terminal()) {
+            stale.unfinished += 1;
+            if query::reclaim_candidate(&t, now, older_than) {
+                stale.candidates.push(SummaryBuf::of(&t));
+            }
+        }
+        Ok(stale)
+    }
+    /// The finished tasks prune must look at, in store order (at least
+    /// those [`query::prune_candidate`] accepts).
+    fn prunable(
+        &self,
+        now: DateTime<Utc>,
+        older_than: Duration,
+    ) -> Result<Vec<SummaryBuf>, StoreError> {
+        Ok(self
+            .summaries()
+            .filter(|t| query::prune_candidate(t, now, older_than))
+            .map(|t| SummaryBuf::of(&t))
+            .collect())
+    }
+    /// One page of tasks in full.
+    fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
+        // The anchor too, wherever the filter leaves it: the page starts
+        // after it.
+        let tasks = self.get_where(&|t| {
+            q.statuses.is_empty()
+                || q.statuses.contains(&t.status)
+                || q.after.as_deref() == Some(t.task_id)
+        })?;
+        Ok(query::page_in_memory(tasks, q))
+    }
+    /// How many tasks have each status.
+    fn counts(&self) -> Result<StatusCounts, StoreError> {
+        let mut counts = StatusCounts::default();
+        for t in self.summaries() {
+            *counts.0.entry(t.status).or_default() += 1;
+        }
+        Ok(counts)
+    }
 }
 
 impl Transaction for TaskMap {

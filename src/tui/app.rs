@@ -241,11 +241,16 @@ pub struct App {
 }
 
 impl App {
-    /// A fresh state for the store at `store` (as displayed).
+    /// A fresh state for the store at `store` (a store URL or path; shown
+    /// as its location, passwords redacted).
     pub fn new(store: &std::path::Path, read_only: bool, now: DateTime<Utc>) -> App {
+        let (label, file) = match crate::store::StoreUrl::parse(store) {
+            Ok(url) => (url.to_string(), url.path().to_path_buf()),
+            Err(e) => (e.to_string(), store.to_path_buf()),
+        };
         App {
-            store_label: crate::text::sanitize(&store.display().to_string()).into_owned(),
-            store_name: store
+            store_label: crate::text::sanitize(&label).into_owned(),
+            store_name: file
                 .file_name()
                 .map(|n| crate::text::sanitize(&n.to_string_lossy()).into_owned())
                 .unwrap_or_else(|| "the store".into()),

@@ -7,6 +7,11 @@
 //! changes on file systems whose events go missing. A missing file is a state
 //! of its own; an unparsable one is reported while the last good snapshot is
 //! kept.
+//!
+//! A SQLite store is watched the same way (its directory, for the database
+//! and its `-wal` file, whose writes are the commits) and checked cheaply on
+//! every tick: the feed re-reads the tasks only when the `changes` table has
+//! a change after the last one it saw.
 
 mod diff;
 
@@ -21,7 +26,7 @@ use tokio::sync::mpsc;
 
 pub use diff::{Diff, Transition, diff};
 
-use crate::store::FileBackend;
+use crate::store::{Backend, FileBackend, SqliteBackend, StoreUrl};
 use crate::task::TaskMap;
 
 /// One thing the feed observed.
@@ -68,11 +73,26 @@ pub struct ChangeFeed {
 impl ChangeFeed {
     /// Start watching `path`; the first event describes the current state.
     /// Must be called from within a tokio runtime.
+    /// `path` is a store URL or path (see [`StoreUrl`]).
     pub fn start(path: impl Into<PathBuf>, options: FeedOptions) -> ChangeFeed {
         let (tx, rx) = mpsc::channel(16);
-        let backend = FileBackend::new(path.into());
+        let path = path.into();
+        let source = match StoreUrl::parse(path.as_os_str()) {
+            Ok(StoreUrl::File(p)) => Ok(Source::File(FileBackend::new(p))),
+            Ok(StoreUrl::Sqlite(p)) => Ok(Source::Sqlite(SqliteBackend::new(p))),
+            Err(e) => Err(e.to_string()),
+        };
         let reads = Arc::new(AtomicU64::new(0));
-        let task = tokio::spawn(run(backend, options, tx, reads.clone()));
+        let counter = Arc::clone(&reads);
+        let task = tokio::spawn(async move {
+            match source {
+                Ok(source) => run(source, options, tx, counter).await,
+                Err(message) => {
+                    let _ = tx.send(FeedEvent::Unreadable { message }).await;
+                }
+            }
+        });
+
         ChangeFeed { rx, task, reads }
     }
 
@@ -91,6 +111,46 @@ impl ChangeFeed {
 impl Drop for ChangeFeed {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// What the feed reads.
+enum Source {
+    File(FileBackend),
+    Sqlite(SqliteBackend),
+}
+
+impl Source {
+    /// The file whose directory is watched.
+    fn target(&self) -> &Path {
+        match self {
+            Source::File(b) => b.target(),
+            Source::Sqlite(b) => b.path(),
+        }
+    }
+
+    fn dir(&self) -> PathBuf {
+        match self {
+            Source::File(b) => b.dir(),
+            Source::Sqlite(b) => match b.path().parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            },
+        }
+    }
+
+    /// The names in that directory whose changes mean new content.
+    fn names(&self) -> Vec<std::ffi::OsString> {
+        let mut names: Vec<_> = self
+            .target()
+            .file_name()
+            .map(|n| n.to_os_string())
+            .into_iter()
+            .collect();
+        if let Source::Sqlite(b) = self {
+            names.extend(b.wal_path().file_name().map(|n| n.to_os_string()));
+        }
+        names
     }
 }
 
@@ -117,7 +177,9 @@ fn stamp(path: &Path) -> Stamp {
 
 /// The reader side: remembers what was last reported to emit only changes.
 struct Reader {
-    backend: FileBackend,
+    source: Source,
+    /// SQLite: the last change seen.
+    cursor: Option<i64>,
     reads: Arc<AtomicU64>,
     last_good: Arc<TaskMap>,
     last_bytes: Option<Vec<u8>>,
@@ -137,9 +199,13 @@ enum Emitted {
 
 impl Reader {
     fn reload(&mut self) -> Option<FeedEvent> {
+        let backend = match &self.source {
+            Source::File(b) => b,
+            Source::Sqlite(_) => return self.reload_sqlite(),
+        };
         self.reads.fetch_add(1, Ordering::Relaxed);
-        self.stamp = stamp(self.backend.target());
-        let bytes = match self.backend.read_bytes() {
+        self.stamp = stamp(backend.target());
+        let bytes = match backend.read_bytes() {
             Ok(Some(b)) => b,
             Ok(None) => {
                 self.last_bytes = None;
@@ -151,7 +217,7 @@ impl Reader {
         if self.last == Emitted::Snapshot && self.last_bytes.as_deref() == Some(bytes.as_slice()) {
             return None;
         }
-        match crate::store::decode(self.backend.path(), &bytes) {
+        match crate::store::decode(backend.path(), &bytes) {
             Ok(tasks) => {
                 let diff = diff(&self.last_good, &tasks, Utc::now());
                 let first = self.last != Emitted::Snapshot;
@@ -170,7 +236,48 @@ impl Reader {
         }
     }
 
+    /// Re-read a SQLite store if a change was recorded since the last read.
+    fn reload_sqlite(&mut self) -> Option<FeedEvent> {
+        let Source::Sqlite(backend) = &self.source else {
+            return None;
+        };
+        let cursor = match backend.last_change() {
+            Ok(Some(c)) => c,
+            // No database, or one not written yet: waiting for it.
+            Ok(None) => {
+                self.cursor = None;
+                self.last_good = Arc::new(TaskMap::new());
+                return self.emit(Emitted::Missing, FeedEvent::Missing);
+            }
+            Err(e) => return self.unreadable(e.to_string()),
+        };
+        if self.last == Emitted::Snapshot && self.cursor == Some(cursor) {
+            return None;
+        }
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        // The cursor is read before the tasks: a commit in between is seen
+        // now and again at the next check, never missed.
+        match backend.load() {
+            Ok(tasks) => {
+                self.cursor = Some(cursor);
+                let diff = diff(&self.last_good, &tasks, Utc::now());
+                let first = self.last != Emitted::Snapshot;
+                if !first && diff.is_empty() {
+                    return None;
+                }
+                self.last_good = Arc::new(tasks);
+                self.last = Emitted::Snapshot;
+                Some(FeedEvent::Snapshot {
+                    tasks: self.last_good.clone(),
+                    diff,
+                })
+            }
+            Err(e) => self.unreadable(e.to_string()),
+        }
+    }
+
     fn unreadable(&mut self, message: String) -> Option<FeedEvent> {
+        self.cursor = None;
         self.last_bytes = None;
         let event = FeedEvent::Unreadable {
             message: message.clone(),
@@ -189,27 +296,30 @@ impl Reader {
 }
 
 async fn run(
-    backend: FileBackend,
+    source: Source,
     options: FeedOptions,
     tx: mpsc::Sender<FeedEvent>,
     reads: Arc<AtomicU64>,
 ) {
-    let target = backend.target().to_path_buf();
-    let name = target.file_name().map(|n| n.to_os_string());
-    let dir = backend.dir();
+    let target = source.target().to_path_buf();
+    let names = source.names();
+    let sqlite = matches!(source, Source::Sqlite(_));
+    let dir = source.dir();
     let (poke_tx, mut poke_rx) = mpsc::unbounded_channel::<()>();
     let make_watcher = || -> Option<RecommendedWatcher> {
         if !options.notify {
             return None;
         }
         let poke = poke_tx.clone();
-        let name = name.clone();
+        let names = names.clone();
         let mut w = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
             let relevant = match &ev {
                 Ok(ev) => {
                     ev.need_rescan()
                         || (changes_content(&ev.kind)
-                            && ev.paths.iter().any(|p| p.file_name() == name.as_deref()))
+                            && ev.paths.iter().any(|p| {
+                                p.file_name().is_some_and(|n| names.iter().any(|m| m == n))
+                            }))
                 }
                 Err(_) => true,
             };
@@ -225,7 +335,8 @@ async fn run(
     // appears later.
     let mut watcher = make_watcher();
     let mut reader = Reader {
-        backend,
+        source,
+        cursor: None,
         reads,
         last_good: Arc::new(TaskMap::new()),
         last_bytes: None,
@@ -267,7 +378,10 @@ async fn run(
                 if watcher.is_none() && options.notify {
                     watcher = make_watcher();
                 }
-                stamp(&target) != reader.stamp
+                // A database is asked (one cheap query) rather than stat'ed:
+                // a commit may change neither the -wal file's size nor its
+                // mtime granule.
+                sqlite || stamp(&target) != reader.stamp
             }
         };
     }

@@ -142,3 +142,126 @@ pub fn wait_for<T>(deadline: Duration, mut f: impl FnMut() -> Option<T>) -> Opti
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A store backend the conformance suites run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Sqlite,
+}
+
+thread_local! {
+    static KIND: std::cell::Cell<Kind> = const { std::cell::Cell::new(Kind::File) };
+}
+
+/// The backends to test: `$RUDDER_TEST_STORE` (`file` or `sqlite`) narrows
+/// to one; unset or empty, both.
+pub fn kinds() -> Vec<Kind> {
+    match std::env::var("RUDDER_TEST_STORE").as_deref() {
+        Err(_) | Ok("") => vec![Kind::File, Kind::Sqlite],
+        Ok("file") => vec![Kind::File],
+        Ok("sqlite") => vec![Kind::Sqlite],
+        Ok(other) => panic!("RUDDER_TEST_STORE={other:?}: expected file or sqlite"),
+    }
+}
+
+/// Run `f` once per backend of [`kinds`]; inside, [`store_file`] names a
+/// store of that backend.
+pub fn each_backend(mut f: impl FnMut()) {
+    for kind in kinds() {
+        KIND.with(|k| k.set(kind));
+        eprintln!("[store backend: {kind:?}]");
+        f();
+    }
+    KIND.with(|k| k.set(Kind::File));
+}
+
+/// The backend the current [`each_backend`] round tests.
+pub fn kind() -> Kind {
+    KIND.with(|k| k.get())
+}
+
+/// A store file name whose extension selects the current backend.
+pub fn store_file() -> &'static str {
+    match kind() {
+        Kind::File => "tasks.json",
+        Kind::Sqlite => "tasks.db",
+    }
+}
+
+/// What a write changes, per backend: the file's bytes, inode and mtime; a
+/// database's last recorded change and its tasks.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreState {
+    File(Fingerprint),
+    Sqlite { last_change: i64, tasks: String },
+}
+
+pub fn store_state(path: &Path) -> StoreState {
+    match rudder::store::StoreUrl::from_path(path) {
+        rudder::store::StoreUrl::File(_) => StoreState::File(fingerprint(path)),
+        rudder::store::StoreUrl::Sqlite(_) => {
+            let last_change = rudder::store::SqliteBackend::new(path)
+                .last_change()
+                .expect("read the changes")
+                .unwrap_or(0);
+            let tasks = rudder::Store::open(path).load().expect("load the tasks");
+            StoreState::Sqlite {
+                last_change,
+                tasks: serde_json::to_string(&tasks).expect("encode"),
+            }
+        }
+    }
+}
+
+/// Whether the store was written since `before`.
+pub fn written_since(before: &StoreState, path: &Path) -> bool {
+    match (before, store_state(path)) {
+        (StoreState::File(b), StoreState::File(a)) => a.inode != b.inode,
+        (StoreState::Sqlite { last_change: b, .. }, StoreState::Sqlite { last_change: a, .. }) => {
+            a != *b
+        }
+        _ => panic!("the store changed backend"),
+    }
+}
+
+/// The store was not written since `before`: not a byte (file), not a
+/// recorded change nor a task (database).
+pub fn assert_store_untouched(before: &StoreState, path: &Path, ctx: &str) {
+    let after = store_state(path);
+    match (before, &after) {
+        (StoreState::File(b), StoreState::File(a)) => {
+            assert_eq!(a.inode, b.inode, "{ctx}: the file was replaced");
+            assert_eq!(a.mtime_ns, b.mtime_ns, "{ctx}: the file was written");
+            assert!(a.bytes == b.bytes, "{ctx}: the bytes changed");
+        }
+        _ => assert_eq!(&after, before, "{ctx}: the database was written"),
+    }
+}
+
+/// Choose the backend for [`store_file`] by hand (async tests, which
+/// cannot run inside [`each_backend`]'s closure).
+pub fn set_kind(kind: Kind) {
+    eprintln!("[store backend: {kind:?}]");
+    KIND.with(|k| k.set(kind));
+}
+
+/// Write `tasks` (a JSON object mapping ids to tasks, the file format)
+/// as the whole content of the store at `path`, whatever its backend: the
+/// file as text, a database through the store.
+pub fn write_store(path: &Path, text: &str) {
+    match rudder::store::StoreUrl::from_path(path) {
+        rudder::store::StoreUrl::File(_) => std::fs::write(path, text).expect("write the store"),
+        rudder::store::StoreUrl::Sqlite(_) => {
+            use rudder::store::Backend;
+            let tasks = rudder::store::decode(path, text.as_bytes()).expect("a valid store");
+            rudder::Store::open(path)
+                .backend()
+                .transact(&mut |all| {
+                    *all = tasks.clone();
+                    Ok(true)
+                })
+                .expect("write the database");
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! `rudder copy FROM TO`: every task of one store into another, in store
+//! order, all fields kept (history and unknown fields included).
+//!
+//! - Streaming: a database is read a page at a time and every store is
+//!   written in batches, so a million tasks are never held twice. (A JSON
+//!   file is read whole: that is how it is read anyway.)
+//! - Idempotent: running it again (say, after an interruption) skips the
+//!   tasks already there, and brings forward those that changed in FROM
+//!   since (a higher revision).
+//! - Safe: a TO that holds a task FROM does not have, or a newer revision
+//!   of one, is refused before anything is written: that is someone
+//!   else's data, or a store already in use.
+
+use serde::Serialize;
+
+use super::{AnyBackend, Backend, PageQuery, SortKey, Store, StoreError};
+use crate::task::Task;
+
+/// How many tasks one read or one write transaction moves.
+pub const BATCH: usize = 1000;
+
+/// What a copy did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CopyReport {
+    pub from: String,
+    pub to: String,
+    /// Tasks that were not in TO.
+    pub copied: usize,
+    /// Tasks TO had at an older revision, replaced by FROM's.
+    pub updated: usize,
+    /// Tasks TO already had as they are in FROM.
+    pub unchanged: usize,
+}
+
+impl CopyReport {
+    pub fn total(&self) -> usize {
+        self.copied + self.updated + self.unchanged
+    }
+}
+
+/// Read FROM's tasks in store order, `BATCH` at a time.
+fn for_each_batch(
+    from: &Store<AnyBackend>,
+    mut f: impl FnMut(Vec<Task>) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    if let AnyBackend::File(_) = from.backend() {
+        let mut batch = Vec::with_capacity(BATCH);
+        for task in from.load()?.into_values() {
+            batch.push(task);
+            if batch.len() == BATCH {
+                f(std::mem::take(&mut batch))?;
+            }
+        }
+        return if batch.is_empty() { Ok(()) } else { f(batch) };
+    }
+    let mut after = None;
+    loop {
+        let page = from.page(&PageQuery {
+            sort: SortKey::Store,
+            limit: Some(BATCH),
+            after: after.take(),
+            ..PageQuery::default()
+        })?;
+        let Some(last) = page.last() else {
+            return Ok(());
+        };
+        after = Some(last.task_id.clone());
+        let full = page.len() == BATCH;
+        f(page)?;
+        if !full {
+            return Ok(());
+        }
+    }
+}
+
+/// Copy every task of `from` into `to`; `progress` is told how many tasks
+/// were done after each batch.
+pub fn copy(
+    from: &Store<AnyBackend>,
+    to: &Store<AnyBackend>,
+    mut progress: impl FnMut(usize),
+) -> Result<CopyReport, StoreError> {
+    let mut report = CopyReport {
+        from: from.location(),
+        to: to.location(),
+        ..CopyReport::default()
+    };
+    let refuse = |reason: String| StoreError::CopyRefused {
+        to: to.location(),
+        reason,
+    };
+    // First, without writing: every task TO holds must be FROM's, at the
+    // same or an older revision.
+    if to.backend().exists()? {
+        let mut after = None;
+        loop {
+            let page = to.page(&PageQuery {
+                sort: SortKey::Store,
+                limit: Some(BATCH),
+                after: after.take(),
+                ..PageQuery::default()
+            })?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.task_id.clone());
+            let full = page.len() == BATCH;
+            let mut problem = None;
+            from.backend().snapshot(&mut |src| {
+                for t in &page {
+                    match src.get(&t.task_id)? {
+                        None => {
+                            problem = Some(format!(
+                                "it holds task {} that {} does not have",
+                                t.task_id,
+                                from.location()
+                            ));
+                            break;
+                        }
+                        Some(s) if s.revision < t.revision => {
+                            problem = Some(format!(
+                                "its task {} is at revision {}, newer than the {} in {}: \
+                                 it is in use",
+                                t.task_id,
+                                t.revision,
+                                s.revision,
+                                from.location()
+                            ));
+                            break;
+                        }
+                        Some(_) => {}
+                    }
+                }
+                Ok(())
+            })?;
+            if let Some(p) = problem {
+                return Err(refuse(p));
+            }
+            if !full {
+                break;
+            }
+        }
+    }
+    // A file is rewritten whole by every write: one write for all of it.
+    let one_write = matches!(to.backend(), AnyBackend::File(_));
+    let mut whole = Vec::new();
+    let mut write = |batch: Vec<Task>| -> Result<(), StoreError> {
+        let mut counts = (0, 0, 0);
+        to.backend().transaction(&mut |dst| {
+            counts = (0, 0, 0);
+            for task in &batch {
+                match dst.get(&task.task_id)? {
+                    Some(existing) if existing == *task => counts.2 += 1,
+                    Some(existing) if existing.revision > task.revision => {
+                        return Err(refuse(format!(
+                            "its task {} changed while copying (revision {})",
+                            task.task_id, existing.revision
+                        )));
+                    }
+                    Some(_) => {
+                        dst.insert(task.clone());
+                        counts.1 += 1;
+                    }
+                    None => {
+                        dst.insert(task.clone());
+                        counts.0 += 1;
+                    }
+                }
+            }
+            Ok(counts.0 + counts.1 > 0)
+        })?;
+        report.copied += counts.0;
+        report.updated += counts.1;
+        report.unchanged += counts.2;
+        progress(report.total());
+        Ok(())
+    };
+    for_each_batch(from, |batch| {
+        if one_write {
+            whole.extend(batch);
+            Ok(())
+        } else {
+            write(batch)
+        }
+    })?;
+    if one_write && !whole.is_empty() {
+        write(whole)?;
+    }
+    Ok(report)
+}

@@ -1,0 +1,398 @@
+//! The SQLite backend (DESIGN.md "Stores and backends").
+//!
+//! One database file in WAL mode with `synchronous=FULL`: a commit is
+//! durable when the call returns. Writes run in `BEGIN IMMEDIATE`
+//! transactions, so writers queue on SQLite's own lock (waiting at most the
+//! lock timeout, `$RUDDER_LOCK_TIMEOUT`) and never conflict half-way;
+//! readers see a consistent snapshot and never wait for writers.
+//!
+//! Before anything is written, the file is checked: a file that is not a
+//! SQLite database, a database of another application, or a rudder store of
+//! a newer schema is refused, untouched. A new database is created 0600
+//! (SQLite gives its `-wal` and `-shm` files the database's mode).
+
+mod schema;
+mod txn;
+
+use std::fs::OpenOptions;
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+use super::file::DEFAULT_LOCK_TIMEOUT;
+use super::{Backend, StoreError, Transaction};
+use crate::task::TaskMap;
+pub use schema::{APPLICATION_ID, VERSION as SCHEMA_VERSION};
+use txn::SqlTxn;
+
+/// The first 16 bytes of every SQLite database file.
+const HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// A store kept in a SQLite database on a local file system.
+pub struct SqliteBackend {
+    path: PathBuf,
+    lock_timeout: Duration,
+    /// The open connection and the (device, inode) it was opened on: a file
+    /// replaced under the same name is opened anew.
+    conn: Mutex<Option<(Connection, (u64, u64))>>,
+}
+
+impl std::fmt::Debug for SqliteBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteBackend")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether the connection may create and migrate the database.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Read,
+    Write,
+}
+
+impl SqliteBackend {
+    /// The database at `path`. Nothing is opened or created yet. The lock
+    /// timeout is `$RUDDER_LOCK_TIMEOUT` when set, else 30 s.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        let lock_timeout = std::env::var("RUDDER_LOCK_TIMEOUT")
+            .ok()
+            .and_then(|t| crate::duration::parse_duration(&t).ok())
+            .unwrap_or(DEFAULT_LOCK_TIMEOUT);
+        SqliteBackend {
+            path: path.into(),
+            lock_timeout,
+            conn: Mutex::new(None),
+        }
+    }
+
+    /// Wait at most `timeout` for another writer (default 30 s).
+    pub fn with_lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
+        self
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The store's location as messages name it.
+    pub fn location(&self) -> String {
+        format!("sqlite:{}", self.path.display())
+    }
+
+    /// The write-ahead log beside the database, whose changes wake the feed.
+    pub fn wal_path(&self) -> PathBuf {
+        let mut name = self.path.as_os_str().to_os_string();
+        name.push("-wal");
+        PathBuf::from(name)
+    }
+
+    pub(crate) fn error(&self, action: &'static str, e: rusqlite::Error) -> StoreError {
+        sql_error(&self.location(), &self.path, self.lock_timeout, action, e)
+    }
+
+    fn identity(&self) -> Result<Option<(u64, u64)>, StoreError> {
+        match std::fs::metadata(&self.path) {
+            Ok(m) => Ok(Some((m.dev(), m.ino()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::io(&self.path, "stat the database", e)),
+        }
+    }
+
+    /// Refuse a file that is not a SQLite database without opening it as
+    /// one (an empty file is a new database). Returns whether it is empty.
+    fn check_header(&self) -> Result<bool, StoreError> {
+        let mut file = std::fs::File::open(&self.path)
+            .map_err(|e| StoreError::io(&self.path, "open the database", e))?;
+        let mut head = [0u8; 16];
+        let mut got = 0;
+        while got < head.len() {
+            match file.read(&mut head[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(StoreError::io(&self.path, "read the database", e)),
+            }
+        }
+        if got == 0 {
+            return Ok(true);
+        }
+        if got < head.len() || &head != HEADER {
+            return Err(StoreError::NotAStore {
+                location: self.location(),
+                message: "the file is not a SQLite database".into(),
+            });
+        }
+        Ok(false)
+    }
+
+    /// Run `f` on a connection to a checked database; `None` when the
+    /// database does not exist and `mode` is `Read` (nothing is created).
+    fn with_conn<T>(
+        &self,
+        mode: Mode,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut id = self.identity()?;
+        if id.is_none() {
+            *slot = None;
+            if mode == Mode::Read {
+                return Ok(None);
+            }
+            self.create_file()?;
+            id = self.identity()?;
+        }
+        if slot.as_ref().map(|(_, at)| Some(*at)) != Some(id) {
+            *slot = None;
+            let conn = self.open(mode)?;
+            match conn {
+                Some(conn) => *slot = Some((conn, id.unwrap_or_default())),
+                None => return Ok(None),
+            }
+        }
+        let (conn, _) = slot.as_mut().expect("opened above");
+        if mode == Mode::Write
+            && let Err(e) = self.prepare_for_writes(conn)
+        {
+            *slot = None;
+            return Err(e);
+        }
+        let result = f(conn);
+        if matches!(
+            result,
+            Err(StoreError::Database { .. } | StoreError::NotAStore { .. })
+        ) {
+            // Start from a fresh connection next time.
+            *slot = None;
+        }
+        result.map(Some)
+    }
+
+    /// Create the database file, private to the user, with its directory.
+    fn create_file(&self) -> Result<(), StoreError> {
+        if let Some(dir) = self.path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::io(dir, "create the store directory", e))?;
+        }
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&self.path)
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(StoreError::io(&self.path, "create the database", e)),
+        }
+    }
+
+    /// Open and check the database; `None` for a fresh (empty) database
+    /// opened to read.
+    fn open(&self, mode: Mode) -> Result<Option<Connection>, StoreError> {
+        let empty = self.check_header()?;
+        if empty && mode == Mode::Read {
+            return Ok(None);
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&self.path, flags)
+            .map_err(|e| self.error("open the database", e))?;
+        conn.busy_timeout(self.lock_timeout)
+            .map_err(|e| self.error("set the busy timeout", e))?;
+        let state = schema::inspect(&conn).map_err(|e| self.error("read the schema version", e))?;
+        match state {
+            Ok(schema::State::Fresh) if mode == Mode::Read => return Ok(None),
+            Ok(_) => {}
+            Err(schema::Refusal::Foreign(message)) => {
+                return Err(StoreError::NotAStore {
+                    location: self.location(),
+                    message,
+                });
+            }
+            Err(schema::Refusal::Newer(v)) => {
+                return Err(StoreError::NotAStore {
+                    location: self.location(),
+                    message: format!(
+                        "the store was written by a newer rudder (schema version {v}; this \
+                         rudder knows up to {}): upgrade rudder to use it",
+                        schema::VERSION
+                    ),
+                });
+            }
+        }
+        // Durable on return from every commit; per connection.
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(|e| self.error("set synchronous=FULL", e))?;
+        Ok(Some(conn))
+    }
+
+    /// Switch to WAL, which is kept in the file (a no-op once done). The
+    /// schema itself is created or migrated inside the first write
+    /// transaction ([`SqliteBackend::migrate_in`]), so that a new store
+    /// appears with its first task, never empty in between.
+    fn prepare_for_writes(&self, conn: &mut Connection) -> Result<(), StoreError> {
+        let mode: String = conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .map_err(|e| self.error("read the journal mode", e))?;
+        if mode.eq_ignore_ascii_case("wal") {
+            return Ok(());
+        }
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+            .map_err(|e| self.error("switch to WAL", e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Database {
+                location: self.location(),
+                action: "switch to WAL",
+                message: format!("the journal mode stayed {mode}"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Under the write lock: create or migrate the schema if needed
+    /// (checked again here, as another process may have just done it).
+    fn migrate_in(&self, conn: &Connection) -> Result<(), StoreError> {
+        let state = schema::inspect(conn).map_err(|e| self.error("read the schema version", e))?;
+        match state {
+            Ok(schema::State::Rudder(v)) if v == schema::VERSION => Ok(()),
+            Ok(schema::State::Rudder(v)) => schema::migrate(conn, v),
+            Ok(schema::State::Fresh) => schema::migrate(conn, 0),
+            Err(_) => {
+                return Err(StoreError::NotAStore {
+                    location: self.location(),
+                    message: "the database changed into one rudder cannot use".into(),
+                });
+            }
+        }
+        .map_err(|e| self.error("create the tables", e))
+    }
+
+    /// The sequence number of the last recorded change (0 for none), the
+    /// change feed's cursor; `None` while there is no store yet (no
+    /// database, or one whose first write has not committed).
+    pub fn last_change(&self) -> Result<Option<i64>, StoreError> {
+        self.with_conn(Mode::Read, |conn| {
+            conn.query_row("SELECT coalesce(max(seq), 0) FROM changes", [], |r| {
+                r.get(0)
+            })
+            .map_err(|e| self.error("read the changes", e))
+        })
+    }
+}
+
+impl Backend for SqliteBackend {
+    fn load(&self) -> Result<TaskMap, StoreError> {
+        let tasks = self.with_conn(Mode::Read, |conn| {
+            let tx = conn
+                .transaction()
+                .map_err(|e| self.error("begin a read", e))?;
+            let txn = SqlTxn::new(&tx, self);
+            txn.load_all()
+        })?;
+        Ok(tasks.unwrap_or_default())
+    }
+
+    fn snapshot(
+        &self,
+        f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let ran = self.with_conn(Mode::Read, |conn| {
+            // A deferred transaction: one consistent snapshot from its first
+            // read, without blocking writers (WAL).
+            let tx = conn
+                .transaction()
+                .map_err(|e| self.error("begin a read", e))?;
+            let txn = SqlTxn::new(&tx, self);
+            f(&txn)
+        })?;
+        match ran {
+            Some(()) => Ok(()),
+            None => f(&TaskMap::new()),
+        }
+    }
+
+    fn exists(&self) -> Result<bool, StoreError> {
+        Ok(self.identity()?.is_some())
+    }
+
+    fn transaction(
+        &self,
+        f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        let start = std::time::Instant::now();
+        loop {
+            let done = self.with_conn(Mode::Write, |conn| {
+                // BEGIN IMMEDIATE takes the write lock now (waiting up to the
+                // busy timeout), so the reads below see the latest commit and
+                // nothing can change them before ours.
+                let tx = conn
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .map_err(|e| self.error("lock the database", e))?;
+                self.migrate_in(&tx)?;
+                let mut txn = SqlTxn::new(&tx, self);
+                let write = f(&mut txn)?;
+                if !write {
+                    drop(txn);
+                    return tx
+                        .rollback()
+                        .map_err(|e| self.error("end the transaction", e));
+                }
+                txn.flush()?;
+                drop(txn);
+                tx.commit().map_err(|e| self.error("commit", e))
+            });
+            match done {
+                Ok(_) => return Ok(()),
+                // A commit that found the database busy (a checkpoint, a
+                // writer outside rudder) wrote nothing: run `f` again on
+                // fresh data until the lock timeout is used up.
+                Err(StoreError::LockTimeout { .. }) if start.elapsed() < self.lock_timeout => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// A rusqlite error as a store error naming the database.
+fn sql_error(
+    location: &str,
+    path: &Path,
+    lock_timeout: Duration,
+    action: &'static str,
+    e: rusqlite::Error,
+) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::LockTimeout {
+            path: path.to_path_buf(),
+            waited: lock_timeout,
+            holder: None,
+        },
+        Some(ErrorCode::NotADatabase) => StoreError::NotAStore {
+            location: location.to_string(),
+            message: "the file is not a SQLite database".into(),
+        },
+        Some(ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
+            path: path.to_path_buf(),
+            line: None,
+            column: None,
+            message: format!("the database is damaged ({e})"),
+        },
+        _ => StoreError::Database {
+            location: location.to_string(),
+            action,
+            message: e.to_string(),
+        },
+    }
+}

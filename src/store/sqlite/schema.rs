@@ -1,0 +1,126 @@
+//! The database schema and its migrations.
+//!
+//! A rudder database is recognized by its `PRAGMA application_id`; its
+//! schema version is `PRAGMA user_version`. Migration `i` of [`MIGRATIONS`]
+//! takes a database from version `i` to `i + 1`; a fresh database (no
+//! tables, no application id: a new or empty file) starts at version 0.
+//! A database of a newer version, or one that is not rudder's, is refused
+//! before anything is written to it.
+
+use rusqlite::Connection;
+
+/// `application_id` of a rudder store: "Rudr" in ASCII.
+pub const APPLICATION_ID: i32 = 0x5275_6472;
+
+/// The schema, one migration per version.
+///
+/// - `tasks`: one row per task: the whole task as JSON text (`doc`, so that
+///   fields this version does not know round-trip), and the columns the
+///   queries need, with their indexes. `seq` is the store order. Times are
+///   RFC 3339 UTC with nine fraction digits, so that text order is time
+///   order (for years 0000–9999; the policy refines every answer in Rust,
+///   so odder dates are only slower, never wrong). The idempotency key's
+///   index is not unique: `create` keeps keys unique under the write lock,
+///   but a JSON file written by hand or by the seed's store may repeat one,
+///   and copying it must not fail; the first task in store order wins, as
+///   in the file.
+/// - `counts`: tasks per status, kept in the same transaction as each write
+///   (the TUI's header reads it at every change; a `COUNT` over a million
+///   rows would not be cheap).
+/// - `changes`: one row per change of a task, in commit order, written in
+///   the same transaction: the change feed reads it after a cursor.
+pub const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE tasks (
+    seq INTEGER PRIMARY KEY,
+    task_id TEXT NOT NULL UNIQUE,
+    status TEXT NOT NULL,
+    idempotency_key TEXT,
+    title TEXT,
+    created_at TEXT,
+    updated_at TEXT,
+    claimed_by TEXT,
+    lease_expires_at TEXT,
+    ttl_ms INTEGER,
+    revision INTEGER NOT NULL,
+    doc TEXT NOT NULL
+);
+CREATE INDEX tasks_by_key ON tasks(idempotency_key, seq) WHERE idempotency_key IS NOT NULL;
+CREATE INDEX tasks_by_status ON tasks(status, seq);
+CREATE INDEX tasks_by_status_updated ON tasks(status, updated_at, task_id);
+CREATE INDEX tasks_by_updated ON tasks(updated_at, task_id);
+CREATE INDEX tasks_by_created ON tasks(created_at, task_id);
+CREATE INDEX tasks_by_title ON tasks(title, task_id);
+CREATE TABLE counts (
+    status TEXT PRIMARY KEY,
+    n INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    status_before TEXT,
+    status_after TEXT
+);
+"#];
+
+/// The schema version this rudder writes.
+pub const VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// What a database holds, as far as rudder is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// No tables and no application id: a new database (version 0).
+    Fresh,
+    /// A rudder store at this version (≤ [`VERSION`]).
+    Rudder(i64),
+}
+
+/// Why a database is not one this rudder may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// A SQLite database of another application.
+    Foreign(String),
+    /// A rudder store of a newer schema version.
+    Newer(i64),
+}
+
+/// Look at the database without writing to it.
+pub fn inspect(conn: &Connection) -> rusqlite::Result<Result<State, Refusal>> {
+    // One statement, so one snapshot: read one by one, the three could
+    // straddle another process's first commit (its tables without its id).
+    let (app, version, objects): (i32, i64, i64) = conn.query_row(
+        "SELECT (SELECT application_id FROM pragma_application_id), \
+                (SELECT user_version FROM pragma_user_version), \
+                (SELECT count(*) FROM sqlite_master)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    if app == APPLICATION_ID {
+        return Ok(if version > VERSION {
+            Err(Refusal::Newer(version))
+        } else {
+            Ok(State::Rudder(version))
+        });
+    }
+    Ok(if app == 0 && objects == 0 && version == 0 {
+        Ok(State::Fresh)
+    } else if app == 0 {
+        Err(Refusal::Foreign(format!(
+            "a SQLite database with {objects} tables or indexes of its own, not a rudder store"
+        )))
+    } else {
+        Err(Refusal::Foreign(format!(
+            "a SQLite database of another application (application_id {app:#x}), not a rudder store"
+        )))
+    })
+}
+
+/// Bring the database to [`VERSION`] inside the caller's write transaction.
+pub fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<()> {
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(from.max(0) as usize) {
+        conn.execute_batch(sql)?;
+        conn.pragma_update(None, "user_version", i as i64 + 1)?;
+    }
+    conn.pragma_update(None, "application_id", APPLICATION_ID)?;
+    Ok(())
+}

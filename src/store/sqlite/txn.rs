@@ -1,0 +1,771 @@
+//! [`Transaction`] over an open SQLite transaction.
+//!
+//! Reads go to the database; changes are kept here (the policy changes a
+//! task in place through `get_mut`) and written out before the next query
+//! and at commit, each with its row in `changes` and its effect on `counts`,
+//! so that every query sees the transaction's own changes.
+
+use std::cell::{OnceCell, RefCell};
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use indexmap::IndexMap;
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use super::SqliteBackend;
+use crate::store::query::{self, PageQuery, SortKey, Stale, StatusCounts, SummaryBuf};
+use crate::store::{StoreError, Summary, Transaction};
+use crate::task::{Status, Task, TaskMap};
+
+/// The columns a [`SummaryBuf`] is read from, in [`summary_of_row`]'s order.
+const SUMMARY_COLUMNS: &str = "task_id, status, idempotency_key, title, updated_at, claimed_by, \
+                               lease_expires_at, ttl_ms, revision";
+
+/// What the database held of a task when this transaction first read it.
+#[derive(Debug, Clone)]
+struct Before {
+    status: Status,
+    revision: u64,
+    doc: String,
+}
+
+/// A change not yet written to the database.
+enum Pending {
+    /// The task as it is to be: `before` is `None` for a new task.
+    Put {
+        task: Box<Task>,
+        before: Option<Before>,
+    },
+    Delete {
+        before: Before,
+    },
+}
+
+pub(super) struct SqlTxn<'c> {
+    conn: &'c Connection,
+    backend: &'c SqliteBackend,
+    pending: RefCell<IndexMap<String, Pending>>,
+    /// Every task's summary, for the whole-store iterators (which the
+    /// policy does not use: they exist for callers that want everything).
+    all: OnceCell<Vec<SummaryBuf>>,
+    /// An error met where the trait cannot return one; reported at commit.
+    deferred: RefCell<Option<StoreError>>,
+}
+
+/// A time as stored: RFC 3339 UTC with nine fraction digits, whose text
+/// order is time order.
+pub(super) fn time_text(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Nanos, true)
+}
+
+fn parse_time(text: Option<String>) -> Option<DateTime<Utc>> {
+    text.and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
+        .map(|t| t.with_timezone(&Utc))
+}
+
+fn status_of(text: &str) -> rusqlite::Result<Status> {
+    text.parse().map_err(|e: crate::task::ParseStatusError| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+fn summary_of_row(row: &Row<'_>) -> rusqlite::Result<SummaryBuf> {
+    Ok(SummaryBuf {
+        task_id: row.get(0)?,
+        status: status_of(&row.get::<_, String>(1)?)?,
+        idempotency_key: row.get(2)?,
+        title: row.get(3)?,
+        updated_at: parse_time(row.get(4)?),
+        claimed_by: row.get(5)?,
+        lease_expires_at: parse_time(row.get(6)?),
+        ttl_ms: row.get::<_, Option<i64>>(7)?.map(|v| v.max(0) as u64),
+        revision: row.get::<_, i64>(8)?.max(0) as u64,
+    })
+}
+
+impl<'c> SqlTxn<'c> {
+    pub fn new(conn: &'c Connection, backend: &'c SqliteBackend) -> Self {
+        SqlTxn {
+            conn,
+            backend,
+            pending: RefCell::new(IndexMap::new()),
+            all: OnceCell::new(),
+            deferred: RefCell::new(None),
+        }
+    }
+
+    fn err(&self, action: &'static str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        move |e| self.backend.error(action, e)
+    }
+
+    fn defer(&self, e: StoreError) {
+        self.deferred.borrow_mut().get_or_insert(e);
+    }
+
+    fn parse(&self, id: &str, doc: &str) -> Result<Task, StoreError> {
+        serde_json::from_str(doc).map_err(|e| StoreError::Corrupt {
+            path: self.backend.path().to_path_buf(),
+            line: None,
+            column: None,
+            message: format!("the task {id:?} does not read back: {e}"),
+        })
+    }
+
+    /// Every task in full, in store order.
+    pub fn load_all(&self) -> Result<TaskMap, StoreError> {
+        self.flush()?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT task_id, doc FROM tasks ORDER BY seq")
+            .map_err(self.err("read the tasks"))?;
+        let mut rows = stmt.query([]).map_err(self.err("read the tasks"))?;
+        let mut tasks = TaskMap::new();
+        while let Some(row) = rows.next().map_err(self.err("read the tasks"))? {
+            let id: String = row.get(0).map_err(self.err("read the tasks"))?;
+            let doc: String = row.get(1).map_err(self.err("read the tasks"))?;
+            let task = self.parse(&id, &doc)?;
+            tasks.insert(id, task);
+        }
+        Ok(tasks)
+    }
+
+    /// The row of `id` as it is in the database now.
+    fn read_row(&self, id: &str) -> Result<Option<(Task, Before)>, StoreError> {
+        let row = self
+            .conn
+            .prepare_cached("SELECT status, revision, doc FROM tasks WHERE task_id = ?1")
+            .and_then(|mut s| {
+                s.query_row([id], |r| {
+                    Ok((
+                        status_of(&r.get::<_, String>(0)?)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, String>(2)?,
+                    ))
+                })
+                .optional()
+            })
+            .map_err(self.err("read a task"))?;
+        let Some((status, revision, doc)) = row else {
+            return Ok(None);
+        };
+        let task = self.parse(id, &doc)?;
+        Ok(Some((
+            task,
+            Before {
+                status,
+                revision: revision.max(0) as u64,
+                doc,
+            },
+        )))
+    }
+
+    /// What the database holds of `id` (status, revision, text), if anything.
+    fn read_before(&self, id: &str) -> Result<Option<Before>, StoreError> {
+        Ok(self.read_row(id)?.map(|(_, b)| b))
+    }
+
+    /// Write out every pending change, with its `changes` row and counts.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        if let Some(e) = self.deferred.borrow_mut().take() {
+            return Err(e);
+        }
+        let pending = std::mem::take(&mut *self.pending.borrow_mut());
+        for (id, change) in pending {
+            match change {
+                Pending::Put { task, before } => self.write_put(&id, &task, before.as_ref())?,
+                Pending::Delete { before } => {
+                    let n = self
+                        .conn
+                        .prepare_cached("DELETE FROM tasks WHERE task_id = ?1")
+                        .and_then(|mut s| s.execute([&id]))
+                        .map_err(self.err("delete a task"))?;
+                    if n != 1 {
+                        return Err(self.vanished(&id));
+                    }
+                    self.record(&id, before.revision, Some(before.status), None)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn vanished(&self, id: &str) -> StoreError {
+        StoreError::Database {
+            location: self.backend.location(),
+            action: "write a task",
+            message: format!("the task {id} changed under the write lock"),
+        }
+    }
+
+    fn write_put(&self, id: &str, task: &Task, before: Option<&Before>) -> Result<(), StoreError> {
+        let doc = serde_json::to_string(task).map_err(|e| StoreError::Database {
+            location: self.backend.location(),
+            action: "encode a task",
+            message: e.to_string(),
+        })?;
+        if before.is_some_and(|b| b.doc == doc) {
+            // Read for a change that did not happen.
+            return Ok(());
+        }
+        let time = |t: Option<DateTime<Utc>>| t.map(time_text);
+        let ttl = task.ttl_ms.map(|v| v.min(i64::MAX as u64) as i64);
+        let revision = task.revision.min(i64::MAX as u64) as i64;
+        let n = match before {
+            Some(b) => self
+                .conn
+                .prepare_cached(
+                    "UPDATE tasks SET status = ?2, idempotency_key = ?3, title = ?4, \
+                     created_at = ?5, updated_at = ?6, claimed_by = ?7, lease_expires_at = ?8, \
+                     ttl_ms = ?9, revision = ?10, doc = ?11 WHERE task_id = ?1 AND revision = ?12",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        id,
+                        task.status.as_str(),
+                        task.idempotency_key,
+                        task.title,
+                        time(task.created_at),
+                        time(task.updated_at),
+                        task.claimed_by,
+                        time(task.lease_expires_at),
+                        ttl,
+                        revision,
+                        doc,
+                        b.revision.min(i64::MAX as u64) as i64,
+                    ])
+                })
+                .map_err(self.err("update a task"))?,
+            None => self
+                .conn
+                .prepare_cached(
+                    "INSERT INTO tasks (task_id, status, idempotency_key, title, created_at, \
+                     updated_at, claimed_by, lease_expires_at, ttl_ms, revision, doc) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        id,
+                        task.status.as_str(),
+                        task.idempotency_key,
+                        task.title,
+                        time(task.created_at),
+                        time(task.updated_at),
+                        task.claimed_by,
+                        time(task.lease_expires_at),
+                        ttl,
+                        revision,
+                        doc,
+                    ])
+                })
+                .map_err(self.err("insert a task"))?,
+        };
+        if n != 1 {
+            return Err(self.vanished(id));
+        }
+        self.record(
+            id,
+            task.revision,
+            before.map(|b| b.status),
+            Some(task.status),
+        )
+    }
+
+    /// The `changes` row and the counts of one write.
+    fn record(
+        &self,
+        id: &str,
+        revision: u64,
+        before: Option<Status>,
+        after: Option<Status>,
+    ) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO changes (task_id, revision, status_before, status_after) \
+                 VALUES (?1, ?2, ?3, ?4)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    id,
+                    revision.min(i64::MAX as u64) as i64,
+                    before.map(Status::as_str),
+                    after.map(Status::as_str),
+                ])
+            })
+            .map_err(self.err("record a change"))?;
+        if before != after {
+            let bump = |status: Status, by: i64| {
+                self.conn
+                    .prepare_cached(
+                        "INSERT INTO counts (status, n) VALUES (?1, ?2) \
+                         ON CONFLICT (status) DO UPDATE SET n = n + excluded.n",
+                    )
+                    .and_then(|mut s| s.execute(params![status.as_str(), by]))
+                    .map_err(self.err("count the statuses"))
+            };
+            if let Some(s) = before {
+                bump(s, -1)?;
+            }
+            if let Some(s) = after {
+                bump(s, 1)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Summaries of the rows that `sql` (a `WHERE ... ORDER BY ...` tail)
+    /// selects.
+    fn summaries_where(
+        &self,
+        tail: &str,
+        params: &[&dyn rusqlite::ToSql],
+    ) -> Result<Vec<SummaryBuf>, StoreError> {
+        self.flush()?;
+        let sql = format!("SELECT {SUMMARY_COLUMNS} FROM tasks {tail}");
+        let mut stmt = self
+            .conn
+            .prepare_cached(&sql)
+            .map_err(self.err("query the tasks"))?;
+        let rows = stmt
+            .query_map(params, summary_of_row)
+            .map_err(self.err("query the tasks"))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(self.err("query the tasks"))
+    }
+
+    fn all(&self) -> &[SummaryBuf] {
+        if self.all.get().is_none() {
+            match self.summaries_where("ORDER BY seq", &[]) {
+                Ok(all) => {
+                    let _ = self.all.set(all);
+                }
+                Err(e) => {
+                    self.defer(e);
+                    let _ = self.all.set(Vec::new());
+                }
+            }
+        }
+        self.all.get().expect("set above")
+    }
+
+    fn changed(&mut self) {
+        self.all = OnceCell::new();
+    }
+}
+
+/// The rows after an anchor whose `col` is `value`, in an ascending order
+/// with nulls first (then by `task_id`, the parameter `id`).
+fn after_nulls_first(
+    col: &str,
+    value: Option<String>,
+    id: String,
+    arg: &dyn Fn(Box<dyn rusqlite::ToSql>) -> String,
+) -> String {
+    match value {
+        Some(v) => {
+            let v = arg(Box::new(v));
+            format!("({col} > {v} OR ({col} = {v} AND task_id > {id}))")
+        }
+        None => format!("({col} IS NOT NULL OR task_id > {id})"),
+    }
+}
+
+impl Transaction for SqlTxn<'_> {
+    fn len(&self) -> usize {
+        match self.counts() {
+            Ok(c) => c.total(),
+            Err(e) => {
+                self.defer(e);
+                0
+            }
+        }
+    }
+
+    fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_> {
+        Box::new(self.all().iter().map(|t| t.task_id.as_str()))
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        match self.pending.borrow().get(id) {
+            Some(Pending::Put { .. }) => return true,
+            Some(Pending::Delete { .. }) => return false,
+            None => {}
+        }
+        let found = self
+            .conn
+            .prepare_cached("SELECT 1 FROM tasks WHERE task_id = ?1")
+            .and_then(|mut s| s.exists([id]))
+            .map_err(self.err("look a task up"));
+        found.unwrap_or_else(|e| {
+            self.defer(e);
+            false
+        })
+    }
+
+    fn summaries(&self) -> Box<dyn Iterator<Item = Summary<'_>> + '_> {
+        Box::new(self.all().iter().map(SummaryBuf::summary))
+    }
+
+    fn summary(&self, id: &str) -> Option<Summary<'_>> {
+        self.all()
+            .iter()
+            .find(|t| t.task_id == id)
+            .map(SummaryBuf::summary)
+    }
+
+    fn get(&self, id: &str) -> Result<Option<Task>, StoreError> {
+        match self.pending.borrow().get(id) {
+            Some(Pending::Put { task, .. }) => return Ok(Some(Task::clone(task))),
+            Some(Pending::Delete { .. }) => return Ok(None),
+            None => {}
+        }
+        Ok(self.read_row(id)?.map(|(t, _)| t))
+    }
+
+    fn get_where(&self, keep: &dyn Fn(&Summary) -> bool) -> Result<Vec<Task>, StoreError> {
+        let tasks = self.load_all()?;
+        Ok(tasks
+            .into_values()
+            .filter(|t| keep(&Summary::of(t)))
+            .collect())
+    }
+
+    fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError> {
+        self.changed();
+        let pending = self.pending.get_mut();
+        if !pending.contains_key(id) {
+            let Some((task, before)) = self.read_row(id)? else {
+                return Ok(None);
+            };
+            self.pending.get_mut().insert(
+                id.to_string(),
+                Pending::Put {
+                    task: Box::new(task),
+                    before: Some(before),
+                },
+            );
+        }
+        match self.pending.get_mut().get_mut(id) {
+            Some(Pending::Put { task, .. }) => Ok(Some(task)),
+            _ => Ok(None),
+        }
+    }
+
+    fn insert(&mut self, task: Task) {
+        self.changed();
+        let id = task.task_id.clone();
+        let before = match self.pending.get_mut().shift_remove(&id) {
+            Some(Pending::Put { before, .. }) => before,
+            Some(Pending::Delete { before }) => Some(before),
+            None => match self.read_before(&id) {
+                Ok(b) => b,
+                Err(e) => {
+                    self.defer(e);
+                    return;
+                }
+            },
+        };
+        self.pending.get_mut().insert(
+            id,
+            Pending::Put {
+                task: Box::new(task),
+                before,
+            },
+        );
+    }
+
+    fn remove(&mut self, id: &str) -> bool {
+        self.changed();
+        let before = match self.pending.get_mut().shift_remove(id) {
+            Some(Pending::Put { before, .. }) => before,
+            Some(Pending::Delete { before }) => {
+                self.pending
+                    .get_mut()
+                    .insert(id.to_string(), Pending::Delete { before });
+                return false;
+            }
+            None => match self.read_before(id) {
+                Ok(b) => b,
+                Err(e) => {
+                    self.defer(e);
+                    return false;
+                }
+            },
+        };
+        match before {
+            Some(before) => {
+                self.pending
+                    .get_mut()
+                    .insert(id.to_string(), Pending::Delete { before });
+                true
+            }
+            // Added in this transaction and never written: nothing to undo.
+            None => true,
+        }
+    }
+
+    fn clear(&mut self) {
+        let ids: Vec<String> = self.ids().map(str::to_string).collect();
+        for id in ids {
+            self.remove(&id);
+        }
+    }
+
+    fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.flush()?;
+        self.conn
+            .prepare_cached(
+                "SELECT task_id FROM tasks WHERE idempotency_key = ?1 ORDER BY seq LIMIT 1",
+            )
+            .and_then(|mut s| s.query_row([key], |r| r.get(0)).optional())
+            .map_err(self.err("look an idempotency key up"))
+    }
+
+    fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.flush()?;
+        // A range scan of the unique index from the prefix on, stopped at
+        // the first id that no longer starts with it.
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT task_id FROM tasks WHERE task_id >= ?1 ORDER BY task_id")
+            .map_err(self.err("look ids up"))?;
+        let mut rows = stmt.query([prefix]).map_err(self.err("look ids up"))?;
+        let mut ids = Vec::new();
+        while ids.len() < limit
+            && let Some(row) = rows.next().map_err(self.err("look ids up"))?
+        {
+            let id: String = row.get(0).map_err(self.err("look ids up"))?;
+            if !id.starts_with(prefix) {
+                break;
+            }
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+
+    fn next_claimable(
+        &self,
+        now: DateTime<Utc>,
+        wanted: &dyn Fn(&Summary) -> bool,
+    ) -> Result<Option<String>, StoreError> {
+        let now_text = time_text(now);
+        // Unleased or lapsed working tasks, oldest first, refined exactly.
+        let mut after: i64 = -1;
+        loop {
+            self.flush()?;
+            let mut stmt = self
+                .conn
+                .prepare_cached(&format!(
+                    "SELECT seq, {SUMMARY_COLUMNS} FROM tasks WHERE status = 'working' \
+                     AND seq > ?2 AND (claimed_by IS NULL OR lease_expires_at IS NULL \
+                     OR lease_expires_at <= ?1) ORDER BY seq LIMIT 32"
+                ))
+                .map_err(self.err("look for a claimable task"))?;
+            let rows: Vec<(i64, SummaryBuf)> = stmt
+                .query_map(params![now_text, after], |r| {
+                    let seq: i64 = r.get(0)?;
+                    // Columns shift by one for `seq`.
+                    Ok((
+                        seq,
+                        SummaryBuf {
+                            task_id: r.get(1)?,
+                            status: status_of(&r.get::<_, String>(2)?)?,
+                            idempotency_key: r.get(3)?,
+                            title: r.get(4)?,
+                            updated_at: parse_time(r.get(5)?),
+                            claimed_by: r.get(6)?,
+                            lease_expires_at: parse_time(r.get(7)?),
+                            ttl_ms: r.get::<_, Option<i64>>(8)?.map(|v| v.max(0) as u64),
+                            revision: r.get::<_, i64>(9)?.max(0) as u64,
+                        },
+                    ))
+                })
+                .and_then(|rows| rows.collect())
+                .map_err(self.err("look for a claimable task"))?;
+            if let Some((_, t)) = rows
+                .iter()
+                .find(|(_, t)| query::claimable(&t.summary(), now) && wanted(&t.summary()))
+            {
+                return Ok(Some(t.task_id.clone()));
+            }
+            match rows.last() {
+                Some((seq, _)) if rows.len() == 32 => after = *seq,
+                _ => return Ok(None),
+            }
+        }
+    }
+
+    fn stale(&self, now: DateTime<Utc>, older_than: Duration) -> Result<Stale, StoreError> {
+        let counts = self.counts()?;
+        let unfinished = counts.get(Status::Working) + counts.get(Status::InputRequired);
+        let cutoff = chrono::TimeDelta::from_std(older_than)
+            .ok()
+            .and_then(|d| now.checked_sub_signed(d))
+            .map(time_text);
+        let future = time_text(now + chrono::TimeDelta::seconds(1));
+        let now_text = time_text(now);
+        let mut candidates = self.summaries_where(
+            "WHERE status IN ('working', 'input_required') AND (updated_at IS NULL \
+             OR updated_at <= ?1 OR updated_at > ?2 \
+             OR (claimed_by IS NOT NULL AND lease_expires_at > ?3)) ORDER BY seq",
+            &[&cutoff, &future, &now_text],
+        )?;
+        candidates.retain(|t| query::reclaim_candidate(&t.summary(), now, older_than));
+        Ok(Stale {
+            candidates,
+            unfinished,
+        })
+    }
+
+    fn prunable(
+        &self,
+        now: DateTime<Utc>,
+        older_than: Duration,
+    ) -> Result<Vec<SummaryBuf>, StoreError> {
+        let cutoff = chrono::TimeDelta::from_std(older_than)
+            .ok()
+            .and_then(|d| now.checked_sub_signed(d))
+            .map(time_text);
+        let mut found = self.summaries_where(
+            "WHERE status IN ('completed', 'failed', 'cancelled') AND (updated_at IS NULL \
+             OR ttl_ms IS NOT NULL OR updated_at <= ?1) ORDER BY seq",
+            &[&cutoff],
+        )?;
+        found.retain(|t| query::prune_candidate(&t.summary(), now, older_than));
+        Ok(found)
+    }
+
+    fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
+        self.flush()?;
+        let mut clauses: Vec<String> = Vec::new();
+        let args: RefCell<Vec<Box<dyn rusqlite::ToSql>>> = RefCell::new(Vec::new());
+        let arg = |v: Box<dyn rusqlite::ToSql>| {
+            let mut args = args.borrow_mut();
+            args.push(v);
+            format!("?{}", args.len())
+        };
+        if !q.statuses.is_empty() {
+            let list: Vec<String> = q
+                .statuses
+                .iter()
+                .map(|s| arg(Box::new(s.as_str())))
+                .collect();
+            // When the filter keeps many tasks, reading the order's index
+            // and skipping the others finds a page after a few rows, where
+            // the status index would sort every match first: `+status`
+            // keeps SQLite off the status index then. (One status sorted
+            // by update has an index of its own, which it still uses.)
+            let counts = self.counts()?;
+            let matches: usize = q.statuses.iter().map(|s| counts.get(*s)).sum();
+            let dense = matches.saturating_mul(20) >= counts.total();
+            let single_by_update = q.statuses.len() == 1 && q.sort == SortKey::Updated;
+            let column = if dense && !single_by_update && q.sort != SortKey::Store {
+                "+status"
+            } else {
+                "status"
+            };
+            clauses.push(format!("{column} IN ({})", list.join(", ")));
+        }
+        if let Some(after) = &q.after {
+            let anchor = self
+                .conn
+                .prepare_cached(
+                    "SELECT seq, updated_at, created_at, title FROM tasks WHERE task_id = ?1",
+                )
+                .and_then(|mut s| {
+                    s.query_row([after], |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, Option<String>>(1)?,
+                            r.get::<_, Option<String>>(2)?,
+                            r.get::<_, Option<String>>(3)?,
+                        ))
+                    })
+                    .optional()
+                })
+                .map_err(self.err("find the page's anchor"))?;
+            // Rows after the anchor in each order (see `query::compare`);
+            // an anchor that is not in the store starts from the beginning
+            // (in `Id` order: where it would stand).
+            let id = || arg(Box::new(after.clone()));
+            let clause = match (q.sort, anchor) {
+                (SortKey::Id, _) => Some(format!("task_id > {}", id())),
+                (_, None) => None,
+                (SortKey::Store, Some((seq, ..))) => Some(format!("seq > {seq}")),
+                (SortKey::Updated, Some((_, updated, ..))) => {
+                    let id = id();
+                    Some(match updated {
+                        Some(u) => {
+                            let u = arg(Box::new(u));
+                            format!(
+                                "(updated_at IS NULL OR updated_at < {u} \
+                                 OR (updated_at = {u} AND task_id < {id}))"
+                            )
+                        }
+                        None => format!("(updated_at IS NULL AND task_id < {id})"),
+                    })
+                }
+                (SortKey::Created, Some((_, _, created, _))) => {
+                    Some(after_nulls_first("created_at", created, id(), &arg))
+                }
+                (SortKey::Title, Some((.., title))) => {
+                    Some(after_nulls_first("title", title, id(), &arg))
+                }
+            };
+            clauses.extend(clause);
+        }
+        let order = match q.sort {
+            SortKey::Store => "seq",
+            // NULL is the smallest value: last when descending. The
+            // (updated_at, task_id) index is read backwards.
+            SortKey::Updated => "updated_at DESC, task_id DESC",
+            SortKey::Created => "created_at, task_id",
+            SortKey::Title => "title, task_id",
+            SortKey::Id => "task_id",
+        };
+        let filter = if clauses.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", clauses.join(" AND "))
+        };
+        let limit = q.limit.map_or(-1, |l| l.min(i64::MAX as usize) as i64);
+        let sql = format!("SELECT task_id, doc FROM tasks {filter} ORDER BY {order} LIMIT {limit}");
+        let mut stmt = self
+            .conn
+            .prepare_cached(&sql)
+            .map_err(self.err("read a page of tasks"))?;
+        let args = args.into_inner();
+        let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| a.as_ref()).collect();
+        let mut rows = stmt
+            .query(params.as_slice())
+            .map_err(self.err("read a page of tasks"))?;
+        let mut tasks = Vec::new();
+        while let Some(row) = rows.next().map_err(self.err("read a page of tasks"))? {
+            let id: String = row.get(0).map_err(self.err("read a page of tasks"))?;
+            let doc: String = row.get(1).map_err(self.err("read a page of tasks"))?;
+            tasks.push(self.parse(&id, &doc)?);
+        }
+        Ok(tasks)
+    }
+
+    fn counts(&self) -> Result<StatusCounts, StoreError> {
+        self.flush()?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT status, n FROM counts WHERE n > 0")
+            .map_err(self.err("count the tasks"))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    status_of(&r.get::<_, String>(0)?)?,
+                    r.get::<_, i64>(1)?.max(0) as usize,
+                ))
+            })
+            .map_err(self.err("count the tasks"))?;
+        let mut counts = StatusCounts::default();
+        for row in rows {
+            let (status, n) = row.map_err(self.err("count the tasks"))?;
+            counts.0.insert(status, n);
+        }
+        Ok(counts)
+    }
+}

@@ -1,0 +1,151 @@
+//! `rudder copy FROM TO`: file → SQLite → file gives back equal tasks
+//! (history and unknown fields included), running it again is safe, and a
+//! TO holding other tasks is refused untouched.
+
+mod common;
+
+use common::{run_plain, store_state};
+use rudder::task::TaskMap;
+use rudder::{Actor, NewTask, Store};
+use serde_json::json;
+
+fn copy(from: &std::path::Path, to: &std::path::Path) -> serde_json::Value {
+    let r = run_plain(&[
+        "copy",
+        from.to_str().unwrap(),
+        to.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    r.json()
+}
+
+/// A JSON store with unknown fields, odd values and a full history.
+fn source(path: &std::path::Path) -> TaskMap {
+    let store = Store::open(path);
+    for i in 0..25 {
+        let t = store
+            .create(NewTask {
+                title: Some(format!("task {i}")),
+                input_schema: (i % 3 == 0).then(|| json!({"type": "object", "required": ["x"]})),
+                idempotency_key: Some(format!("key-{i}")),
+                request: Some(json!({"n": i, "nested": {"a": [1, 2.5, "три"]}})),
+                ..NewTask::default()
+            })
+            .unwrap()
+            .task;
+        if i % 3 == 0 {
+            store
+                .provide_input(&t.task_id, json!({"x": i}), None)
+                .unwrap();
+        }
+        if i % 4 == 1 {
+            store
+                .complete(&t.task_id, json!({"ok": i}), Actor::Anyone)
+                .unwrap();
+        }
+    }
+    // Fields another tool wrote.
+    let mut text: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    for (i, (_, t)) in text.as_object_mut().unwrap().iter_mut().enumerate() {
+        t["owner"] = json!({"team": "支付", "i": i});
+    }
+    std::fs::write(path, serde_json::to_vec_pretty(&text).unwrap()).unwrap();
+    store.load().unwrap()
+}
+
+#[test]
+fn file_to_sqlite_to_file_gives_back_equal_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, db, b) = (
+        dir.path().join("a.json"),
+        dir.path().join("tasks.db"),
+        dir.path().join("b.json"),
+    );
+    let original = source(&a);
+    assert!(original.values().all(|t| t.extra.contains_key("owner")));
+    let r = copy(&a, &db);
+    assert_eq!(
+        (r["copied"].as_u64(), r["unchanged"].as_u64()),
+        (Some(25), Some(0))
+    );
+    let in_db = Store::open(&db).load().unwrap();
+    assert_eq!(in_db, original, "file -> sqlite");
+    assert_eq!(
+        in_db.keys().collect::<Vec<_>>(),
+        original.keys().collect::<Vec<_>>(),
+        "store order"
+    );
+    copy(&db, &b);
+    assert_eq!(Store::open(&b).load().unwrap(), original, "sqlite -> file");
+
+    // Again: nothing to do, nothing written.
+    let before = store_state(&db);
+    let r = copy(&a, &db);
+    assert_eq!(
+        (r["copied"].as_u64(), r["unchanged"].as_u64()),
+        (Some(0), Some(25))
+    );
+    assert_eq!(store_state(&db), before);
+
+    // FROM moved on: the next copy brings it forward.
+    let first = original.keys().next().unwrap().clone();
+    Store::open(&a)
+        .heartbeat(&first, Some("later".into()), None, Actor::Anyone)
+        .ok();
+    Store::open(&a).cancel(&first, None).ok();
+    let r = copy(&a, &db);
+    assert_eq!(r["updated"].as_u64(), Some(1), "{r}");
+    assert_eq!(
+        Store::open(&db).load().unwrap(),
+        Store::open(&a).load().unwrap()
+    );
+}
+
+#[test]
+fn a_destination_holding_other_tasks_is_refused_untouched() {
+    common::each_backend(a_destination_holding_other_tasks_is_refused_untouched_once);
+}
+
+fn a_destination_holding_other_tasks_is_refused_untouched_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.json");
+    source(&a);
+    let to = dir.path().join(format!("to-{}", common::store_file()));
+    Store::open(&to).create(NewTask::default()).unwrap();
+    let before = store_state(&to);
+    let r = run_plain(&["copy", a.to_str().unwrap(), to.to_str().unwrap(), "--json"]);
+    assert_eq!(r.code, 4, "{r:#?}");
+    assert_eq!(r.json()["error"], "copy_refused");
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not have")
+    );
+    assert_eq!(store_state(&to), before);
+
+    // A TO already in use (a newer revision than FROM's) is refused too.
+    let to = dir.path().join(format!("used-{}", common::store_file()));
+    copy(&a, &to);
+    let id = Store::open(&to)
+        .load()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    Store::open(&to)
+        .heartbeat(&id, None, None, Actor::Anyone)
+        .ok();
+    let before = store_state(&to);
+    let r = run_plain(&["copy", a.to_str().unwrap(), to.to_str().unwrap()]);
+    assert_eq!(r.code, 4, "{r:#?}");
+    assert!(r.stderr.contains("in use"), "{}", r.stderr);
+    assert_eq!(store_state(&to), before);
+
+    // The same store twice is a usage error.
+    let r = run_plain(&["copy", a.to_str().unwrap(), a.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{r:#?}");
+}

@@ -1,0 +1,411 @@
+//! What only the SQLite backend has: files it must refuse untouched (not a
+//! database, another application's database, a newer schema), the schema
+//! created from an empty file, and the indexed queries agreeing with the
+//! in-memory reference on both backends.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{fingerprint, run};
+use rudder::store::query::{PageQuery, SortKey, page_in_memory};
+use rudder::store::sqlite::{APPLICATION_ID, SCHEMA_VERSION};
+use rudder::task::Status;
+use rudder::{Actor, NewTask, Store};
+
+/// Every kind of command refuses `path` with exit 6, writing nothing.
+fn refused_untouched(path: &Path, expect: &str) {
+    let before = fingerprint(path);
+    let dir = path.parent().unwrap();
+    let files_before = common::files_starting_with(dir, "");
+    for args in [
+        &["list"][..],
+        &["create", "--title", "x"],
+        &["get", "abc"],
+        &["cancel", "abc"],
+        &["reclaim", "--older-than", "0s"],
+        &["prune", "--older-than", "0s"],
+    ] {
+        let r = run(path, args);
+        assert_eq!(r.code, 6, "{args:?}: {r:#?}");
+        assert!(r.stderr.contains(expect), "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("left untouched"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        let j = run(path, &[args, &["--json"]].concat());
+        assert_eq!(j.code, 6, "{args:?} --json: {j:#?}");
+        assert_eq!(j.json()["exit_code"], 6);
+    }
+    assert_eq!(fingerprint(path), before, "the file was written");
+    assert_eq!(
+        common::files_starting_with(dir, ""),
+        files_before,
+        "files appeared beside it"
+    );
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, content) in [
+        ("text.db", &b"not a database at all, just text\n"[..]),
+        ("short.db", b"SQLite"),
+        ("json.sqlite", b"{}"),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, content).unwrap();
+        refused_untouched(&path, "not a SQLite database");
+    }
+}
+
+#[test]
+fn another_applications_database_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("other.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE tasks (id INTEGER PRIMARY KEY, what TEXT);")
+            .unwrap();
+    }
+    refused_untouched(&path, "not a rudder store");
+
+    let path = dir.path().join("app.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.pragma_update(None, "application_id", 0x1234).unwrap();
+    }
+    refused_untouched(&path, "another application");
+}
+
+#[test]
+fn a_store_from_a_newer_rudder_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.db");
+    Store::open(&path).create(NewTask::default()).unwrap();
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+            .unwrap();
+        // Fold the WAL back so that the fingerprint covers everything.
+        conn.pragma_update(None, "journal_mode", "DELETE").unwrap();
+    }
+    refused_untouched(&path, "newer rudder");
+}
+
+#[test]
+fn an_empty_file_becomes_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.db");
+    std::fs::write(&path, b"").unwrap();
+    // Reading an empty file is an empty store, and writes nothing.
+    let r = run(&path, &["list", "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.json(), serde_json::json!([]));
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+    let id = common::create(&path, &["--title", "first"]);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let app: i32 = conn
+        .pragma_query_value(None, "application_id", |r| r.get(0))
+        .unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        (app, version, mode.as_str()),
+        (APPLICATION_ID, SCHEMA_VERSION, "wal")
+    );
+    let changes: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM changes WHERE task_id = ?1",
+            [&id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(changes, 1);
+}
+
+#[test]
+fn a_missing_database_is_read_as_empty_and_never_created_by_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sub/tasks.db");
+    for args in [
+        &["list"][..],
+        &["get", "abc"],
+        &["cancel", "abc"],
+        &["reclaim", "--older-than", "0s"],
+        &["prune", "--older-than", "0s"],
+        &["heartbeat", "abc"],
+    ] {
+        run(&path, args);
+    }
+    assert!(!dir.path().join("sub").exists(), "a read created the store");
+}
+
+#[test]
+fn every_command_runs_over_a_sqlite_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("store");
+    let url = format!("sqlite:{}", file.display());
+    let url = Path::new(&url);
+    let schema =
+        r#"{"type":"object","required":["service"],"properties":{"service":{"type":"string"}}}"#;
+    let a = common::create(url, &["--schema", schema, "--key", "k", "--title", "A"]);
+    assert_eq!(common::create(url, &["--schema", schema, "--key", "k"]), a);
+    let b = common::create(url, &["--title", "B"]);
+    let ok = |args: &[&str]| {
+        let r = run(url, args);
+        assert_eq!(r.code, 0, "{args:?}: {r:#?}");
+        r
+    };
+    let list = ok(&["list", "--status", "input_required", "--json"]).json();
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    ok(&["input", &a[..6], "--set", "service=payments"]);
+    ok(&[
+        "request-input",
+        &a,
+        "--schema",
+        schema,
+        "--message",
+        "again?",
+    ]);
+    // `wait` says how it ended: 9 for a task that waits for input.
+    let r = run(url, &["wait", &a, "--timeout", "5s", "--json"]);
+    assert_eq!(r.code, 9, "{r:#?}");
+    let waited = r.json();
+    assert_eq!(waited["status"], "input_required");
+    ok(&["input", &a, "--value", r#"{"service":"search"}"#]);
+    ok(&["heartbeat", &a, "--message", "step 2"]);
+    ok(&["complete", &a, "--result", "42"]);
+    assert_eq!(ok(&["wait", &a, "--json"]).json()["status"], "completed");
+    let dry = ok(&["reclaim", "--older-than", "0s", "--dry-run", "--json"]).json();
+    assert_eq!(dry["reclaimed"][0]["task_id"], b.as_str());
+    ok(&["reclaim", "--older-than", "0s"]);
+    assert_eq!(ok(&["get", &b, "--json"]).json()["status"], "failed");
+    let c = common::create(url, &[]);
+    ok(&["fail", &c, "--error", "boom"]);
+    let d = common::create(url, &[]);
+    ok(&["cancel", &d]);
+    let pruned = ok(&["prune", "--older-than", "0s", "--json"]).json();
+    assert_eq!(pruned["removed"].as_array().unwrap().len(), 4);
+    assert_eq!(ok(&["list", "--json"]).json(), serde_json::json!([]));
+    assert!(file.exists() && !dir.path().join("store.json").exists());
+}
+
+/// A store with a little of everything, made through `store`.
+fn varied(store: &Store) {
+    let now = chrono::Utc::now();
+    for i in 0..60u32 {
+        let title = match i % 4 {
+            0 => None,
+            1 => Some(format!("t{}", i % 7)),
+            _ => Some(format!("title {}", 60 - i)),
+        };
+        let task = store
+            .create(NewTask {
+                title,
+                input_schema: (i % 5 == 0).then(|| serde_json::json!({"type": "object"})),
+                idempotency_key: (i % 3 == 0).then(|| format!("key-{i}")),
+                ..NewTask::default()
+            })
+            .unwrap()
+            .task;
+        match i % 6 {
+            1 => {
+                store
+                    .complete(&task.task_id, serde_json::json!(i), Actor::Anyone)
+                    .ok();
+            }
+            2 => {
+                store
+                    .claim(&task.task_id, "w", Duration::from_secs(60))
+                    .ok();
+            }
+            3 => {
+                store.cancel(&task.task_id, None).unwrap();
+            }
+            4 => {
+                store
+                    .heartbeat(&task.task_id, Some("beat".into()), None, Actor::Anyone)
+                    .ok();
+            }
+            _ => {}
+        }
+    }
+    let _ = now;
+}
+
+#[test]
+fn pages_and_counts_agree_with_the_reference_on_every_backend() {
+    common::each_backend(pages_and_counts_agree_with_the_reference_on_every_backend_once);
+}
+
+fn pages_and_counts_agree_with_the_reference_on_every_backend_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(common::store_file());
+    let store = Store::open(&path);
+    varied(&store);
+    let all: Vec<_> = store.load().unwrap().into_values().collect();
+    let counts = store.counts().unwrap();
+    for s in Status::ALL {
+        let n = all.iter().filter(|t| t.status == s).count();
+        assert_eq!(counts.get(s), n, "{s}");
+    }
+    let filters = [
+        vec![],
+        vec![Status::Working],
+        vec![Status::InputRequired, Status::Cancelled],
+    ];
+    let mut anchors: Vec<Option<String>> = vec![None, Some("zzz".into()), Some("0".into())];
+    anchors.extend(all.iter().step_by(7).map(|t| Some(t.task_id.clone())));
+    for sort in [
+        SortKey::Store,
+        SortKey::Updated,
+        SortKey::Created,
+        SortKey::Title,
+        SortKey::Id,
+    ] {
+        for statuses in &filters {
+            for after in &anchors {
+                for limit in [None, Some(0), Some(1), Some(5)] {
+                    let q = PageQuery {
+                        statuses: statuses.clone(),
+                        sort,
+                        limit,
+                        after: after.clone(),
+                    };
+                    let ids = |v: Vec<rudder::Task>| -> Vec<String> {
+                        v.into_iter().map(|t| t.task_id).collect()
+                    };
+                    assert_eq!(
+                        ids(store.page(&q).unwrap()),
+                        ids(page_in_memory(all.clone(), &q)),
+                        "{q:?}"
+                    );
+                }
+            }
+        }
+    }
+    // Paging through in steps of 7 gives every task once, in order.
+    for sort in [SortKey::Updated, SortKey::Title] {
+        let mut seen = Vec::new();
+        let mut after = None;
+        loop {
+            let page = store
+                .page(&PageQuery {
+                    sort,
+                    limit: Some(7),
+                    after: after.clone(),
+                    ..PageQuery::default()
+                })
+                .unwrap();
+            let Some(last) = page.last() else { break };
+            after = Some(last.task_id.clone());
+            seen.extend(page.into_iter().map(|t| t.task_id));
+        }
+        let mut reference = all.clone();
+        reference.sort_by(|a, b| rudder::store::query::compare(sort, a, b));
+        let reference: Vec<String> = reference.into_iter().map(|t| t.task_id).collect();
+        assert_eq!(seen, reference, "{sort:?}");
+    }
+}
+
+#[test]
+fn an_ambiguous_prefix_lists_a_bounded_number_of_candidates() {
+    use rudder::store::Backend;
+    common::each_backend(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(common::store_file());
+        let store = Store::open(&path);
+        store
+            .backend()
+            .transact(&mut |tasks| {
+                for i in (0..30).rev() {
+                    let t = rudder::Task::new(format!("same-{i:02}"), Status::Working);
+                    tasks.insert(t.task_id.clone(), t);
+                }
+                tasks.insert("other".into(), rudder::Task::new("other", Status::Working));
+                Ok(true)
+            })
+            .unwrap();
+        let e = store.get("same-").unwrap_err();
+        let rudder::StoreError::AmbiguousId {
+            candidates, more, ..
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
+        assert!(*more);
+        assert_eq!(candidates.len(), 20);
+        let mut sorted = candidates.clone();
+        sorted.sort();
+        assert_eq!(&sorted, candidates);
+        assert!(e.to_string().contains("more than 20"), "{e}");
+        let e = store.get("same-1").unwrap_err();
+        let rudder::StoreError::AmbiguousId {
+            candidates, more, ..
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
+        assert!(!*more);
+        assert_eq!(candidates.len(), 10);
+        assert_eq!(store.get("same-29").unwrap().task_id, "same-29");
+        assert_eq!(store.get("oth").unwrap().task_id, "other");
+        assert_eq!(store.get("s").unwrap_err().kind(), "ambiguous_id");
+    });
+}
+
+#[test]
+fn list_pages_with_sort_limit_and_after() {
+    common::each_backend(list_pages_with_sort_limit_and_after_once);
+}
+
+fn list_pages_with_sort_limit_and_after_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(common::store_file());
+    let mut ids: Vec<String> = ["c", "a", "b", "d"]
+        .iter()
+        .map(|t| common::create(&path, &["--title", t]))
+        .collect();
+    let list = |args: &[&str]| -> Vec<String> {
+        let r = run(&path, &[&["list", "--json"], args].concat());
+        assert_eq!(r.code, 0, "{args:?}: {r:#?}");
+        r.json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["task_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(list(&[]), ids);
+    let by_title = list(&["--sort", "title"]);
+    assert_eq!(
+        by_title,
+        [
+            ids[1].clone(),
+            ids[2].clone(),
+            ids[0].clone(),
+            ids[3].clone()
+        ]
+    );
+    assert_eq!(list(&["--sort", "title", "--limit", "2"]), by_title[..2]);
+    assert_eq!(
+        list(&["--sort", "title", "--limit", "2", "--after", &by_title[1]]),
+        by_title[2..]
+    );
+    // Newest first: the last created comes first.
+    assert_eq!(
+        list(&["--sort", "updated", "--limit", "1"]),
+        [ids[3].clone()]
+    );
+    ids.sort();
+    assert_eq!(list(&["--sort", "id"]), ids);
+    let r = run(&path, &["list", "--sort", "size", "--json"]);
+    assert_eq!(r.code, 2, "{r:#?}");
+}
