@@ -17,11 +17,13 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use super::codec::{self, MAX_STORE_BYTES};
-use super::fs::{FileMeta, Fs, LockFailure, LockGuard, RealFs};
-use super::txn::{FileTxn, Transaction};
+use super::fs::{FileMeta, Fs, Identity, LockFailure, LockGuard, ReadFile, RealFs};
+use super::txn::{Encoded, FileTxn, Transaction};
 use super::{Backend, StoreError};
 use crate::task::TaskMap;
 
@@ -44,6 +46,8 @@ pub struct FileBackend {
     fs: Arc<dyn Fs>,
     /// Whether leftover temp files were looked for already.
     swept: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether the last transaction ran on the trusted path (for tests).
+    trusted_now: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for FileBackend {
@@ -91,6 +95,7 @@ impl FileBackend {
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
             fs,
             swept: Arc::default(),
+            trusted_now: Arc::default(),
         }
     }
 
@@ -128,9 +133,14 @@ impl FileBackend {
     /// The file's bytes; `None` when it does not exist. A file larger than
     /// [`MAX_STORE_BYTES`] is refused without being read whole.
     pub fn read_bytes(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.read_file()?.map(|r| r.bytes))
+    }
+
+    /// [`FileBackend::read_bytes`], with the identity of what was read.
+    fn read_file(&self) -> Result<Option<ReadFile>, StoreError> {
         self.check_link()?;
-        match self.fs.read(&self.target, MAX_STORE_BYTES) {
-            Ok(bytes) => Ok(bytes),
+        match self.fs.read_identified(&self.target, MAX_STORE_BYTES) {
+            Ok(read) => Ok(read),
             Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => Err(StoreError::Corrupt {
                 path: self.path.clone(),
                 line: None,
@@ -192,10 +202,10 @@ impl FileBackend {
     }
 
     /// Step 4 of the protocol: temp file, fsync, rename, fsync the directory.
-    /// `Ok(false)` when, just before the rename, `lock` turned out to be lost
-    /// (its file deleted, so another writer may hold a new one): nothing was
-    /// written and the caller must start over.
-    fn write_atomically(&self, bytes: &[u8], lock: &LockGuard) -> Result<bool, StoreError> {
+    /// `Ok(Written::LockLost)` when, just before the rename, `lock` turned
+    /// out to be lost (its file deleted, so another writer may hold a new
+    /// one): nothing was written and the caller must start over.
+    fn write_atomically(&self, parts: &[&[u8]], lock: &LockGuard) -> Result<Written, StoreError> {
         let dir = self.dir();
         let meta = self.store_meta()?;
         let tmp = self.target.with_file_name(temp_name(
@@ -207,14 +217,17 @@ impl FileBackend {
             .fs
             .create_new(&tmp, &meta)
             .map_err(|e| StoreError::io(&tmp, "create a temporary file beside the store", e))?;
+        let mut settled = None;
         let written = file
-            .write_all(bytes)
+            .write_all_vectored(parts)
             .map_err(|e| StoreError::io(&tmp, "write the temporary file", e))
             .and_then(|()| {
                 file.sync()
                     .map_err(|e| StoreError::io(&tmp, "fsync the temporary file", e))
             })
             .and_then(|()| {
+                // Best effort: without it, the next writer checks every task.
+                settled = file.settle().ok().flatten();
                 lock.still_held()
                     .map_err(|e| StoreError::io(&self.lock_path, "stat the lock file", e))
             })
@@ -239,12 +252,27 @@ impl FileBackend {
                     )),
                 }
             });
+        // What the store is now, if it is still exactly what we wrote: the
+        // same file, data untouched since our write (a write since the
+        // rename would have stamped a later time), settled by the rename.
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let identity = match (&written, settled) {
+            (Ok(true), Some(before)) => file.identity().ok().flatten().filter(|now| {
+                now.dev == before.dev
+                    && now.ino == before.ino
+                    && now.size == before.size
+                    && now.mtime_ns == before.mtime_ns
+                    && now.size == total as u64
+                    && now.settled()
+            }),
+            _ => None,
+        };
         drop(file);
         match written {
             Ok(true) => {}
             Ok(false) => {
                 let _ = self.fs.remove_file(&tmp);
-                return Ok(false);
+                return Ok(Written::LockLost);
             }
             Err(e) => {
                 // Best effort: if even this fails, the temp file is harmless
@@ -263,7 +291,7 @@ impl FileBackend {
         if !self.swept.swap(true, std::sync::atomic::Ordering::Relaxed) {
             self.remove_stale_temps(&dir);
         }
-        Ok(true)
+        Ok(Written::Done(identity))
     }
 
     /// Remove temp files that writers killed between creating and renaming
@@ -318,7 +346,10 @@ impl Backend for FileBackend {
     /// Every task is checked (a file that is not a valid store is refused
     /// with the position of the problem, having written nothing), but only
     /// the tasks `f` reads or changes are parsed in full, and on commit only
-    /// the changed ones are serialized: the others are copied as they were.
+    /// the changed ones are serialized: the others are written straight
+    /// from the bytes read. A file that a rudder writer checked and wrote,
+    /// unchanged since (its identity is the one recorded in the lock file),
+    /// is not checked again: see `docs/durability.md`.
     fn transaction(
         &self,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
@@ -328,27 +359,23 @@ impl Backend for FileBackend {
         let start = std::time::Instant::now();
         while start.elapsed() < self.lock_timeout {
             let lock = self.lock()?;
-            let bytes = self.read_bytes()?;
-            let new = match &bytes {
+            self.trusted_now.store(false, Relaxed);
+            let read = self.read_file()?;
+            let done = match &read {
                 None => {
                     let mut txn = FileTxn::empty(&self.path);
-                    f(&mut txn)?.then(|| txn.encode())
-                }
-                Some(b) => match FileTxn::parse(&self.path, b) {
-                    Some(mut txn) => f(&mut txn)?.then(|| txn.encode()),
-                    // Not a valid store, or an unusual one: the whole-file parse
-                    // gives the error with its position, or the tasks.
-                    None => {
-                        let mut tasks = codec::decode_whole(&self.path, b)?;
-                        f(&mut tasks)?.then(|| codec::encode(&tasks, b.len()))
+                    match f(&mut txn)? {
+                        true => self.commit(&txn.encoded(), &lock)?,
+                        false => true,
                     }
+                }
+                Some(read) => match self.trusted_run(read, lock.recorded(), f)? {
+                    Some(Run::Write(new)) => self.commit(&new, &lock)?,
+                    Some(Run::Nothing) => true,
+                    None => self.checked_run(read, &lock, f)?,
                 },
             };
-            drop(bytes);
-            let done = match new {
-                Some(new) => self.write_atomically(&new, &lock)?,
-                None => true,
-            };
+            drop(read);
             drop(lock);
             if done {
                 return Ok(());
@@ -364,6 +391,119 @@ impl Backend for FileBackend {
                 ))
             )),
         ))
+    }
+}
+
+/// What a transaction on a trusted file came to.
+enum Run<'a> {
+    Write(Encoded<'a>),
+    Nothing,
+}
+
+/// How a write ended.
+enum Written {
+    /// Durable, with the store's identity if it is still exactly what was
+    /// written and that identity names one content ([`Identity::settled`]).
+    Done(Option<Identity>),
+    LockLost,
+}
+
+impl FileBackend {
+    /// Run `f` on a file whose identity is the one a rudder writer recorded
+    /// after checking and writing it, without checking it again. `None`
+    /// when the file is not such a file, or turned out not to be (the
+    /// transaction is then to be run on the checked path).
+    fn trusted_run<'a>(
+        &'a self,
+        read: &'a ReadFile,
+        recorded: Option<Identity>,
+        f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
+    ) -> Result<Option<Run<'a>>, StoreError> {
+        self.trusted_now.store(false, Relaxed);
+        let matches = read.identity.is_some_and(|id| {
+            id.settled() && id.size == read.bytes.len() as u64 && recorded == Some(id)
+        });
+        if !matches {
+            return Ok(None);
+        }
+        let Some(mut txn) = FileTxn::trusted(&self.path, &read.bytes) else {
+            return Ok(None);
+        };
+        let result = f(&mut txn);
+        if txn.poisoned() {
+            return Ok(None);
+        }
+        self.trusted_now.store(true, Relaxed);
+        Ok(Some(if result? {
+            Run::Write(txn.encoded())
+        } else {
+            Run::Nothing
+        }))
+    }
+
+    /// Run `f` on a file checked whole first; `Ok(false)` when the lock was
+    /// lost before the write.
+    fn checked_run(
+        &self,
+        read: &ReadFile,
+        lock: &LockGuard,
+        f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
+    ) -> Result<bool, StoreError> {
+        self.trusted_now.store(false, Relaxed);
+        let bytes = &read.bytes;
+        match FileTxn::parse(&self.path, bytes) {
+            Some(mut txn) => {
+                if f(&mut txn)? {
+                    return self.commit(&txn.encoded(), lock);
+                }
+                // Checked whole and unchanged: the next writer need not
+                // check it again, if it is in the layout the trusted path
+                // reads.
+                if txn.as_written() {
+                    lock.record(
+                        read.identity
+                            .filter(|id| id.settled() && id.size == bytes.len() as u64),
+                    );
+                }
+                Ok(true)
+            }
+            // Not a valid store, or an unusual one: the whole-file parse
+            // gives the error with its position, or the tasks.
+            None => {
+                let mut tasks = codec::decode_whole(&self.path, bytes)?;
+                if !f(&mut tasks)? {
+                    return Ok(true);
+                }
+                let new = codec::encode(&tasks, bytes.len());
+                self.write(&[&new], true, lock)
+            }
+        }
+    }
+
+    /// Write `new` and record what the next writer may trust; `Ok(false)`
+    /// when the lock was lost before the rename.
+    fn commit(&self, new: &Encoded, lock: &LockGuard) -> Result<bool, StoreError> {
+        self.write(&new.slices(), new.plain, lock)
+    }
+
+    fn write(&self, parts: &[&[u8]], plain: bool, lock: &LockGuard) -> Result<bool, StoreError> {
+        match self.write_atomically(parts, lock)? {
+            Written::LockLost => Ok(false),
+            Written::Done(identity) => {
+                // Only content this writer checked (or made) in the layout
+                // the trusted path reads is recorded; anything else clears
+                // the record.
+                lock.record(identity.filter(|_| plain));
+                Ok(true)
+            }
+        }
+    }
+
+    /// Whether the last transaction ran on the trusted path, whatever its
+    /// outcome (for tests).
+    #[doc(hidden)]
+    pub fn last_run_trusted(&self) -> bool {
+        self.trusted_now.load(Relaxed)
     }
 }
 

@@ -31,6 +31,7 @@ pub use file::{DEFAULT_LOCK_TIMEOUT, FileBackend};
 pub use index::Summary;
 pub use report::{PruneReport, Pruned, ReclaimReport, Reclaimed, Skipped, human_duration, ms};
 pub use txn::Transaction;
+pub(crate) use txn::check_quick_paths;
 
 use crate::schema;
 use crate::task::machine::{self, Refusal};
