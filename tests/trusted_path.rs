@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use rudder::store::fs::SimFs;
 use rudder::store::{FileBackend, NewTask, Store, StoreError};
-use rudder::task::Actor;
+use rudder::task::{Actor, Status};
 
 fn new_store(dir: &Path) -> (Store, PathBuf) {
     let path = dir.join("tasks.json");
@@ -69,6 +69,12 @@ fn a_rudder_write_records_the_identity_and_keeps_the_pid() {
     assert!(lines[1].starts_with("verified-store "), "{lock}");
     heartbeat(&store, &a).unwrap();
     assert!(store.backend().last_run_trusted());
+    // Readers trust the record too, and see what the checked path sees.
+    assert_eq!(store.get(&b).unwrap().title.as_deref(), Some("second"));
+    assert!(store.backend().last_run_trusted());
+    assert_eq!(store.get(&a[..8]).unwrap().task_id, a);
+    assert_eq!(store.list(&[Status::Working]).unwrap().len(), 2);
+    assert!(store.backend().last_run_trusted());
     // A refused operation writes nothing and keeps the record.
     store.cancel(&a, None).unwrap();
     assert!(heartbeat(&store, &a).is_err());
@@ -90,6 +96,17 @@ fn a_file_edited_in_place_after_a_rudder_write_is_checked_whole() {
         .position(|l| l.contains("paused!"))
         .unwrap()
         + 1;
+    // Readers (which take no lock) check it whole too.
+    for read in [
+        store.get(&b).map(drop),
+        store.list(&[Status::Working]).map(drop),
+    ] {
+        assert!(
+            matches!(read, Err(StoreError::Corrupt { line: Some(_), .. })),
+            "{read:?}"
+        );
+        assert!(!store.backend().last_run_trusted());
+    }
     match heartbeat(&store, &b) {
         Err(StoreError::Corrupt {
             line: Some(l),

@@ -46,7 +46,7 @@ pub struct FileBackend {
     fs: Arc<dyn Fs>,
     /// Whether leftover temp files were looked for already.
     swept: Arc<std::sync::atomic::AtomicBool>,
-    /// Whether the last transaction ran on the trusted path (for tests).
+    /// Whether the last transaction or read ran on the trusted path (for tests).
     trusted_now: Arc<AtomicBool>,
 }
 
@@ -326,12 +326,25 @@ impl Backend for FileBackend {
         &self,
         f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let Some(bytes) = self.read_bytes()? else {
+        let Some(read) = self.read_file()? else {
             return f(&FileTxn::empty(&self.path));
         };
-        match FileTxn::parse(&self.path, &bytes) {
+        let bytes = &read.bytes;
+        // A reader takes no lock, but a record is a fact about a file, as
+        // good a proof to a reader as to a writer.
+        self.trusted_now.store(false, Relaxed);
+        if trusts(&read, self.fs.recorded(&self.lock_path))
+            && let Some(txn) = FileTxn::trusted(&self.path, bytes)
+        {
+            let answer = f(&txn);
+            if !txn.poisoned() {
+                self.trusted_now.store(true, Relaxed);
+                return answer;
+            }
+        }
+        match FileTxn::parse(&self.path, bytes) {
             Some(txn) => f(&txn),
-            None => f(&codec::decode_whole(&self.path, &bytes)?),
+            None => f(&codec::decode_whole(&self.path, bytes)?),
         }
     }
 
@@ -394,6 +407,14 @@ impl Backend for FileBackend {
     }
 }
 
+/// Whether `read` is the file whose identity a rudder writer recorded
+/// after checking and writing it (see `docs/durability.md`).
+fn trusts(read: &ReadFile, recorded: Option<Identity>) -> bool {
+    read.identity.is_some_and(|id| {
+        id.settled() && id.size == read.bytes.len() as u64 && recorded == Some(id)
+    })
+}
+
 /// What a transaction on a trusted file came to.
 enum Run<'a> {
     Write(Encoded<'a>),
@@ -420,10 +441,7 @@ impl FileBackend {
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
     ) -> Result<Option<Run<'a>>, StoreError> {
         self.trusted_now.store(false, Relaxed);
-        let matches = read.identity.is_some_and(|id| {
-            id.settled() && id.size == read.bytes.len() as u64 && recorded == Some(id)
-        });
-        if !matches {
+        if !trusts(read, recorded) {
             return Ok(None);
         }
         let Some(mut txn) = FileTxn::trusted(&self.path, &read.bytes) else {
@@ -499,8 +517,8 @@ impl FileBackend {
         }
     }
 
-    /// Whether the last transaction ran on the trusted path, whatever its
-    /// outcome (for tests).
+    /// Whether the last transaction (or read of some tasks) ran on the
+    /// trusted path, whatever its outcome (for tests).
     #[doc(hidden)]
     pub fn last_run_trusted(&self) -> bool {
         self.trusted_now.load(Relaxed)

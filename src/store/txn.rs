@@ -118,6 +118,15 @@ struct Originals<'a> {
     canonical_tail: bool,
 }
 
+impl Originals<'_> {
+    /// Every task in the layout the encoder writes, and no line inside a
+    /// task that starts like a top-level key.
+    fn as_written(&self) -> bool {
+        let entries = self.entries.values().all(|o| o.canonical && o.plain);
+        entries && (self.canonical_tail || self.entries.is_empty())
+    }
+}
+
 /// A line that starts a top-level key in the layout the encoder writes.
 const KEY_LINE: &[u8] = b"\n  \"";
 
@@ -253,44 +262,7 @@ impl<'a> FileTxn<'a> {
     /// file is valid but unusual (say, a repeated key): the caller then reads
     /// it with [`codec::decode`], whose verdict and error positions are final.
     pub fn parse(path: &'a Path, bytes: &'a [u8]) -> Option<Self> {
-        let text = std::str::from_utf8(bytes).ok()?;
-        let runs = scan::split_map(text, |_, rest| {
-            let (index, len) = scan::parse_one::<TaskIndex>(rest)?;
-            let plain = memchr::memmem::find(&rest.as_bytes()[..len], KEY_LINE).is_none();
-            Some(((index, plain), len))
-        })?;
-        let count = runs.iter().map(Vec::len).sum();
-        let mut entries = IndexMap::with_capacity(count);
-        let mut index = Vec::with_capacity(count);
-        let mut lead = 0;
-        for (key, json, (task, plain)) in runs.into_iter().flatten() {
-            // A repeated key (serde_json keeps the last value at the first
-            // position) is left to the whole-file parse.
-            if task.task_id != key {
-                return None;
-            }
-            let start = json.as_ptr() as usize - bytes.as_ptr() as usize;
-            let span = Span {
-                lead,
-                start,
-                end: start + json.len(),
-            };
-            let canonical = canonical_lead(bytes, &key, span, entries.is_empty());
-            let orig = Orig {
-                span,
-                canonical,
-                plain,
-            };
-            if entries.insert(key, orig).is_some() {
-                return None;
-            }
-            index.push(task);
-            lead = span.end;
-        }
-        let all = Originals {
-            entries,
-            canonical_tail: bytes.get(lead..) == Some(b"\n}\n"),
-        };
+        let (all, index) = split_and_index(bytes)?;
         let txn = FileTxn::new(
             path,
             bytes,
@@ -319,8 +291,7 @@ impl<'a> FileTxn<'a> {
         let Some(Some(all)) = self.all.get() else {
             return false;
         };
-        let entries = all.entries.values().all(|o| o.canonical && o.plain);
-        entries && (all.canonical_tail || (all.entries.is_empty() && self.bytes == b"{}\n"))
+        all.as_written() && (!all.entries.is_empty() || self.bytes == b"{}\n")
     }
 
     /// Whether something the trusted path relies on did not hold: the
@@ -376,6 +347,14 @@ impl<'a> FileTxn<'a> {
     /// The summaries of every task of the file, in file order.
     fn index(&self) -> Option<&[TaskIndex<'a>]> {
         let index = self.index.get_or_init(|| {
+            if self.all.get().is_none() {
+                // Split and index in one pass, as the checked path does.
+                let (all, index) = split_and_index(self.bytes).unzip();
+                let all = all.filter(Originals::as_written);
+                let ok = all.is_some();
+                let _ = self.all.set(all);
+                return index.filter(|_| ok);
+            }
             let all = self.all()?;
             let spans: Vec<(&str, Span)> = all
                 .entries
@@ -551,6 +530,50 @@ fn read_task(path: &Path, bytes: &[u8], key: &str, span: Span) -> Result<Task, S
             message: format!("the task {key:?} does not read back: {message}"),
         }
     })
+}
+
+/// Every task of a store file, checked and indexed, in one pass on all
+/// cores; `None` unless every task deserializes (see [`FileTxn::parse`]).
+fn split_and_index(bytes: &[u8]) -> Option<(Originals<'_>, Vec<TaskIndex<'_>>)> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let runs = scan::split_map(text, |_, rest| {
+        let (index, len) = scan::parse_one::<TaskIndex>(rest)?;
+        let plain = memchr::memmem::find(&rest.as_bytes()[..len], KEY_LINE).is_none();
+        Some(((index, plain), len))
+    })?;
+    let count = runs.iter().map(Vec::len).sum();
+    let mut entries = IndexMap::with_capacity(count);
+    let mut index = Vec::with_capacity(count);
+    let mut lead = 0;
+    for (key, json, (task, plain)) in runs.into_iter().flatten() {
+        // A repeated key (serde_json keeps the last value at the first
+        // position) is left to the whole-file parse.
+        if task.task_id != key {
+            return None;
+        }
+        let start = json.as_ptr() as usize - bytes.as_ptr() as usize;
+        let span = Span {
+            lead,
+            start,
+            end: start + json.len(),
+        };
+        let canonical = canonical_lead(bytes, &key, span, entries.is_empty());
+        let orig = Orig {
+            span,
+            canonical,
+            plain,
+        };
+        if entries.insert(key, orig).is_some() {
+            return None;
+        }
+        index.push(task);
+        lead = span.end;
+    }
+    let all = Originals {
+        entries,
+        canonical_tail: bytes.get(lead..) == Some(b"\n}\n"),
+    };
+    Some((all, index))
 }
 
 /// Whether the file's text before the value at `span` is what the encoder
@@ -930,6 +953,51 @@ mod tests {
         assert!(text.contains(&a) && !text.contains(B));
         let ids: Vec<String> = store.load().unwrap().into_keys().collect();
         assert_eq!(ids, [A, created.task.task_id.as_str()]);
+    }
+
+    /// A task that does not read back on the trusted path is reported at
+    /// the file's line and column (where the whole-file parse puts it), and
+    /// sends the transaction back to the checked path.
+    #[test]
+    fn a_task_that_does_not_read_back_names_the_files_line_and_column() {
+        let path = std::path::Path::new("t.json");
+        let files = [
+            // The problem on the task's first line, after the key.
+            format!("{{\n  \"{A}\": {{\"task_id\": \"{A}\", \"status\": \"paused\"}}\n}}\n"),
+            // On a later line of the task, after another task.
+            format!(
+                "{{\n  \"{B}\": {{\"task_id\": \"{B}\", \"status\": \"working\"}},\n  \"{A}\": {{\n    \"task_id\": \"{A}\",\n    \"status\": \"working\",\n    \"updated_at\": \"yesterday\"\n  }}\n}}\n"
+            ),
+        ];
+        for text in files {
+            let bytes = text.as_bytes();
+            let Err(StoreError::Corrupt {
+                line: Some(line),
+                column: Some(column),
+                ..
+            }) = crate::store::codec::decode_whole(path, bytes)
+            else {
+                panic!("the whole-file parse refuses {text}");
+            };
+            let txn = super::FileTxn::trusted(path, bytes).expect("shaped as rudder writes");
+            match super::Transaction::get(&txn, A) {
+                Err(StoreError::Corrupt {
+                    line: Some(l),
+                    column: Some(c),
+                    message,
+                    ..
+                }) => {
+                    assert_eq!((l, c), (line, column), "{message}\n{text}");
+                    assert!(!message.contains(" at line "), "{message}");
+                }
+                other => panic!("{other:?}"),
+            }
+            assert!(txn.poisoned());
+        }
+        assert_eq!(super::file_position(b"ab\ncd", 3, 1, 2), (2, 2));
+        assert_eq!(super::file_position(b"ab\ncd", 4, 1, 1), (2, 2));
+        assert_eq!(super::file_position(b"ab\ncd", 1, 2, 5), (2, 5));
+        assert_eq!(super::file_position(b"abc", 2, 1, 1), (1, 3));
     }
 
     #[test]

@@ -164,6 +164,12 @@ pub trait Fs: Send + Sync {
     }
     /// [`Fs::read`], with the identity of what was read.
     fn read_identified(&self, path: &Path, limit: u64) -> io::Result<Option<ReadFile>>;
+    /// The verified store identity the lock file at `lock` records (see
+    /// [`HeldLock::recorded`]), read without taking the lock: for readers,
+    /// to whom a record is as good a proof as to a writer.
+    fn recorded(&self, _lock: &Path) -> Option<Identity> {
+        None
+    }
     /// The owner, group and permission bits of `path`, `None` if it does not
     /// exist.
     fn meta(&self, path: &Path) -> io::Result<Option<FileMeta>>;

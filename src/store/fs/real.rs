@@ -58,6 +58,7 @@ impl FsFile for RealFile {
 
     fn settle(&mut self) -> io::Result<Option<Identity>> {
         let start = Instant::now();
+        let mut first = true;
         loop {
             let id = identity(&self.0.metadata()?);
             if id.settled() {
@@ -66,7 +67,10 @@ impl FsFile for RealFile {
             if start.elapsed() > SETTLE_WAIT {
                 return Ok(None);
             }
-            std::thread::sleep(Duration::from_micros(100));
+            if !first {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            first = false;
             // Setting the same mode again stamps the status-change time
             // with the current time (and changes nothing else).
             let mode = self.0.metadata()?.permissions().mode() & 0o7777;
@@ -124,6 +128,19 @@ impl Fs for RealFs {
         // After reading: a change made while we read shows here.
         let identity = Some(identity(&file.into_inner().metadata()?));
         Ok(Some(ReadFile { bytes, identity }))
+    }
+
+    fn recorded(&self, lock: &Path) -> Option<Identity> {
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(OPEN_FLAGS | libc::O_NOFOLLOW)
+            .open(lock)
+            .ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.file_type().is_file() {
+            return None;
+        }
+        recorded_identity(&file)
     }
 
     fn meta(&self, path: &Path) -> io::Result<Option<FileMeta>> {

@@ -285,6 +285,16 @@ impl Fs for SimFs {
         }
     }
 
+    fn recorded(&self, lock: &Path) -> Option<Identity> {
+        let note = self
+            .state()
+            .lock_notes
+            .get(lock)
+            .cloned()
+            .unwrap_or_default();
+        recorded_in(&note)
+    }
+
     fn meta(&self, path: &Path) -> io::Result<Option<FileMeta>> {
         let s = self.enter(FsCall::Mode(path.to_path_buf()))?;
         Ok(s.names.get(path).map(|&i| FileMeta {
@@ -380,12 +390,7 @@ impl Fs for SimFs {
         let s = self
             .enter(FsCall::Lock(path.to_path_buf()))
             .map_err(LockFailure::Io)?;
-        let note = s.lock_notes.get(path).cloned().unwrap_or_default();
-        let mut found = note.lines().filter(|l| l.starts_with("verified-store"));
-        let recorded = match (found.next(), found.next()) {
-            (Some(line), None) => Identity::from_line(line),
-            _ => None,
-        };
+        let recorded = recorded_in(&s.lock_notes.get(path).cloned().unwrap_or_default());
         drop(s);
         let lock = SimLock {
             fs: self.clone(),
@@ -394,6 +399,15 @@ impl Fs for SimFs {
         };
         lock.record(recorded);
         Ok(Box::new(lock))
+    }
+}
+
+/// The identity a lock file's text records: its one `verified-store` line.
+fn recorded_in(note: &str) -> Option<Identity> {
+    let mut found = note.lines().filter(|l| l.starts_with("verified-store"));
+    match (found.next(), found.next()) {
+        (Some(line), None) => Identity::from_line(line),
+        _ => None,
     }
 }
 
