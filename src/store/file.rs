@@ -7,7 +7,9 @@
 //! 4. write a uniquely named temp file in the same directory (`create_new`,
 //!    the store's permissions or 0600), `fsync` it, `rename` it over the store,
 //!    `fsync` the directory;
-//! 5. release the lock.
+//! 5. record the new file's identity in the lock file (for the next writer,
+//!    which then need not check the untouched tasks again: see
+//!    `docs/durability.md`), and release the lock.
 //!
 //! This is the order SQLite's and etcd's rename-based updates use: the data is
 //! durable before the name points to it, and the name is durable before the

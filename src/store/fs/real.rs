@@ -289,10 +289,13 @@ impl HeldLock for RealLock {
             text += &id.to_line();
             text.push('\n');
         }
-        // Truncated first, so that a reader sees at worst a short file (an
-        // ignored line), never a mix of two records.
-        if self.file.set_len(0).is_ok() {
-            let _ = self.file.write_at(text.as_bytes(), 0);
+        // Written over the old text, then cut to length: never truncated to
+        // nothing first, which on ext4 (auto_da_alloc) would force the lock
+        // file's data out with the store's fsync. A reader that catches it
+        // half written sees a line that is not a record (ignored), or one
+        // that matches no file but the one it names.
+        if self.file.write_at(text.as_bytes(), 0).is_ok() {
+            let _ = self.file.set_len(text.len() as u64);
         }
     }
 }
