@@ -11,8 +11,12 @@ use crate::store::{StoreError, decode, encode};
 use crate::text::{sanitize, truncate};
 
 /// Loading any bytes either fails with a `Corrupt` error or gives tasks that
-/// rudder writes back to a file that loads to the same tasks.
+/// rudder writes back to a file that loads to the same tasks; and the quick
+/// paths (the split read and the writers' check, with several threads at
+/// any size, and the trusted path of a file rudder wrote) agree with the
+/// whole-file parse.
 pub fn check_store_bytes(path: &Path, bytes: &[u8]) {
+    crate::store::check_quick_paths(path, bytes);
     match decode(path, bytes) {
         Ok(tasks) => {
             let written = encode(&tasks, bytes.len());

@@ -125,8 +125,12 @@ struct PausingFs {
 }
 
 impl Fs for PausingFs {
-    fn read(&self, path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
-        RealFs.read(path, limit)
+    fn read_identified(
+        &self,
+        path: &Path,
+        limit: u64,
+    ) -> std::io::Result<Option<rudder::store::fs::ReadFile>> {
+        RealFs.read_identified(path, limit)
     }
     fn meta(&self, path: &Path) -> std::io::Result<Option<rudder::store::fs::FileMeta>> {
         RealFs.meta(path)

@@ -140,7 +140,21 @@ pub fn encode(tasks: &TaskMap, size_hint: usize) -> Vec<u8> {
     out
 }
 
+/// What the encoder writes before a task's value: `{\n  "key": ` for the
+/// first task, `,\n  "key": ` after.
+pub(super) fn write_lead(out: &mut Vec<u8>, key: &str, first: bool) {
+    out.extend_from_slice(if first { b"{\n  " } else { b",\n  " });
+    serde_json::to_writer(&mut *out, key).expect("a string serializes to JSON");
+    out.extend_from_slice(b": ");
+}
+
+/// A task's value as [`encode`] writes it inside the store's object.
+pub(super) fn write_task(out: &mut Vec<u8>, task: &Task) {
+    serde_json::to_writer_pretty(Indented(out), task).expect("tasks serialize to JSON");
+}
+
 /// One task's part of the file.
+#[cfg(test)]
 pub(super) enum Piece<'a> {
     /// Its JSON text, copied as it is.
     Raw(&'a str),
@@ -151,6 +165,7 @@ pub(super) enum Piece<'a> {
 /// The file of these tasks: byte for byte what [`encode`] writes for the
 /// serialized ones (a pretty-printed object, two-space indent, UTF-8 kept
 /// raw), with the raw ones copied verbatim where they stand.
+#[cfg(test)]
 pub(super) fn encode_pieces<'a>(
     pieces: impl Iterator<Item = (&'a str, Piece<'a>)>,
     size_hint: usize,
@@ -158,14 +173,11 @@ pub(super) fn encode_pieces<'a>(
     let mut out = Vec::with_capacity(size_hint + 4096);
     let mut first = true;
     for (key, piece) in pieces {
-        out.extend_from_slice(if first { b"{\n  " } else { b",\n  " });
+        write_lead(&mut out, key, first);
         first = false;
-        serde_json::to_writer(&mut out, key).expect("a string serializes to JSON");
-        out.extend_from_slice(b": ");
         match piece {
             Piece::Raw(json) => out.extend_from_slice(json.as_bytes()),
-            Piece::Task(task) => serde_json::to_writer_pretty(Indented(&mut out), task)
-                .expect("tasks serialize to JSON"),
+            Piece::Task(task) => write_task(&mut out, task),
         }
     }
     out.extend_from_slice(if first { b"{}\n" } else { b"\n}\n" });

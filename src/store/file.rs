@@ -7,7 +7,9 @@
 //! 4. write a uniquely named temp file in the same directory (`create_new`,
 //!    the store's permissions or 0600), `fsync` it, `rename` it over the store,
 //!    `fsync` the directory;
-//! 5. release the lock.
+//! 5. record the new file's identity in the lock file (for the next writer,
+//!    which then need not check the untouched tasks again: see
+//!    `docs/durability.md`), and release the lock.
 //!
 //! This is the order SQLite's and etcd's rename-based updates use: the data is
 //! durable before the name points to it, and the name is durable before the
@@ -17,13 +19,15 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use super::codec::{self, MAX_STORE_BYTES};
 use super::error::human_bytes;
-use super::fs::{FileMeta, Fs, LockFailure, LockGuard, RealFs};
+use super::fs::{FileMeta, Fs, Identity, LockFailure, LockGuard, ReadFile, RealFs};
 use super::limits;
-use super::txn::{FileTxn, Transaction};
+use super::txn::{Encoded, FileTxn, Transaction};
 use super::{Backend, StoreError};
 use crate::task::TaskMap;
 
@@ -48,6 +52,8 @@ pub struct FileBackend {
     fs: Arc<dyn Fs>,
     /// Whether leftover temp files were looked for already.
     swept: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether the last transaction or read ran on the trusted path (for tests).
+    trusted_now: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for FileBackend {
@@ -104,6 +110,7 @@ impl FileBackend {
             max_bytes: MAX_STORE_BYTES,
             fs,
             swept: Arc::default(),
+            trusted_now: Arc::default(),
         }
     }
 
@@ -157,9 +164,14 @@ impl FileBackend {
     /// the limit ([`MAX_STORE_BYTES`] unless lowered) is refused without
     /// being read whole.
     pub fn read_bytes(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.read_file()?.map(|r| r.bytes))
+    }
+
+    /// [`FileBackend::read_bytes`], with the identity of what was read.
+    fn read_file(&self) -> Result<Option<ReadFile>, StoreError> {
         self.check_link()?;
-        match self.fs.read(&self.target, self.max_bytes) {
-            Ok(bytes) => Ok(bytes),
+        match self.fs.read_identified(&self.target, self.max_bytes) {
+            Ok(read) => Ok(read),
             Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => Err(StoreError::Corrupt {
                 path: self.path.clone(),
                 line: None,
@@ -221,10 +233,10 @@ impl FileBackend {
     }
 
     /// Step 4 of the protocol: temp file, fsync, rename, fsync the directory.
-    /// `Ok(false)` when, just before the rename, `lock` turned out to be lost
-    /// (its file deleted, so another writer may hold a new one): nothing was
-    /// written and the caller must start over.
-    fn write_atomically(&self, bytes: &[u8], lock: &LockGuard) -> Result<bool, StoreError> {
+    /// `Ok(Written::LockLost)` when, just before the rename, `lock` turned
+    /// out to be lost (its file deleted, so another writer may hold a new
+    /// one): nothing was written and the caller must start over.
+    fn write_atomically(&self, parts: &[&[u8]], lock: &LockGuard) -> Result<Written, StoreError> {
         let dir = self.dir();
         let meta = self.store_meta()?;
         let tmp = self.target.with_file_name(temp_name(
@@ -236,14 +248,17 @@ impl FileBackend {
             .fs
             .create_new(&tmp, &meta)
             .map_err(|e| StoreError::io(&tmp, "create a temporary file beside the store", e))?;
+        let mut settled = None;
         let written = file
-            .write_all(bytes)
+            .write_all_vectored(parts)
             .map_err(|e| StoreError::io(&tmp, "write the temporary file", e))
             .and_then(|()| {
                 file.sync()
                     .map_err(|e| StoreError::io(&tmp, "fsync the temporary file", e))
             })
             .and_then(|()| {
+                // Best effort: without it, the next writer checks every task.
+                settled = file.settle().ok().flatten();
                 lock.still_held()
                     .map_err(|e| StoreError::io(&self.lock_path, "stat the lock file", e))
             })
@@ -268,12 +283,27 @@ impl FileBackend {
                     )),
                 }
             });
+        // What the store is now, if it is still exactly what we wrote: the
+        // same file, data untouched since our write (a write since the
+        // rename would have stamped a later time), settled by the rename.
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let identity = match (&written, settled) {
+            (Ok(true), Some(before)) => file.identity().ok().flatten().filter(|now| {
+                now.dev == before.dev
+                    && now.ino == before.ino
+                    && now.size == before.size
+                    && now.mtime_ns == before.mtime_ns
+                    && now.size == total as u64
+                    && now.settled()
+            }),
+            _ => None,
+        };
         drop(file);
         match written {
             Ok(true) => {}
             Ok(false) => {
                 let _ = self.fs.remove_file(&tmp);
-                return Ok(false);
+                return Ok(Written::LockLost);
             }
             Err(e) => {
                 // Best effort: if even this fails, the temp file is harmless
@@ -292,7 +322,7 @@ impl FileBackend {
         if !self.swept.swap(true, std::sync::atomic::Ordering::Relaxed) {
             self.remove_stale_temps(&dir);
         }
-        Ok(true)
+        Ok(Written::Done(identity))
     }
 
     /// Remove temp files that writers killed between creating and renaming
@@ -327,12 +357,25 @@ impl Backend for FileBackend {
         &self,
         f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let Some(bytes) = self.read_bytes()? else {
+        let Some(read) = self.read_file()? else {
             return f(&FileTxn::empty(&self.path));
         };
-        match FileTxn::parse(&self.path, &bytes) {
+        let bytes = &read.bytes;
+        // A reader takes no lock, but a record is a fact about a file, as
+        // good a proof to a reader as to a writer.
+        self.trusted_now.store(false, Relaxed);
+        if trusts(&read, self.fs.recorded(&self.lock_path))
+            && let Some(txn) = FileTxn::trusted(&self.path, bytes)
+        {
+            let answer = f(&txn);
+            if !txn.poisoned() {
+                self.trusted_now.store(true, Relaxed);
+                return answer;
+            }
+        }
+        match FileTxn::parse(&self.path, bytes) {
             Some(txn) => f(&txn),
-            None => f(&codec::decode_whole(&self.path, &bytes)?),
+            None => f(&codec::decode_whole(&self.path, bytes)?),
         }
     }
 
@@ -347,7 +390,10 @@ impl Backend for FileBackend {
     /// Every task is checked (a file that is not a valid store is refused
     /// with the position of the problem, having written nothing), but only
     /// the tasks `f` reads or changes are parsed in full, and on commit only
-    /// the changed ones are serialized: the others are copied as they were.
+    /// the changed ones are serialized: the others are written straight
+    /// from the bytes read. A file that a rudder writer checked and wrote,
+    /// unchanged since (its identity is the one recorded in the lock file),
+    /// is not checked again: see `docs/durability.md`.
     fn transaction(
         &self,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
@@ -358,46 +404,23 @@ impl Backend for FileBackend {
         let start = std::time::Instant::now();
         while start.elapsed() < self.lock_timeout {
             let lock = self.lock()?;
-            let bytes = self.read_bytes()?;
-            // A writer never renames into place what a reader would refuse:
-            // the changed tasks' values are checked before encoding, the new
-            // file's size after (below).
-            let commit = |txn: &FileTxn| txn.check_changed().map(|()| txn.encode());
-            let new = match &bytes {
+            self.trusted_now.store(false, Relaxed);
+            let read = self.read_file()?;
+            let done = match &read {
                 None => {
                     let mut txn = FileTxn::empty(&self.path);
-                    f(&mut txn)?.then(|| commit(&txn)).transpose()?
-                }
-                Some(b) => match FileTxn::parse(&self.path, b) {
-                    Some(mut txn) => f(&mut txn)?.then(|| commit(&txn)).transpose()?,
-                    // Not a valid store, or an unusual one: the whole-file
-                    // parse gives the error with its position, or the tasks.
-                    None => {
-                        let mut tasks = codec::decode_whole(&self.path, b)?;
-                        if f(&mut tasks)? {
-                            tasks.values().try_for_each(limits::check_task)?;
-                            Some(codec::encode(&tasks, b.len()))
-                        } else {
-                            None
-                        }
+                    match f(&mut txn)? {
+                        true => self.commit(&txn.encoded(), &lock)?,
+                        false => true,
                     }
+                }
+                Some(read) => match self.trusted_run(read, lock.recorded(), f)? {
+                    Some(Run::Write(new)) => self.commit(&new, &lock)?,
+                    Some(Run::Nothing) => true,
+                    None => self.checked_run(read, &lock, f)?,
                 },
             };
-            drop(bytes);
-            let done = match new {
-                Some(new) => {
-                    let size = new.len() as u64;
-                    if size > self.max_bytes {
-                        return Err(StoreError::TooLarge {
-                            path: self.path.clone(),
-                            size,
-                            limit: self.max_bytes,
-                        });
-                    }
-                    self.write_atomically(&new, &lock)?
-                }
-                None => true,
-            };
+            drop(read);
             drop(lock);
             if done {
                 return Ok(());
@@ -425,6 +448,137 @@ pub fn parse_max_bytes(text: &str) -> Result<u64, String> {
             "expected a number of bytes from 1 to {MAX_STORE_BYTES} ({}), got {text:?}",
             human_bytes(MAX_STORE_BYTES)
         )),
+    }
+}
+
+/// Whether `read` is the file whose identity a rudder writer recorded
+/// after checking and writing it (see `docs/durability.md`).
+fn trusts(read: &ReadFile, recorded: Option<Identity>) -> bool {
+    read.identity.is_some_and(|id| {
+        id.settled() && id.size == read.bytes.len() as u64 && recorded == Some(id)
+    })
+}
+
+/// What a transaction on a trusted file came to.
+enum Run<'a> {
+    Write(Encoded<'a>),
+    Nothing,
+}
+
+/// How a write ended.
+enum Written {
+    /// Durable, with the store's identity if it is still exactly what was
+    /// written and that identity names one content ([`Identity::settled`]).
+    Done(Option<Identity>),
+    LockLost,
+}
+
+impl FileBackend {
+    /// Run `f` on a file whose identity is the one a rudder writer recorded
+    /// after checking and writing it, without checking it again. `None`
+    /// when the file is not such a file, or turned out not to be (the
+    /// transaction is then to be run on the checked path).
+    fn trusted_run<'a>(
+        &'a self,
+        read: &'a ReadFile,
+        recorded: Option<Identity>,
+        f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
+    ) -> Result<Option<Run<'a>>, StoreError> {
+        self.trusted_now.store(false, Relaxed);
+        if !trusts(read, recorded) {
+            return Ok(None);
+        }
+        let Some(mut txn) = FileTxn::trusted(&self.path, &read.bytes) else {
+            return Ok(None);
+        };
+        let result = f(&mut txn);
+        if txn.poisoned() {
+            return Ok(None);
+        }
+        self.trusted_now.store(true, Relaxed);
+        Ok(Some(if result? {
+            // A writer never renames into place what a reader would refuse.
+            txn.check_changed()?;
+            Run::Write(txn.encoded())
+        } else {
+            Run::Nothing
+        }))
+    }
+
+    /// Run `f` on a file checked whole first; `Ok(false)` when the lock was
+    /// lost before the write.
+    fn checked_run(
+        &self,
+        read: &ReadFile,
+        lock: &LockGuard,
+        f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
+    ) -> Result<bool, StoreError> {
+        self.trusted_now.store(false, Relaxed);
+        let bytes = &read.bytes;
+        match FileTxn::parse(&self.path, bytes) {
+            Some(mut txn) => {
+                if f(&mut txn)? {
+                    txn.check_changed()?;
+                    return self.commit(&txn.encoded(), lock);
+                }
+                // Checked whole and unchanged: the next writer need not
+                // check it again, if it is in the layout the trusted path
+                // reads.
+                if txn.as_written() {
+                    lock.record(
+                        read.identity
+                            .filter(|id| id.settled() && id.size == bytes.len() as u64),
+                    );
+                }
+                Ok(true)
+            }
+            // Not a valid store, or an unusual one: the whole-file parse
+            // gives the error with its position, or the tasks.
+            None => {
+                let mut tasks = codec::decode_whole(&self.path, bytes)?;
+                if !f(&mut tasks)? {
+                    return Ok(true);
+                }
+                tasks.values().try_for_each(limits::check_task)?;
+                let new = codec::encode(&tasks, bytes.len());
+                self.write(&[&new], true, lock)
+            }
+        }
+    }
+
+    /// Write `new` and record what the next writer may trust; `Ok(false)`
+    /// when the lock was lost before the rename.
+    fn commit(&self, new: &Encoded, lock: &LockGuard) -> Result<bool, StoreError> {
+        self.write(&new.slices(), new.plain, lock)
+    }
+
+    fn write(&self, parts: &[&[u8]], plain: bool, lock: &LockGuard) -> Result<bool, StoreError> {
+        // Nor a file larger than a reader takes.
+        let size: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        if size > self.max_bytes {
+            return Err(StoreError::TooLarge {
+                path: self.path.clone(),
+                size,
+                limit: self.max_bytes,
+            });
+        }
+        match self.write_atomically(parts, lock)? {
+            Written::LockLost => Ok(false),
+            Written::Done(identity) => {
+                // Only content this writer checked (or made) in the layout
+                // the trusted path reads is recorded; anything else clears
+                // the record.
+                lock.record(identity.filter(|_| plain));
+                Ok(true)
+            }
+        }
+    }
+
+    /// Whether the last transaction (or read of some tasks) ran on the
+    /// trusted path, whatever its outcome (for tests).
+    #[doc(hidden)]
+    pub fn last_run_trusted(&self) -> bool {
+        self.trusted_now.load(Relaxed)
     }
 }
 

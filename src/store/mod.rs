@@ -41,6 +41,7 @@ pub use query::{PageQuery, SortKey, StatusCounts};
 pub use report::{PruneReport, Pruned, ReclaimReport, Reclaimed, Skipped, human_duration, ms};
 pub use sqlite::SqliteBackend;
 pub use txn::Transaction;
+pub(crate) use txn::check_quick_paths;
 pub use url::{StoreUrl, UrlError};
 
 use crate::schema;
@@ -137,6 +138,12 @@ pub enum AnyBackend {
 }
 
 impl AnyBackend {
+    /// [`FileBackend::last_run_trusted`]; false for other backends (tests).
+    #[doc(hidden)]
+    pub fn last_run_trusted(&self) -> bool {
+        matches!(self, AnyBackend::File(b) if b.last_run_trusted())
+    }
+
     /// The backend for `url`. Nothing is opened or created yet.
     pub fn open(url: &StoreUrl) -> Self {
         match url {

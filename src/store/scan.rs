@@ -77,7 +77,7 @@ fn has_quote_or_bracket(word: u64) -> bool {
 
 /// `b[i]` opens an object or array: the index just after the bracket that
 /// closes it, counting brackets outside strings.
-fn skip_container(b: &[u8], mut i: usize) -> Option<usize> {
+pub(super) fn skip_container(b: &[u8], mut i: usize) -> Option<usize> {
     let mut depth = 0usize;
     while i < b.len() {
         // Skip eight bytes at a time between the bytes that matter.
@@ -215,6 +215,11 @@ pub(super) fn split_map<'a, R: Send>(
     let mut cuts = vec![first];
     for k in 1..threads {
         let mut target = (text.len() * k / threads).max(cuts[cuts.len() - 1] + 1);
+        // (Past the end when the first key would start at the end: a file
+        // that is only `{` and white space, which splits to nothing.)
+        if target > text.len() {
+            break;
+        }
         while !text.is_char_boundary(target) {
             target += 1;
         }
@@ -277,8 +282,27 @@ const PARALLEL_MIN_BYTES: usize = 256 * 1024;
 /// More threads than this do not pay for themselves on a file of this size.
 const MAX_THREADS: usize = 8;
 
+std::thread_local! {
+    /// How many threads [`threads_for`] answers whatever the size, for the
+    /// fuzz targets (see [`with_threads`]).
+    static FORCED_THREADS: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Run `f` with every split and parallel map it makes (on this thread)
+/// shared between `threads` threads whatever the input's size, so that the
+/// fuzz targets reach the cuts and the parallel reads on small inputs.
+pub(crate) fn with_threads<T>(threads: usize, f: impl FnOnce() -> T) -> T {
+    let before = FORCED_THREADS.with(|t| t.replace(Some(threads.max(1))));
+    let out = f();
+    FORCED_THREADS.with(|t| t.set(before));
+    out
+}
+
 /// How many threads to share work on `bytes` bytes of input between.
 pub(super) fn threads_for(bytes: usize) -> usize {
+    if let Some(forced) = FORCED_THREADS.with(std::cell::Cell::get) {
+        return forced;
+    }
     std::thread::available_parallelism()
         .map_or(1, usize::from)
         .min(MAX_THREADS)
@@ -448,6 +472,22 @@ mod tests {
         assert!(split_map(&text, |k, rest| skip(k, rest).filter(|_| k != "k2999")).is_none());
         // A value longer than `f` says: refused.
         assert!(split_map(&text, |_, _| Some(((), 1))).is_none());
+    }
+
+    #[test]
+    fn an_open_brace_and_white_space_splits_to_nothing_on_any_thread_count() {
+        // The first key would start at the end: no cut may be looked for
+        // past it (this once looped for ever on files over 128 KiB).
+        let skip = |_: &str, rest: &str| Some(((), skip_container(rest.as_bytes(), 0)?));
+        for text in [
+            "{".to_string(),
+            format!("{{{}", " ".repeat(PARALLEL_MIN_BYTES)),
+        ] {
+            for threads in [1, 2, 8] {
+                assert!(with_threads(threads, || split_map(&text, skip)).is_none());
+            }
+        }
+        assert!(split_map(&format!("{{{}", " ".repeat(PARALLEL_MIN_BYTES)), skip).is_none());
     }
 
     #[test]

@@ -17,8 +17,86 @@ pub use sim::{CrashMode, FsCall, SimFs};
 /// A temporary file being written.
 pub trait FsFile: Send {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()>;
+    /// Write `parts` one after the other, as one call (a vectored write on
+    /// a real file). A failing write may have written part of the data.
+    fn write_all_vectored(&mut self, parts: &[&[u8]]) -> io::Result<()>;
     /// `fsync`: the data is durable when this returns.
     fn sync(&mut self) -> io::Result<()>;
+    /// After the last write and before the rename: the file's identity,
+    /// once the file-system clock has moved past the time of its last
+    /// write (see [`Identity::settled`]); `None` when it cannot tell or the
+    /// clock does not move within a few milliseconds. Changes only the
+    /// file's status-change time.
+    fn settle(&mut self) -> io::Result<Option<Identity>>;
+    /// The file's identity now (`fstat`), `None` where there is none.
+    fn identity(&self) -> io::Result<Option<Identity>>;
+}
+
+/// What tells one version of a file's content from every other: the file
+/// (device and inode), its size, and the times of its last data change
+/// (`mtime`) and last status change (`ctime`), in nanoseconds.
+///
+/// A writer that verified the store it wrote records its identity in the
+/// lock file; the next writer skips checking the untouched tasks again only
+/// if the file it reads has exactly that identity (see
+/// `docs/durability.md`, "Skipping the check of a file rudder verified").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ctime_ns: i128,
+}
+
+impl Identity {
+    /// The data was last written strictly before the inode's last status
+    /// change (for a store rudder wrote: the rename that made it the store).
+    /// Only then does any later write of the data, which stamps the current
+    /// time as `mtime`, necessarily change the identity: one settled
+    /// identity names one content.
+    pub fn settled(&self) -> bool {
+        self.mtime_ns < self.ctime_ns
+    }
+
+    /// The line the lock file keeps it in.
+    pub fn to_line(&self) -> String {
+        format!(
+            "{VERIFIED} {} {} {} {} {}",
+            self.dev, self.ino, self.size, self.mtime_ns, self.ctime_ns
+        )
+    }
+
+    /// The identity a line of the lock file records, if it is exactly such
+    /// a line ([`Identity::to_line`]); anything else is ignored.
+    pub fn from_line(line: &str) -> Option<Identity> {
+        let mut fields = line.strip_prefix(VERIFIED)?.strip_prefix(' ')?.split(' ');
+        let mut next = || -> Option<&str> {
+            let f = fields.next()?;
+            let digits = f.strip_prefix('-').unwrap_or(f);
+            let plain = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+            plain.then_some(f)
+        };
+        let id = Identity {
+            dev: next()?.parse().ok()?,
+            ino: next()?.parse().ok()?,
+            size: next()?.parse().ok()?,
+            mtime_ns: next()?.parse().ok()?,
+            ctime_ns: next()?.parse().ok()?,
+        };
+        fields.next().is_none().then_some(id)
+    }
+}
+
+/// How a lock file's line with a verified store's identity starts.
+const VERIFIED: &str = "verified-store";
+
+/// A store file's bytes and the identity they were read with.
+pub struct ReadFile {
+    pub bytes: Vec<u8>,
+    /// `fstat` of the descriptor the bytes were read from, after reading;
+    /// `None` where the file system has no such thing.
+    pub identity: Option<Identity>,
 }
 
 /// Why the store lock could not be taken.
@@ -40,6 +118,13 @@ pub trait HeldLock: Send {
     /// writer checks this just before it renames its write into place, and
     /// starts over when it lost.
     fn still_held(&self) -> io::Result<bool>;
+    /// The verified store identity the lock file held when the lock was
+    /// taken ([`Identity::to_line`]), if it held exactly one such line.
+    fn recorded(&self) -> Option<Identity>;
+    /// Replace the identity kept in the lock file (best effort; the pid line
+    /// stays). Only a holder that checked the store file with this identity
+    /// (or wrote it from checked tasks) records it.
+    fn record(&self, identity: Option<Identity>);
 }
 
 /// A held lock; dropping it releases the lock.
@@ -74,7 +159,17 @@ pub trait Fs: Send + Sync {
     /// reading it; anything but a regular file (a FIFO, a device, a
     /// directory) is an error of kind `InvalidInput`, found without blocking
     /// and without reading it.
-    fn read(&self, path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>>;
+    fn read(&self, path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
+        Ok(self.read_identified(path, limit)?.map(|r| r.bytes))
+    }
+    /// [`Fs::read`], with the identity of what was read.
+    fn read_identified(&self, path: &Path, limit: u64) -> io::Result<Option<ReadFile>>;
+    /// The verified store identity the lock file at `lock` records (see
+    /// [`HeldLock::recorded`]), read without taking the lock: for readers,
+    /// to whom a record is as good a proof as to a writer.
+    fn recorded(&self, _lock: &Path) -> Option<Identity> {
+        None
+    }
     /// The owner, group and permission bits of `path`, `None` if it does not
     /// exist.
     fn meta(&self, path: &Path) -> io::Result<Option<FileMeta>>;

@@ -7,7 +7,7 @@ use std::os::unix::fs::{
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::{FileMeta, Fs, FsFile, HeldLock, LockFailure, LockGuard};
+use super::{FileMeta, Fs, FsFile, HeldLock, Identity, LockFailure, LockGuard, ReadFile};
 
 /// The real file system.
 #[derive(Debug, Default, Clone, Copy)]
@@ -15,12 +15,86 @@ pub struct RealFs;
 
 struct RealFile(File);
 
+/// At most this many buffers go to one `writev` (Linux's `IOV_MAX`).
+const IOV_MAX: usize = 1024;
+
 impl FsFile for RealFile {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.0.write_all(bytes)
     }
+
+    fn write_all_vectored(&mut self, parts: &[&[u8]]) -> io::Result<()> {
+        let mut parts: Vec<&[u8]> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
+        let mut start = 0;
+        while start < parts.len() {
+            let batch: Vec<io::IoSlice> = parts[start..(start + IOV_MAX).min(parts.len())]
+                .iter()
+                .map(|p| io::IoSlice::new(p))
+                .collect();
+            let mut written = match self.0.write_vectored(&batch) {
+                Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            // Skip what was written: whole parts, then the start of one.
+            while written > 0 {
+                let part = &mut parts[start];
+                if written >= part.len() {
+                    written -= part.len();
+                    start += 1;
+                } else {
+                    *part = &part[written..];
+                    written = 0;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn sync(&mut self) -> io::Result<()> {
         self.0.sync_all()
+    }
+
+    fn settle(&mut self) -> io::Result<Option<Identity>> {
+        let start = Instant::now();
+        let mut first = true;
+        loop {
+            let id = identity(&self.0.metadata()?);
+            if id.settled() {
+                return Ok(Some(id));
+            }
+            if start.elapsed() > SETTLE_WAIT {
+                return Ok(None);
+            }
+            if !first {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            first = false;
+            // Setting the same mode again stamps the status-change time
+            // with the current time (and changes nothing else).
+            let mode = self.0.metadata()?.permissions().mode() & 0o7777;
+            self.0.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
+    }
+
+    fn identity(&self) -> io::Result<Option<Identity>> {
+        Ok(Some(identity(&self.0.metadata()?)))
+    }
+}
+
+/// How long [`FsFile::settle`] waits for the file-system clock to move: a
+/// few of the kernel's coarse clock ticks. (A file system whose times are
+/// whole seconds gives up here; its next writer checks the whole file.)
+const SETTLE_WAIT: Duration = Duration::from_millis(12);
+
+fn identity(m: &fs::Metadata) -> Identity {
+    Identity {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
     }
 }
 
@@ -28,7 +102,7 @@ impl FsFile for RealFile {
 const OPEN_FLAGS: i32 = libc::O_NONBLOCK | libc::O_CLOEXEC;
 
 impl Fs for RealFs {
-    fn read(&self, path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
+    fn read_identified(&self, path: &Path, limit: u64) -> io::Result<Option<ReadFile>> {
         let file = match OpenOptions::new()
             .read(true)
             .custom_flags(OPEN_FLAGS)
@@ -49,8 +123,24 @@ impl Fs for RealFs {
             return Err(io::Error::from(io::ErrorKind::FileTooLarge));
         }
         let mut bytes = Vec::with_capacity(len.min(limit) as usize + 1);
-        file.take(limit + 1).read_to_end(&mut bytes)?;
-        Ok(Some(bytes))
+        let mut file = file.take(limit + 1);
+        file.read_to_end(&mut bytes)?;
+        // After reading: a change made while we read shows here.
+        let identity = Some(identity(&file.into_inner().metadata()?));
+        Ok(Some(ReadFile { bytes, identity }))
+    }
+
+    fn recorded(&self, lock: &Path) -> Option<Identity> {
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(OPEN_FLAGS | libc::O_NOFOLLOW)
+            .open(lock)
+            .ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.file_type().is_file() {
+            return None;
+        }
+        recorded_identity(&file)
     }
 
     fn meta(&self, path: &Path) -> io::Result<Option<FileMeta>> {
@@ -146,6 +236,8 @@ impl Fs for RealFs {
                 dev: held.dev(),
                 ino: held.ino(),
                 dir: None,
+                writable,
+                recorded: None,
             };
             if !lock.names_locked_file().map_err(LockFailure::Io)? {
                 continue;
@@ -167,16 +259,13 @@ impl Fs for RealFs {
                 wait_for_flock(&d, start, timeout)?;
                 lock.dir = Some(d);
             }
-            let file = &lock.file;
+            lock.recorded = recorded_identity(&lock.file);
             // Say who holds the lock, for the message of whoever times out
-            // waiting. Best effort: the lock works without it. Safe to write:
-            // the file is a regular file with one link, our own lock file.
-            if writable {
-                let who = format!("pid {}\n", std::process::id());
-                if file.set_len(0).is_ok() {
-                    let _ = file.write_at(who.as_bytes(), 0);
-                }
-            }
+            // waiting, keeping the verified identity (a fact about the
+            // store that stays true whoever holds the lock). Best effort:
+            // the lock works without it. Safe to write: the file is a
+            // regular file with one link, our own lock file.
+            lock.record(lock.recorded);
             return Ok(Box::new(lock));
         }
     }
@@ -191,6 +280,10 @@ struct RealLock {
     ino: u64,
     /// The `flock` on the store's directory, taken after the lock file's.
     dir: Option<File>,
+    /// Whether we may write the lock file.
+    writable: bool,
+    /// What the lock file recorded when we took the lock.
+    recorded: Option<Identity>,
 }
 
 impl RealLock {
@@ -204,6 +297,20 @@ impl RealLock {
     }
 }
 
+/// The identity the lock file records: its one `verified-store` line, if it
+/// holds exactly one valid one among at most a few short lines.
+fn recorded_identity(file: &File) -> Option<Identity> {
+    let mut buf = [0u8; 4096];
+    let n = file.read_at(&mut buf, 0).ok()?;
+    let text = std::str::from_utf8(&buf[..n]).ok()?;
+    let mut found = text.lines().filter(|l| l.starts_with("verified-store"));
+    let line = found.next()?;
+    if found.next().is_some() {
+        return None;
+    }
+    Identity::from_line(line)
+}
+
 impl HeldLock for RealLock {
     fn still_held(&self) -> io::Result<bool> {
         // The directory lock keeps every other writer out even after the
@@ -212,6 +319,29 @@ impl HeldLock for RealLock {
             return Ok(true);
         }
         self.names_locked_file()
+    }
+
+    fn recorded(&self) -> Option<Identity> {
+        self.recorded
+    }
+
+    fn record(&self, identity: Option<Identity>) {
+        if !self.writable {
+            return;
+        }
+        let mut text = format!("pid {}\n", std::process::id());
+        if let Some(id) = identity {
+            text += &id.to_line();
+            text.push('\n');
+        }
+        // Written over the old text, then cut to length: never truncated to
+        // nothing first, which on ext4 (auto_da_alloc) would force the lock
+        // file's data out with the store's fsync. A reader that catches it
+        // half written sees a line that is not a record (ignored), or one
+        // that matches no file but the one it names.
+        if self.file.write_at(text.as_bytes(), 0).is_ok() {
+            let _ = self.file.set_len(text.len() as u64);
+        }
     }
 }
 
@@ -367,8 +497,9 @@ fn holder(file: &File) -> Option<String> {
         });
     }
     let mut written = String::new();
-    let _ = (&*file).read_to_string(&mut written);
-    let written = written.trim();
+    let _ = file.take(4096).read_to_string(&mut written);
+    // The first line names the holder; the store identity is no news.
+    let written = written.lines().next().unwrap_or_default().trim();
     (!written.is_empty()).then(|| format!("{written} (as last recorded in the lock file)"))
 }
 

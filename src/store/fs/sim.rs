@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::{FileMeta, Fs, FsFile, HeldLock, LockFailure, LockGuard};
+use super::{FileMeta, Fs, FsFile, HeldLock, Identity, LockFailure, LockGuard, ReadFile};
 
 /// One call made to a [`SimFs`], as recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +39,11 @@ struct Inode {
     data: Vec<u8>,
     durable: Vec<u8>,
     mode: u32,
+    /// Data change and status change times, from the simulated clock.
+    mtime: i128,
+    ctime: i128,
+    /// The times as of the last fsync.
+    durable_times: (i128, i128),
 }
 
 #[derive(Debug, Default)]
@@ -53,6 +58,37 @@ struct State {
     fail: Option<(usize, i32)>,
     /// Every call from this index on fails: the process has died.
     crash_after: Option<usize>,
+    /// The simulated clock: every change of a file takes the next tick.
+    clock: i128,
+    /// What each lock file holds (not a simulated file: only the lock
+    /// holder reads and writes it, and the lock takes no call to fail).
+    lock_notes: BTreeMap<PathBuf, String>,
+}
+
+impl State {
+    fn tick(&mut self) -> i128 {
+        self.clock += 1;
+        self.clock
+    }
+
+    fn identity(&self, ino: usize) -> Identity {
+        let inode = &self.inodes[ino];
+        Identity {
+            dev: 1,
+            ino: ino as u64,
+            size: inode.data.len() as u64,
+            mtime_ns: inode.mtime,
+            ctime_ns: inode.ctime,
+        }
+    }
+
+    /// Record a change of the inode's data.
+    fn touch(&mut self, ino: usize) {
+        let now = self.tick();
+        let inode = &mut self.inodes[ino];
+        inode.mtime = now;
+        inode.ctime = now;
+    }
 }
 
 /// An in-memory file system that records every call, injects faults and
@@ -76,10 +112,14 @@ impl SimFs {
     pub fn put_durable(&self, path: &Path, bytes: &[u8]) {
         let mut s = self.state();
         let ino = s.inodes.len();
+        let now = s.tick();
         s.inodes.push(Inode {
             data: bytes.to_vec(),
             durable: bytes.to_vec(),
             mode: 0o600,
+            mtime: now,
+            ctime: now,
+            durable_times: (now, now),
         });
         s.names.insert(path.to_path_buf(), ino);
         s.durable_names.insert(path.to_path_buf(), ino);
@@ -94,6 +134,27 @@ impl SimFs {
     /// The paths that exist now.
     pub fn paths(&self) -> Vec<PathBuf> {
         self.state().names.keys().cloned().collect()
+    }
+
+    /// Change the file at `path` in place (as an editor or another program
+    /// writing it without the lock would), keeping its inode.
+    pub fn edit_in_place(&self, path: &Path, bytes: &[u8]) {
+        let mut s = self.state();
+        let ino = s.names[path];
+        s.inodes[ino].data = bytes.to_vec();
+        s.touch(ino);
+    }
+
+    /// What the lock file at `path` holds.
+    pub fn lock_note(&self, path: &Path) -> Option<String> {
+        self.state().lock_notes.get(path).cloned()
+    }
+
+    /// Put `text` into the lock file at `path`.
+    pub fn set_lock_note(&self, path: &Path, text: &str) {
+        self.state()
+            .lock_notes
+            .insert(path.to_path_buf(), text.to_string());
     }
 
     /// Every call so far.
@@ -129,6 +190,7 @@ impl SimFs {
         let mut s = self.state();
         for inode in &mut s.inodes {
             inode.data = inode.durable.clone();
+            (inode.mtime, inode.ctime) = inode.durable_times;
         }
         match mode {
             CrashMode::DropUnsynced => s.names = s.durable_names.clone(),
@@ -163,21 +225,24 @@ struct SimFile {
 
 impl FsFile for SimFile {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.write_all_vectored(&[bytes])
+    }
+
+    fn write_all_vectored(&mut self, parts: &[&[u8]]) -> io::Result<()> {
         let fs = self.fs.clone();
-        match fs.enter(FsCall::Write(self.path.clone(), bytes.len())) {
-            Ok(mut s) => {
-                s.inodes[self.ino].data.extend_from_slice(bytes);
-                Ok(())
-            }
-            Err(e) => {
-                // A failing write may still have written part of the data.
-                let mut s = fs.state();
-                s.inodes[self.ino]
-                    .data
-                    .extend_from_slice(&bytes[..bytes.len() / 2]);
-                Err(e)
-            }
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let (mut s, result, mut keep) = match fs.enter(FsCall::Write(self.path.clone(), total)) {
+            Ok(s) => (s, Ok(()), total),
+            // A failing write may still have written part of the data.
+            Err(e) => (fs.state(), Err(e), total / 2),
+        };
+        for part in parts {
+            let n = keep.min(part.len());
+            s.inodes[self.ino].data.extend_from_slice(&part[..n]);
+            keep -= n;
         }
+        s.touch(self.ino);
+        result
     }
 
     fn sync(&mut self) -> io::Result<()> {
@@ -185,7 +250,19 @@ impl FsFile for SimFile {
         let mut s = fs.enter(FsCall::Sync(self.path.clone()))?;
         let inode = &mut s.inodes[self.ino];
         inode.durable = inode.data.clone();
+        inode.durable_times = (inode.mtime, inode.ctime);
         Ok(())
+    }
+
+    fn settle(&mut self) -> io::Result<Option<Identity>> {
+        let mut s = self.fs.state();
+        let now = s.tick();
+        s.inodes[self.ino].ctime = now;
+        Ok(Some(s.identity(self.ino)))
+    }
+
+    fn identity(&self) -> io::Result<Option<Identity>> {
+        Ok(Some(self.fs.state().identity(self.ino)))
     }
 }
 
@@ -194,15 +271,28 @@ fn parent(p: &Path) -> &Path {
 }
 
 impl Fs for SimFs {
-    fn read(&self, path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
+    fn read_identified(&self, path: &Path, limit: u64) -> io::Result<Option<ReadFile>> {
         let s = self.enter(FsCall::Read(path.to_path_buf()))?;
         match s.names.get(path) {
             Some(&i) if s.inodes[i].data.len() as u64 > limit => {
                 Err(io::Error::from(io::ErrorKind::FileTooLarge))
             }
-            Some(&i) => Ok(Some(s.inodes[i].data.clone())),
+            Some(&i) => Ok(Some(ReadFile {
+                bytes: s.inodes[i].data.clone(),
+                identity: Some(s.identity(i)),
+            })),
             None => Ok(None),
         }
+    }
+
+    fn recorded(&self, lock: &Path) -> Option<Identity> {
+        let note = self
+            .state()
+            .lock_notes
+            .get(lock)
+            .cloned()
+            .unwrap_or_default();
+        recorded_in(&note)
     }
 
     fn meta(&self, path: &Path) -> io::Result<Option<FileMeta>> {
@@ -225,10 +315,14 @@ impl Fs for SimFs {
             return Err(io::Error::from(io::ErrorKind::AlreadyExists));
         }
         let ino = s.inodes.len();
+        let now = s.tick();
         s.inodes.push(Inode {
             data: Vec::new(),
             durable: Vec::new(),
             mode,
+            mtime: now,
+            ctime: now,
+            durable_times: (now, now),
         });
         s.names.insert(path.to_path_buf(), ino);
         Ok(Box::new(SimFile {
@@ -245,6 +339,8 @@ impl Fs for SimFs {
             .remove(from)
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         s.names.insert(to.to_path_buf(), ino);
+        let now = s.tick();
+        s.inodes[ino].ctime = now;
         Ok(())
     }
 
@@ -291,18 +387,52 @@ impl Fs for SimFs {
         _store: &Path,
     ) -> Result<LockGuard, LockFailure> {
         // One simulated process: the lock only counts as a call that can fail.
-        let _state = self
+        let s = self
             .enter(FsCall::Lock(path.to_path_buf()))
             .map_err(LockFailure::Io)?;
-        Ok(Box::new(SimLock))
+        let recorded = recorded_in(&s.lock_notes.get(path).cloned().unwrap_or_default());
+        drop(s);
+        let lock = SimLock {
+            fs: self.clone(),
+            path: path.to_path_buf(),
+            recorded,
+        };
+        lock.record(recorded);
+        Ok(Box::new(lock))
+    }
+}
+
+/// The identity a lock file's text records: its one `verified-store` line.
+fn recorded_in(note: &str) -> Option<Identity> {
+    let mut found = note.lines().filter(|l| l.starts_with("verified-store"));
+    match (found.next(), found.next()) {
+        (Some(line), None) => Identity::from_line(line),
+        _ => None,
     }
 }
 
 /// The one simulated process's lock, which nobody can take from it.
-struct SimLock;
+struct SimLock {
+    fs: SimFs,
+    path: PathBuf,
+    recorded: Option<Identity>,
+}
 
 impl HeldLock for SimLock {
     fn still_held(&self) -> io::Result<bool> {
         Ok(true)
+    }
+
+    fn recorded(&self) -> Option<Identity> {
+        self.recorded
+    }
+
+    fn record(&self, identity: Option<Identity>) {
+        let mut text = String::from("pid 1\n");
+        if let Some(id) = identity {
+            text += &id.to_line();
+            text.push('\n');
+        }
+        self.fs.state().lock_notes.insert(self.path.clone(), text);
     }
 }
