@@ -8,14 +8,22 @@ use chrono::{DateTime, TimeDelta, Utc};
 use rudder::store::{NewTask, Store};
 use rudder::task::{Actor, Status};
 
-#[test]
-fn only_unchanged_previewed_tasks_are_reclaimed() {
+type Clock = Arc<Mutex<DateTime<Utc>>>;
+
+/// A store in a temp dir whose clock the test sets, starting at `start`.
+fn store_with_clock() -> (tempfile::TempDir, DateTime<Utc>, Clock, Store) {
     let dir = tempfile::tempdir().expect("tempdir");
     let start: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().expect("time");
     let clock = Arc::new(Mutex::new(start));
     let c = clock.clone();
     let store = Store::open(dir.path().join("tasks.json"))
         .with_clock(Arc::new(move || *c.lock().expect("clock")));
+    (dir, start, clock, store)
+}
+
+#[test]
+fn only_unchanged_previewed_tasks_are_reclaimed() {
+    let (_dir, _start, clock, store) = store_with_clock();
     let advance = |minutes| *clock.lock().expect("clock") += TimeDelta::minutes(minutes);
     let create = |title: &str| {
         store
@@ -78,12 +86,7 @@ fn only_unchanged_previewed_tasks_are_reclaimed() {
 
 #[test]
 fn a_preview_names_each_task_at_its_revision_and_counts_the_active_ones() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let start: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().expect("time");
-    let clock = Arc::new(Mutex::new(start));
-    let c = clock.clone();
-    let store = Store::open(dir.path().join("tasks.json"))
-        .with_clock(Arc::new(move || *c.lock().expect("clock")));
+    let (_dir, start, clock, store) = store_with_clock();
     let set = |t: DateTime<Utc>| *clock.lock().expect("clock") = t;
     let idle = store.create(NewTask::default()).expect("create").task;
     store

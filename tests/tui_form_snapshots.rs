@@ -19,17 +19,7 @@ fn screen(app: &mut App, width: u16, height: u16) -> String {
     terminal
         .draw(|f| view::draw(f, app, &Theme { color: true }))
         .expect("draw");
-    let buf = terminal.backend().buffer();
-    let mut out = String::new();
-    for y in 0..buf.area.height {
-        let mut line = String::new();
-        for x in 0..buf.area.width {
-            line.push_str(buf[(x, y)].symbol());
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    screen_text(&terminal)
 }
 
 fn open(schema: Value, message: &str) -> App {

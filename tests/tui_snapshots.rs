@@ -25,17 +25,7 @@ fn render_with(app: &mut App, width: u16, height: u16, theme: Theme) -> Terminal
 
 /// The screen as text, one line per row, trailing spaces trimmed.
 fn screen(terminal: &Terminal<TestBackend>) -> String {
-    let buf = terminal.backend().buffer();
-    let mut out = String::new();
-    for y in 0..buf.area.height {
-        let mut line = String::new();
-        for x in 0..buf.area.width {
-            line.push_str(buf[(x, y)].symbol());
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    screen_text(terminal)
 }
 
 fn render(app: &mut App) -> String {
