@@ -147,7 +147,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
                     .display()
             ))
         }
-        Err(_) => config.store.clone(),
+        Ok(crate::store::StoreUrl::Postgres(_)) | Err(_) => config.store.clone(),
     };
     log(
         &config.holder,

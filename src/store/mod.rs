@@ -7,7 +7,7 @@
 //! idempotency key, the next claimable task, stale and prunable tasks, a
 //! page in an order, counts by status) and the writes (insert, change in
 //! place, remove). The JSON file backend is [`FileBackend`], SQLite is
-//! [`SqliteBackend`]; [`AnyBackend`] is the one a [`StoreUrl`] chooses at
+//! [`SqliteBackend`], PostgreSQL [`PostgresBackend`]; [`AnyBackend`] is the one a [`StoreUrl`] chooses at
 //! run time.
 
 mod codec;
@@ -17,6 +17,7 @@ mod file;
 pub mod fs;
 mod index;
 mod limits;
+pub mod postgres;
 pub mod query;
 mod report;
 mod scan;
@@ -37,6 +38,7 @@ pub use error::{StoreError, human_bytes};
 pub use file::{DEFAULT_LOCK_TIMEOUT, FileBackend, parse_max_bytes};
 pub use index::Summary;
 pub use limits::{MAX_VALUE_DEPTH, RESERVED_KEY, check_value};
+pub use postgres::PostgresBackend;
 pub use query::{PageQuery, SortKey, StatusCounts};
 pub use report::{PruneReport, Pruned, ReclaimReport, Reclaimed, Skipped, human_duration, ms};
 pub use sqlite::SqliteBackend;
@@ -133,6 +135,7 @@ pub struct NewTask {
 pub enum AnyBackend {
     File(FileBackend),
     Sqlite(SqliteBackend),
+    Postgres(PostgresBackend),
     /// A URL this build cannot open: every operation is refused with why.
     Unsupported(UrlError),
 }
@@ -149,6 +152,7 @@ impl AnyBackend {
         match url {
             StoreUrl::File(p) => AnyBackend::File(FileBackend::new(p)),
             StoreUrl::Sqlite(p) => AnyBackend::Sqlite(SqliteBackend::new(p)),
+            StoreUrl::Postgres(u) => AnyBackend::Postgres(PostgresBackend::new(u.clone())),
         }
     }
 
@@ -158,6 +162,7 @@ impl AnyBackend {
         match self {
             AnyBackend::File(b) => b.path().display().to_string(),
             AnyBackend::Sqlite(b) => b.location(),
+            AnyBackend::Postgres(b) => b.location(),
             AnyBackend::Unsupported(e) => e.to_string(),
         }
     }
@@ -166,9 +171,10 @@ impl AnyBackend {
         match self {
             AnyBackend::File(b) => Ok(b),
             AnyBackend::Sqlite(b) => Ok(b),
+            AnyBackend::Postgres(b) => Ok(b),
             AnyBackend::Unsupported(e) => Err(StoreError::NotAStore {
                 location: match e {
-                    UrlError::Unsupported { url } | UrlError::Empty { url } => url.clone(),
+                    UrlError::Postgres { url, .. } | UrlError::Empty { url } => url.clone(),
                 },
                 message: e.to_string(),
             }),
@@ -233,6 +239,7 @@ impl Store<AnyBackend> {
         match &self.backend {
             AnyBackend::File(b) => b.path(),
             AnyBackend::Sqlite(b) => b.path(),
+            AnyBackend::Postgres(b) => Path::new(b.url().secret_text()),
             AnyBackend::Unsupported(_) => Path::new(""),
         }
     }

@@ -20,6 +20,18 @@ use super::Summary;
 use super::report::ms;
 use crate::task::{Status, Task};
 
+/// A time as a database stores it: RFC 3339 UTC with nine fraction digits,
+/// whose text order (byte order) is time order.
+pub(crate) fn time_text(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+}
+
+/// A stored time read back (`None` for none, or for text that is not one).
+pub(crate) fn parse_time(text: Option<String>) -> Option<DateTime<Utc>> {
+    text.and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
+        .map(|t| t.with_timezone(&Utc))
+}
+
 /// An owned [`Summary`], for answers that outlive the transaction's borrows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SummaryBuf {

@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 
 pub use diff::{Diff, Transition, diff};
 
-use crate::store::{Backend, FileBackend, SqliteBackend, StoreUrl};
+use crate::store::{Backend, FileBackend, PostgresBackend, SqliteBackend, StoreUrl};
 use crate::task::TaskMap;
 
 /// One thing the feed observed.
@@ -80,6 +80,7 @@ impl ChangeFeed {
         let source = match StoreUrl::parse(path.as_os_str()) {
             Ok(StoreUrl::File(p)) => Ok(Source::File(FileBackend::new(p))),
             Ok(StoreUrl::Sqlite(p)) => Ok(Source::Sqlite(SqliteBackend::new(p))),
+            Ok(StoreUrl::Postgres(u)) => Ok(Source::Postgres(PostgresBackend::new(u))),
             Err(e) => Err(e.to_string()),
         };
         let reads = Arc::new(AtomicU64::new(0));
@@ -118,6 +119,8 @@ impl Drop for ChangeFeed {
 enum Source {
     File(FileBackend),
     Sqlite(SqliteBackend),
+    /// Woken by `LISTEN` (see `pg.rs`), checked on every tick.
+    Postgres(PostgresBackend),
 }
 
 impl Source {
@@ -126,6 +129,7 @@ impl Source {
         match self {
             Source::File(b) => b.target(),
             Source::Sqlite(b) => b.path(),
+            Source::Postgres(_) => Path::new(""),
         }
     }
 
@@ -136,6 +140,7 @@ impl Source {
                 Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
                 _ => PathBuf::from("."),
             },
+            Source::Postgres(_) => PathBuf::new(),
         }
     }
 
@@ -201,7 +206,7 @@ impl Reader {
     fn reload(&mut self) -> Option<FeedEvent> {
         let backend = match &self.source {
             Source::File(b) => b,
-            Source::Sqlite(_) => return self.reload_sqlite(),
+            Source::Sqlite(_) | Source::Postgres(_) => return self.reload_db(),
         };
         self.reads.fetch_add(1, Ordering::Relaxed);
         self.stamp = stamp(backend.target());
@@ -236,12 +241,14 @@ impl Reader {
         }
     }
 
-    /// Re-read a SQLite store if a change was recorded since the last read.
-    fn reload_sqlite(&mut self) -> Option<FeedEvent> {
-        let Source::Sqlite(backend) = &self.source else {
-            return None;
+    /// Re-read a database if a change was recorded since the last read.
+    fn reload_db(&mut self) -> Option<FeedEvent> {
+        let (last_change, backend): (_, &dyn Backend) = match &self.source {
+            Source::Sqlite(b) => (b.last_change(), b),
+            Source::Postgres(b) => (b.last_change(), b),
+            Source::File(_) => return None,
         };
-        let cursor = match backend.last_change() {
+        let cursor = match last_change {
             Ok(Some(c)) => c,
             // No database, or one not written yet: waiting for it.
             Ok(None) => {
@@ -303,7 +310,12 @@ async fn run(
 ) {
     let target = source.target().to_path_buf();
     let names = source.names();
-    let sqlite = matches!(source, Source::Sqlite(_));
+    let sqlite = matches!(source, Source::Sqlite(_) | Source::Postgres(_));
+    let options = FeedOptions {
+        // A database server has no file to watch.
+        notify: options.notify && !matches!(source, Source::Postgres(_)),
+        ..options
+    };
     let dir = source.dir();
     let (poke_tx, mut poke_rx) = mpsc::unbounded_channel::<()>();
     let make_watcher = || -> Option<RecommendedWatcher> {

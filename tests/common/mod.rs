@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod pg;
+
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -148,20 +150,31 @@ pub fn wait_for<T>(deadline: Duration, mut f: impl FnMut() -> Option<T>) -> Opti
 pub enum Kind {
     File,
     Sqlite,
+    /// A schema of its own on the test process's PostgreSQL cluster.
+    Postgres,
 }
 
 thread_local! {
     static KIND: std::cell::Cell<Kind> = const { std::cell::Cell::new(Kind::File) };
 }
 
-/// The backends to test: `$RUDDER_TEST_STORE` (`file` or `sqlite`) narrows
-/// to one; unset or empty, both.
+/// The backends to test: `$RUDDER_TEST_STORE` (`file`, `sqlite` or
+/// `postgres`) narrows to one; unset or empty, all three (PostgreSQL only
+/// where its binaries are installed: see [`pg::available`]).
 pub fn kinds() -> Vec<Kind> {
+    let pg = || {
+        if pg::available() {
+            vec![Kind::Postgres]
+        } else {
+            vec![]
+        }
+    };
     match std::env::var("RUDDER_TEST_STORE").as_deref() {
-        Err(_) | Ok("") => vec![Kind::File, Kind::Sqlite],
+        Err(_) | Ok("") => [vec![Kind::File, Kind::Sqlite], pg()].concat(),
         Ok("file") => vec![Kind::File],
         Ok("sqlite") => vec![Kind::Sqlite],
-        Ok(other) => panic!("RUDDER_TEST_STORE={other:?}: expected file or sqlite"),
+        Ok("postgres") => pg(),
+        Ok(other) => panic!("RUDDER_TEST_STORE={other:?}: expected file, sqlite or postgres"),
     }
 }
 
@@ -181,12 +194,31 @@ pub fn kind() -> Kind {
     KIND.with(|k| k.get())
 }
 
-/// A store file name whose extension selects the current backend.
+/// A store file name whose extension selects the current backend (the
+/// file backends only: see [`store_in`]).
 pub fn store_file() -> &'static str {
     match kind() {
         Kind::File => "tasks.json",
         Kind::Sqlite => "tasks.db",
+        Kind::Postgres => panic!("a PostgreSQL store has no file name: use store_in"),
     }
+}
+
+/// A new store of the current backend: a file in `dir`, or a new empty
+/// PostgreSQL store (a URL, carried in a path as `--store` takes it).
+pub fn store_in(dir: &Path) -> PathBuf {
+    match kind() {
+        Kind::Postgres => PathBuf::from(pg::store_url()),
+        _ => dir.join(store_file()),
+    }
+}
+
+/// Whether `path` names a PostgreSQL store.
+pub fn is_postgres(path: &Path) -> bool {
+    matches!(
+        rudder::store::StoreUrl::parse(path),
+        Ok(rudder::store::StoreUrl::Postgres(_))
+    )
 }
 
 /// What a write changes, per backend: the file's bytes, inode and mtime; a
@@ -198,13 +230,16 @@ pub enum StoreState {
 }
 
 pub fn store_state(path: &Path) -> StoreState {
-    match rudder::store::StoreUrl::from_path(path) {
-        rudder::store::StoreUrl::File(_) => StoreState::File(fingerprint(path)),
-        rudder::store::StoreUrl::Sqlite(_) => {
-            let last_change = rudder::store::SqliteBackend::new(path)
-                .last_change()
-                .expect("read the changes")
-                .unwrap_or(0);
+    use rudder::store::StoreUrl;
+    match StoreUrl::parse(path).expect("a store URL") {
+        StoreUrl::File(_) => StoreState::File(fingerprint(path)),
+        url => {
+            let last_change = match url {
+                StoreUrl::Postgres(u) => rudder::store::PostgresBackend::new(u).last_change(),
+                _ => rudder::store::SqliteBackend::new(path).last_change(),
+            }
+            .expect("read the changes")
+            .unwrap_or(0);
             let tasks = rudder::Store::open(path).load().expect("load the tasks");
             StoreState::Sqlite {
                 last_change,
@@ -250,9 +285,9 @@ pub fn set_kind(kind: Kind) {
 /// as the whole content of the store at `path`, whatever its backend: the
 /// file as text, a database through the store.
 pub fn write_store(path: &Path, text: &str) {
-    match rudder::store::StoreUrl::from_path(path) {
+    match rudder::store::StoreUrl::parse(path).expect("a store URL") {
         rudder::store::StoreUrl::File(_) => std::fs::write(path, text).expect("write the store"),
-        rudder::store::StoreUrl::Sqlite(_) => {
+        _ => {
             use rudder::store::Backend;
             let tasks = rudder::store::decode(path, text.as_bytes()).expect("a valid store");
             rudder::Store::open(path)

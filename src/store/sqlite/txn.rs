@@ -8,12 +8,14 @@
 use std::cell::{OnceCell, RefCell};
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use indexmap::IndexMap;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::SqliteBackend;
-use crate::store::query::{self, PageQuery, SortKey, Stale, StatusCounts, SummaryBuf};
+use crate::store::query::{
+    self, PageQuery, SortKey, Stale, StatusCounts, SummaryBuf, parse_time, time_text,
+};
 use crate::store::{StoreError, Summary, Transaction};
 use crate::task::{Status, Task, TaskMap};
 
@@ -50,17 +52,6 @@ pub(super) struct SqlTxn<'c> {
     all: OnceCell<Vec<SummaryBuf>>,
     /// An error met where the trait cannot return one; reported at commit.
     deferred: RefCell<Option<StoreError>>,
-}
-
-/// A time as stored: RFC 3339 UTC with nine fraction digits, whose text
-/// order is time order.
-pub(super) fn time_text(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Nanos, true)
-}
-
-fn parse_time(text: Option<String>) -> Option<DateTime<Utc>> {
-    text.and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
-        .map(|t| t.with_timezone(&Utc))
 }
 
 fn status_of(text: &str) -> rusqlite::Result<Status> {

@@ -1,0 +1,501 @@
+//! The PostgreSQL backend (DESIGN.md "Stores and backends"): one store for
+//! many machines.
+//!
+//! One connection per backend, opened on first use and opened anew after
+//! it broke. Reads run in `REPEATABLE READ READ ONLY` transactions (one
+//! consistent snapshot, never waiting for writers). Writes run in `READ
+//! COMMITTED` transactions: a task to be changed is locked (`FOR UPDATE`)
+//! when the operation first takes it for changing, a claim skips the tasks
+//! other workers hold (`FOR UPDATE SKIP LOCKED`), and every write is
+//! conditional on the revision it read (and its claim). A write that finds
+//! the task moved, a serialization failure, a deadlock, a duplicate
+//! idempotency key or a connection lost before the commit was sent rolls
+//! back whole and runs the operation again on fresh data, a bounded number
+//! of times; a connection lost *during* the commit is reported (the
+//! change may or may not be in), never run again, so nothing is done twice.
+//!
+//! Timeouts: connecting, every statement and every lock wait are bounded by
+//! the lock timeout (`$RUDDER_LOCK_TIMEOUT`, 30 s by default).
+//!
+//! The schema is created by the first write (see `schema.rs`); a reader of
+//! a database without it sees an empty store, and a database of a newer
+//! schema is refused, untouched.
+
+mod schema;
+mod tls;
+mod txn;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use postgres::config::Host;
+use postgres::error::SqlState;
+use postgres::{Client, IsolationLevel, Statement};
+
+use super::file::DEFAULT_LOCK_TIMEOUT;
+use super::url::{PgUrl, SslMode};
+use super::{Backend, StoreError, Transaction};
+use crate::task::TaskMap;
+pub use schema::{CHANNEL, VERSION as SCHEMA_VERSION};
+use txn::PgTxn;
+
+/// How many times a write is run in all before a transient failure is
+/// reported.
+const ATTEMPTS: u32 = 10;
+
+/// A store kept in a PostgreSQL database.
+pub struct PostgresBackend {
+    url: PgUrl,
+    lock_timeout: Duration,
+    conn: Mutex<Option<Conn>>,
+}
+
+impl std::fmt::Debug for PostgresBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresBackend")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An open connection and what is known about it.
+pub(crate) struct Conn {
+    client: Client,
+    /// Prepared statements, by their text.
+    statements: HashMap<String, Statement>,
+    /// The schema version seen on this connection (`None`: no tables yet).
+    version: Option<i32>,
+}
+
+/// Whether a failed attempt may be run again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retry {
+    /// Nothing was written; running the operation again is safe.
+    Safe,
+    /// Do not run it again.
+    No,
+}
+
+impl PostgresBackend {
+    /// The database at `url`. Nothing is connected yet. The lock timeout is
+    /// `$RUDDER_LOCK_TIMEOUT` when set, else 30 s.
+    pub fn new(url: PgUrl) -> Self {
+        let lock_timeout = std::env::var("RUDDER_LOCK_TIMEOUT")
+            .ok()
+            .and_then(|t| crate::duration::parse_duration(&t).ok())
+            .unwrap_or(DEFAULT_LOCK_TIMEOUT);
+        PostgresBackend {
+            url,
+            lock_timeout,
+            conn: Mutex::new(None),
+        }
+    }
+
+    /// Wait at most `timeout` to connect, for a statement or for a lock.
+    pub fn with_lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
+        self
+    }
+
+    /// The URL, password redacted, as messages name the store.
+    pub fn location(&self) -> String {
+        self.url.redacted()
+    }
+
+    pub fn url(&self) -> &PgUrl {
+        &self.url
+    }
+
+    pub fn lock_timeout(&self) -> Duration {
+        self.lock_timeout
+    }
+
+    /// "host H, database D", for messages about reaching the server.
+    fn target(&self) -> String {
+        let Ok(c) = self.url.connect_config() else {
+            return String::new();
+        };
+        let hosts: Vec<String> = c
+            .config
+            .get_hosts()
+            .iter()
+            .map(|h| match h {
+                Host::Tcp(name) => name.clone(),
+                Host::Unix(dir) => dir.display().to_string(),
+            })
+            .collect();
+        let host = if hosts.is_empty() {
+            "localhost".to_string()
+        } else {
+            hosts.join(",")
+        };
+        let port = c
+            .config
+            .get_ports()
+            .first()
+            .map_or(String::new(), |p| format!(" port {p}"));
+        let user = c.config.get_user().map(str::to_string).unwrap_or_default();
+        let db = c
+            .config
+            .get_dbname()
+            .map(str::to_string)
+            .unwrap_or_else(|| user.clone());
+        format!("host {host}{port}, database {db:?}")
+    }
+
+    /// A driver error as a store error naming the database.
+    pub(crate) fn error(&self, action: &'static str, e: &postgres::Error) -> StoreError {
+        let message = match e.as_db_error() {
+            Some(db) => {
+                let mut m = format!("{} ({})", db.message(), db.code().code());
+                if let Some(d) = db.detail() {
+                    m.push_str(": ");
+                    m.push_str(d);
+                }
+                match *db.code() {
+                    SqlState::QUERY_CANCELED => format!(
+                        "{m}; gave up after the lock timeout ({}, $RUDDER_LOCK_TIMEOUT)",
+                        humantime::format_duration(self.lock_timeout)
+                    ),
+                    SqlState::LOCK_NOT_AVAILABLE => format!(
+                        "{m}; gave up after waiting {} for a lock ($RUDDER_LOCK_TIMEOUT)",
+                        humantime::format_duration(self.lock_timeout)
+                    ),
+                    SqlState::INSUFFICIENT_PRIVILEGE => {
+                        format!("{m} (see README \"Many machines\" for the grants rudder needs)")
+                    }
+                    _ => m,
+                }
+            }
+            None => {
+                let mut m = e.to_string();
+                let mut source = std::error::Error::source(e);
+                while let Some(cause) = source {
+                    m.push_str(": ");
+                    m.push_str(&cause.to_string());
+                    source = cause.source();
+                }
+                format!("{m} ({})", self.target())
+            }
+        };
+        StoreError::Database {
+            location: self.location(),
+            action,
+            message,
+        }
+    }
+
+    /// Connect and set the session up.
+    fn connect(&self) -> Result<Conn, StoreError> {
+        let settings = self
+            .url
+            .connect_config()
+            .map_err(|e| StoreError::NotAStore {
+                location: self.location(),
+                message: e.to_string(),
+            })?;
+        let mut config = settings.config.clone();
+        let bound = self.lock_timeout.max(Duration::from_secs(1));
+        if config.get_connect_timeout().is_none_or(|t| *t > bound) {
+            config.connect_timeout(bound);
+        }
+        config
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(30))
+            .tcp_user_timeout(bound);
+        if config.get_application_name().is_none() {
+            config.application_name("rudder");
+        }
+        let unix_only = !config.get_hosts().is_empty()
+            && config
+                .get_hosts()
+                .iter()
+                .all(|h| matches!(h, Host::Unix(_)));
+        // The server offers no TLS over a unix socket; libpq does not ask.
+        let mode = if unix_only {
+            SslMode::Disable
+        } else {
+            settings.ssl_mode
+        };
+        config.ssl_mode(match mode {
+            SslMode::Disable => postgres::config::SslMode::Disable,
+            SslMode::Prefer => postgres::config::SslMode::Prefer,
+            _ => postgres::config::SslMode::Require,
+        });
+        let connector = tls::connector(mode, settings.root_cert.as_deref()).map_err(|message| {
+            StoreError::Database {
+                location: self.location(),
+                action: "connect",
+                message,
+            }
+        })?;
+        let mut client = config
+            .connect(connector)
+            .map_err(|e| self.error("connect", &e))?;
+        let ms = self.lock_timeout.as_millis().clamp(1, i32::MAX as u128);
+        client
+            .batch_execute(&format!(
+                "SET statement_timeout = {ms}; SET lock_timeout = {ms}; \
+                 SET idle_in_transaction_session_timeout = {}",
+                (ms * 2).min(i32::MAX as u128)
+            ))
+            .map_err(|e| self.error("set up the session", &e))?;
+        Ok(Conn {
+            client,
+            statements: HashMap::new(),
+            version: None,
+        })
+    }
+
+    /// Run `f` on the connection, connecting first if needed; a broken
+    /// connection is dropped so that the next call connects anew.
+    fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&mut Conn) -> Result<T, (StoreError, Retry, bool)>,
+    ) -> Result<T, (StoreError, Retry)> {
+        let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_some_and(|c| c.client.is_closed()) {
+            *slot = None;
+        }
+        if slot.is_none() {
+            // Nothing was sent: a failed connect may be tried again.
+            *slot = Some(self.connect().map_err(|e| (e, Retry::Safe))?);
+        }
+        let conn = slot.as_mut().expect("connected above");
+        match f(conn) {
+            Ok(v) => Ok(v),
+            Err((e, retry, broken)) => {
+                if broken || conn.client.is_closed() {
+                    *slot = None;
+                }
+                Err((e, retry))
+            }
+        }
+    }
+
+    /// Check the schema version once per connection; `Ok(None)` when rudder's
+    /// tables do not exist yet.
+    fn check_version(
+        &self,
+        known: &mut Option<i32>,
+        tx: &mut postgres::Transaction<'_>,
+    ) -> Result<Option<i32>, StoreError> {
+        if *known == Some(schema::VERSION) {
+            return Ok(*known);
+        }
+        let v = schema::version(tx).map_err(|e| self.error("read the schema version", &e))?;
+        if let Some(v) = v
+            && v > schema::VERSION
+        {
+            return Err(self.newer(v));
+        }
+        *known = v;
+        Ok(v)
+    }
+
+    fn newer(&self, v: i32) -> StoreError {
+        StoreError::NotAStore {
+            location: self.location(),
+            message: format!(
+                "the store was written by a newer rudder (schema version {v}; this rudder \
+                 knows up to {}): upgrade rudder to use it",
+                schema::VERSION
+            ),
+        }
+    }
+
+    /// Run a read on a consistent snapshot: `None` when the schema does not
+    /// exist yet. A connection found broken is replaced once.
+    fn read<T>(
+        &self,
+        f: &mut dyn FnMut(&PgTxn<'_>) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let result = self.with_conn(|conn| {
+                let Conn {
+                    client,
+                    statements,
+                    version,
+                } = conn;
+                let mut tx = client
+                    .build_transaction()
+                    .isolation_level(IsolationLevel::RepeatableRead)
+                    .read_only(true)
+                    .start()
+                    .map_err(|e| classify(self.error("begin a read", &e), &e, false))?;
+                let v = self
+                    .check_version(version, &mut tx)
+                    .map_err(|e| (e, Retry::No, false))?;
+                if v.is_none() {
+                    return Ok(None);
+                }
+                let txn = PgTxn::new(tx, statements, self, false);
+                let out = f(&txn);
+                let failure = txn.failure();
+                match out {
+                    Ok(v) => {
+                        txn.finish_read()
+                            .map_err(|e| classify(self.error("end a read", &e), &e, false))?;
+                        Ok(Some(v))
+                    }
+                    Err(e) => {
+                        let (retry, broken) = failure.unwrap_or((Retry::No, false));
+                        Err((e, retry, broken))
+                    }
+                }
+            });
+            match result {
+                Ok(v) => return Ok(v),
+                Err((_, Retry::Safe)) if tries < 3 => continue,
+                Err((e, _)) => return Err(e),
+            }
+        }
+    }
+
+    /// The sequence number of the last recorded change (0 for none), the
+    /// change feed's cursor; `None` while there is no store yet.
+    pub fn last_change(&self) -> Result<Option<i64>, StoreError> {
+        self.read(&mut |txn| txn.last_change())
+    }
+
+    /// Create or migrate the schema now (`rudder migrate`), as the role in
+    /// the URL; returns the version found before.
+    pub fn migrate(&self) -> Result<Option<i32>, StoreError> {
+        let mut found = None;
+        self.write(&mut |txn| {
+            found = Some(txn.found_version());
+            Ok(true)
+        })?;
+        Ok(found.flatten())
+    }
+
+    fn write(
+        &self,
+        f: &mut dyn FnMut(&mut PgTxn<'_>) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        let start = Instant::now();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let result = self.with_conn(|conn| {
+                let Conn {
+                    client,
+                    statements,
+                    version,
+                } = conn;
+                let mut tx = client
+                    .build_transaction()
+                    .isolation_level(IsolationLevel::ReadCommitted)
+                    .start()
+                    .map_err(|e| classify(self.error("begin a write", &e), &e, false))?;
+                let v = self
+                    .check_version(version, &mut tx)
+                    .map_err(|e| (e, Retry::No, false))?;
+                let found = if v == Some(schema::VERSION) {
+                    v
+                } else {
+                    let from = schema::migrate(&mut tx)
+                        .map_err(|e| classify(self.error("create the tables", &e), &e, false))?;
+                    if from > schema::VERSION {
+                        return Err((self.newer(from), Retry::No, false));
+                    }
+                    (from > 0).then_some(from).or(v)
+                };
+                let mut txn = PgTxn::new(tx, statements, self, true);
+                txn.set_found_version(found);
+                let out = f(&mut txn);
+                let failure = txn.failure();
+                let write = match out {
+                    Ok(w) => w,
+                    Err(e) => {
+                        let (retry, broken) = failure.unwrap_or((Retry::No, false));
+                        return Err((e, retry, broken));
+                    }
+                };
+                let committed = txn.finish_write(write)?;
+                // The schema is in the database once the commit is.
+                if committed || v == Some(schema::VERSION) {
+                    *version = Some(schema::VERSION);
+                }
+                Ok(())
+            });
+            match result {
+                Ok(()) => return Ok(()),
+                Err((_, Retry::Safe))
+                    if attempt < ATTEMPTS && start.elapsed() < self.lock_timeout =>
+                {
+                    // A short, growing, jittered pause: two machines that
+                    // collided do not collide again in step.
+                    let base = 2u64 << attempt.min(6);
+                    let jitter = u64::from(std::process::id() ^ attempt) % base.max(1);
+                    std::thread::sleep(Duration::from_millis(base + jitter));
+                }
+                Err((e, _)) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Whether a driver error is worth running the operation again (nothing
+/// was committed: a serialization failure, a deadlock, a duplicate key,
+/// a connection lost before the commit was sent), and whether the
+/// connection is broken.
+pub(crate) fn transient(e: &postgres::Error) -> (Retry, bool) {
+    if e.is_closed() || e.as_db_error().is_none() && e.code().is_none() {
+        // I/O: the connection is gone.
+        return (Retry::Safe, true);
+    }
+    match e.code() {
+        Some(c)
+            if *c == SqlState::T_R_SERIALIZATION_FAILURE
+                || *c == SqlState::T_R_DEADLOCK_DETECTED
+                || *c == SqlState::UNIQUE_VIOLATION =>
+        {
+            (Retry::Safe, false)
+        }
+        Some(c)
+            if *c == SqlState::ADMIN_SHUTDOWN
+                || *c == SqlState::CRASH_SHUTDOWN
+                || *c == SqlState::CANNOT_CONNECT_NOW
+                || c.code().starts_with("08") =>
+        {
+            (Retry::Safe, true)
+        }
+        _ => (Retry::No, false),
+    }
+}
+
+fn classify(se: StoreError, e: &postgres::Error, _commit: bool) -> (StoreError, Retry, bool) {
+    let (retry, broken) = transient(e);
+    (se, retry, broken)
+}
+
+impl Backend for PostgresBackend {
+    fn load(&self) -> Result<TaskMap, StoreError> {
+        Ok(self.read(&mut |txn| txn.load_all())?.unwrap_or_default())
+    }
+
+    fn snapshot(
+        &self,
+        f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        match self.read(&mut |txn| f(txn))? {
+            Some(()) => Ok(()),
+            None => f(&TaskMap::new()),
+        }
+    }
+
+    fn exists(&self) -> Result<bool, StoreError> {
+        Ok(self.read(&mut |_| Ok(()))?.is_some())
+    }
+
+    fn transaction(
+        &self,
+        f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.write(&mut |txn| f(txn))
+    }
+}

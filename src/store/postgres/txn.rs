@@ -1,0 +1,903 @@
+//! [`Transaction`] over an open PostgreSQL transaction.
+//!
+//! As for SQLite, reads go to the database and changes are kept here (the
+//! policy changes a task in place through `get_mut`), written out before
+//! the next query and at commit. Every update and delete is conditional on
+//! the revision (and claim) it read: a row that moved in between makes the
+//! write fail whole, and the operation is run again on fresh data.
+//!
+//! Commit order. The feed reads `rudder_changes` after a cursor (`seq`).
+//! Identity values are handed out when a row is inserted, not when its
+//! transaction commits, so with concurrent writers a plain `seq > cursor`
+//! could skip a change: T1 takes seq 10, T2 takes 11 and commits, a reader
+//! moves its cursor to 11, T1 commits 10 behind it. Two answers exist:
+//! bound the reader by the oldest running transaction (`pg_snapshot_xmin`,
+//! which needs the reader to track transaction ids and hold back every
+//! change behind a slow writer), or make the inserts happen in commit
+//! order. This backend does the second: the changes of a transaction are
+//! inserted at its very end, under a transaction-level advisory lock held
+//! until its commit, so a later seq is always a later commit and the
+//! cursor is simply the last seq seen. The lock covers only the few
+//! statements after the real work (recording the changes, the counts, the
+//! `NOTIFY`, the commit), so writers of different tasks still run side by
+//! side and queue only for that last moment; the counts, updated under
+//! the same lock, never deadlock.
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use indexmap::IndexMap;
+use postgres::types::ToSql;
+use postgres::{Row, Statement};
+
+use super::schema::{CHANGES_LOCK, CHANNEL};
+use super::{PostgresBackend, Retry, transient};
+use crate::store::query::{
+    self, PageQuery, SortKey, Stale, StatusCounts, SummaryBuf, parse_time, time_text,
+};
+use crate::store::{StoreError, Summary, Transaction};
+use crate::task::{Status, Task, TaskMap};
+
+/// The columns a [`SummaryBuf`] is read from, in [`summary_of_row`]'s order.
+const SUMMARY_COLUMNS: &str = "task_id, status, idempotency_key, title, updated_at, claimed_by, \
+                               lease_expires_at, ttl_ms, revision";
+
+type Param = dyn ToSql + Sync;
+
+/// What the database held of a task when this transaction first read it.
+#[derive(Debug, Clone)]
+struct Before {
+    status: Status,
+    revision: i64,
+    claimed_by: Option<String>,
+    doc: String,
+}
+
+/// A change not yet written to the database.
+enum Pending {
+    Put {
+        task: Box<Task>,
+        before: Option<Before>,
+    },
+    Delete {
+        before: Before,
+    },
+}
+
+/// A change to record at commit.
+struct ChangeRow {
+    task_id: String,
+    revision: i64,
+    before: Option<Status>,
+    after: Option<Status>,
+}
+
+pub(crate) struct PgTxn<'c> {
+    tx: RefCell<postgres::Transaction<'c>>,
+    statements: RefCell<&'c mut HashMap<String, Statement>>,
+    backend: &'c PostgresBackend,
+    /// A write transaction (locks what it changes) or a read.
+    write: bool,
+    pending: RefCell<IndexMap<String, Pending>>,
+    all: OnceCell<Vec<SummaryBuf>>,
+    /// An error met where the trait cannot return one; reported at flush.
+    deferred: RefCell<Option<StoreError>>,
+    /// The first driver failure: whether to run the operation again, and
+    /// whether the connection broke.
+    failure: Cell<Option<(Retry, bool)>>,
+    changes: RefCell<Vec<ChangeRow>>,
+    deltas: RefCell<BTreeMap<Status, i64>>,
+    found_version: Option<i32>,
+}
+
+fn status_of(text: &str) -> Status {
+    // The column is only ever written from a `Status`; an unknown text
+    // (a hand-edited row) reads as failed rather than stopping every read.
+    text.parse().unwrap_or(Status::Failed)
+}
+
+fn to_i64(v: u64) -> i64 {
+    v.min(i64::MAX as u64) as i64
+}
+
+fn summary_of_row(row: &Row, at: usize) -> SummaryBuf {
+    SummaryBuf {
+        task_id: row.get(at),
+        status: status_of(row.get(at + 1)),
+        idempotency_key: row.get(at + 2),
+        title: row.get(at + 3),
+        updated_at: parse_time(row.get(at + 4)),
+        claimed_by: row.get(at + 5),
+        lease_expires_at: parse_time(row.get(at + 6)),
+        ttl_ms: row.get::<_, Option<i64>>(at + 7).map(|v| v.max(0) as u64),
+        revision: row.get::<_, i64>(at + 8).max(0) as u64,
+    }
+}
+
+impl<'c> PgTxn<'c> {
+    pub fn new(
+        tx: postgres::Transaction<'c>,
+        statements: &'c mut HashMap<String, Statement>,
+        backend: &'c PostgresBackend,
+        write: bool,
+    ) -> Self {
+        PgTxn {
+            tx: RefCell::new(tx),
+            statements: RefCell::new(statements),
+            backend,
+            write,
+            pending: RefCell::new(IndexMap::new()),
+            all: OnceCell::new(),
+            deferred: RefCell::new(None),
+            failure: Cell::new(None),
+            changes: RefCell::new(Vec::new()),
+            deltas: RefCell::new(BTreeMap::new()),
+            found_version: None,
+        }
+    }
+
+    pub fn set_found_version(&mut self, v: Option<i32>) {
+        self.found_version = v;
+    }
+
+    /// The schema version found before this transaction (`None`: none).
+    pub fn found_version(&self) -> Option<i32> {
+        self.found_version
+    }
+
+    /// How the first driver failure of this transaction may be handled.
+    pub fn failure(&self) -> Option<(Retry, bool)> {
+        self.failure.get()
+    }
+
+    fn fail(&self, action: &'static str, e: postgres::Error) -> StoreError {
+        if self.failure.get().is_none() {
+            self.failure.set(Some(transient(&e)));
+        }
+        self.backend.error(action, &e)
+    }
+
+    /// A write found its row moved: roll back and run the operation again.
+    fn conflict(&self, id: &str) -> StoreError {
+        if self.failure.get().is_none() {
+            self.failure.set(Some((Retry::Safe, false)));
+        }
+        StoreError::Database {
+            location: self.backend.location(),
+            action: "write a task",
+            message: format!("the task {id} changed while it was being written"),
+        }
+    }
+
+    fn defer(&self, e: StoreError) {
+        self.deferred.borrow_mut().get_or_insert(e);
+    }
+
+    fn statement(&self, sql: &str, action: &'static str) -> Result<Statement, StoreError> {
+        if let Some(s) = self.statements.borrow().get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self
+            .tx
+            .borrow_mut()
+            .prepare(sql)
+            .map_err(|e| self.fail(action, e))?;
+        self.statements
+            .borrow_mut()
+            .insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
+
+    fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        action: &'static str,
+    ) -> Result<Vec<Row>, StoreError> {
+        let s = self.statement(sql, action)?;
+        self.tx
+            .borrow_mut()
+            .query(&s, params)
+            .map_err(|e| self.fail(action, e))
+    }
+
+    fn execute(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        action: &'static str,
+    ) -> Result<u64, StoreError> {
+        let s = self.statement(sql, action)?;
+        self.tx
+            .borrow_mut()
+            .execute(&s, params)
+            .map_err(|e| self.fail(action, e))
+    }
+
+    fn parse(&self, id: &str, doc: &str) -> Result<Task, StoreError> {
+        serde_json::from_str(doc).map_err(|e| StoreError::Database {
+            location: self.backend.location(),
+            action: "read a task",
+            message: format!("the task {id:?} does not read back: {e}"),
+        })
+    }
+
+    /// Every task in full, in store order.
+    pub fn load_all(&self) -> Result<TaskMap, StoreError> {
+        self.flush()?;
+        let rows = self.query(
+            "SELECT task_id, doc FROM rudder_tasks ORDER BY seq",
+            &[],
+            "read the tasks",
+        )?;
+        let mut tasks = TaskMap::with_capacity(rows.len());
+        for row in rows {
+            let id: String = row.get(0);
+            let task = self.parse(&id, row.get(1))?;
+            tasks.insert(id, task);
+        }
+        Ok(tasks)
+    }
+
+    /// The last recorded change (0 for none).
+    pub fn last_change(&self) -> Result<i64, StoreError> {
+        let rows = self.query(
+            "SELECT coalesce(max(seq), 0)::int8 FROM rudder_changes",
+            &[],
+            "read the changes",
+        )?;
+        Ok(rows.first().map_or(0, |r| r.get(0)))
+    }
+
+    /// The row of `id`; locked for this transaction when `lock`.
+    fn read_row(&self, id: &str, lock: bool) -> Result<Option<(Task, Before)>, StoreError> {
+        let sql = if lock {
+            "SELECT status, revision, claimed_by, doc FROM rudder_tasks WHERE task_id = $1 \
+             FOR UPDATE"
+        } else {
+            "SELECT status, revision, claimed_by, doc FROM rudder_tasks WHERE task_id = $1"
+        };
+        let rows = self.query(sql, &[&id], "read a task")?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let doc: String = row.get(3);
+        let task = self.parse(id, &doc)?;
+        Ok(Some((
+            task,
+            Before {
+                status: status_of(row.get(0)),
+                revision: row.get(1),
+                claimed_by: row.get(2),
+                doc,
+            },
+        )))
+    }
+
+    fn read_before(&self, id: &str) -> Result<Option<Before>, StoreError> {
+        Ok(self.read_row(id, false)?.map(|(_, b)| b))
+    }
+
+    /// Write out every pending change.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        if let Some(e) = self.deferred.borrow_mut().take() {
+            return Err(e);
+        }
+        let pending = std::mem::take(&mut *self.pending.borrow_mut());
+        for (id, change) in pending {
+            match change {
+                Pending::Put { task, before } => self.write_put(&id, &task, before.as_ref())?,
+                Pending::Delete { before } => {
+                    let n = self.execute(
+                        "DELETE FROM rudder_tasks WHERE task_id = $1 AND revision = $2",
+                        &[&id, &before.revision],
+                        "delete a task",
+                    )?;
+                    if n != 1 {
+                        return Err(self.conflict(&id));
+                    }
+                    self.record(&id, before.revision, Some(before.status), None);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write_put(&self, id: &str, task: &Task, before: Option<&Before>) -> Result<(), StoreError> {
+        let doc = serde_json::to_string(task).map_err(|e| StoreError::Database {
+            location: self.backend.location(),
+            action: "encode a task",
+            message: e.to_string(),
+        })?;
+        if before.is_some_and(|b| b.doc == doc) {
+            return Ok(());
+        }
+        let time = |t: Option<DateTime<Utc>>| t.map(time_text);
+        let ttl = task.ttl_ms.map(to_i64);
+        let revision = to_i64(task.revision);
+        let status = task.status.as_str();
+        let (created, updated, lease) = (
+            time(task.created_at),
+            time(task.updated_at),
+            time(task.lease_expires_at),
+        );
+        let n = match before {
+            Some(b) => self.execute(
+                "UPDATE rudder_tasks SET status = $2, idempotency_key = $3, title = $4, \
+                 created_at = $5, updated_at = $6, claimed_by = $7, lease_expires_at = $8, \
+                 ttl_ms = $9, revision = $10, doc = $11 \
+                 WHERE task_id = $1 AND revision = $12 AND claimed_by IS NOT DISTINCT FROM $13",
+                &[
+                    &id,
+                    &status,
+                    &task.idempotency_key,
+                    &task.title,
+                    &created,
+                    &updated,
+                    &task.claimed_by,
+                    &lease,
+                    &ttl,
+                    &revision,
+                    &doc,
+                    &b.revision,
+                    &b.claimed_by,
+                ],
+                "update a task",
+            )?,
+            None => self.execute(
+                "INSERT INTO rudder_tasks (task_id, status, idempotency_key, title, created_at, \
+                 updated_at, claimed_by, lease_expires_at, ttl_ms, revision, doc) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                &[
+                    &id,
+                    &status,
+                    &task.idempotency_key,
+                    &task.title,
+                    &created,
+                    &updated,
+                    &task.claimed_by,
+                    &lease,
+                    &ttl,
+                    &revision,
+                    &doc,
+                ],
+                "insert a task",
+            )?,
+        };
+        if n != 1 {
+            return Err(self.conflict(id));
+        }
+        self.record(id, revision, before.map(|b| b.status), Some(task.status));
+        Ok(())
+    }
+
+    fn record(&self, id: &str, revision: i64, before: Option<Status>, after: Option<Status>) {
+        self.changes.borrow_mut().push(ChangeRow {
+            task_id: id.to_string(),
+            revision,
+            before,
+            after,
+        });
+        if before != after {
+            let mut deltas = self.deltas.borrow_mut();
+            if let Some(s) = before {
+                *deltas.entry(s).or_default() -= 1;
+            }
+            if let Some(s) = after {
+                *deltas.entry(s).or_default() += 1;
+            }
+        }
+    }
+
+    /// End a read.
+    pub fn finish_read(self) -> Result<(), postgres::Error> {
+        self.tx.into_inner().rollback()
+    }
+
+    /// Commit (`write`) or roll back. Returns whether it committed; an
+    /// error says whether the operation may be run again.
+    pub fn finish_write(self, write: bool) -> Result<bool, (StoreError, Retry, bool)> {
+        let failed = |txn: &PgTxn<'_>, e: StoreError| {
+            let (retry, broken) = txn.failure().unwrap_or((Retry::No, false));
+            (e, retry, broken)
+        };
+        if !write {
+            let tx = self.tx.into_inner();
+            tx.rollback().map_err(|e| {
+                let (retry, broken) = transient(&e);
+                (self.backend.error("end the transaction", &e), retry, broken)
+            })?;
+            return Ok(false);
+        }
+        if let Err(e) = self.flush() {
+            return Err(failed(&self, e));
+        }
+        if let Err(e) = self.record_changes() {
+            return Err(failed(&self, e));
+        }
+        let backend = self.backend;
+        let tx = self.tx.into_inner();
+        tx.commit().map_err(|e| {
+            if e.as_db_error().is_some() {
+                // The server refused the commit: nothing was applied.
+                let (retry, broken) = transient(&e);
+                return (backend.error("commit", &e), retry, broken);
+            }
+            // The connection broke with the commit under way: it may or may
+            // not have been applied, so it is not run again.
+            (
+                StoreError::Database {
+                    location: backend.location(),
+                    action: "commit",
+                    message: format!(
+                        "the connection to the server was lost during the commit ({e}): the \
+                         change may or may not have been saved; look at the task before \
+                         trying again"
+                    ),
+                },
+                Retry::No,
+                true,
+            )
+        })?;
+        Ok(true)
+    }
+
+    /// The changes, the counts and the wake-up of the feed, in commit order
+    /// (see the module comment).
+    fn record_changes(&self) -> Result<(), StoreError> {
+        let changes = std::mem::take(&mut *self.changes.borrow_mut());
+        if changes.is_empty() {
+            return Ok(());
+        }
+        self.execute(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[&CHANGES_LOCK],
+            "record the changes",
+        )?;
+        let ids: Vec<&str> = changes.iter().map(|c| c.task_id.as_str()).collect();
+        let revisions: Vec<i64> = changes.iter().map(|c| c.revision).collect();
+        let before: Vec<Option<&str>> = changes
+            .iter()
+            .map(|c| c.before.map(Status::as_str))
+            .collect();
+        let after: Vec<Option<&str>> = changes
+            .iter()
+            .map(|c| c.after.map(Status::as_str))
+            .collect();
+        let deltas = self.deltas.borrow();
+        let statuses: Vec<&str> = deltas.keys().map(|s| s.as_str()).collect();
+        let by: Vec<i64> = deltas.values().copied().collect();
+        self.query(
+            &format!(
+                "WITH ch AS (\
+                   INSERT INTO rudder_changes (task_id, revision, status_before, status_after) \
+                   SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[]) \
+                   RETURNING seq), \
+                 ct AS (\
+                   INSERT INTO rudder_counts (status, n) \
+                   SELECT * FROM unnest($5::text[], $6::int8[]) \
+                   ON CONFLICT (status) DO UPDATE SET n = rudder_counts.n + excluded.n) \
+                 SELECT pg_notify('{CHANNEL}', max(seq)::text) FROM ch"
+            ),
+            &[&ids, &revisions, &before, &after, &statuses, &by],
+            "record the changes",
+        )?;
+        Ok(())
+    }
+
+    fn summaries_where(
+        &self,
+        tail: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<SummaryBuf>, StoreError> {
+        self.flush()?;
+        let sql = format!("SELECT {SUMMARY_COLUMNS} FROM rudder_tasks {tail}");
+        let rows = self.query(&sql, params, "query the tasks")?;
+        Ok(rows.iter().map(|r| summary_of_row(r, 0)).collect())
+    }
+
+    fn all(&self) -> &[SummaryBuf] {
+        if self.all.get().is_none() {
+            match self.summaries_where("ORDER BY seq", &[]) {
+                Ok(all) => {
+                    let _ = self.all.set(all);
+                }
+                Err(e) => {
+                    self.defer(e);
+                    let _ = self.all.set(Vec::new());
+                }
+            }
+        }
+        self.all.get().expect("set above")
+    }
+
+    fn changed(&mut self) {
+        self.all = OnceCell::new();
+    }
+
+    /// Lock the task `id` at `revision` unless another transaction holds
+    /// it (a claim never waits for another worker).
+    fn try_lock(&self, id: &str, revision: i64) -> Result<bool, StoreError> {
+        let rows = self.query(
+            "SELECT 1 FROM rudder_tasks WHERE task_id = $1 AND revision = $2 \
+             FOR UPDATE SKIP LOCKED",
+            &[&id, &revision],
+            "look for a claimable task",
+        )?;
+        Ok(!rows.is_empty())
+    }
+}
+
+/// Rows after an anchor whose `col` is `value`, ascending with nulls first
+/// (then by `task_id`, the parameter `id`).
+fn after_nulls_first(
+    col: &str,
+    value: Option<String>,
+    id: String,
+    arg: &dyn Fn(Box<Param>) -> String,
+) -> String {
+    match value {
+        Some(v) => {
+            let v = arg(Box::new(v));
+            format!("({col} > {v} OR ({col} = {v} AND task_id > {id}))")
+        }
+        None => format!("({col} IS NOT NULL OR task_id > {id})"),
+    }
+}
+
+impl Transaction for PgTxn<'_> {
+    fn len(&self) -> usize {
+        match self.counts() {
+            Ok(c) => c.total(),
+            Err(e) => {
+                self.defer(e);
+                0
+            }
+        }
+    }
+
+    fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_> {
+        Box::new(self.all().iter().map(|t| t.task_id.as_str()))
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        match self.pending.borrow().get(id) {
+            Some(Pending::Put { .. }) => return true,
+            Some(Pending::Delete { .. }) => return false,
+            None => {}
+        }
+        match self.query(
+            "SELECT 1 FROM rudder_tasks WHERE task_id = $1",
+            &[&id],
+            "look a task up",
+        ) {
+            Ok(rows) => !rows.is_empty(),
+            Err(e) => {
+                self.defer(e);
+                false
+            }
+        }
+    }
+
+    fn summaries(&self) -> Box<dyn Iterator<Item = Summary<'_>> + '_> {
+        Box::new(self.all().iter().map(SummaryBuf::summary))
+    }
+
+    fn summary(&self, id: &str) -> Option<Summary<'_>> {
+        self.all()
+            .iter()
+            .find(|t| t.task_id == id)
+            .map(SummaryBuf::summary)
+    }
+
+    fn get(&self, id: &str) -> Result<Option<Task>, StoreError> {
+        match self.pending.borrow().get(id) {
+            Some(Pending::Put { task, .. }) => return Ok(Some(Task::clone(task))),
+            Some(Pending::Delete { .. }) => return Ok(None),
+            None => {}
+        }
+        Ok(self.read_row(id, false)?.map(|(t, _)| t))
+    }
+
+    fn get_where(&self, keep: &dyn Fn(&Summary) -> bool) -> Result<Vec<Task>, StoreError> {
+        let tasks = self.load_all()?;
+        Ok(tasks
+            .into_values()
+            .filter(|t| keep(&Summary::of(t)))
+            .collect())
+    }
+
+    fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError> {
+        self.changed();
+        if !self.pending.get_mut().contains_key(id) {
+            // Locked until the commit: another machine changing the same
+            // task waits for this one, then reads what it wrote.
+            let Some((task, before)) = self.read_row(id, self.write)? else {
+                return Ok(None);
+            };
+            self.pending.get_mut().insert(
+                id.to_string(),
+                Pending::Put {
+                    task: Box::new(task),
+                    before: Some(before),
+                },
+            );
+        }
+        match self.pending.get_mut().get_mut(id) {
+            Some(Pending::Put { task, .. }) => Ok(Some(task)),
+            _ => Ok(None),
+        }
+    }
+
+    fn insert(&mut self, task: Task) {
+        self.changed();
+        let id = task.task_id.clone();
+        let before = match self.pending.get_mut().shift_remove(&id) {
+            Some(Pending::Put { before, .. }) => before,
+            Some(Pending::Delete { before }) => Some(before),
+            None => match self.read_before(&id) {
+                Ok(b) => b,
+                Err(e) => {
+                    self.defer(e);
+                    return;
+                }
+            },
+        };
+        self.pending.get_mut().insert(
+            id,
+            Pending::Put {
+                task: Box::new(task),
+                before,
+            },
+        );
+    }
+
+    fn remove(&mut self, id: &str) -> bool {
+        self.changed();
+        let before = match self.pending.get_mut().shift_remove(id) {
+            Some(Pending::Put { before, .. }) => before,
+            Some(Pending::Delete { before }) => {
+                self.pending
+                    .get_mut()
+                    .insert(id.to_string(), Pending::Delete { before });
+                return false;
+            }
+            None => match self.read_before(id) {
+                Ok(b) => b,
+                Err(e) => {
+                    self.defer(e);
+                    return false;
+                }
+            },
+        };
+        match before {
+            Some(before) => {
+                self.pending
+                    .get_mut()
+                    .insert(id.to_string(), Pending::Delete { before });
+                true
+            }
+            None => true,
+        }
+    }
+
+    fn clear(&mut self) {
+        let ids: Vec<String> = self.ids().map(str::to_string).collect();
+        for id in ids {
+            self.remove(&id);
+        }
+    }
+
+    fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.flush()?;
+        let rows = self.query(
+            "SELECT task_id FROM rudder_tasks WHERE idempotency_key = $1 ORDER BY seq LIMIT 1",
+            &[&key],
+            "look an idempotency key up",
+        )?;
+        Ok(rows.first().map(|r| r.get(0)))
+    }
+
+    fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.flush()?;
+        // The ids with the prefix come first from the prefix on (byte
+        // order): a range scan of the unique index, cut at `limit`.
+        let rows = self.query(
+            "SELECT task_id FROM rudder_tasks WHERE task_id >= $1 ORDER BY task_id LIMIT $2",
+            &[&prefix, &to_i64(limit as u64)],
+            "look ids up",
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .take_while(|id| id.starts_with(prefix))
+            .collect())
+    }
+
+    fn next_claimable(
+        &self,
+        now: DateTime<Utc>,
+        wanted: &dyn Fn(&Summary) -> bool,
+    ) -> Result<Option<String>, StoreError> {
+        let now_text = time_text(now);
+        let mut after: i64 = -1;
+        loop {
+            self.flush()?;
+            let rows = self.query(
+                &format!(
+                    "SELECT seq, {SUMMARY_COLUMNS} FROM rudder_tasks WHERE status = 'working' \
+                     AND seq > $2 AND (claimed_by IS NULL OR lease_expires_at IS NULL \
+                     OR lease_expires_at <= $1) ORDER BY seq LIMIT 32"
+                ),
+                &[&now_text, &after],
+                "look for a claimable task",
+            )?;
+            for row in &rows {
+                let t = summary_of_row(row, 1);
+                if !(query::claimable(&t.summary(), now) && wanted(&t.summary())) {
+                    continue;
+                }
+                // In a write, only a task no other worker is claiming right
+                // now (SKIP LOCKED): N workers never queue on one task.
+                if !self.write || self.try_lock(&t.task_id, to_i64(t.revision))? {
+                    return Ok(Some(t.task_id));
+                }
+            }
+            match rows.last() {
+                Some(row) if rows.len() == 32 => after = row.get(0),
+                _ => return Ok(None),
+            }
+        }
+    }
+
+    fn stale(&self, now: DateTime<Utc>, older_than: Duration) -> Result<Stale, StoreError> {
+        let counts = self.counts()?;
+        let unfinished = counts.get(Status::Working) + counts.get(Status::InputRequired);
+        let cutoff = chrono::TimeDelta::from_std(older_than)
+            .ok()
+            .and_then(|d| now.checked_sub_signed(d))
+            .map(time_text);
+        let future = time_text(now + chrono::TimeDelta::seconds(1));
+        let now_text = time_text(now);
+        let mut candidates = self.summaries_where(
+            "WHERE status IN ('working', 'input_required') AND (updated_at IS NULL \
+             OR updated_at <= $1 OR updated_at > $2 \
+             OR (claimed_by IS NOT NULL AND lease_expires_at > $3)) ORDER BY seq",
+            &[&cutoff, &future, &now_text],
+        )?;
+        candidates.retain(|t| query::reclaim_candidate(&t.summary(), now, older_than));
+        Ok(Stale {
+            candidates,
+            unfinished,
+        })
+    }
+
+    fn prunable(
+        &self,
+        now: DateTime<Utc>,
+        older_than: Duration,
+    ) -> Result<Vec<SummaryBuf>, StoreError> {
+        let cutoff = chrono::TimeDelta::from_std(older_than)
+            .ok()
+            .and_then(|d| now.checked_sub_signed(d))
+            .map(time_text);
+        let mut found = self.summaries_where(
+            "WHERE status IN ('completed', 'failed', 'cancelled') AND (updated_at IS NULL \
+             OR ttl_ms IS NOT NULL OR updated_at <= $1) ORDER BY seq",
+            &[&cutoff],
+        )?;
+        found.retain(|t| query::prune_candidate(&t.summary(), now, older_than));
+        Ok(found)
+    }
+
+    fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
+        self.flush()?;
+        let mut clauses: Vec<String> = Vec::new();
+        let args: RefCell<Vec<Box<Param>>> = RefCell::new(Vec::new());
+        let arg = |v: Box<Param>| {
+            let mut args = args.borrow_mut();
+            args.push(v);
+            format!("${}", args.len())
+        };
+        if !q.statuses.is_empty() {
+            let list: Vec<String> = q
+                .statuses
+                .iter()
+                .map(|s| arg(Box::new(s.as_str().to_string())))
+                .collect();
+            clauses.push(format!("status IN ({})", list.join(", ")));
+        }
+        if let Some(after) = &q.after {
+            let rows = self.query(
+                "SELECT seq, updated_at, created_at, title FROM rudder_tasks WHERE task_id = $1",
+                &[&after.as_str()],
+                "find the page's anchor",
+            )?;
+            let anchor = rows.first().map(|r| {
+                (
+                    r.get::<_, i64>(0),
+                    r.get::<_, Option<String>>(1),
+                    r.get::<_, Option<String>>(2),
+                    r.get::<_, Option<String>>(3),
+                )
+            });
+            let id = || arg(Box::new(after.clone()));
+            let clause = match (q.sort, anchor) {
+                (SortKey::Id, _) => Some(format!("task_id > {}", id())),
+                (_, None) => None,
+                (SortKey::Store, Some((seq, ..))) => Some(format!("seq > {seq}")),
+                (SortKey::Updated, Some((_, updated, ..))) => {
+                    let id = id();
+                    Some(match updated {
+                        Some(u) => {
+                            let u = arg(Box::new(u));
+                            format!(
+                                "(updated_at IS NULL OR updated_at < {u} \
+                                 OR (updated_at = {u} AND task_id < {id}))"
+                            )
+                        }
+                        None => format!("(updated_at IS NULL AND task_id < {id})"),
+                    })
+                }
+                (SortKey::Created, Some((_, _, created, _))) => {
+                    Some(after_nulls_first("created_at", created, id(), &arg))
+                }
+                (SortKey::Title, Some((.., title))) => {
+                    Some(after_nulls_first("title", title, id(), &arg))
+                }
+            };
+            clauses.extend(clause);
+        }
+        // NULL sorts last ascending in PostgreSQL (first in SQLite): say
+        // where it goes, as `query::compare` orders.
+        let order = match q.sort {
+            SortKey::Store => "seq",
+            SortKey::Updated => "updated_at DESC NULLS LAST, task_id DESC",
+            SortKey::Created => "created_at NULLS FIRST, task_id",
+            SortKey::Title => "title NULLS FIRST, task_id",
+            SortKey::Id => "task_id",
+        };
+        let filter = if clauses.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", clauses.join(" AND "))
+        };
+        let limit = q
+            .limit
+            .map_or(String::new(), |l| format!("LIMIT {}", to_i64(l as u64)));
+        let sql =
+            format!("SELECT task_id, doc FROM rudder_tasks {filter} ORDER BY {order} {limit}");
+        let args = args.into_inner();
+        let params: Vec<&Param> = args.iter().map(|a| a.as_ref()).collect();
+        let rows = self.query(&sql, &params, "read a page of tasks")?;
+        rows.iter()
+            .map(|r| self.parse(r.get(0), r.get(1)))
+            .collect()
+    }
+
+    fn counts(&self) -> Result<StatusCounts, StoreError> {
+        self.flush()?;
+        let rows = self.query(
+            "SELECT status, n FROM rudder_counts WHERE n <> 0",
+            &[],
+            "count the tasks",
+        )?;
+        let mut n: BTreeMap<Status, i64> = BTreeMap::new();
+        for row in rows {
+            *n.entry(status_of(row.get(0))).or_default() += row.get::<_, i64>(1);
+        }
+        // This transaction's own changes, counted at its commit.
+        for (s, d) in self.deltas.borrow().iter() {
+            *n.entry(*s).or_default() += d;
+        }
+        let mut counts = StatusCounts::default();
+        for (s, v) in n {
+            if v > 0 {
+                counts.0.insert(s, v as usize);
+            }
+        }
+        Ok(counts)
+    }
+}

@@ -1,0 +1,337 @@
+//! A real PostgreSQL server for the tests: a throwaway cluster (`initdb` in
+//! a temp dir) listening on a unix socket in that dir and on 127.0.0.1 at a
+//! free port, started as an unprivileged user (the server refuses to run as
+//! root: as root, the `postgres` user the Debian package creates runs it).
+//!
+//! One cluster per test process, shared ([`shared`]), with one database
+//! per process and one schema per store ([`store_url`]); fault tests that
+//! stop the server get a cluster of their own ([`Cluster::start`]). A
+//! cluster is removed when its value is dropped and, since statics are
+//! never dropped, by a watchdog process that stops the server and deletes
+//! the dir as soon as the test process is gone.
+//!
+//! Without PostgreSQL's binaries the PostgreSQL tests are skipped, loudly;
+//! with `RUDDER_REQUIRE_PG=1` (CI) they fail instead.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The role the tests connect as (the cluster's superuser).
+pub const SUPERUSER: &str = "rudder";
+
+/// Where PostgreSQL's server programs are, if anywhere.
+pub fn bindir() -> Option<PathBuf> {
+    let has = |d: &Path| d.join("initdb").is_file() && d.join("pg_ctl").is_file();
+    if let Ok(out) = Command::new("pg_config").arg("--bindir").output()
+        && out.status.success()
+    {
+        let d = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        if has(&d) {
+            return Some(d);
+        }
+    }
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("bin"))
+        .filter(|d| has(d))
+        .collect();
+    versions.sort();
+    if let Some(d) = versions.pop() {
+        return Some(d);
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .find(|d| has(d))
+}
+
+fn required() -> bool {
+    std::env::var("RUDDER_REQUIRE_PG").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Whether the PostgreSQL tests can run here. Without the binaries, says
+/// so loudly on stderr (once per process), or fails with
+/// `RUDDER_REQUIRE_PG=1`.
+pub fn available() -> bool {
+    static ONCE: OnceLock<bool> = OnceLock::new();
+    *ONCE.get_or_init(|| {
+        if bindir().is_some() {
+            return true;
+        }
+        assert!(
+            !required(),
+            "RUDDER_REQUIRE_PG is set but no PostgreSQL server binaries were found \
+             (pg_config --bindir, /usr/lib/postgresql/*/bin, PATH)"
+        );
+        eprintln!(
+            "\n\
+             ********************************************************************\n\
+             * PostgreSQL TESTS SKIPPED: no PostgreSQL server binaries found     *\n\
+             * (initdb, pg_ctl via pg_config --bindir, /usr/lib/postgresql/*/bin *\n\
+             * or PATH). To run them: apt-get install postgresql (Debian), then *\n\
+             * cargo test; RUDDER_REQUIRE_PG=1 makes their absence an error.    *\n\
+             ********************************************************************\n"
+        );
+        false
+    })
+}
+
+/// A running throwaway cluster.
+pub struct Cluster {
+    root: tempfile::TempDir,
+    bin: PathBuf,
+    pub port: u16,
+    watchdog: Option<std::process::Child>,
+}
+
+/// The cluster shared by the tests of this process (started on first use).
+pub fn shared() -> &'static Cluster {
+    static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+    CLUSTER.get_or_init(|| Cluster::start().expect("start the test PostgreSQL cluster"))
+}
+
+fn as_server_user(program: &Path) -> Command {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn run(mut c: Command, what: &str) -> Result<(), String> {
+    let out = c
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{what}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+impl Cluster {
+    /// `initdb` and start a new cluster.
+    pub fn start() -> Result<Cluster, String> {
+        let bin = bindir().ok_or("no PostgreSQL binaries")?;
+        let root = tempfile::Builder::new()
+            .prefix("rudder-pg-")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            run(
+                {
+                    let mut c = Command::new("chown");
+                    c.arg("postgres:").arg(root.path());
+                    c
+                },
+                "chown the cluster dir",
+            )?;
+        }
+        let data = root.path().join("data");
+        let mut initdb = as_server_user(&bin.join("initdb"));
+        initdb
+            .arg("-D")
+            .arg(&data)
+            .args(["-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--no-sync"])
+            .args(["--no-instructions", "--locale=C"]);
+        run(initdb, "initdb")?;
+        let mut cluster = Cluster {
+            root,
+            bin,
+            port: 0,
+            watchdog: None,
+        };
+        cluster.watchdog = Some(cluster.spawn_watchdog()?);
+        // A port found free may be taken before the server binds it.
+        let mut last = String::new();
+        for _ in 0..5 {
+            cluster.port = free_port();
+            match cluster.start_server() {
+                Ok(()) => return Ok(cluster),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.root.path()
+    }
+
+    fn data(&self) -> PathBuf {
+        self.root.path().join("data")
+    }
+
+    /// Start the server (again) on its port.
+    pub fn start_server(&self) -> Result<(), String> {
+        // fsync off: the tests crash the server (`stop -m immediate`), not
+        // the machine, and a commit's WAL is written before it returns.
+        let options = format!(
+            "-k {} -h 127.0.0.1 -p {} -c fsync=off -c max_connections=300 \
+             -c shared_buffers=16MB",
+            self.dir().display(),
+            self.port
+        );
+        let mut c = as_server_user(&self.bin.join("pg_ctl"));
+        c.arg("-D")
+            .arg(self.data())
+            .arg("-l")
+            .arg(self.dir().join("server.log"))
+            .args(["-w", "-t", "60", "-o", &options, "start"]);
+        run(c, "pg_ctl start").map_err(|e| {
+            let log = std::fs::read_to_string(self.dir().join("server.log")).unwrap_or_default();
+            format!("{e}\n{log}")
+        })
+    }
+
+    /// Stop the server at once, as a crash would (`pg_ctl stop -m immediate`).
+    pub fn stop_immediate(&self) {
+        let mut c = as_server_user(&self.bin.join("pg_ctl"));
+        c.arg("-D")
+            .arg(self.data())
+            .args(["-w", "-m", "immediate", "stop"]);
+        run(c, "pg_ctl stop").expect("stop the server");
+    }
+
+    /// A watchdog that stops the server and removes the dir once this
+    /// process is gone (the shared cluster is a static: never dropped).
+    fn spawn_watchdog(&self) -> Result<std::process::Child, String> {
+        let pg_ctl = self.bin.join("pg_ctl");
+        let prefix = if unsafe { libc::geteuid() } == 0 {
+            "runuser -u postgres -- "
+        } else {
+            ""
+        };
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
+             {prefix}'{pg_ctl}' -D '{data}' -m immediate stop >/dev/null 2>&1; \
+             rm -rf '{dir}'",
+            pid = std::process::id(),
+            pg_ctl = pg_ctl.display(),
+            data = self.data().display(),
+            dir = self.dir().display(),
+        );
+        Command::new("setsid")
+            .args(["sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("start the watchdog: {e}"))
+    }
+
+    /// The URL of database `db` over the unix socket.
+    pub fn url(&self, db: &str) -> String {
+        format!(
+            "postgres://{SUPERUSER}@/{db}?host={}&port={}",
+            encode(&self.dir().display().to_string()),
+            self.port
+        )
+    }
+
+    /// The URL of database `db` over TCP on 127.0.0.1.
+    pub fn tcp_url(&self, db: &str) -> String {
+        format!("postgres://{SUPERUSER}@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// A superuser connection to the `postgres` database.
+    pub fn admin(&self) -> postgres::Client {
+        postgres::Client::connect(&self.url("postgres"), postgres::NoTls)
+            .expect("connect to the test cluster")
+    }
+
+    /// A new, empty database; its name.
+    pub fn create_database(&self) -> String {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "rudder_{}_{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        self.admin()
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .expect("create a test database");
+        name
+    }
+
+    /// End every connection to `db` but this one (`pg_terminate_backend`).
+    pub fn terminate_backends(&self, db: &str) -> u64 {
+        let mut admin = self.admin();
+        let rows = admin
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = $1 AND pid <> pg_backend_pid()",
+                &[&db],
+            )
+            .expect("terminate backends");
+        rows.len() as u64
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let mut c = as_server_user(&self.bin.join("pg_ctl"));
+        c.arg("-D")
+            .arg(self.data())
+            .args(["-w", "-m", "immediate", "stop"]);
+        let _ = c.stdout(Stdio::null()).stderr(Stdio::null()).status();
+        if let Some(mut w) = self.watchdog.take() {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+    }
+}
+
+/// Percent-encode a URL query value.
+pub fn encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A URL naming a new, empty store on the shared cluster: a schema of its
+/// own in this process's database (cheaper than a database per store: the
+/// property tests make hundreds).
+pub fn store_url() -> String {
+    static DB: OnceLock<String> = OnceLock::new();
+    static N: AtomicU64 = AtomicU64::new(0);
+    let cluster = shared();
+    let db = DB.get_or_init(|| cluster.create_database());
+    let schema = format!("s{}", N.fetch_add(1, Ordering::Relaxed));
+    let mut client = postgres::Client::connect(&cluster.url(db), postgres::NoTls)
+        .expect("connect to the test database");
+    client
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .expect("create a schema");
+    format!(
+        "{}&options={}",
+        cluster.url(db),
+        encode(&format!("-c search_path={schema}"))
+    )
+}
