@@ -79,7 +79,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) {
 /// The store in `dir`: a JSON file, or a database in the tests that run
 /// on every backend.
 fn store_in(dir: &Path) -> PathBuf {
-    dir.join(common::store_file())
+    common::store_in(dir)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -192,7 +192,7 @@ async fn reports_deletion_and_recreation_once() {
     .await;
     assert_eq!(transitions(&ev), [(first.clone(), None, Status::Working)]);
 
-    std::fs::remove_file(&path).unwrap();
+    common::remove_store(&path);
     let ev = until(&mut feed, "the deletion", |e| {
         !matches!(e, FeedEvent::Snapshot { .. })
     })

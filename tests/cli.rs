@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 fn store() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(common::store_file());
+    let path = common::store_in(dir.path());
     (dir, path)
 }
 
@@ -607,9 +607,13 @@ fn spawn_wait(path: &Path, id: &str) -> Child {
 }
 
 /// Whether `child` watches the store for changes: it has an inotify
-/// instance open, which `wait` makes only once it read the task and found
-/// it not settled yet.
+/// instance open (a listening connection, for PostgreSQL), which `wait`
+/// makes only once it read the task and found it not settled yet.
 fn watching(child: &Child) -> bool {
+    // PostgreSQL: its feed's LISTEN connection.
+    if common::kind() == common::Kind::Postgres {
+        return common::pg::listening(child.id());
+    }
     let Ok(fds) = std::fs::read_dir(format!("/proc/{}/fd", child.id())) else {
         return false;
     };
@@ -714,7 +718,7 @@ fn wait_returns_when_another_process_acts_once() {
     let id = create(&path, &[]);
     let mut child = spawn_wait(&path, &id);
     still_waiting(&mut child);
-    std::fs::remove_file(&path).unwrap();
+    common::remove_store(&path);
     let r = finished(child);
     assert_eq!(r.code, 3, "{r:#?}");
     let v = r.json();
@@ -943,10 +947,12 @@ fn reclaim_dry_run_writes_nothing_once() {
         before,
         "a dry run wrote the store"
     );
+    // A database has no lock file (and its dry run, a read, no lock).
     assert!(
-        !path
-            .with_file_name(format!("{}.lock", common::store_file()))
-            .exists(),
+        common::is_postgres(&path)
+            || !path
+                .with_file_name(format!("{}.lock", common::store_file()))
+                .exists(),
         "a dry run took the lock"
     );
 }
@@ -1168,9 +1174,10 @@ fn hostile_text_from_the_store_never_reaches_the_terminal_once() {
     let (_d, path) = store();
     let id = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J-id";
     let old = ago(TimeDelta::days(30));
+    // Each its own key: a PostgreSQL store keeps keys unique.
     let task = |id: &str, status: &str| {
         json!({"task_id": id, "status": status, "input_schema": null, "input_value": null,
-        "result": null, "idempotency_key": "key\u{1b}[31m", "title": "t\u{1b}[5m",
+        "result": null, "idempotency_key": format!("key\u{1b}[31m{status}"), "title": "t\u{1b}[5m",
         "status_message": "m\u{9b}31m", "updated_at": old, "claimed_by": "w\u{1b}[8m",
         "lease_expires_at": old, "revision": 1, "history": []})
     };

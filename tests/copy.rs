@@ -112,7 +112,7 @@ fn a_destination_holding_other_tasks_is_refused_untouched_once() {
     let dir = tempfile::tempdir().unwrap();
     let a = dir.path().join("a.json");
     source(&a);
-    let to = dir.path().join(format!("to-{}", common::store_file()));
+    let to = common::store_in(&dir.path().join("to"));
     Store::open(&to).create(NewTask::default()).unwrap();
     let before = store_state(&to);
     let r = run_plain(&["copy", a.to_str().unwrap(), to.to_str().unwrap(), "--json"]);
@@ -127,7 +127,7 @@ fn a_destination_holding_other_tasks_is_refused_untouched_once() {
     assert_eq!(store_state(&to), before);
 
     // A TO already in use (a newer revision than FROM's) is refused too.
-    let to = dir.path().join(format!("used-{}", common::store_file()));
+    let to = common::store_in(&dir.path().join("used"));
     copy(&a, &to);
     let id = Store::open(&to)
         .load()

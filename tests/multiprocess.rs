@@ -48,7 +48,7 @@ fn concurrent_creates_lose_nothing_once() {
     const PROCS: usize = 6;
     const EACH: usize = 12;
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(common::store_file());
+    let path = common::store_in(dir.path());
     let ids: Vec<String> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..PROCS)
             .map(|p| {
@@ -83,7 +83,7 @@ fn concurrent_creates_with_one_key_make_one_task() {
 
 fn concurrent_creates_with_one_key_make_one_task_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(common::store_file());
+    let path = common::store_in(dir.path());
     let children: Vec<Child> = (0..6)
         .map(|_| {
             rudder()
@@ -121,7 +121,7 @@ fn racing_completes_apply_exactly_once() {
 fn racing_completes_apply_exactly_once_once() {
     const RACERS: usize = 6;
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(common::store_file());
+    let path = common::store_in(dir.path());
     for round in 0..3 {
         let id = create(&path, &[]);
         let children: Vec<(usize, Child)> = (0..RACERS)
@@ -242,7 +242,7 @@ fn sigkill_never_tears_the_store_once() {
     const KILLS: usize = 40;
     let mut rng = Rng::from_env_or_time();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(common::store_file());
+    let path = common::store_in(dir.path());
     let mut reported = Vec::new();
     for round in 0..KILLS {
         let mut child = Command::new(std::env::current_exe().unwrap())
@@ -310,7 +310,7 @@ fn sigkill_of_the_cli_never_tears_the_store_once() {
     const KILLS: usize = 25;
     let mut rng = Rng::from_env_or_time();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(common::store_file());
+    let path = common::store_in(dir.path());
     let mut reported = Vec::new();
     let mut killed = 0;
     for round in 0..KILLS {
@@ -372,7 +372,7 @@ fn workers_in_separate_processes_never_share_a_task_once() {
     const TASKS: usize = 60;
     const WORKERS: usize = 4;
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(common::store_file());
+    let path = common::store_in(dir.path());
     let store = Store::open(&path);
     for _ in 0..TASKS {
         store.create(NewTask::default()).unwrap();

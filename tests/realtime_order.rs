@@ -68,7 +68,7 @@ fn acknowledged_operations_are_present_and_in_real_time_order() {
 
 fn acknowledged_operations_are_present_and_in_real_time_order_once() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join(common::store_file());
+    let path = common::store_in(dir.path());
     let store = Store::open(&path);
     let shared = store
         .create(NewTask::default())

@@ -247,7 +247,7 @@ fn pages_and_counts_agree_with_the_reference_on_every_backend() {
 
 fn pages_and_counts_agree_with_the_reference_on_every_backend_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(common::store_file());
+    let path = common::store_in(dir.path());
     let store = Store::open(&path);
     varied(&store);
     let all: Vec<_> = store.load().unwrap().into_values().collect();
@@ -320,7 +320,7 @@ fn an_ambiguous_prefix_lists_a_bounded_number_of_candidates() {
     use rudder::store::Backend;
     common::each_backend(|| {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(common::store_file());
+        let path = common::store_in(dir.path());
         let store = Store::open(&path);
         store
             .backend()
@@ -368,7 +368,7 @@ fn list_pages_with_sort_limit_and_after() {
 
 fn list_pages_with_sort_limit_and_after_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(common::store_file());
+    let path = common::store_in(dir.path());
     let mut ids: Vec<String> = ["c", "a", "b", "d"]
         .iter()
         .map(|t| common::create(&path, &["--title", t]))

@@ -384,7 +384,7 @@ fn open(path: &Path, clock: &Clock) -> Store {
 
 /// What changes when the store is written (nothing before it exists).
 fn state(path: &Path) -> Option<common::StoreState> {
-    path.exists().then(|| common::store_state(path))
+    common::store_exists(path).then(|| common::store_state(path))
 }
 
 fn run_store(
@@ -437,12 +437,21 @@ fn answer_of(r: &Result<Outcome, StoreError>) -> Answer {
 }
 
 fn check_sequence(ops: Vec<Op>) {
-    common::each_backend(|| check_sequence_once(&ops));
+    // PostgreSQL runs one case in 8 (16 of the 128): each of its steps
+    // opens connections to a server (a few milliseconds each, where a file
+    // opens in microseconds), and all 128 would take minutes.
+    static CASE: AtomicI64 = AtomicI64::new(0);
+    let pg_case = CASE.fetch_add(1, Ordering::Relaxed) % 8 == 0;
+    common::each_backend(|| {
+        if common::kind() != common::Kind::Postgres || pg_case {
+            check_sequence_once(&ops);
+        }
+    });
 }
 
 fn check_sequence_once(ops: &[Op]) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(common::store_file());
+    let path = common::store_in(dir.path());
     let offset = Arc::new(AtomicI64::new(0));
     let clock: Clock = {
         let offset = offset.clone();
@@ -507,7 +516,7 @@ fn check_sequence_once(ops: &[Op]) {
         assert_eq!(got, expected, "{ctx}: store and model disagree");
         // Written if and only if applied.
         let written = match &before {
-            None => path.exists(),
+            None => common::store_exists(&path),
             Some(b) => common::written_since(b, &path),
         };
         assert_eq!(written, expected == Ok(Change::Applied), "{ctx}: write");

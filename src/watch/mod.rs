@@ -346,6 +346,15 @@ async fn run(
     // Kept alive for as long as the feed runs; re-armed if the directory
     // appears later.
     let mut watcher = make_watcher();
+    if let Source::Postgres(b) = &source {
+        // LISTEN on a connection of its own, on a thread of its own (the
+        // client blocks); it ends within a second of the feed.
+        let listener = PostgresBackend::new(b.url().clone());
+        let poke = poke_tx.clone();
+        std::thread::spawn(move || {
+            listener.listen(&mut || poke.send(()).is_ok(), &|| !poke.is_closed());
+        });
+    }
     let mut reader = Reader {
         source,
         cursor: None,

@@ -213,6 +213,31 @@ pub fn store_in(dir: &Path) -> PathBuf {
     }
 }
 
+/// Whether the store at `path` exists: its file, or (PostgreSQL) its tables.
+pub fn store_exists(path: &Path) -> bool {
+    if is_postgres(path) {
+        use rudder::store::Backend;
+        return pg::off_runtime(|| rudder::Store::open(path).backend().exists())
+            .expect("ask the server");
+    }
+    path.exists()
+}
+
+/// Delete the store at `path`: its file, or (PostgreSQL) its tables.
+pub fn remove_store(path: &Path) {
+    if is_postgres(path) {
+        let url = path.to_str().expect("a URL").to_string();
+        pg::off_runtime(move || {
+            postgres::Client::connect(&url, postgres::NoTls)?.batch_execute(
+                "DROP TABLE rudder_tasks, rudder_counts, rudder_changes, rudder_schema",
+            )
+        })
+        .expect("drop the tables");
+        return;
+    }
+    std::fs::remove_file(path).expect("remove the store");
+}
+
 /// Whether `path` names a PostgreSQL store.
 pub fn is_postgres(path: &Path) -> bool {
     matches!(

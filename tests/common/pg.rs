@@ -18,6 +18,12 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Run `f` on a thread of its own: the `postgres` crate's blocking client
+/// cannot run on a thread inside a tokio runtime (the async tests).
+pub fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| s.spawn(f).join().expect("no panic"))
+}
+
 /// The role the tests connect as (the cluster's superuser).
 pub const SUPERUSER: &str = "rudder";
 
@@ -256,8 +262,16 @@ impl Cluster {
 
     /// A superuser connection to the `postgres` database.
     pub fn admin(&self) -> postgres::Client {
-        postgres::Client::connect(&self.url("postgres"), postgres::NoTls)
+        off_runtime(|| postgres::Client::connect(&self.url("postgres"), postgres::NoTls))
             .expect("connect to the test cluster")
+    }
+
+    /// Run `sql` as the superuser in database `db`.
+    pub fn sql(&self, db: &str, sql: &str) {
+        off_runtime(|| {
+            postgres::Client::connect(&self.url(db), postgres::NoTls)?.batch_execute(sql)
+        })
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
 
     /// A new, empty database; its name.
@@ -268,23 +282,22 @@ impl Cluster {
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
         );
-        self.admin()
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .expect("create a test database");
+        self.sql("postgres", &format!("CREATE DATABASE {name}"));
         name
     }
 
     /// End every connection to `db` but this one (`pg_terminate_backend`).
     pub fn terminate_backends(&self, db: &str) -> u64 {
-        let mut admin = self.admin();
-        let rows = admin
-            .query(
+        off_runtime(|| {
+            let mut admin = postgres::Client::connect(&self.url("postgres"), postgres::NoTls)?;
+            admin.query(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
                  WHERE datname = $1 AND pid <> pg_backend_pid()",
                 &[&db],
             )
-            .expect("terminate backends");
-        rows.len() as u64
+        })
+        .map(|rows| rows.len() as u64)
+        .expect("terminate backends")
     }
 }
 
@@ -300,6 +313,23 @@ impl Drop for Cluster {
             let _ = w.wait();
         }
     }
+}
+
+/// Whether process `pid` listens for changes on the shared cluster (its
+/// feed's connection, named `rudder-feed-PID`, has run `LISTEN`).
+pub fn listening(pid: u32) -> bool {
+    let cluster = shared();
+    let name = format!("rudder-feed-{pid}");
+    off_runtime(|| {
+        let mut c = postgres::Client::connect(&cluster.url("postgres"), postgres::NoTls)?;
+        c.query(
+            "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 \
+             AND query LIKE 'LISTEN%'",
+            &[&name],
+        )
+    })
+    .map(|rows| !rows.is_empty())
+    .unwrap_or(false)
 }
 
 /// Percent-encode a URL query value.
@@ -324,11 +354,7 @@ pub fn store_url() -> String {
     let cluster = shared();
     let db = DB.get_or_init(|| cluster.create_database());
     let schema = format!("s{}", N.fetch_add(1, Ordering::Relaxed));
-    let mut client = postgres::Client::connect(&cluster.url(db), postgres::NoTls)
-        .expect("connect to the test database");
-    client
-        .batch_execute(&format!("CREATE SCHEMA {schema}"))
-        .expect("create a schema");
+    cluster.sql(db, &format!("CREATE SCHEMA {schema}"));
     format!(
         "{}&options={}",
         cluster.url(db),

@@ -21,6 +21,7 @@
 //! a database without it sees an empty store, and a database of a newer
 //! schema is refused, untouched.
 
+mod listen;
 mod schema;
 mod tls;
 mod txn;
@@ -56,6 +57,20 @@ impl std::fmt::Debug for PostgresBackend {
         f.debug_struct("PostgresBackend")
             .field("url", &self.url)
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for PostgresBackend {
+    fn drop(&mut self) {
+        // Closing a connection blocks on the crate's runtime too.
+        let conn = self
+            .conn
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(conn) = conn {
+            off_runtime(move || drop(conn));
+        }
     }
 }
 
@@ -188,6 +203,16 @@ impl PostgresBackend {
 
     /// Connect and set the session up.
     fn connect(&self) -> Result<Conn, StoreError> {
+        Ok(Conn {
+            client: self.connect_as("rudder")?,
+            statements: HashMap::new(),
+            version: None,
+        })
+    }
+
+    /// A new connection named `name` (`application_name`, unless the URL
+    /// names one), its timeouts set.
+    fn connect_as(&self, name: &str) -> Result<Client, StoreError> {
         let settings = self
             .url
             .connect_config()
@@ -205,7 +230,7 @@ impl PostgresBackend {
             .keepalives_idle(Duration::from_secs(30))
             .tcp_user_timeout(bound);
         if config.get_application_name().is_none() {
-            config.application_name("rudder");
+            config.application_name(name);
         }
         let unix_only = !config.get_hosts().is_empty()
             && config
@@ -241,11 +266,7 @@ impl PostgresBackend {
                 (ms * 2).min(i32::MAX as u128)
             ))
             .map_err(|e| self.error("set up the session", &e))?;
-        Ok(Conn {
-            client,
-            statements: HashMap::new(),
-            version: None,
-        })
+        Ok(client)
     }
 
     /// Run `f` on the connection, connecting first if needed; a broken
@@ -358,16 +379,18 @@ impl PostgresBackend {
     /// The sequence number of the last recorded change (0 for none), the
     /// change feed's cursor; `None` while there is no store yet.
     pub fn last_change(&self) -> Result<Option<i64>, StoreError> {
-        self.read(&mut |txn| txn.last_change())
+        off_runtime(|| self.read(&mut |txn| txn.last_change()))
     }
 
     /// Create or migrate the schema now (`rudder migrate`), as the role in
     /// the URL; returns the version found before.
     pub fn migrate(&self) -> Result<Option<i32>, StoreError> {
         let mut found = None;
-        self.write(&mut |txn| {
-            found = Some(txn.found_version());
-            Ok(true)
+        off_runtime(|| {
+            self.write(&mut |txn| {
+                found = Some(txn.found_version());
+                Ok(true)
+            })
         })?;
         Ok(found.flatten())
     }
@@ -456,6 +479,10 @@ pub(crate) fn transient(e: &postgres::Error) -> (Retry, bool) {
         {
             (Retry::Safe, false)
         }
+        // The tables were dropped under this connection (which had seen
+        // them and prepared statements on them): start from a new one,
+        // which finds no store (a reader) or creates it (a writer).
+        Some(c) if *c == SqlState::UNDEFINED_TABLE => (Retry::Safe, true),
         Some(c)
             if *c == SqlState::ADMIN_SHUTDOWN
                 || *c == SqlState::CRASH_SHUTDOWN
@@ -473,29 +500,57 @@ fn classify(se: StoreError, e: &postgres::Error, _commit: bool) -> (StoreError, 
     (se, retry, broken)
 }
 
+/// Run `op` where the `postgres` crate may block. The crate drives its own
+/// tokio runtime, which cannot start on a thread already inside one (an
+/// async caller: `rudder wait`, a test, a TUI loop); there `op` runs on a
+/// scoped thread while the caller's thread waits for it.
+fn off_runtime<T>(op: impl FnOnce() -> T) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return op();
+    }
+    struct AssertSend<V>(V);
+    // SAFETY: the calling thread is blocked in `join` for as long as the
+    // scoped thread runs, so whatever `op` captures (and the answer it
+    // hands back) is only ever used by one thread at a time, and nothing
+    // outlives the scope.
+    unsafe impl<V> Send for AssertSend<V> {}
+    impl<V> AssertSend<V> {
+        fn into_inner(self) -> V {
+            self.0
+        }
+    }
+    let op = AssertSend(op);
+    let answer = std::thread::scope(|s| {
+        s.spawn(move || AssertSend(op.into_inner()()))
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    });
+    answer.into_inner()
+}
+
 impl Backend for PostgresBackend {
     fn load(&self) -> Result<TaskMap, StoreError> {
-        Ok(self.read(&mut |txn| txn.load_all())?.unwrap_or_default())
+        off_runtime(|| Ok(self.read(&mut |txn| txn.load_all())?.unwrap_or_default()))
     }
 
     fn snapshot(
         &self,
         f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        match self.read(&mut |txn| f(txn))? {
+        off_runtime(|| match self.read(&mut |txn| f(txn))? {
             Some(()) => Ok(()),
             None => f(&TaskMap::new()),
-        }
+        })
     }
 
     fn exists(&self) -> Result<bool, StoreError> {
-        Ok(self.read(&mut |_| Ok(()))?.is_some())
+        off_runtime(|| Ok(self.read(&mut |_| Ok(()))?.is_some()))
     }
 
     fn transaction(
         &self,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        self.write(&mut |txn| f(txn))
+        off_runtime(|| self.write(&mut |txn| f(txn)))
     }
 }

@@ -85,8 +85,15 @@ pub const VERSION: i32 = MIGRATIONS.len() as i32;
 /// The version of the schema in the database: `None` when rudder's tables
 /// were never created (a reader sees an empty store).
 pub fn version(tx: &mut Transaction<'_>) -> Result<Option<i32>, postgres::Error> {
+    // A scan of the catalog with this statement's snapshot, not the
+    // session's catalog cache (`to_regclass`), which taking an advisory
+    // lock does not refresh: under the migration lock, a table another
+    // process just created must be seen.
     let present: bool = tx
-        .query_one("SELECT to_regclass('rudder_schema') IS NOT NULL", &[])?
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables              WHERE schemaname = current_schema() AND tablename = 'rudder_schema')",
+            &[],
+        )?
         .get(0);
     if !present {
         return Ok(None);
