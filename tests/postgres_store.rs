@@ -165,3 +165,314 @@ fn errors_name_the_server_and_never_show_the_password() {
         assert!(r.stderr.contains("***"), "{r:#?}");
     }
 }
+
+/// Not a test of its own: one "machine" of
+/// `many_machines_lose_nothing_and_run_nothing_twice`. Creates the shared
+/// jobs (keys every machine uses: one task per key), then claims and
+/// completes until nothing is left, printing what it won.
+#[test]
+fn child_machine() {
+    let (Some(url), Ok(name)) = (
+        std::env::var_os("RUDDER_TEST_MACHINE_STORE"),
+        std::env::var("RUDDER_TEST_MACHINE_NAME"),
+    ) else {
+        return;
+    };
+    let store = Store::open(url);
+    let jobs: usize = std::env::var("RUDDER_TEST_MACHINE_JOBS")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut out = String::new();
+    for i in 0..jobs {
+        let o = store
+            .create(NewTask {
+                idempotency_key: Some(format!("job-{i}")),
+                title: Some(format!("job {i}")),
+                ..NewTask::default()
+            })
+            .expect("create");
+        if o.change == rudder::task::Change::Applied {
+            out.push_str(&format!("CREATED {}\n", o.task.task_id));
+        }
+    }
+    let lease = Duration::from_secs(600);
+    while let Some(task) = store.claim_next(&name, lease).expect("claim") {
+        let done = store
+            .complete(
+                &task.task_id,
+                json!({"by": name}),
+                Actor::Worker {
+                    holder: &name,
+                    lease,
+                },
+            )
+            .expect("complete what this machine holds");
+        assert_eq!(done.change, rudder::task::Change::Applied);
+        out.push_str(&format!("COMPLETED {}\n", task.task_id));
+    }
+    print!("{out}");
+}
+
+fn spawn_child(test: &str, env: &[(&str, &str)]) -> std::process::Child {
+    let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+    c.args([test, "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.spawn().unwrap()
+}
+
+fn lines_with<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .collect()
+}
+
+#[test]
+fn many_machines_lose_nothing_and_run_nothing_twice() {
+    need_pg!();
+    const MACHINES: usize = 6;
+    const JOBS: usize = 40;
+    let url = pg::store_url();
+    let children: Vec<_> = (0..MACHINES)
+        .map(|m| {
+            let name = format!("machine-{m}");
+            spawn_child(
+                "child_machine",
+                &[
+                    ("RUDDER_TEST_MACHINE_STORE", &url),
+                    ("RUDDER_TEST_MACHINE_NAME", &name),
+                    ("RUDDER_TEST_MACHINE_JOBS", &JOBS.to_string()),
+                ],
+            )
+        })
+        .collect();
+    let mut created = Vec::new();
+    let mut completed = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            out.status.success(),
+            "a machine failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        created.extend(
+            lines_with(&stdout, "CREATED ")
+                .into_iter()
+                .map(String::from),
+        );
+        completed.extend(
+            lines_with(&stdout, "COMPLETED ")
+                .into_iter()
+                .map(String::from),
+        );
+    }
+    // One winner per key: exactly one create of each job was applied.
+    assert_eq!(created.len(), JOBS, "{created:?}");
+    let tasks = Store::open(&url).load().unwrap();
+    assert_eq!(tasks.len(), JOBS);
+    // Every job run exactly once, by the machine that says it ran it.
+    completed.sort();
+    let mut unique = completed.clone();
+    unique.dedup();
+    assert_eq!(unique, completed, "a task was completed twice");
+    assert_eq!(completed.len(), JOBS);
+    for task in tasks.values() {
+        assert_eq!(task.status, Status::Completed, "{task:?}");
+        let by = task.result.as_ref().unwrap()["by"].as_str().unwrap();
+        assert!(by.starts_with("machine-"), "{task:?}");
+        let completes = task
+            .history
+            .iter()
+            .filter(|h| h.status == Status::Completed)
+            .count();
+        assert_eq!(completes, 1, "{task:?}");
+    }
+    assert_eq!(
+        Store::open(&url).counts().unwrap().get(Status::Completed),
+        JOBS
+    );
+}
+
+/// Not a test of its own: creates tasks until it is stopped or its store
+/// fails, printing each acknowledged create.
+#[test]
+fn child_create_loop() {
+    let Some(url) = std::env::var_os("RUDDER_TEST_CREATE_STORE") else {
+        return;
+    };
+    use std::io::Write;
+    let store = Store::open(url);
+    let mut out = std::io::stdout().lock();
+    for i in 0.. {
+        match store.create(NewTask {
+            title: Some(format!("burst {i}")),
+            ..NewTask::default()
+        }) {
+            Ok(o) => {
+                writeln!(out, "CREATED {}", o.task.task_id).unwrap();
+                out.flush().unwrap();
+            }
+            Err(e) => {
+                writeln!(out, "ERROR {e}").unwrap();
+                return;
+            }
+        }
+    }
+}
+
+/// The counts and the changes agree with the tasks: nothing half-applied.
+fn assert_whole(url: &str) {
+    let store = Store::open(url);
+    let tasks = store.load().unwrap();
+    let mut expect = std::collections::BTreeMap::new();
+    for t in tasks.values() {
+        *expect.entry(t.status).or_insert(0usize) += 1;
+    }
+    assert_eq!(
+        store.counts().unwrap().0,
+        expect,
+        "counts disagree with the tasks"
+    );
+    let StoreUrl::Postgres(u) = StoreUrl::parse(url).unwrap() else {
+        unreachable!()
+    };
+    let changes: i64 = pg::off_runtime(|| {
+        postgres::Client::connect(u.secret_text(), postgres::NoTls)?
+            .query_one("SELECT count(*) FROM rudder_changes", &[])
+    })
+    .unwrap()
+    .get(0);
+    // Only creates ran: one change each.
+    assert_eq!(
+        changes as usize,
+        tasks.len(),
+        "changes disagree with the tasks"
+    );
+}
+
+#[test]
+fn a_server_stopped_mid_burst_keeps_every_acknowledged_write() {
+    need_pg!();
+    let cluster = pg::Cluster::start().expect("a cluster of its own");
+    let db = cluster.create_database();
+    let url = cluster.url(&db);
+    let mut child = spawn_child("child_create_loop", &[("RUDDER_TEST_CREATE_STORE", &url)]);
+    // Wait until the burst is under way, then crash the server.
+    let store = Store::open(&url);
+    common::wait_for(Duration::from_secs(60), || {
+        (store.counts().ok()?.total() >= 50).then_some(())
+    })
+    .expect("the burst started");
+    drop(store);
+    cluster.stop_immediate();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let acknowledged = lines_with(&stdout, "CREATED ");
+    let error = lines_with(&stdout, "ERROR ");
+    assert_eq!(error.len(), 1, "the writer saw the server go: {stdout}");
+    assert!(!error[0].contains("s3cret"));
+    cluster.start_server().expect("restart");
+    let tasks = Store::open(&url).load().unwrap();
+    for id in &acknowledged {
+        assert!(tasks.contains_key(*id), "acknowledged create {id} was lost");
+    }
+    // At most the one create under way when the server went may be in
+    // without having been acknowledged.
+    assert!(tasks.len() <= acknowledged.len() + 1);
+    assert_whole(&url);
+    // And the store takes writes again.
+    Store::open(&url).create(NewTask::default()).unwrap();
+}
+
+#[test]
+fn backends_terminated_mid_transaction_are_retried_or_reported_never_doubled() {
+    need_pg!();
+    let cluster = pg::shared();
+    let db = cluster.create_database();
+    let url = cluster.url(&db);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let url = url.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let store = Store::open(&url);
+            let (mut ok, mut failed) = (Vec::new(), Vec::new());
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) || ok.len() < 50 {
+                let title = format!("t{i}");
+                match store.create(NewTask {
+                    title: Some(title.clone()),
+                    ..NewTask::default()
+                }) {
+                    Ok(_) => ok.push(title),
+                    Err(e) => failed.push((title, e.to_string())),
+                }
+                i += 1;
+            }
+            (ok, failed)
+        })
+    };
+    let mut killed = 0;
+    for _ in 0..30 {
+        killed += cluster.terminate_backends(&db);
+        std::thread::sleep(Duration::from_millis(7));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (ok, failed) = writer.join().unwrap();
+    assert!(killed > 0, "no backend was terminated");
+    let tasks = Store::open(&url).load().unwrap();
+    let mut titles: Vec<String> = tasks.values().filter_map(|t| t.title.clone()).collect();
+    titles.sort();
+    let mut unique = titles.clone();
+    unique.dedup();
+    assert_eq!(unique, titles, "a create was applied twice");
+    for t in &ok {
+        assert!(titles.contains(t), "acknowledged {t} was lost");
+    }
+    // A failure is reported only when the commit's fate is unknown, and
+    // says so; everything else was run again.
+    for (t, e) in &failed {
+        assert!(e.contains("may or may not"), "{t}: {e}");
+    }
+    assert!(titles.len() <= ok.len() + failed.len());
+    assert_whole(&url);
+}
+
+#[test]
+fn a_zombie_worker_whose_claim_was_taken_over_is_refused() {
+    need_pg!();
+    let url = pg::store_url();
+    let id = common::create(&PathBuf::from(&url), &[]);
+    let zombie = Store::open(&url);
+    zombie
+        .claim(&id, "zombie", Duration::from_millis(1))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    // The lease lapsed: another machine takes the task over.
+    let taken = Store::open(&url)
+        .claim_next("rescuer", Duration::from_secs(600))
+        .unwrap()
+        .expect("the lapsed task is claimable");
+    assert_eq!(taken.task_id, id);
+    let lease = Duration::from_secs(600);
+    let refused = zombie
+        .complete(
+            &id,
+            json!({"late": true}),
+            Actor::Worker {
+                holder: "zombie",
+                lease,
+            },
+        )
+        .unwrap_err();
+    assert_eq!(refused.kind(), "lease_lost", "{refused}");
+    assert_eq!(refused.exit_code(), 4);
+    let task = Store::open(&url).get(&id).unwrap();
+    assert_eq!(task.status, Status::Working);
+    assert_eq!(task.claimed_by.as_deref(), Some("rescuer"));
+}

@@ -301,15 +301,16 @@ impl PostgresBackend {
         &self,
         known: &mut Option<i32>,
         tx: &mut postgres::Transaction<'_>,
-    ) -> Result<Option<i32>, StoreError> {
+    ) -> Result<Option<i32>, (StoreError, Retry, bool)> {
         if *known == Some(schema::VERSION) {
             return Ok(*known);
         }
-        let v = schema::version(tx).map_err(|e| self.error("read the schema version", &e))?;
+        let v = schema::version(tx)
+            .map_err(|e| classify(self.error("read the schema version", &e), &e))?;
         if let Some(v) = v
             && v > schema::VERSION
         {
-            return Err(self.newer(v));
+            return Err((self.newer(v), Retry::No, false));
         }
         *known = v;
         Ok(v)
@@ -346,10 +347,8 @@ impl PostgresBackend {
                     .isolation_level(IsolationLevel::RepeatableRead)
                     .read_only(true)
                     .start()
-                    .map_err(|e| classify(self.error("begin a read", &e), &e, false))?;
-                let v = self
-                    .check_version(version, &mut tx)
-                    .map_err(|e| (e, Retry::No, false))?;
+                    .map_err(|e| classify(self.error("begin a read", &e), &e))?;
+                let v = self.check_version(version, &mut tx)?;
                 if v.is_none() {
                     return Ok(None);
                 }
@@ -359,7 +358,7 @@ impl PostgresBackend {
                 match out {
                     Ok(v) => {
                         txn.finish_read()
-                            .map_err(|e| classify(self.error("end a read", &e), &e, false))?;
+                            .map_err(|e| classify(self.error("end a read", &e), &e))?;
                         Ok(Some(v))
                     }
                     Err(e) => {
@@ -413,15 +412,13 @@ impl PostgresBackend {
                     .build_transaction()
                     .isolation_level(IsolationLevel::ReadCommitted)
                     .start()
-                    .map_err(|e| classify(self.error("begin a write", &e), &e, false))?;
-                let v = self
-                    .check_version(version, &mut tx)
-                    .map_err(|e| (e, Retry::No, false))?;
+                    .map_err(|e| classify(self.error("begin a write", &e), &e))?;
+                let v = self.check_version(version, &mut tx)?;
                 let found = if v == Some(schema::VERSION) {
                     v
                 } else {
                     let from = schema::migrate(&mut tx)
-                        .map_err(|e| classify(self.error("create the tables", &e), &e, false))?;
+                        .map_err(|e| classify(self.error("create the tables", &e), &e))?;
                     if from > schema::VERSION {
                         return Err((self.newer(from), Retry::No, false));
                     }
@@ -495,7 +492,7 @@ pub(crate) fn transient(e: &postgres::Error) -> (Retry, bool) {
     }
 }
 
-fn classify(se: StoreError, e: &postgres::Error, _commit: bool) -> (StoreError, Retry, bool) {
+fn classify(se: StoreError, e: &postgres::Error) -> (StoreError, Retry, bool) {
     let (retry, broken) = transient(e);
     (se, retry, broken)
 }

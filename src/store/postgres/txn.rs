@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use indexmap::IndexMap;
+use postgres::error::SqlState;
 use postgres::types::ToSql;
 use postgres::{Row, Statement};
 
@@ -420,21 +421,26 @@ impl<'c> PgTxn<'c> {
         let backend = self.backend;
         let tx = self.tx.into_inner();
         tx.commit().map_err(|e| {
-            if e.as_db_error().is_some() {
-                // The server refused the commit: nothing was applied.
-                let (retry, broken) = transient(&e);
-                return (backend.error("commit", &e), retry, broken);
+            // Only a commit the server refused as a conflict (or a deferred
+            // constraint) is known not to have been applied. Anything else
+            // (a broken connection, or a backend terminated *during* the
+            // commit, which may have made it durable before saying so) may
+            // or may not be in: reported, never run again.
+            let refused = e.code().is_some_and(|c| {
+                *c == SqlState::T_R_SERIALIZATION_FAILURE
+                    || *c == SqlState::T_R_DEADLOCK_DETECTED
+                    || c.code().starts_with("23")
+            });
+            if refused {
+                return (backend.error("commit", &e), Retry::Safe, false);
             }
-            // The connection broke with the commit under way: it may or may
-            // not have been applied, so it is not run again.
             (
                 StoreError::Database {
                     location: backend.location(),
                     action: "commit",
                     message: format!(
-                        "the connection to the server was lost during the commit ({e}): the \
-                         change may or may not have been saved; look at the task before \
-                         trying again"
+                        "the commit did not complete ({e}): the change may or may not have \
+                         been saved; look at the task before trying again"
                     ),
                 },
                 Retry::No,
