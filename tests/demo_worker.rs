@@ -15,7 +15,7 @@ use rudder::{Actor, NewTask, Status, Store, StoreError, Task};
 use serde_json::{Value, json};
 
 mod demo_common;
-use demo_common::{common, rudder, store_in_tempdir, wait_for};
+use demo_common::{common, rudder, store_in_tempdir, store_of_kind, wait_for};
 
 /// A `rudder worker` child, killed when dropped.
 struct Worker {
@@ -28,8 +28,16 @@ impl Worker {
         // Workers of the same name get logs of their own.
         static STARTED: AtomicUsize = AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, Ordering::Relaxed);
-        let dir = store.parent().expect("the store is in a directory");
-        let log = dir.join(format!("{name}-{n}.log"));
+        // Beside the store, or in the test cluster's dir (removed with it).
+        let dir = if common::is_postgres(store) {
+            common::pg::shared().dir().to_path_buf()
+        } else {
+            store
+                .parent()
+                .expect("the store is in a directory")
+                .to_path_buf()
+        };
+        let log = dir.join(format!("{name}-{}-{n}.log", std::process::id()));
         let out = File::create(&log).expect("create the log");
         let err = out.try_clone().expect("clone the log handle");
         let child = rudder()
@@ -185,7 +193,7 @@ fn a_killed_worker_leaves_tasks_where_they_were_and_a_new_one_resumes_them() {
 }
 
 fn a_killed_worker_leaves_tasks_where_they_were_and_a_new_one_resumes_them_once() {
-    let (_dir, path, store) = store_in_tempdir(common::store_file());
+    let (_dir, path, store) = store_of_kind();
     let waiting = create(&store, json!({"incident": "INC-1043"}));
     let running = create_checkout(&store);
 
@@ -339,7 +347,7 @@ fn two_workers_on_one_store_run_every_task_exactly_once() {
 }
 
 fn two_workers_on_one_store_run_every_task_exactly_once_once() {
-    let (_dir, path, store) = store_in_tempdir(common::store_file());
+    let (_dir, path, store) = store_of_kind();
     let requests = [
         json!({"incident": "INC-1042", "service": "checkout"}),
         json!({"incident": "INC-1043", "service": "payments"}),
@@ -426,7 +434,7 @@ fn sigterm_gives_the_lease_back_and_exits() {
 }
 
 fn sigterm_gives_the_lease_back_and_exits_once() {
-    let (_dir, path, store) = store_in_tempdir(common::store_file());
+    let (_dir, path, store) = store_of_kind();
     let id = create_checkout(&store);
     // At speed 4 a diagnosis takes about 14 s: it is under way for long.
     let mut worker = Worker::start(&path, "polite", 4.0);

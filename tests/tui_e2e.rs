@@ -1,6 +1,8 @@
 //! End to end: the real binary in a pseudo-terminal, read back through a
 //! vt100 parser, while another process writes the store.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -343,6 +345,40 @@ fn a_seed_task_is_answered_by_typing_the_name() {
     assert_eq!(t["input_value"], serde_json::json!({"service": "payments"}));
     // What rudder does not know is kept.
     assert_eq!(t["owner"]["team"], "支付平台");
+    tui.send("q");
+    tui.wait_exit();
+}
+
+#[test]
+fn over_postgres_another_process_shows_and_an_outage_is_survived() {
+    if !common::pg::available() {
+        return;
+    }
+    // A cluster of its own: this test stops its server.
+    let cluster = common::pg::Cluster::start().expect("a test cluster");
+    let db = cluster.create_database();
+    let url = std::path::PathBuf::from(cluster.url(&db));
+    cli(&url, &["create", "--title", "alpha-on-postgres"]);
+    let mut tui = Tui::start(&url);
+    tui.wait_for("alpha-on-postgres");
+    tui.wait_for("live");
+    // Another process's change appears (LISTEN wakes the feed).
+    cli(&url, &["create", "--title", "beta-from-elsewhere"]);
+    tui.wait_for("beta-from-elsewhere");
+
+    // The server goes away: said so, with the reason, last rows kept.
+    cluster.stop_immediate();
+    tui.wait_for("store unreachable");
+    let screen = tui.contents();
+    assert!(screen.contains("alpha-on-postgres"), "{screen}");
+    assert!(screen.contains("beta-from-elsewhere"), "{screen}");
+
+    // It comes back, with a change made meanwhile: shown without a key.
+    cluster.start_server().expect("restart the server");
+    cli(&url, &["create", "--title", "gamma-after-restart"]);
+    tui.wait_for("gamma-after-restart");
+    tui.wait_for("live");
+    assert!(!tui.contents().contains("store unreachable"));
     tui.send("q");
     tui.wait_exit();
 }

@@ -12,6 +12,13 @@
 //! and its `-wal` file, whose writes are the commits) and checked cheaply on
 //! every tick: the feed re-reads the tasks only when the `changes` table has
 //! a change after the last one it saw.
+//!
+//! A PostgreSQL store is checked the same way on every tick, and woken by
+//! `LISTEN` on a connection of its own (see `PostgresBackend::listen`):
+//! every writing transaction notifies at its commit, and the listener also
+//! wakes the feed when it (re)connects. A server that cannot be reached is
+//! reported as "store unreachable" (the last good tasks kept); when it is
+//! back, the next read is whole.
 
 mod diff;
 
@@ -159,6 +166,22 @@ impl Source {
     }
 }
 
+/// Whether a database error means the server could not be reached (as
+/// opposed to one that answered with a refusal).
+fn unreachable(e: &crate::store::StoreError) -> bool {
+    match e {
+        crate::store::StoreError::Database {
+            action, message, ..
+        } => {
+            *action == "connect"
+                || message.contains("error communicating with the server")
+                || message.contains("connection closed")
+                || message.contains("terminating connection")
+        }
+        _ => false,
+    }
+}
+
 /// Whether an event can mean new content. Opening and reading the file (as
 /// this feed itself does on every reload) raises access events: reacting to
 /// them would make the feed re-read the file forever.
@@ -250,6 +273,9 @@ impl Reader {
         };
         let cursor = match last_change {
             Ok(Some(c)) => c,
+            Err(e) if matches!(self.source, Source::Postgres(_)) && unreachable(&e) => {
+                return self.unreadable(format!("store unreachable: {e}"));
+            }
             // No database, or one not written yet: waiting for it.
             Ok(None) => {
                 self.cursor = None;
@@ -284,6 +310,8 @@ impl Reader {
     }
 
     fn unreadable(&mut self, message: String) -> Option<FeedEvent> {
+        // Whatever comes next is read whole (the database may have been
+        // restored, or changed while it could not be read): a reset.
         self.cursor = None;
         self.last_bytes = None;
         let event = FeedEvent::Unreadable {

@@ -26,3 +26,12 @@ pub fn store_in_tempdir(file: &str) -> (tempfile::TempDir, PathBuf, Store) {
     let store = Store::open(&path);
     (dir, path, store)
 }
+
+/// A new store of the backend `common::each_backend` is testing, in a
+/// fresh temp dir (a file backend) or on the test cluster (PostgreSQL).
+pub fn store_of_kind() -> (tempfile::TempDir, PathBuf, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = common::store_in(dir.path());
+    let store = Store::open(&path);
+    (dir, path, store)
+}
