@@ -361,7 +361,7 @@ fn a_server_stopped_mid_burst_keeps_every_acknowledged_write() {
     let cluster = pg::Cluster::start().expect("a cluster of its own");
     let db = cluster.create_database();
     let url = cluster.url(&db);
-    let mut child = spawn_child("child_create_loop", &[("RUDDER_TEST_CREATE_STORE", &url)]);
+    let child = spawn_child("child_create_loop", &[("RUDDER_TEST_CREATE_STORE", &url)]);
     // Wait until the burst is under way, then crash the server.
     let store = Store::open(&url);
     common::wait_for(Duration::from_secs(60), || {

@@ -126,7 +126,7 @@ impl Drop for ChangeFeed {
 enum Source {
     File(FileBackend),
     Sqlite(SqliteBackend),
-    /// Woken by `LISTEN` (see `pg.rs`), checked on every tick.
+    /// Woken by `LISTEN`, checked on every tick.
     Postgres(PostgresBackend),
 }
 

@@ -49,7 +49,8 @@ const ATTEMPTS: u32 = 10;
 pub struct PostgresBackend {
     url: PgUrl,
     lock_timeout: Duration,
-    conn: Mutex<Option<Conn>>,
+    /// Boxed: a client is large, and the backend sits in enums.
+    conn: Mutex<Option<Box<Conn>>>,
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -273,7 +274,7 @@ impl PostgresBackend {
     /// connection is dropped so that the next call connects anew.
     fn with_conn<T>(
         &self,
-        f: impl FnOnce(&mut Conn) -> Result<T, (StoreError, Retry, bool)>,
+        f: impl FnOnce(&mut Box<Conn>) -> Result<T, (StoreError, Retry, bool)>,
     ) -> Result<T, (StoreError, Retry)> {
         let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         if slot.as_ref().is_some_and(|c| c.client.is_closed()) {
@@ -281,7 +282,7 @@ impl PostgresBackend {
         }
         if slot.is_none() {
             // Nothing was sent: a failed connect may be tried again.
-            *slot = Some(self.connect().map_err(|e| (e, Retry::Safe))?);
+            *slot = Some(Box::new(self.connect().map_err(|e| (e, Retry::Safe))?));
         }
         let conn = slot.as_mut().expect("connected above");
         match f(conn) {
@@ -341,7 +342,7 @@ impl PostgresBackend {
                     client,
                     statements,
                     version,
-                } = conn;
+                } = &mut **conn;
                 let mut tx = client
                     .build_transaction()
                     .isolation_level(IsolationLevel::RepeatableRead)
@@ -407,7 +408,7 @@ impl PostgresBackend {
                     client,
                     statements,
                     version,
-                } = conn;
+                } = &mut **conn;
                 let mut tx = client
                     .build_transaction()
                     .isolation_level(IsolationLevel::ReadCommitted)
