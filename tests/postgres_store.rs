@@ -476,3 +476,71 @@ fn a_zombie_worker_whose_claim_was_taken_over_is_refused() {
     assert_eq!(task.status, Status::Working);
     assert_eq!(task.claimed_by.as_deref(), Some("rescuer"));
 }
+
+/// The README's least-privilege set-up, as written there: the owner
+/// migrates, the application role only reads and writes rows.
+const APP_ROLE_SQL: &str = "
+CREATE ROLE rudder_app LOGIN;
+GRANT CONNECT ON DATABASE {db} TO rudder_app;
+GRANT USAGE ON SCHEMA public TO rudder_app;
+GRANT SELECT, INSERT, UPDATE, DELETE ON rudder_tasks, rudder_counts, rudder_changes TO rudder_app;
+GRANT SELECT ON rudder_schema TO rudder_app;
+";
+
+#[test]
+fn a_least_privileged_role_runs_everything_once_the_owner_migrated() {
+    need_pg!();
+    let cluster = pg::shared();
+    let db = cluster.create_database();
+    let owner = PathBuf::from(cluster.url(&db));
+    let app = PathBuf::from(cluster.url(&db).replacen(
+        &format!("{}@", pg::SUPERUSER),
+        "rudder_app@",
+        1,
+    ));
+    cluster.sql(&db, "CREATE ROLE rudder_app LOGIN");
+    cluster.sql(
+        &db,
+        &format!(
+            "REVOKE CREATE ON SCHEMA public FROM PUBLIC; REVOKE ALL ON DATABASE {db} FROM PUBLIC"
+        ),
+    );
+    // Before the owner migrated: the role cannot create the tables, and
+    // says why (exit 6); a read sees an empty store.
+    cluster.sql(&db, &format!("GRANT CONNECT ON DATABASE {db} TO rudder_app; GRANT USAGE ON SCHEMA public TO rudder_app"));
+    let r = common::run(&app, &["create", "--title", "x"]);
+    assert_eq!(r.code, 6, "{r:#?}");
+    assert!(r.stderr.contains("permission denied"), "{r:#?}");
+    let r = common::run(&app, &["list", "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.json(), json!([]));
+
+    let r = common::run(&owner, &["migrate", "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.json()["schema_version_before"], json!(null));
+    let r = common::run(&owner, &["migrate"]);
+    assert!(r.stdout.contains("already"), "{r:#?}");
+    let grants = APP_ROLE_SQL
+        .replace("{db}", &db)
+        .replace("CREATE ROLE rudder_app LOGIN;", "");
+    cluster.sql(&db, &grants);
+
+    let id = common::create(&app, &["--title", "least privilege"]);
+    let r = common::run(&app, &["get", &id, "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let store = Store::open(&app);
+    let claimed = store
+        .claim_next("w", Duration::from_secs(60))
+        .unwrap()
+        .expect("claimable");
+    assert_eq!(claimed.task_id, id);
+    let r = common::run(&app, &["complete", &id, "--result", "{}"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let r = common::run(&app, &["prune", "--older-than", "0s", "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert!(store.load().unwrap().is_empty());
+    // `migrate` on a file store is a usage error.
+    let dir = tempfile::tempdir().unwrap();
+    let r = common::run(&dir.path().join("t.json"), &["migrate"]);
+    assert_eq!(r.code, 2, "{r:#?}");
+}

@@ -56,6 +56,8 @@ pub enum Command {
     Wait(WaitArgs),
     /// Copy every task of one store into another (e.g. a JSON file into SQLite)
     Copy(CopyArgs),
+    /// Create or upgrade a PostgreSQL store's tables now (as an owner role)
+    Migrate(MigrateArgs),
 }
 
 #[derive(Debug, Args, Default)]
@@ -245,6 +247,12 @@ pub struct CopyArgs {
     /// The store to copy into: empty, or holding an earlier copy of FROM
     #[arg(value_name = "TO")]
     pub to: PathBuf,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
     #[command(flatten)]
     pub output: Output,
 }

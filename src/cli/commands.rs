@@ -69,6 +69,7 @@ fn command_json(command: &Command) -> bool {
         Command::Prune(a) => a.output.json,
         Command::Wait(a) => a.output.json,
         Command::Copy(a) => a.output.json,
+        Command::Migrate(a) => a.output.json,
         Command::Watch(_) | Command::Demo(_) | Command::Worker(_) => false,
     }
 }
@@ -324,6 +325,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
             return Ok(super::wait_exit_code(task.status));
         }
         Command::Copy(a) => copy(&a.from, &a.to, a.output.json)?,
+        Command::Migrate(a) => migrate(&store, a.output.json)?,
         Command::Watch(_) | Command::Demo(_) | Command::Worker(_) => {
             return Err(CliError::Usage(
                 "watch, demo and worker are not scriptable commands".into(),
@@ -377,6 +379,30 @@ fn copy(from: &Path, to: &Path, json: bool) -> Result<(), CliError> {
         || format!("{summary}\n"),
         || (report.copied + report.updated > 0).then(|| format!("the copy stands: {summary}")),
     )
+}
+
+/// `rudder migrate`: a PostgreSQL store's tables created or brought up to
+/// date now (by a role allowed to), rather than by the first write.
+fn migrate(store: &Store, json: bool) -> Result<(), CliError> {
+    let crate::store::AnyBackend::Postgres(pg) = store.backend() else {
+        return Err(CliError::Usage(format!(
+            "migrate: {} is not a PostgreSQL store (files and SQLite databases are \
+             set up by their first write)",
+            store.location()
+        )));
+    };
+    let found = pg.migrate()?;
+    let now = crate::store::postgres::SCHEMA_VERSION;
+    let answer = serde_json::json!({
+        "store": store.location(),
+        "schema_version_before": found,
+        "schema_version": now,
+    });
+    print_answer(json, &answer, || match found {
+        Some(v) if v == now => format!("the store is at schema version {now} already\n"),
+        Some(v) => format!("migrated the store from schema version {v} to {now}\n"),
+        None => format!("created the store's tables (schema version {now})\n"),
+    })
 }
 
 fn settled(task: &Task) -> bool {

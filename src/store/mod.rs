@@ -239,7 +239,7 @@ impl Store<AnyBackend> {
         match &self.backend {
             AnyBackend::File(b) => b.path(),
             AnyBackend::Sqlite(b) => b.path(),
-            AnyBackend::Postgres(b) => Path::new(b.url().secret_text()),
+            AnyBackend::Postgres(b) => Path::new(b.url().shown()),
             AnyBackend::Unsupported(_) => Path::new(""),
         }
     }

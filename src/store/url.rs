@@ -34,6 +34,8 @@ pub enum StoreUrl {
 pub struct PgUrl {
     /// The URL as given (with the password): what connects.
     text: String,
+    /// The URL as shown.
+    redacted: String,
 }
 
 impl fmt::Debug for PgUrl {
@@ -76,6 +78,7 @@ impl PgUrl {
     pub fn parse(text: &str) -> Result<PgUrl, UrlError> {
         let url = PgUrl {
             text: text.to_string(),
+            redacted: redact(text),
         };
         url.connect_config()?;
         Ok(url)
@@ -84,7 +87,12 @@ impl PgUrl {
     /// The URL with its password (in the user info or a `password`
     /// parameter) replaced by `***`.
     pub fn redacted(&self) -> String {
-        redact(&self.text)
+        self.redacted.clone()
+    }
+
+    /// [`PgUrl::redacted`], borrowed.
+    pub fn shown(&self) -> &str {
+        &self.redacted
     }
 
     /// The URL as given, password included (what a child process needs).
@@ -238,11 +246,12 @@ impl StoreUrl {
     }
 
     /// The local file the store lives in; for a database server, the
-    /// URL itself (as given: two URLs of one database are the same path).
+    /// URL as shown (password redacted: this is what messages and the TUI
+    /// name; [`StoreUrl::to_arg`] is what connects).
     pub fn path(&self) -> &Path {
         match self {
             StoreUrl::File(p) | StoreUrl::Sqlite(p) => p,
-            StoreUrl::Postgres(u) => Path::new(u.secret_text()),
+            StoreUrl::Postgres(u) => Path::new(u.shown()),
         }
     }
 
@@ -387,6 +396,7 @@ mod tests {
                 assert!(shown.contains("alice:***@db"), "{shown}");
             }
             assert_eq!(parse(parsed.to_arg().to_str().unwrap()).unwrap(), parsed);
+            assert!(!parsed.path().to_string_lossy().contains("s3cret"));
         }
         let socket = parse("postgres://bob@/rudder?host=%2Frun%2Fpostgresql&password=pw").unwrap();
         let StoreUrl::Postgres(pg) = &socket else {

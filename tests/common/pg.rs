@@ -92,6 +92,8 @@ pub struct Cluster {
     bin: PathBuf,
     pub port: u16,
     watchdog: Option<std::process::Child>,
+    /// Whether the server fsyncs (benchmarks); off for tests.
+    fsync: bool,
 }
 
 /// The cluster shared by the tests of this process (started on first use).
@@ -135,8 +137,18 @@ fn run(mut c: Command, what: &str) -> Result<(), String> {
 }
 
 impl Cluster {
-    /// `initdb` and start a new cluster.
+    /// `initdb` and start a new cluster (fsync off: see `start_server`).
     pub fn start() -> Result<Cluster, String> {
+        Cluster::start_with(false)
+    }
+
+    /// A new cluster whose server fsyncs every commit, as a real one does
+    /// (for benchmarks).
+    pub fn start_durable() -> Result<Cluster, String> {
+        Cluster::start_with(true)
+    }
+
+    fn start_with(fsync: bool) -> Result<Cluster, String> {
         let bin = bindir().ok_or("no PostgreSQL binaries")?;
         let root = tempfile::Builder::new()
             .prefix("rudder-pg-")
@@ -166,6 +178,7 @@ impl Cluster {
             bin,
             port: 0,
             watchdog: None,
+            fsync,
         };
         cluster.watchdog = Some(cluster.spawn_watchdog()?);
         // A port found free may be taken before the server binds it.
@@ -193,10 +206,11 @@ impl Cluster {
         // fsync off: the tests crash the server (`stop -m immediate`), not
         // the machine, and a commit's WAL is written before it returns.
         let options = format!(
-            "-k {} -h 127.0.0.1 -p {} -c fsync=off -c max_connections=300 \
+            "-k {} -h 127.0.0.1 -p {} -c fsync={} -c max_connections=300 \
              -c shared_buffers=16MB",
             self.dir().display(),
-            self.port
+            self.port,
+            if self.fsync { "on" } else { "off" }
         );
         let mut c = as_server_user(&self.bin.join("pg_ctl"));
         c.arg("-D")
@@ -298,6 +312,13 @@ impl Cluster {
         })
         .map(|rows| rows.len() as u64)
         .expect("terminate backends")
+    }
+}
+
+impl Cluster {
+    /// The directory of PostgreSQL's programs (`psql` is there too).
+    pub fn bin(&self) -> &Path {
+        &self.bin
     }
 }
 

@@ -425,20 +425,28 @@ impl PostgresBackend {
                     }
                     (from > 0).then_some(from).or(v)
                 };
-                let mut txn = PgTxn::new(tx, statements, self, true);
+                let migrated = v != Some(schema::VERSION);
+                let mut txn = PgTxn::new(tx, &mut *statements, self, true);
                 txn.set_found_version(found);
                 let out = f(&mut txn);
                 let failure = txn.failure();
-                let write = match out {
-                    Ok(w) => w,
+                let result = match out {
+                    Ok(write) => txn.finish_write(write),
                     Err(e) => {
+                        drop(txn); // rolls back
                         let (retry, broken) = failure.unwrap_or((Retry::No, false));
-                        return Err((e, retry, broken));
+                        Err((e, retry, broken))
                     }
                 };
-                let committed = txn.finish_write(write)?;
+                let committed = matches!(result, Ok(true));
+                if migrated && !committed {
+                    // Statements prepared on tables this transaction made
+                    // and rolled back name tables that do not exist.
+                    statements.clear();
+                }
+                result?;
                 // The schema is in the database once the commit is.
-                if committed || v == Some(schema::VERSION) {
+                if committed || !migrated {
                     *version = Some(schema::VERSION);
                 }
                 Ok(())
@@ -542,6 +550,17 @@ impl Backend for PostgresBackend {
     }
 
     fn exists(&self) -> Result<bool, StoreError> {
+        // A connection that has seen the tables needs no question: the
+        // operation that follows finds out if they went since.
+        {
+            let slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+            if slot
+                .as_ref()
+                .is_some_and(|c| c.version == Some(schema::VERSION) && !c.client.is_closed())
+            {
+                return Ok(true);
+            }
+        }
         off_runtime(|| Ok(self.read(&mut |_| Ok(()))?.is_some()))
     }
 

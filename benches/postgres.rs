@@ -1,0 +1,177 @@
+//! PostgreSQL: a throwaway cluster with fsync on (as a real server), one
+//! store of 1,000 tasks. Measured:
+//!
+//! - `heartbeat whole process`: `rudder heartbeat ID` as a new process,
+//!   against `psql -c` doing the equivalent one-row UPDATE (the floor a
+//!   whole process that connects and commits cannot beat by much);
+//! - `heartbeat in process`: the library call on an open connection;
+//! - `claim throughput`: W workers (threads, each its own connection, as
+//!   W machines) claiming and completing 200 tasks (report: time per batch;
+//!   tasks per second = 200 / time);
+//! - `feed latency`: a heartbeat on one connection until the change feed
+//!   (LISTEN woken) delivers it on another.
+//!
+//! `cargo bench --bench postgres` (needs PostgreSQL's server programs, as
+//! the tests do; skipped with a message without them).
+
+#[path = "../tests/common/pg.rs"]
+#[allow(dead_code)]
+mod pg;
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
+use rudder::watch::{ChangeFeed, FeedEvent, FeedOptions};
+use rudder::{Actor, NewTask, Store};
+
+const TASKS: usize = 1_000;
+const BATCH: usize = 200;
+
+fn rudder_heartbeat(url: &str, id: &str) {
+    let status = Command::new(env!("CARGO_BIN_EXE_rudder"))
+        .args(["--store", url, "heartbeat", id])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn postgres(c: &mut Criterion) {
+    if !pg::available() {
+        return;
+    }
+    let cluster = pg::Cluster::start_durable().expect("a cluster");
+    let db = cluster.create_database();
+    let url = cluster.url(&db);
+    let store = Store::open(&url);
+    let mut ids = Vec::new();
+    for i in 0..TASKS {
+        let t = store
+            .create(NewTask {
+                title: Some(format!("task {i}")),
+                ..NewTask::default()
+            })
+            .unwrap();
+        ids.push(t.task.task_id);
+    }
+    let target = ids[TASKS / 2].clone();
+
+    let mut g = c.benchmark_group("postgres");
+    g.sampling_mode(SamplingMode::Flat);
+    g.sample_size(30);
+    g.warm_up_time(Duration::from_millis(500));
+    g.measurement_time(Duration::from_secs(4));
+
+    let psql = cluster.bin().join("psql");
+    let update = format!(
+        "UPDATE rudder_tasks SET revision = revision + 1, updated_at = now()::text \
+         WHERE task_id = '{target}'"
+    );
+    g.bench_function(BenchmarkId::new("psql -c UPDATE (floor)", TASKS), |b| {
+        b.iter(|| {
+            let status = Command::new(&psql)
+                .args(["-q", "-X", "-d", &url, "-c", &update])
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success());
+        })
+    });
+    g.bench_function(BenchmarkId::new("heartbeat whole process", TASKS), |b| {
+        b.iter(|| rudder_heartbeat(&url, &target))
+    });
+    g.bench_function(BenchmarkId::new("heartbeat in process", TASKS), |b| {
+        b.iter(|| {
+            black_box(
+                store
+                    .heartbeat(&target, Some("beat".into()), None, Actor::Anyone)
+                    .unwrap(),
+            )
+        })
+    });
+
+    g.sample_size(10);
+    for workers in [1usize, 4, 16] {
+        let stores: Vec<Store> = (0..workers).map(|_| Store::open(&url)).collect();
+        g.bench_function(
+            BenchmarkId::new(format!("claim+complete {BATCH} tasks"), workers),
+            |b| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        for _ in 0..BATCH {
+                            store.create(NewTask::default()).unwrap();
+                        }
+                        let start = Instant::now();
+                        std::thread::scope(|s| {
+                            for (w, st) in stores.iter().enumerate() {
+                                s.spawn(move || {
+                                    let name = format!("w{w}");
+                                    let lease = Duration::from_secs(600);
+                                    while let Some(t) = st.claim_next(&name, lease).unwrap() {
+                                        st.complete(
+                                            &t.task_id,
+                                            serde_json::json!({}),
+                                            Actor::Worker {
+                                                holder: &name,
+                                                lease,
+                                            },
+                                        )
+                                        .unwrap();
+                                    }
+                                });
+                            }
+                        });
+                        total += start.elapsed();
+                    }
+                    total
+                })
+            },
+        );
+    }
+
+    // The feed in this process, the write on another connection.
+    g.sample_size(30);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let writer = Store::open(&url);
+    let _context = runtime.enter();
+    let mut feed = ChangeFeed::start(PathBuf::from(&url), FeedOptions::default());
+    runtime.block_on(async {
+        while !matches!(feed.next().await, Some(FeedEvent::Snapshot { .. })) {}
+    });
+    g.bench_function(BenchmarkId::new("feed latency", TASKS), |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let start = Instant::now();
+                let revision = writer
+                    .heartbeat(&target, None, None, Actor::Anyone)
+                    .unwrap()
+                    .task
+                    .revision;
+                runtime.block_on(async {
+                    loop {
+                        if let Some(FeedEvent::Snapshot { tasks, .. }) = feed.next().await
+                            && tasks.get(&target).is_some_and(|t| t.revision >= revision)
+                        {
+                            break;
+                        }
+                    }
+                });
+                total += start.elapsed();
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, postgres);
+criterion_main!(benches);
