@@ -544,3 +544,68 @@ fn a_least_privileged_role_runs_everything_once_the_owner_migrated() {
     let r = common::run(&dir.path().join("t.json"), &["migrate"]);
     assert_eq!(r.code, 2, "{r:#?}");
 }
+
+/// A CA, and a server certificate it signed for `names` (PEM: CA cert,
+/// server cert, server key).
+fn certificates(names: &[&str]) -> (String, String, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params =
+        rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+            .unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    (ca.pem(), cert.pem(), key.serialize_pem())
+}
+
+#[test]
+fn sslmode_encrypts_and_verifies_as_libpq_does() {
+    need_pg!();
+    let cluster = pg::Cluster::start().expect("a cluster of its own");
+    // Valid for 127.0.0.1 (what the URL names) and for another name.
+    let (ca, cert, key) = certificates(&["127.0.0.1", "db.example"]);
+    cluster.enable_tls(&cert, &key);
+    let db = cluster.create_database();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &ca).unwrap();
+    let base = format!(
+        "postgres://{}:pw@127.0.0.1:{}/{db}",
+        pg::SUPERUSER,
+        cluster.port
+    );
+    let with = |q: &str| PathBuf::from(format!("{base}?{q}"));
+    let root = format!("sslrootcert={}", pg::encode(&ca_file.display().to_string()));
+
+    // The server refuses TCP without TLS: a command that works used it.
+    let r = common::run(&with("sslmode=disable"), &["create", "--title", "x"]);
+    assert_eq!(r.code, 6, "{r:#?}");
+    assert!(!r.stderr.contains(":pw@"), "{r:#?}");
+    for q in [
+        "sslmode=require".to_string(),
+        "sslmode=prefer".to_string(),
+        format!("sslmode=verify-full&{root}"),
+        format!("sslmode=verify-ca&{root}"),
+    ] {
+        let r = common::run(&with(&q), &["create", "--title", &q]);
+        assert_eq!(r.code, 0, "{q}: {r:#?}");
+    }
+    // verify-full against the built-in roots: our CA is not one of them.
+    let r = common::run(&with("sslmode=verify-full"), &["list"]);
+    assert_eq!(r.code, 6, "{r:#?}");
+    assert!(r.stderr.contains("127.0.0.1"), "{r:#?}");
+    assert!(!r.stderr.contains(":pw@"), "{r:#?}");
+
+    // A certificate for another host: verify-ca accepts it, verify-full not.
+    let (ca2, cert2, key2) = certificates(&["db.example"]);
+    cluster.enable_tls(&cert2, &key2);
+    std::fs::write(&ca_file, &ca2).unwrap();
+    let r = common::run(&with(&format!("sslmode=verify-ca&{root}")), &["list"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let r = common::run(&with(&format!("sslmode=verify-full&{root}")), &["list"]);
+    assert_eq!(r.code, 6, "{r:#?}");
+    assert!(r.stderr.to_lowercase().contains("certificate"), "{r:#?}");
+}

@@ -316,6 +316,37 @@ impl Cluster {
 }
 
 impl Cluster {
+    /// Serve TLS with this certificate and key (PEM), and refuse TCP
+    /// connections without it (so a connection that works used TLS).
+    /// Restarts the server.
+    pub fn enable_tls(&self, cert_pem: &str, key_pem: &str) {
+        let data = self.data();
+        let write = |name: &str, text: &str, mode: u32| {
+            use std::os::unix::fs::PermissionsExt;
+            let path = data.join(name);
+            std::fs::write(&path, text).expect("write a TLS file");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } == 0 {
+                let mut c = Command::new("chown");
+                c.arg("postgres:").arg(&path);
+                run(c, "chown a TLS file").expect("chown");
+            }
+        };
+        write("server.crt", cert_pem, 0o644);
+        write("server.key", key_pem, 0o600);
+        let conf = data.join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf).expect("postgresql.conf");
+        text.push_str("\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n");
+        std::fs::write(&conf, text).expect("write postgresql.conf");
+        let hba = "local all all trust\n\
+                   hostssl all all 127.0.0.1/32 trust\n\
+                   hostnossl all all 127.0.0.1/32 reject\n";
+        std::fs::write(data.join("pg_hba.conf"), hba).expect("write pg_hba.conf");
+        self.stop_immediate();
+        self.start_server().expect("restart with TLS");
+    }
+
     /// The directory of PostgreSQL's programs (`psql` is there too).
     pub fn bin(&self) -> &Path {
         &self.bin
