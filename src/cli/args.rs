@@ -14,8 +14,8 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "URL")]
     pub store: Option<PathBuf>,
 
-    /// With no command (the TUI): refuse every write with a message
-    #[arg(long)]
+    /// Refuse every write to the store, from any command (exit 4, nothing written); the TUI shows the store and refuses input, cancel and reclaim
+    #[arg(long, global = true)]
     pub read_only: bool,
 
     #[command(subcommand)]
@@ -56,17 +56,34 @@ pub enum Command {
     Wait(WaitArgs),
     /// Copy every task of one store into another (e.g. a JSON file into SQLite)
     Copy(CopyArgs),
+    /// Print a shell completion script (e.g. `rudder completions bash > ~/.local/share/bash-completion/completions/rudder`)
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff; e.g. `rudder man | man -l -`)
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args, Default)]
-pub struct WatchArgs {
-    /// Refuse every write (input, cancel, reclaim) with a message
-    #[arg(long)]
-    pub read_only: bool,
+pub struct WatchArgs {}
+
+/// `--store` of `demo` and `worker`, whose default is their own store.
+#[derive(Debug, Args, Default)]
+pub struct DemoStore {
+    /// The demo's store: a path or URL like the global --store, but never $RUDDER_STORE [default: ./rudder-demo.json]
+    #[arg(long, value_name = "URL")]
+    pub store: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
+    #[command(flatten)]
+    pub store: DemoStore,
     /// Start over: replace the demo store with freshly seeded incidents
     #[arg(long)]
     pub fresh: bool,
@@ -77,6 +94,8 @@ pub struct DemoArgs {
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
+    #[command(flatten)]
+    pub store: DemoStore,
     /// Run the simulated diagnoses this many times faster (0.01 to 10000)
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR", value_parser = crate::demo::worker::parse_speed)]
     pub speed: f64,

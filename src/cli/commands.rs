@@ -15,10 +15,14 @@ use crate::watch::{ChangeFeed, FeedEvent, FeedOptions};
 
 /// Run one scriptable command; returns the process exit code. Errors are
 /// printed here: as one JSON object on stdout with `--json`, else on stderr.
-pub fn run(store: Option<std::path::PathBuf>, command: Command) -> i32 {
+pub fn run(store: Option<std::path::PathBuf>, read_only: bool, command: Command) -> i32 {
     let path = store_path(store);
-    let json = command_json(&command);
-    match dispatch(&path, command) {
+    let json = wants_json(&command);
+    let refused = match writes(&command) {
+        Some(name) if read_only => Err(CliError::ReadOnly { command: name }),
+        _ => Ok(()),
+    };
+    match refused.and_then(|()| dispatch(&path, command)) {
         Ok(code) => code,
         Err(e) => {
             report(&e, json);
@@ -54,7 +58,34 @@ fn report(e: &CliError, json: bool) {
     }
 }
 
-fn command_json(command: &Command) -> bool {
+/// The name of `command` if it may write to a store (so `--read-only`
+/// refuses it before the store is even opened), else `None`.
+pub fn writes(command: &Command) -> Option<&'static str> {
+    Some(match command {
+        Command::Create(_) => "create",
+        Command::Input(_) => "input",
+        Command::RequestInput(_) => "request-input",
+        Command::Heartbeat(_) => "heartbeat",
+        Command::Complete(_) => "complete",
+        Command::Fail(_) => "fail",
+        Command::Cancel(_) => "cancel",
+        Command::Reclaim(a) if !a.dry_run => "reclaim",
+        Command::Prune(_) => "prune",
+        Command::Copy(_) => "copy",
+        Command::Demo(_) => "demo",
+        Command::Worker(_) => "worker",
+        Command::Reclaim(_)
+        | Command::List(_)
+        | Command::Get(_)
+        | Command::Wait(_)
+        | Command::Watch(_)
+        | Command::Completions(_)
+        | Command::Man => return None,
+    })
+}
+
+/// Whether `command` was asked for `--json`.
+pub fn wants_json(command: &Command) -> bool {
     match command {
         Command::Create(a) => a.output.json,
         Command::List(a) => a.output.json,
@@ -69,7 +100,11 @@ fn command_json(command: &Command) -> bool {
         Command::Prune(a) => a.output.json,
         Command::Wait(a) => a.output.json,
         Command::Copy(a) => a.output.json,
-        Command::Watch(_) | Command::Demo(_) | Command::Worker(_) => false,
+        Command::Watch(_)
+        | Command::Demo(_)
+        | Command::Worker(_)
+        | Command::Completions(_)
+        | Command::Man => false,
     }
 }
 
@@ -78,16 +113,19 @@ fn command_json(command: &Command) -> bool {
 /// no deeper than the store holds) and no larger than a store may be.
 fn json_arg(flag: &str, text: &str) -> Result<Value, CliError> {
     let too_large = |source: &str, size: u64| {
-        CliError::Usage(format!(
-            "{flag}: {source} is {size} bytes, more than the {} a store may hold",
-            human_bytes(MAX_STORE_BYTES)
-        ))
+        CliError::usage(
+            flag,
+            format!(
+                "{flag}: {source} is {size} bytes, more than the {} a store may hold",
+                human_bytes(MAX_STORE_BYTES)
+            ),
+        )
     };
     let (source, content) = match text.strip_prefix('@') {
         Some(file) => {
             let source = format!("@{file}");
             let cannot = |e: std::io::Error| {
-                CliError::Usage(format!("{flag} {source}: cannot read the file: {e}"))
+                CliError::usage(flag, format!("{flag} {source}: cannot read the file: {e}"))
             };
             let opened = std::fs::File::open(file).map_err(cannot)?;
             // Never read more than could be stored: a huge file (or a
@@ -105,16 +143,19 @@ fn json_arg(flag: &str, text: &str) -> Result<Value, CliError> {
         return Err(too_large(&source, content.len() as u64));
     }
     crate::json::parse(&content).map_err(|e| {
-        CliError::Usage(if e.is_syntax() {
-            format!("{flag}: {source} is {e}")
-        } else {
-            format!("{flag}: {source} is refused: {e}")
-        })
+        CliError::usage(
+            flag,
+            if e.is_syntax() {
+                format!("{flag}: {source} is {e}")
+            } else {
+                format!("{flag}: {source} is refused: {e}")
+            },
+        )
     })
 }
 
 fn duration_arg(flag: &str, text: &str) -> Result<Duration, CliError> {
-    parse_duration(text).map_err(|e| CliError::Usage(format!("{flag}: {e}")))
+    parse_duration(text).map_err(|e| CliError::usage(flag, format!("{flag}: {e}")))
 }
 
 /// Print what a mutation did. If the answer cannot be written the error
@@ -179,7 +220,7 @@ fn print_report<T: serde::Serialize>(
 /// Run `command`; its exit code (0 but for `wait`, which says how the task ended).
 fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
     // A URL rudder cannot open (PostgreSQL, for now) is a usage error.
-    crate::store::StoreUrl::parse(path).map_err(|e| CliError::Usage(e.to_string()))?;
+    crate::store::StoreUrl::parse(path).map_err(|e| CliError::usage("--store", e.to_string()))?;
     let store = Store::open(path);
     match command {
         Command::Create(a) => {
@@ -237,7 +278,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                     let task = store.get(&a.id)?;
                     schema::input_from_assignments(task.input_schema.as_ref(), &a.set).map_err(
                         |e| match e {
-                            schema::SetError::Usage(m) => CliError::Usage(m),
+                            schema::SetError::Usage(m) => CliError::usage("--set", m),
                             // Typed like `--value`: exit 5, the field named.
                             schema::SetError::Invalid(violations) => {
                                 CliError::Store(crate::store::StoreError::InvalidInput {
@@ -324,10 +365,15 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
             return Ok(super::wait_exit_code(task.status));
         }
         Command::Copy(a) => copy(&a.from, &a.to, a.output.json)?,
-        Command::Watch(_) | Command::Demo(_) | Command::Worker(_) => {
-            return Err(CliError::Usage(
-                "watch, demo and worker are not scriptable commands".into(),
-            ));
+        Command::Watch(_)
+        | Command::Demo(_)
+        | Command::Worker(_)
+        | Command::Completions(_)
+        | Command::Man => {
+            return Err(CliError::Usage {
+                message: "watch, demo, worker, completions and man are not store commands".into(),
+                argument: None,
+            });
         }
     }
     Ok(0)
@@ -335,17 +381,19 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
 
 /// `rudder copy FROM TO`.
 fn copy(from: &Path, to: &Path, json: bool) -> Result<(), CliError> {
-    let parse =
-        |p: &Path| crate::store::StoreUrl::parse(p).map_err(|e| CliError::Usage(e.to_string()));
-    let (from_url, to_url) = (parse(from)?, parse(to)?);
+    let parse = |p: &Path, arg: &str| {
+        crate::store::StoreUrl::parse(p).map_err(|e| CliError::usage(arg, format!("{arg}: {e}")))
+    };
+    let (from_url, to_url) = (parse(from, "FROM")?, parse(to, "TO")?);
     let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,
     };
     if same(from_url.path(), to_url.path()) {
-        return Err(CliError::Usage(format!(
-            "copy: FROM and TO are the same store ({from_url})"
-        )));
+        return Err(CliError::usage(
+            "TO",
+            format!("copy: FROM and TO are the same store ({from_url})"),
+        ));
     }
     let (src, dst) = (Store::open_url(&from_url), Store::open_url(&to_url));
     // A spinner with the count on a terminal; indicatif draws nothing when
