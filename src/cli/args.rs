@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::task::Status;
 
-/// Watch and steer long-running tasks kept in a durable JSON store.
+/// Watch and steer long-running tasks kept in a durable store (a JSON file or SQLite).
 #[derive(Debug, Parser)]
 #[command(name = "rudder", version, about, long_about = None)]
 pub struct Cli {

@@ -249,6 +249,13 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
             print_outcome(&outcome, "created", a.output.json)?;
         }
         Command::List(a) => {
+            // A mistyped path must not look like an empty store.
+            if !crate::store::Backend::exists(store.backend())? {
+                output::note(&format!(
+                    "rudder: no store at {}: it does not exist (yet), so it holds no tasks",
+                    output::sanitize_line(&store.location())
+                ));
+            }
             let tasks = store.page(&crate::store::PageQuery {
                 statuses: a.status,
                 sort: a.sort,
