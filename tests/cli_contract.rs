@@ -745,3 +745,40 @@ fn the_man_page_is_roff_naming_every_subcommand() {
     }
     assert!(page.contains("read\\-only"), "global flags are in the page");
 }
+
+#[test]
+fn a_streamed_list_has_the_bytes_of_the_whole_array() {
+    common::each_backend(|| {
+        let (_dir, path) = store();
+        for i in 0..25 {
+            create(&path, &["--title", &format!("task {i:02}")]);
+        }
+        let store = rudder::Store::open(&path);
+        for args in [
+            vec!["list", "--json"],
+            vec!["list", "--json", "--sort", "title", "--limit", "7"],
+            vec!["list", "--json", "--status", "completed"],
+        ] {
+            let r = run(&path, &args);
+            assert_eq!(r.code, 0, "{r:#?}");
+            let q = rudder::store::PageQuery {
+                statuses: if args.contains(&"completed") {
+                    vec![rudder::task::Status::Completed]
+                } else {
+                    vec![]
+                },
+                sort: if args.contains(&"title") {
+                    rudder::store::SortKey::Title
+                } else {
+                    rudder::store::SortKey::Store
+                },
+                limit: args.contains(&"7").then_some(7),
+                after: None,
+            };
+            let whole = serde_json::to_string(&store.page(&q).unwrap()).unwrap() + "\n";
+            assert_eq!(r.stdout, whole, "{args:?}");
+        }
+        let human = run(&path, &["list"]);
+        assert_eq!(human.stdout.lines().count(), 26, "a header and a row each");
+    });
+}

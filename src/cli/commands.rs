@@ -256,15 +256,13 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                     output::sanitize_line(&store.location())
                 ));
             }
-            let tasks = store.page(&crate::store::PageQuery {
+            let query = crate::store::PageQuery {
                 statuses: a.status,
                 sort: a.sort,
                 limit: a.limit,
                 after: a.after,
-            })?;
-            print_answer(a.output.json, &tasks, || {
-                output::task_table(&tasks, store.now())
-            })?;
+            };
+            list(&store, &query, a.output.json)?;
         }
         Command::Get(a) => {
             let task = store.get(&a.id)?;
@@ -384,6 +382,46 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
         }
     }
     Ok(0)
+}
+
+/// `rudder list`: the tasks written out one by one as the store yields
+/// them (never the whole answer held twice, or more than a batch of tasks
+/// for a database), with the same bytes as the whole array at once.
+fn list(store: &Store, query: &crate::store::PageQuery, json: bool) -> Result<(), CliError> {
+    let now = store.now();
+    let mut out = output::Stream::default();
+    let mut written = 0usize;
+    let mut failed = None;
+    store.page_each(query, &mut |task| {
+        let done = if json {
+            out.text(if written == 0 { "[" } else { "," })
+                .and_then(|()| out.json(&task))
+        } else if written == 0 {
+            out.text(&output::task_table_header())
+                .and_then(|()| out.text(&output::task_row(&task, now)))
+        } else {
+            out.text(&output::task_row(&task, now))
+        };
+        written += 1;
+        match done {
+            Ok(()) => true,
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
+        }
+    })?;
+    let end = match (json, written) {
+        (true, 0) => "[]\n",
+        (true, _) => "]\n",
+        (false, 0) => output::NO_TASKS,
+        (false, _) => "",
+    };
+    failed
+        .map_or(Ok(()), Err)
+        .and_then(|()| out.text(end))
+        .and_then(|()| out.finish())
+        .map_err(|error| CliError::Output { error, done: None })
 }
 
 /// `rudder copy FROM TO`.

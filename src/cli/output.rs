@@ -36,6 +36,44 @@ pub fn emit(text: &str) -> Result<(), OutputError> {
         })
 }
 
+/// Stdout for an answer written piece by piece (a streamed `list`),
+/// buffered; any failure is reported as the [`OutputError`] it is.
+pub struct Stream {
+    out: io::BufWriter<io::StdoutLock<'static>>,
+}
+
+impl Default for Stream {
+    fn default() -> Self {
+        Stream {
+            out: io::BufWriter::new(io::stdout().lock()),
+        }
+    }
+}
+
+impl Stream {
+    fn failed(source: io::Error) -> OutputError {
+        OutputError {
+            stream: "stdout",
+            source,
+        }
+    }
+
+    /// Write `text`.
+    pub fn text(&mut self, text: &str) -> Result<(), OutputError> {
+        self.out.write_all(text.as_bytes()).map_err(Self::failed)
+    }
+
+    /// Write `value` as compact JSON.
+    pub fn json<T: serde::Serialize>(&mut self, value: &T) -> Result<(), OutputError> {
+        serde_json::to_writer(&mut self.out, value).map_err(|e| Self::failed(io::Error::other(e)))
+    }
+
+    /// Flush everything written.
+    pub fn finish(mut self) -> Result<(), OutputError> {
+        self.out.flush().map_err(Self::failed)
+    }
+}
+
 /// [`emit`] `text` and a line break.
 pub fn emit_line(text: &str) -> Result<(), OutputError> {
     emit(&format!("{text}\n"))
@@ -103,26 +141,38 @@ pub fn current_state(t: &Task) -> String {
     s
 }
 
+/// What the list view says for no tasks.
+pub const NO_TASKS: &str = "no tasks\n";
+
+/// The list view's header line.
+pub fn task_table_header() -> String {
+    format!(
+        "{:<8}  {:<14}  {:<28}  {:<9}  {:<9}  {}\n",
+        "ID", "STATUS", "TITLE/KEY", "AGE", "UPDATED", "MESSAGE"
+    )
+}
+
+/// One line of the list view.
+pub fn task_row(t: &Task, now: DateTime<Utc>) -> String {
+    format!(
+        "{:<8}  {:<14}  {:<28}  {:<9}  {:<9}  {}\n",
+        clean(t.short_id(), 8),
+        t.status.as_str(),
+        clean(t.label().unwrap_or("-"), 28),
+        ago(t.created_at, now).trim_end_matches(" ago"),
+        ago(t.updated_at, now).trim_end_matches(" ago"),
+        clean(t.current_message().unwrap_or(""), 60),
+    )
+}
+
 /// The list view: one line per task.
 pub fn task_table(tasks: &[Task], now: DateTime<Utc>) -> String {
     if tasks.is_empty() {
-        return "no tasks\n".into();
+        return NO_TASKS.into();
     }
-    let mut out = format!(
-        "{:<8}  {:<14}  {:<28}  {:<9}  {:<9}  {}\n",
-        "ID", "STATUS", "TITLE/KEY", "AGE", "UPDATED", "MESSAGE"
-    );
+    let mut out = task_table_header();
     for t in tasks {
-        let _ = writeln!(
-            out,
-            "{:<8}  {:<14}  {:<28}  {:<9}  {:<9}  {}",
-            clean(t.short_id(), 8),
-            t.status.as_str(),
-            clean(t.label().unwrap_or("-"), 28),
-            ago(t.created_at, now).trim_end_matches(" ago"),
-            ago(t.updated_at, now).trim_end_matches(" ago"),
-            clean(t.current_message().unwrap_or(""), 60),
-        );
+        out.push_str(&task_row(t, now));
     }
     out
 }
