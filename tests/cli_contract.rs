@@ -611,9 +611,9 @@ fn readme_reference() -> BTreeMap<String, BTreeSet<String>> {
         let name = sub.trim_matches(|c| c == '[' || c == ']').to_string();
         let mut args = BTreeSet::new();
         for w in usage.split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_')) {
-            if w.starts_with("--") {
-                args.insert(w.to_string());
-            } else if w.len() > 1 && w.chars().all(|c| c.is_ascii_uppercase()) && w != "JSON" {
+            // Flags, and positional arguments named in capitals (ID, FROM).
+            let positional = w.len() > 1 && w.chars().all(|c| c.is_ascii_uppercase());
+            if w.starts_with("--") || positional && w != "JSON" {
                 args.insert(w.to_string());
             }
         }
@@ -668,6 +668,10 @@ fn the_readme_cli_reference_matches_the_clap_definition() {
         }
         let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
         assert!(!about.is_empty(), "{name} has no help text");
+        for arg in sub.get_arguments() {
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            assert!(!help.is_empty(), "{name} {}: no help text", arg.get_id());
+        }
     }
     for name in reference.keys() {
         assert!(
