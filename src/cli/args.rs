@@ -52,7 +52,7 @@ pub enum Command {
     Reclaim(ReclaimArgs),
     /// Remove finished tasks past their ttl, or (without one) older than --older-than
     Prune(PruneArgs),
-    /// Wait until a task is finished or waits for input; exit 0 completed, 7 failed, 8 cancelled, 9 input required, 124 timed out
+    /// Wait until a task is finished or waits for input (--until terminal: finished); exit 0 completed, 7 failed, 8 cancelled, 9 input required, 124 timed out
     Wait(WaitArgs),
     /// Copy every task of one store into another (e.g. a JSON file into SQLite)
     Copy(CopyArgs),
@@ -277,10 +277,22 @@ pub struct CopyArgs {
     pub output: Output,
 }
 
+/// When `wait` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WaitUntil {
+    /// The task is finished (completed, failed, cancelled) or waits for input.
+    Settled,
+    /// The task is finished.
+    Terminal,
+}
+
 #[derive(Debug, Args)]
 pub struct WaitArgs {
     /// Task id or unique prefix
     pub id: String,
+    /// settled: until the task is finished or waits for input; terminal: until it is finished, waiting past input requests
+    #[arg(long, value_name = "WHEN", default_value = "settled")]
+    pub until: WaitUntil,
     /// Give up after this long, e.g. 90s (exit 124) [default: wait as long as it takes]
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,

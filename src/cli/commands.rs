@@ -363,7 +363,13 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                 .as_deref()
                 .map(|t| duration_arg("--timeout", t))
                 .transpose()?;
-            let task = wait(path, &a.id, timeout, !a.output.json)?;
+            let task = wait(
+                path,
+                &a.id,
+                timeout,
+                a.until == WaitUntil::Terminal,
+                !a.output.json,
+            )?;
             print_answer(a.output.json, &task, || {
                 format!("{}\n", output::wait_line(&task))
             })?;
@@ -472,8 +478,10 @@ fn copy(from: &Path, to: &Path, json: bool) -> Result<(), CliError> {
     )
 }
 
-fn settled(task: &Task) -> bool {
-    task.status.is_terminal() || task.status == Status::InputRequired
+/// Whether `wait` is done with `task`: finished, or (unless it waits
+/// until the end) waiting for input.
+fn settled(task: &Task, until_terminal: bool) -> bool {
+    task.status.is_terminal() || !until_terminal && task.status == Status::InputRequired
 }
 
 /// Block until the task is terminal or waits for input, using the change
@@ -490,13 +498,14 @@ fn wait(
     path: &Path,
     id: &str,
     timeout: Option<Duration>,
+    until_terminal: bool,
     announce: bool,
 ) -> Result<Task, CliError> {
     // Resolve the prefix once, so that a later task with the same prefix
     // cannot make the wait ambiguous.
     let store = Store::open(path);
     let task = store.get(id)?;
-    if settled(&task) {
+    if settled(&task, until_terminal) {
         return Ok(task);
     }
     let full_id = task.task_id.clone();
@@ -534,7 +543,7 @@ fn wait(
                     },
                 };
                 match tasks.get(&full_id) {
-                    Some(t) if settled(t) => return Ok(t.clone()),
+                    Some(t) if settled(t, until_terminal) => return Ok(t.clone()),
                     Some(t) => {
                         if t.revision != last.revision || t.status != last.status {
                             last = t.clone();
