@@ -786,3 +786,87 @@ fn a_streamed_list_has_the_bytes_of_the_whole_array() {
         assert_eq!(human.stdout.lines().count(), 26, "a header and a row each");
     });
 }
+
+/// Keyset paging with `--limit` and `--after` while another process creates
+/// tasks: every task that was there before is listed once, none twice.
+#[test]
+fn paging_while_another_process_creates_tasks_has_no_gaps_and_no_repeats() {
+    common::each_backend(|| {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        /// Tasks the other process creates per order.
+        const NEW: usize = 6;
+        let (_dir, path) = store();
+        let before: BTreeSet<String> = (0..13)
+            .map(|i| create(&path, &["--title", &format!("t{:02}", (i * 7) % 13)]))
+            .collect();
+        for sort in ["store", "updated", "created", "title", "id"] {
+            let stop = Arc::new(AtomicBool::new(false));
+            let made = Arc::new(AtomicUsize::new(0));
+            let creator = {
+                let (stop, made, path) = (stop.clone(), made.clone(), path.clone());
+                std::thread::spawn(move || {
+                    for n in 0..NEW {
+                        if stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        create(&path, &["--title", &format!("new {n}")]);
+                        made.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+            };
+            let mut seen: Vec<String> = Vec::new();
+            let before: BTreeSet<String> = before
+                .iter()
+                .cloned()
+                .chain(
+                    rudder::Store::open(&path)
+                        .list(&[])
+                        .unwrap()
+                        .into_iter()
+                        .map(|t| t.task_id),
+                )
+                .collect();
+            loop {
+                let mut args = vec!["list", "--json", "--sort", sort, "--limit", "4"];
+                let last = seen.last().cloned();
+                if let Some(last) = &last {
+                    args.extend(["--after", last.as_str()]);
+                }
+                let r = run(&path, &args);
+                assert_eq!(r.code, 0, "{r:#?}");
+                let page: Vec<String> = r
+                    .json()
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| t["task_id"].as_str().unwrap().to_string())
+                    .collect();
+                if page.is_empty() {
+                    break;
+                }
+                seen.extend(page);
+                // Another task is created between two pages, as long as
+                // the other process has tasks to create.
+                let now = made.load(Ordering::SeqCst);
+                if now < NEW {
+                    let moved = common::wait_for(std::time::Duration::from_secs(20), || {
+                        (made.load(Ordering::SeqCst) > now).then_some(())
+                    });
+                    assert!(moved.is_some(), "the other process creates nothing");
+                }
+            }
+            stop.store(true, Ordering::SeqCst);
+            creator.join().unwrap();
+            let unique: BTreeSet<&String> = seen.iter().collect();
+            assert_eq!(
+                unique.len(),
+                seen.len(),
+                "--sort {sort}: a task listed twice"
+            );
+            for id in &before {
+                assert!(unique.contains(id), "--sort {sort}: {id} was skipped");
+            }
+        }
+    });
+}
