@@ -395,6 +395,12 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
 /// for a database), with the same bytes as the whole array at once.
 fn list(store: &Store, query: &crate::store::PageQuery, json: bool) -> Result<(), CliError> {
     let now = store.now();
+    // On a terminal the rows fit its width; a pipe or a file gets them whole.
+    let width = std::io::IsTerminal::is_terminal(&std::io::stdout())
+        .then(|| crossterm::terminal::size().ok())
+        .flatten()
+        .map(|(columns, _)| usize::from(columns));
+    let layout = output::TableLayout::fit(width);
     let mut out = output::Stream::default();
     let mut written = 0usize;
     let mut failed = None;
@@ -403,10 +409,10 @@ fn list(store: &Store, query: &crate::store::PageQuery, json: bool) -> Result<()
             out.text(if written == 0 { "[" } else { "," })
                 .and_then(|()| out.json(&task))
         } else if written == 0 {
-            out.text(&output::task_table_header())
-                .and_then(|()| out.text(&output::task_row(&task, now)))
+            out.text(&layout.header())
+                .and_then(|()| out.text(&layout.row(&task, now)))
         } else {
-            out.text(&output::task_row(&task, now))
+            out.text(&layout.row(&task, now))
         };
         written += 1;
         match done {
