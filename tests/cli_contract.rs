@@ -712,19 +712,22 @@ fn completions_for_every_shell_name_every_subcommand() {
             "{shell}: flags are completed"
         );
     }
+    // Syntax-checked by each shell that is installed here.
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("rudder.bash");
-    std::fs::write(&file, generated(&["completions", "bash"])).unwrap();
-    if let Ok(out) = std::process::Command::new("bash")
-        .arg("-n")
-        .arg(&file)
-        .output()
-    {
-        assert!(
-            out.status.success(),
-            "bash -n: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    for (shell, check) in [("bash", "-n"), ("zsh", "-n"), ("fish", "--no-execute")] {
+        let file = dir.path().join(format!("rudder.{shell}"));
+        std::fs::write(&file, generated(&["completions", shell])).unwrap();
+        if let Ok(out) = std::process::Command::new(shell)
+            .arg(check)
+            .arg(&file)
+            .output()
+        {
+            assert!(
+                out.status.success(),
+                "{shell} {check}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
     let r: Run = rudder()
         .args(["completions", "tcsh"])
