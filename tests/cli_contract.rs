@@ -318,6 +318,25 @@ fn every_command_prints_its_documented_shape_once() {
     let v = assert_shape(&r, "error", 2, "RUDDER_LOCK_TIMEOUT=bogus");
     assert_eq!(v["variable"], "RUDDER_LOCK_TIMEOUT");
 
+    // A store URL that names nothing, from the flag or the environment.
+    let r = common::rudder()
+        .args(["--store", "sqlite:", "list", "--json"])
+        .output()
+        .expect("run")
+        .into();
+    assert_eq!(
+        assert_shape(&r, "error", 2, "--store sqlite:")["argument"],
+        "--store"
+    );
+    let r = common::rudder()
+        .env("RUDDER_STORE", "sqlite:")
+        .args(["get", "x", "--json"])
+        .output()
+        .expect("run")
+        .into();
+    let v = assert_shape(&r, "error", 2, "RUDDER_STORE=sqlite:");
+    assert_eq!(v["variable"], "RUDDER_STORE");
+
     let broken = dir
         .path()
         .join(common::store_file().replace("tasks", "broken"));

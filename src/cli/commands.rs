@@ -16,11 +16,19 @@ use crate::watch::{ChangeFeed, FeedEvent, FeedOptions};
 /// Run one scriptable command; returns the process exit code. Errors are
 /// printed here: as one JSON object on stdout with `--json`, else on stderr.
 pub fn run(store: Option<std::path::PathBuf>, read_only: bool, command: Command) -> i32 {
+    // A URL rudder cannot open (PostgreSQL, for now) is a usage error of
+    // wherever it came from.
+    let from_flag = store.is_some();
     let path = store_path(store);
     let json = wants_json(&command);
     let refused = match writes(&command) {
         Some(name) if read_only => Err(CliError::ReadOnly { command: name }),
-        _ => Ok(()),
+        _ => crate::store::StoreUrl::parse(&path)
+            .map(drop)
+            .map_err(|e| match from_flag {
+                true => CliError::usage("--store", format!("--store: {e}")),
+                false => CliError::environment("RUDDER_STORE", format!("RUDDER_STORE: {e}")),
+            }),
     };
     match refused.and_then(|()| dispatch(&path, command)) {
         Ok(code) => code,
@@ -219,8 +227,6 @@ fn print_report<T: serde::Serialize>(
 
 /// Run `command`; its exit code (0 but for `wait`, which says how the task ended).
 fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
-    // A URL rudder cannot open (PostgreSQL, for now) is a usage error.
-    crate::store::StoreUrl::parse(path).map_err(|e| CliError::usage("--store", e.to_string()))?;
     let store = Store::open(path);
     match command {
         Command::Create(a) => {
@@ -383,7 +389,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
         | Command::Man => {
             return Err(CliError::Usage {
                 message: "watch, demo, worker, completions and man are not store commands".into(),
-                argument: None,
+                culprit: None,
             });
         }
     }

@@ -233,11 +233,14 @@ pub fn cli_error_json(e: &CliError) -> Value {
             v
         }
         CliError::Usage {
-            argument: Some(argument),
+            culprit: Some(culprit),
             ..
         } => {
             let mut v = base(ErrorKind::Usage, e.to_string());
-            v["argument"] = json!(argument);
+            match culprit {
+                super::Culprit::Argument(a) => v["argument"] = json!(a),
+                super::Culprit::Variable(name) => v["variable"] = json!(name),
+            }
             v
         }
         CliError::ReadOnly { command } => {
@@ -317,9 +320,10 @@ pub fn clap_error_json(e: &clap::Error) -> Value {
 
 /// A bad environment variable, as one JSON object naming it.
 pub fn environment_error_json(variable: &str, message: &str) -> Value {
-    let mut v = base(ErrorKind::Usage, format!("{variable}: {message}"));
-    v["variable"] = json!(variable);
-    v
+    cli_error_json(&CliError::environment(
+        variable,
+        format!("{variable}: {message}"),
+    ))
 }
 
 #[cfg(test)]

@@ -20,14 +20,24 @@ pub use exit::{
     ErrorKind, wait_exit_code,
 };
 
+/// What a usage error is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Culprit {
+    /// A flag or argument, such as `--ttl`.
+    Argument(String),
+    /// An environment variable, such as `RUDDER_STORE`.
+    Variable(String),
+}
+
 /// Why a command failed, and so its exit code.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    /// A bad argument; `argument` names it when one is to blame.
+    /// A bad argument or environment variable; `culprit` names it when
+    /// one is to blame.
     #[error("{message}")]
     Usage {
         message: String,
-        argument: Option<String>,
+        culprit: Option<Culprit>,
     },
     /// `--read-only` and a command that writes to the store.
     #[error(
@@ -72,7 +82,15 @@ impl CliError {
     pub fn usage(argument: &str, message: impl Into<String>) -> Self {
         CliError::Usage {
             message: message.into(),
-            argument: Some(argument.to_string()),
+            culprit: Some(Culprit::Argument(argument.to_string())),
+        }
+    }
+
+    /// A usage error about the environment variable `variable`.
+    pub fn environment(variable: &str, message: impl Into<String>) -> Self {
+        CliError::Usage {
+            message: message.into(),
+            culprit: Some(Culprit::Variable(variable.to_string())),
         }
     }
 
