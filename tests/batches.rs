@@ -22,6 +22,14 @@ struct Counting {
     largest_change: AtomicUsize,
 }
 
+impl Counting {
+    /// Count from zero again.
+    fn reset(&self) {
+        self.transactions.store(0, Ordering::SeqCst);
+        self.largest_change.store(0, Ordering::SeqCst);
+    }
+}
+
 impl Backend for Counting {
     fn load(&self) -> Result<TaskMap, StoreError> {
         self.inner.load()
@@ -128,8 +136,7 @@ fn twin_stores(dir: &std::path::Path) -> (Store<Counting>, Store<Counting>, Cloc
     .expect("copy");
     let batched = clocked(counting(&batched_path), &clock).with_batch_size(BATCH);
     for s in [&one, &batched] {
-        s.backend().transactions.store(0, Ordering::SeqCst);
-        s.backend().largest_change.store(0, Ordering::SeqCst);
+        s.backend().reset();
     }
     (one, batched, clock)
 }
@@ -148,8 +155,7 @@ fn batches_used(store: &Store<Counting>, expected: usize) {
     );
     let largest = b.largest_change.load(Ordering::SeqCst);
     assert!(largest <= BATCH, "a transaction changed {largest} tasks");
-    b.transactions.store(0, Ordering::SeqCst);
-    b.largest_change.store(0, Ordering::SeqCst);
+    b.reset();
 }
 
 #[test]
@@ -191,7 +197,7 @@ fn a_previewed_reclaim_in_batches_gives_the_same_report_and_store() {
         shown.push(("no-such-task".into(), 1));
         *clock.lock().unwrap() += TimeDelta::minutes(16);
         for s in [&one, &batched] {
-            s.backend().transactions.store(0, Ordering::SeqCst);
+            s.backend().reset();
         }
         let a = one.reclaim_tasks(&shown, older).expect("reclaim");
         let b = batched

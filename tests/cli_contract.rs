@@ -88,6 +88,9 @@ fn every_command_prints_its_documented_shape() {
 fn every_command_prints_its_documented_shape_once() {
     let (dir, path) = store();
     let p = &path;
+    let shape = |args: &[&str], def: &str, code: i32| {
+        assert_shape(&run(p, args), def, code, &args.join(" "))
+    };
     let r = run(
         p,
         &[
@@ -104,15 +107,10 @@ fn every_command_prints_its_documented_shape_once() {
         "unchanged"
     );
     let asking = create(p, &["--schema", SCHEMA, "--title", "asks"]);
-    assert_shape(&run(p, &["get", &id, "--json"]), "get", 0, "get");
-    let got = assert_shape(
-        &run(p, &["get", &asking, "--json"]),
-        "get",
-        0,
-        "get with schema",
-    );
+    shape(&["get", &id, "--json"], "get", 0);
+    let got = shape(&["get", &asking, "--json"], "get", 0);
     assert!(got["mcp_elicitation"]["fits"].is_boolean());
-    assert_shape(&run(p, &["list", "--json"]), "list", 0, "list");
+    shape(&["list", "--json"], "list", 0);
     let r = run(
         p,
         &[
@@ -132,12 +130,7 @@ fn every_command_prints_its_documented_shape_once() {
         1
     );
     // wait on a task waiting for input: 9 and the task.
-    assert_shape(
-        &run(p, &["wait", &asking, "--json"]),
-        "task",
-        9,
-        "wait input",
-    );
+    shape(&["wait", &asking, "--json"], "task", 9);
     let r = run(p, &["input", &asking, "--set", "service=db", "--json"]);
     assert_shape(&r, "mutation", 0, "input --set");
     let r = run(
@@ -164,11 +157,10 @@ fn every_command_prints_its_documented_shape_once() {
         ],
     );
     assert_shape(&r, "mutation", 0, "input --value");
-    assert_shape(
-        &run(p, &["heartbeat", &id, "--message", "alive", "--json"]),
+    shape(
+        &["heartbeat", &id, "--message", "alive", "--json"],
         "mutation",
         0,
-        "heartbeat",
     );
     assert_shape(
         &run(
@@ -179,43 +171,25 @@ fn every_command_prints_its_documented_shape_once() {
         0,
         "complete",
     );
-    assert_shape(
-        &run(p, &["wait", &id, "--json"]),
-        "task",
-        0,
-        "wait completed",
-    );
-    assert_shape(
-        &run(p, &["fail", &asking, "--error", "boom", "--json"]),
+    shape(&["wait", &id, "--json"], "task", 0);
+    shape(
+        &["fail", &asking, "--error", "boom", "--json"],
         "mutation",
         0,
-        "fail",
     );
-    assert_shape(
-        &run(p, &["wait", &asking, "--json"]),
-        "task",
-        7,
-        "wait failed",
-    );
+    shape(&["wait", &asking, "--json"], "task", 7);
     let third = create(p, &["--title", "third"]);
-    assert_shape(
-        &run(p, &["cancel", &third, "--reason", "dup", "--json"]),
+    shape(
+        &["cancel", &third, "--reason", "dup", "--json"],
         "mutation",
         0,
-        "cancel",
     );
-    assert_shape(
-        &run(p, &["wait", &third, "--json"]),
-        "task",
-        8,
-        "wait cancelled",
-    );
+    shape(&["wait", &third, "--json"], "task", 8);
     let fourth = create(p, &["--title", "fourth"]);
-    assert_shape(
-        &run(p, &["wait", &fourth, "--timeout", "200ms", "--json"]),
+    shape(
+        &["wait", &fourth, "--timeout", "200ms", "--json"],
         "error",
         124,
-        "wait timeout",
     );
     let r = run(p, &["reclaim", "--older-than", "0s", "--dry-run", "--json"]);
     assert_shape(&r, "reclaim_report", 0, "reclaim --dry-run");
