@@ -9,7 +9,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::pg;
+use common::{CliKind, pg};
 use rudder::store::{Backend, PostgresBackend, StoreUrl};
 use rudder::task::{Actor, Status};
 use rudder::{NewTask, Store};
