@@ -372,6 +372,11 @@ fn over_postgres_another_process_shows_and_an_outage_is_survived() {
     let screen = tui.contents();
     assert!(screen.contains("alpha-on-postgres"), "{screen}");
     assert!(screen.contains("beta-from-elsewhere"), "{screen}");
+    // A write while it is down is refused with the reason, not queued.
+    tui.send("c");
+    tui.wait_for("Cancel task");
+    tui.send("y");
+    tui.wait_for("cancel failed");
 
     // It comes back, with a change made meanwhile: shown without a key.
     cluster.start_server().expect("restart the server");
@@ -379,6 +384,9 @@ fn over_postgres_another_process_shows_and_an_outage_is_survived() {
     tui.wait_for("gamma-after-restart");
     tui.wait_for("live");
     assert!(!tui.contents().contains("store unreachable"));
+    // The refused cancel was not kept to be sent later.
+    let cancelled = cli(&url, &["list", "--status", "cancelled", "--json"]);
+    assert_eq!(cancelled.trim(), "[]", "{cancelled}");
     tui.send("q");
     tui.wait_exit();
 }
