@@ -27,9 +27,15 @@ pub fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 /// The role the tests connect as (the cluster's superuser).
 pub const SUPERUSER: &str = "rudder";
 
-/// Where PostgreSQL's server programs are, if anywhere.
+/// Where PostgreSQL's server programs are, if anywhere:
+/// `$RUDDER_TEST_PG_BINDIR` when set (and only there), else `pg_config
+/// --bindir`, `/usr/lib/postgresql/*/bin` (the newest), `PATH`.
 pub fn bindir() -> Option<PathBuf> {
     let has = |d: &Path| d.join("initdb").is_file() && d.join("pg_ctl").is_file();
+    if let Some(d) = std::env::var_os("RUDDER_TEST_PG_BINDIR") {
+        let d = PathBuf::from(d);
+        return has(&d).then_some(d);
+    }
     if let Ok(out) = Command::new("pg_config").arg("--bindir").output()
         && out.status.success()
     {
@@ -73,7 +79,11 @@ pub fn available() -> bool {
             "RUDDER_REQUIRE_PG is set but no PostgreSQL server binaries were found \
              (pg_config --bindir, /usr/lib/postgresql/*/bin, PATH)"
         );
-        eprintln!(
+        // Straight to the process's stderr: the test harness captures
+        // `eprintln!`, and this must be seen whether a test fails or not.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
             "\n\
              ********************************************************************\n\
              * PostgreSQL TESTS SKIPPED: no PostgreSQL server binaries found     *\n\
