@@ -159,7 +159,7 @@ fn main() -> Result<()> {
     app.rebuild();
 
     let mut terminal = Terminal::new(TestBackend::new(WIDTH, HEIGHT))?;
-    terminal.draw(|frame| view::draw(frame, &mut app, &Theme { color: true }))?;
+    terminal.draw(|frame| view::draw(frame, &mut app, &Theme::DEFAULT))?;
     std::fs::write(&out, svg(terminal.backend().buffer()))?;
     println!("wrote {out}");
     Ok(())

@@ -15,7 +15,7 @@ use rudder::tui::app::{App, Popup};
 use rudder::tui::view::{self, Theme};
 use rudder::watch::FeedEvent;
 
-const COLOR: Theme = Theme { color: true };
+const COLOR: Theme = Theme::DEFAULT;
 
 fn render_with(app: &mut App, width: u16, height: u16, theme: Theme) -> Terminal<TestBackend> {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
@@ -234,7 +234,7 @@ fn hostile_task_text_is_drawn_inert() {
 #[test]
 fn no_color_draws_no_colours_but_keeps_the_symbols() {
     let mut app = app_with(fixture());
-    let t = render_with(&mut app, 120, 35, Theme { color: false });
+    let t = render_with(&mut app, 120, 35, Theme::MONO);
     let buf = t.backend().buffer();
     for cell in buf.content() {
         assert_eq!(

@@ -45,9 +45,13 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod config;
 pub mod form;
+pub mod keys;
+pub mod marks;
 mod run;
 pub mod shown;
+pub mod task_view;
 pub mod update;
 pub mod view;
 

@@ -63,6 +63,26 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         second.push(Span::styled(text, style));
         second.push(Span::raw("  "));
     }
+    if app.stalled > 0 {
+        // Nobody works on these though they say working: a person should
+        // reclaim them (before anyone has, they look like any other).
+        second.push(Span::styled(
+            format!(
+                "⚠ {} stalled ({} reclaims)",
+                app.stalled,
+                app.keys.first(crate::tui::keys::Action::Reclaim)
+            ),
+            theme.stalled(),
+        ));
+        second.push(Span::raw("  "));
+    }
+    if !app.marks.is_empty() {
+        second.push(Span::styled(
+            format!("✓ {} marked", app.marks.len()),
+            theme.marked(),
+        ));
+        second.push(Span::raw("  "));
+    }
     let (watch, error) = match (&app.watch, app.paused) {
         (WatchState::Starting, _) => ("○ starting".to_string(), false),
         (_, true) => (format!("⏸ paused, {} pending", app.pending_changes), false),

@@ -19,7 +19,7 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     let mut cursor = None;
     let footer;
     match &app.popup {
-        Popup::ReclaimAge { input, error } => {
+        Popup::ReclaimAge { input, error, .. } => {
             lines.push(Line::raw(
                 "Fail every unfinished task not updated for at least:",
             ));
