@@ -250,7 +250,7 @@ pub const TABLE: &[Binding] = &[
         ["1"],
         LIST,
         "show input_required (toggle)",
-        "toggle status filters: input_required, working, completed, failed, cancelled"
+        "toggle status filters, in the header's order"
     ),
     row!(
         Action::StatusFilter(1),
@@ -258,7 +258,7 @@ pub const TABLE: &[Binding] = &[
         ["2"],
         LIST,
         "show working (toggle)",
-        "toggle status filters: input_required, working, completed, failed, cancelled"
+        "toggle status filters, in the header's order"
     ),
     row!(
         Action::StatusFilter(2),
@@ -266,7 +266,7 @@ pub const TABLE: &[Binding] = &[
         ["3"],
         LIST,
         "show completed (toggle)",
-        "toggle status filters: input_required, working, completed, failed, cancelled"
+        "toggle status filters, in the header's order"
     ),
     row!(
         Action::StatusFilter(3),
@@ -274,7 +274,7 @@ pub const TABLE: &[Binding] = &[
         ["4"],
         LIST,
         "show failed (toggle)",
-        "toggle status filters: input_required, working, completed, failed, cancelled"
+        "toggle status filters, in the header's order"
     ),
     row!(
         Action::StatusFilter(4),
@@ -282,7 +282,7 @@ pub const TABLE: &[Binding] = &[
         ["5"],
         LIST,
         "show cancelled (toggle)",
-        "toggle status filters: input_required, working, completed, failed, cancelled"
+        "toggle status filters, in the header's order"
     ),
     row!(
         Action::Sort,

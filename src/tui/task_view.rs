@@ -97,14 +97,14 @@ pub fn document(
 ) -> Vec<DocLine> {
     let mut out = Vec::new();
     out.push(DocLine {
-        prefix: format!(
-            "{} {}  ",
+        prefix: String::new(),
+        prefix_look: Look::Plain,
+        text: format!(
+            "{} {}",
             crate::tui::view::Theme::symbol(task.status),
             task.status
         ),
-        prefix_look: Look::Status(task.status),
-        text: text.id.clone(),
-        look: Look::Plain,
+        look: Look::Status(task.status),
         hang: 2,
     });
     if task.stalled(now) {
@@ -123,6 +123,7 @@ pub fn document(
             hang: KEY_W + 1,
         });
     }
+    out.push(DocLine::field("id", text.id.clone()));
     if let Some(t) = &text.title {
         out.push(DocLine::field("title", t.clone()));
     }
@@ -368,6 +369,10 @@ impl TaskView {
     }
 
     fn max_scroll(&self) -> usize {
+        if self.rows == 0 {
+            // Not drawn yet: the first frame clamps.
+            return usize::MAX;
+        }
         self.rows.saturating_sub(self.height)
     }
 }
@@ -408,12 +413,14 @@ impl App {
         let page = view.height.saturating_sub(1).max(1);
         match self.keys.action(Scope::View, false, Key::of(key)) {
             Some(Action::Back) => return,
+            // Drawing keeps the scroll within the rows (their number
+            // depends on the width).
             Some(Action::Down) => view.scroll = (view.scroll + 1).min(view.max_scroll()),
             Some(Action::Up) => view.scroll = view.scroll.saturating_sub(1),
             Some(Action::PageDown) => view.scroll = (view.scroll + page).min(view.max_scroll()),
             Some(Action::PageUp) => view.scroll = view.scroll.saturating_sub(page),
             Some(Action::First) => view.scroll = 0,
-            Some(Action::Last) => view.scroll = view.max_scroll(),
+            Some(Action::Last) => view.scroll = usize::MAX,
             Some(Action::Search) => view.search = Some(Input::new(view.query.clone())),
             Some(a @ (Action::NextMatch | Action::PrevMatch)) => {
                 if view.query.is_empty() {

@@ -113,14 +113,30 @@ pub(super) fn done(
         Tone::Success => 3,
     });
     let room = usize::from(area.height.saturating_sub(6)).max(3);
-    let mut lines: Vec<Line> = sorted
-        .iter()
-        .take(room)
-        .map(|(tone, text)| Line::styled(clean(text, w), theme.tone(*tone)))
-        .collect();
-    if sorted.len() > room {
+    // Each wrapped, so that a refusal's reason is read whole.
+    let mut lines: Vec<Line> = Vec::new();
+    let mut shown = 0;
+    for (tone, text) in &sorted {
+        let text = crate::text::sanitize(text);
+        let rows = crate::tui::task_view::wrap_text(&text, w, w.saturating_sub(2));
+        if lines.len() + rows.len() > room {
+            break;
+        }
+        for (i, (a, b)) in rows.into_iter().enumerate() {
+            let indent = if i == 0 { "" } else { "  " };
+            lines.push(Line::styled(
+                format!("{indent}{}", &text[a..b]),
+                theme.tone(*tone),
+            ));
+        }
+        shown += 1;
+    }
+    if sorted.len() > shown {
         lines.push(Line::styled(
-            format!("… and {} more", sorted.len() - room),
+            format!(
+                "… and {} more (the status line counts them all)",
+                sorted.len() - shown
+            ),
             theme.dim(),
         ));
     }
