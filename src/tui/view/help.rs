@@ -88,7 +88,16 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         .saturating_sub(2)
         .min(if columns == 2 { 160 } else { 100 });
     let col_w = usize::from(width.saturating_sub(2)) / columns - usize::from(columns > 1);
-    let key_w = if col_w < 50 { 12 } else { 18 };
+    // As wide as the widest keys, up to half the column.
+    let widest = entries
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Key(k, _) => Some(unicode_width::UnicodeWidthStr::width(k.as_str())),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let key_w = widest.max(12).min(col_w / 2);
     let per_col = entries.len().div_ceil(columns);
     let mut lines: Vec<Line> = Vec::new();
     for row in 0..per_col.min(room) {
