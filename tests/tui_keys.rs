@@ -222,3 +222,62 @@ fn unknown_settings_are_reported_not_ignored() {
     assert!(none.problems.is_empty());
     assert_eq!(none.keys, KeyMap::default());
 }
+
+#[test]
+fn every_theme_uses_only_the_terminals_own_16_colours_and_no_color_wins() {
+    use ratatui::style::Color;
+    let mut tasks = fixture();
+    tasks.get_mut(&id(2)).expect("fixture").lease_expires_at = Some(ago(1));
+    for palette in [Palette::Default, Palette::Mono, Palette::Light] {
+        for no_color in [false, true] {
+            let theme = Theme::new(palette, no_color);
+            let mut colours = Vec::new();
+            for keys in ["", "?", "v", "v/INC\r", "c"] {
+                let mut app = app_with(tasks.clone());
+                app.handle_key(ch(' '));
+                let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
+                for k in keys.chars() {
+                    let code = if k == '\r' {
+                        crossterm::event::KeyCode::Enter
+                    } else {
+                        crossterm::event::KeyCode::Char(k)
+                    };
+                    app.handle_key(key(code));
+                    terminal
+                        .draw(|f| view::draw(f, &mut app, &theme))
+                        .expect("draw");
+                }
+                terminal
+                    .draw(|f| view::draw(f, &mut app, &theme))
+                    .expect("draw");
+                for cell in terminal.backend().buffer().content() {
+                    colours.push(cell.fg);
+                    colours.push(cell.bg);
+                }
+            }
+            for c in &colours {
+                assert!(
+                    !matches!(c, Color::Rgb(..) | Color::Indexed(_)),
+                    "{palette:?}: {c:?} is not one of the 16 ANSI colours"
+                );
+                if no_color || palette == Palette::Mono {
+                    assert_eq!(*c, Color::Reset, "{palette:?} with NO_COLOR={no_color}");
+                }
+            }
+            if !no_color && palette != Palette::Mono {
+                assert!(
+                    colours.iter().any(|c| *c != Color::Reset),
+                    "{palette:?} has colour"
+                );
+            }
+            let waiting = theme.status(rudder::task::Status::InputRequired).fg;
+            if palette == Palette::Light && !no_color {
+                assert_eq!(
+                    waiting,
+                    Some(Color::Magenta),
+                    "no yellow text on a light background"
+                );
+            }
+        }
+    }
+}

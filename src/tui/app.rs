@@ -384,7 +384,11 @@ impl App {
             self.say(Tone::Info, "live updates resumed");
         } else {
             self.paused = true;
-            self.say(Tone::Info, "paused: press p to resume live updates");
+            let key = self.keys.first(crate::tui::keys::Action::Pause);
+            self.say(
+                Tone::Info,
+                format!("paused: press {key} to resume live updates"),
+            );
         }
     }
 

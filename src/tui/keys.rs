@@ -43,42 +43,75 @@ impl Scope {
 
 /// Everything a key can do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[allow(missing_docs)]
 pub enum Action {
+    /// Move down.
     Down,
+    /// Move up.
     Up,
+    /// Go to the top.
     First,
+    /// Go to the bottom.
     Last,
+    /// One page down.
     PageDown,
+    /// One page up.
     PageUp,
+    /// Scroll the detail pane down.
     DetailDown,
+    /// Scroll the detail pane up.
     DetailUp,
+    /// Open the task: its form if it waits, else the full view.
     Open,
+    /// Answer a waiting task (input form).
     Input,
+    /// Read the whole task, full screen.
     View,
+    /// Mark / unmark the task.
     Mark,
+    /// Mark every task the filter shows (again: unmark).
     MarkAll,
+    /// Cancel the task, or every marked task (y/n).
     Cancel,
+    /// Reclaim idle tasks, or the marked ones (age, preview, y/n).
     Reclaim,
+    /// Filter by text (Enter keeps, Esc clears).
     Filter,
+    /// Clear every filter.
     ClearFilters,
     /// Toggle the status filter of [`crate::task::Status::ALL`]`[n]`.
     StatusFilter(u8),
+    /// Cycle the sort: created, title, id, last update.
     Sort,
+    /// Pause / resume live updates.
     Pause,
+    /// Copy the task id (OSC 52).
     Copy,
+    /// This help (any key closes it).
     Help,
+    /// Quit (Ctrl-C always quits).
     Quit,
+    /// Search the task (Enter keeps, Esc drops).
     Search,
+    /// Next match.
     NextMatch,
+    /// Previous match.
     PrevMatch,
+    /// Back to the list.
+    /// Back to the list.
     Back,
+    /// Next field.
     FormNext,
+    /// Previous field.
     FormPrev,
+    /// Send (Enter on the last field too).
     FormSubmit,
+    /// The whole input as JSON, and back.
     FormRaw,
+    /// Close without sending.
     FormClose,
+    /// Kill the worker with SIGKILL.
     KillWorker,
+    /// Start a new worker.
     StartWorker,
 }
 
@@ -186,7 +219,7 @@ pub const TABLE: &[Binding] = &[
         "open",
         ["Enter"],
         LIST,
-        "open the task: its form if it waits, else the full view"
+        "open: the form if it waits, else the view"
     ),
     row!(
         Action::Input,
@@ -214,21 +247,21 @@ pub const TABLE: &[Binding] = &[
         "mark_all",
         ["*"],
         LIST,
-        "mark every task the filter shows (again: unmark)"
+        "mark all shown (again: unmark them)"
     ),
     row!(
         Action::Cancel,
         "cancel",
         ["c"],
         LIST,
-        "cancel the task, or every marked task (y/n)"
+        "cancel the task, or the marked (y/n)"
     ),
     row!(
         Action::Reclaim,
         "reclaim",
         ["R"],
         LIST,
-        "reclaim idle tasks, or the marked ones (age, preview, y/n)"
+        "reclaim idle tasks, or the marked"
     ),
     row!(
         Action::Filter,
@@ -250,7 +283,7 @@ pub const TABLE: &[Binding] = &[
         ["1"],
         LIST,
         "show input_required (toggle)",
-        "toggle status filters, in the header's order"
+        "toggle status filters (header order)"
     ),
     row!(
         Action::StatusFilter(1),
@@ -258,7 +291,7 @@ pub const TABLE: &[Binding] = &[
         ["2"],
         LIST,
         "show working (toggle)",
-        "toggle status filters, in the header's order"
+        "toggle status filters (header order)"
     ),
     row!(
         Action::StatusFilter(2),
@@ -266,7 +299,7 @@ pub const TABLE: &[Binding] = &[
         ["3"],
         LIST,
         "show completed (toggle)",
-        "toggle status filters, in the header's order"
+        "toggle status filters (header order)"
     ),
     row!(
         Action::StatusFilter(3),
@@ -274,7 +307,7 @@ pub const TABLE: &[Binding] = &[
         ["4"],
         LIST,
         "show failed (toggle)",
-        "toggle status filters, in the header's order"
+        "toggle status filters (header order)"
     ),
     row!(
         Action::StatusFilter(4),
@@ -282,14 +315,14 @@ pub const TABLE: &[Binding] = &[
         ["5"],
         LIST,
         "show cancelled (toggle)",
-        "toggle status filters, in the header's order"
+        "toggle status filters (header order)"
     ),
     row!(
         Action::Sort,
         "sort",
         ["s"],
         LIST,
-        "cycle the sort: created, title, id, last update"
+        "sort: created, title, id, update"
     ),
     row!(
         Action::Pause,
@@ -324,7 +357,7 @@ pub const TABLE: &[Binding] = &[
         "search",
         ["/"],
         VIEW,
-        "search the task (Enter keeps, Esc drops)"
+        "search (Enter keeps, Esc drops)"
     ),
     row!(
         Action::NextMatch,
@@ -498,10 +531,8 @@ impl Key {
 impl fmt::Display for Key {
     /// The key as the help and the footer show it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.ctrl {
-            if let KeyCode::Char(c) = self.code {
-                return write!(f, "Ctrl-{}", c.to_ascii_uppercase());
-            }
+        if let (true, KeyCode::Char(c)) = (self.ctrl, self.code) {
+            return write!(f, "Ctrl-{}", c.to_ascii_uppercase());
         }
         match self.code {
             KeyCode::Char(' ') => f.write_str("Space"),

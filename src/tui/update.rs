@@ -830,9 +830,10 @@ impl App {
                 Some(c) => format!("with code {c}"),
                 None => "by a signal".into(),
             };
+            let start = self.keys.first(crate::tui::keys::Action::StartWorker);
             self.say(
                 Tone::Warning,
-                format!("worker pid {pid} exited {how} (W starts a new one)"),
+                format!("worker pid {pid} exited {how} ({start} starts a new one)"),
             );
         }
         self.worker = Some(state);

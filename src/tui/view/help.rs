@@ -83,22 +83,27 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     } else {
         1
     };
+    let per_col = entries.len().div_ceil(columns);
     let width = area
         .width
         .saturating_sub(2)
         .min(if columns == 2 { 160 } else { 100 });
     let col_w = usize::from(width.saturating_sub(2)) / columns - usize::from(columns > 1);
-    // As wide as the widest keys, up to half the column.
-    let widest = entries
-        .iter()
-        .filter_map(|e| match e {
-            Entry::Key(k, _) => Some(unicode_width::UnicodeWidthStr::width(k.as_str())),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0);
-    let key_w = widest.max(12).min(col_w / 2);
-    let per_col = entries.len().div_ceil(columns);
+    // Each column's keys as wide as its widest, up to half the column.
+    let key_w = |c: usize| {
+        entries
+            .iter()
+            .skip(c * per_col)
+            .take(per_col)
+            .filter_map(|e| match e {
+                Entry::Key(k, _) => Some(unicode_width::UnicodeWidthStr::width(k.as_str())),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+            .max(12)
+            .min(col_w / 2)
+    };
     let mut lines: Vec<Line> = Vec::new();
     for row in 0..per_col.min(room) {
         let mut spans: Vec<Span> = Vec::new();
@@ -106,7 +111,7 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             let Some(e) = entries.get(c * per_col + row) else {
                 continue;
             };
-            let l = line(e, col_w, key_w, theme);
+            let l = line(e, col_w, key_w(c), theme);
             let used: usize = l.spans.iter().map(|s| s.width()).sum();
             spans.extend(l.spans);
             if c + 1 < columns {

@@ -68,7 +68,7 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: &Theme) {
     match &app.popup {
         Popup::None => {}
         Popup::Help => help::draw(frame, area, app, theme),
-        Popup::Form(f) => form::draw(frame, area, f, theme),
+        Popup::Form(f) => form::draw(frame, area, f, &app.keys, theme),
         Popup::ConfirmCancel { label, .. } => confirm::draw(frame, area, label, theme),
         Popup::View(_) => {}
         Popup::ConfirmCancelMany { tasks, finished } => {
@@ -97,8 +97,9 @@ fn banner_text(app: &App) -> Option<(String, bool)> {
         )),
         _ if app.paused => Some((
             format!(
-                " paused: {} change(s) pending; press p to resume",
-                app.pending_changes
+                " paused: {} change(s) pending; press {} to resume",
+                app.pending_changes,
+                app.keys.first(crate::tui::keys::Action::Pause)
             ),
             false,
         )),

@@ -183,7 +183,10 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) 
         let text = if app.tasks.is_empty() {
             "no tasks"
         } else {
-            "no task matches the filter (Esc clears it)"
+            &format!(
+                "no task matches the filter ({} clears it)",
+                app.keys.first(crate::tui::keys::Action::ClearFilters)
+            )
         };
         let y = inner.y + 1;
         if y < inner.y + inner.height {
