@@ -580,3 +580,18 @@ fn transition_log_at_80x24_never_cuts_a_status() {
     assert!(text.contains("▶→✔ completed"), "{text}");
     both_sizes("log", &mut app);
 }
+
+#[test]
+fn dialogs_at_80x24_and_140x42() {
+    let mut app = app_with(fixture());
+    app.handle_key(ch('c'));
+    both_sizes("cancel_dialog", &mut app);
+    app.handle_key(ch('n'));
+    app.popup = Popup::ReclaimPreview {
+        older_than: std::time::Duration::from_secs(900),
+        age: "15m".into(),
+        report: report(true),
+        tasks: vec![(id(2), 2), (id(1), 2)],
+    };
+    both_sizes("reclaim_preview_dialog", &mut app);
+}
