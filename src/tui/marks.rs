@@ -50,6 +50,12 @@ impl Marks {
 }
 
 impl App {
+    /// The task `id` as last seen, if it is still in the store. (Marks and
+    /// bulk actions look tasks up only through here.)
+    pub fn task_by_id(&self, id: &str) -> Option<&crate::task::Task> {
+        self.tasks.get(id)
+    }
+
     /// The ids of every row the filter shows, in table order.
     pub fn visible_ids(&self) -> Vec<String> {
         (0..self.rows.len())
@@ -107,8 +113,9 @@ impl App {
         if self.marks.is_empty() {
             return;
         }
-        let tasks = &self.tasks;
-        self.marks.ids.retain(|id| tasks.contains_key(id));
+        let mut marks = std::mem::take(&mut self.marks);
+        marks.ids.retain(|id| self.task_by_id(id).is_some());
+        self.marks = marks;
     }
 
     /// Count the working tasks whose lease lapsed ([`crate::task::Task::stalled`]).
@@ -145,7 +152,7 @@ impl App {
         let mut tasks = Vec::new();
         let mut finished = Vec::new();
         for id in self.marks.ids() {
-            match self.tasks.get(id) {
+            match self.task_by_id(id) {
                 Some(t) if t.status.is_terminal() => {
                     finished.push(format!("{} ({})", label(t), t.status));
                 }
@@ -235,9 +242,9 @@ impl App {
 pub(crate) fn only_marked(
     mut p: crate::tui::update::Previewed,
     ids: &[String],
-    tasks: &crate::task::TaskMap,
-    now: chrono::DateTime<chrono::Utc>,
+    app: &App,
 ) -> crate::tui::update::Previewed {
+    let now = app.now;
     use crate::store::Skipped;
     let marked = |id: &String| ids.contains(id);
     p.report.reclaimed.retain(|r| marked(&r.task_id));
@@ -250,7 +257,7 @@ pub(crate) fn only_marked(
         if listed {
             continue;
         }
-        let Some(t) = tasks.get(id) else {
+        let Some(t) = app.task_by_id(id) else {
             continue;
         };
         let reason = if t.status.is_terminal() {

@@ -415,9 +415,13 @@ impl App {
             Some(Action::Back) => return,
             // Drawing keeps the scroll within the rows (their number
             // depends on the width).
-            Some(Action::Down) => view.scroll = (view.scroll + 1).min(view.max_scroll()),
+            Some(Action::Down) => {
+                view.scroll = view.scroll.saturating_add(1).min(view.max_scroll())
+            }
             Some(Action::Up) => view.scroll = view.scroll.saturating_sub(1),
-            Some(Action::PageDown) => view.scroll = (view.scroll + page).min(view.max_scroll()),
+            Some(Action::PageDown) => {
+                view.scroll = view.scroll.saturating_add(page).min(view.max_scroll())
+            }
             Some(Action::PageUp) => view.scroll = view.scroll.saturating_sub(page),
             Some(Action::First) => view.scroll = 0,
             Some(Action::Last) => view.scroll = usize::MAX,

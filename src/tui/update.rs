@@ -688,7 +688,7 @@ impl App {
                     return;
                 };
                 match result.map(|p| match &only {
-                    Some(ids) => crate::tui::marks::only_marked(p, ids, &self.tasks, self.now),
+                    Some(ids) => crate::tui::marks::only_marked(p, ids, self),
                     None => p,
                 }) {
                     Ok(Previewed { report, tasks }) => {
