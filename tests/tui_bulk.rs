@@ -321,6 +321,18 @@ fn the_task_view_opens_on_the_selected_task_and_list_keys_do_nothing_in_it() {
     }
     app.handle_key(key(KeyCode::PageDown));
     app.handle_key(ch('g'));
+    // The wheel scrolls it too.
+    let wheel = |kind| {
+        crossterm::event::Event::Mouse(crossterm::event::MouseEvent {
+            kind,
+            column: 10,
+            row: 10,
+            modifiers: crossterm::event::KeyModifiers::NONE,
+        })
+    };
+    app.handle_event(&wheel(crossterm::event::MouseEventKind::ScrollDown));
+    assert!(matches!(&app.popup, Popup::View(v) if v.scroll == 3));
+    app.handle_event(&wheel(crossterm::event::MouseEventKind::ScrollUp));
     assert!(matches!(&app.popup, Popup::View(v) if v.scroll == 0));
     app.handle_key(ch('n'));
     assert!(

@@ -630,6 +630,15 @@ impl App {
     }
 
     fn handle_mouse(&mut self, m: MouseEvent) {
+        if let Popup::View(view) = &mut self.popup {
+            // The wheel scrolls the task view (drawing keeps it in range).
+            match m.kind {
+                MouseEventKind::ScrollDown => view.scroll = view.scroll.saturating_add(3),
+                MouseEventKind::ScrollUp => view.scroll = view.scroll.saturating_sub(3),
+                _ => {}
+            }
+            return;
+        }
         if !matches!(self.popup, Popup::None) {
             return;
         }
