@@ -281,3 +281,18 @@ fn every_theme_uses_only_the_terminals_own_16_colours_and_no_color_wins() {
         }
     }
 }
+
+#[test]
+fn watch_help_says_where_the_config_file_is() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+        .args(["watch", "--help"])
+        .output()
+        .expect("rudder runs");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("$XDG_CONFIG_HOME/rudder/config.toml"),
+        "{text}"
+    );
+    assert!(text.contains("~/.config/rudder/config.toml"), "{text}");
+}
