@@ -14,7 +14,10 @@ use crate::store::ReclaimReport;
 use crate::task::{Status, Task, TaskMap};
 use crate::tui::WorkerState;
 use crate::tui::form::Form;
+use crate::tui::keys::KeyMap;
+use crate::tui::marks::Marks;
 use crate::tui::shown::ShownCache;
+use crate::tui::task_view::TaskView;
 use crate::watch::{Diff, FeedEvent};
 
 /// How long a changed row stays highlighted.
@@ -138,6 +141,22 @@ pub enum Popup {
     Help,
     /// The input form of a waiting task.
     Form(Box<Form>),
+    /// The whole task, full screen (`v`).
+    View(Box<TaskView>),
+    /// "Cancel these N marked tasks?" y/n.
+    ConfirmCancelMany {
+        /// The tasks to cancel: id and how the dialog names it.
+        tasks: Vec<(String, String)>,
+        /// Marked tasks left alone because they are finished, named.
+        finished: Vec<String>,
+    },
+    /// What a bulk action did, task by task.
+    BulkDone {
+        /// What was done ("cancel 3 tasks").
+        title: String,
+        /// One line per task, with how it went.
+        lines: Vec<(Tone, String)>,
+    },
     /// "Cancel task X?" y/n.
     ConfirmCancel {
         /// The task to cancel.
@@ -151,6 +170,8 @@ pub enum Popup {
         input: Input,
         /// Why the last age did not parse.
         error: Option<String>,
+        /// Only these (marked) tasks, if any were marked.
+        only: Option<Vec<String>>,
     },
     /// Waiting for the dry run.
     ReclaimLoading {
@@ -158,6 +179,8 @@ pub enum Popup {
         older_than: Duration,
         /// The age as typed.
         age: String,
+        /// Only these (marked) tasks, if any were marked.
+        only: Option<Vec<String>>,
     },
     /// The dry run's report, y/n.
     ReclaimPreview {
@@ -238,6 +261,14 @@ pub struct App {
     pub page: usize,
     /// Each drawn task's text, sanitized once per change of the task.
     pub shown: ShownCache,
+    /// The keys in force (the key table with the user's rebindings).
+    pub keys: KeyMap,
+    /// The marked tasks (Space, `*`), by id.
+    pub marks: Marks,
+    /// Working tasks whose lease lapsed, at `now` ([`crate::task::Task::stalled`]).
+    pub stalled: usize,
+    /// What was wrong with the config file, shown at start and in the help.
+    pub config_problems: Vec<String>,
 }
 
 impl App {
@@ -280,6 +311,10 @@ impl App {
             detail_area: Rect::default(),
             page: 10,
             shown: ShownCache::default(),
+            keys: KeyMap::default(),
+            marks: Marks::default(),
+            stalled: 0,
+            config_problems: Vec::new(),
         }
     }
 
@@ -349,7 +384,11 @@ impl App {
             self.say(Tone::Info, "live updates resumed");
         } else {
             self.paused = true;
-            self.say(Tone::Info, "paused: press p to resume live updates");
+            let key = self.keys.first(crate::tui::keys::Action::Pause);
+            self.say(
+                Tone::Info,
+                format!("paused: press {key} to resume live updates"),
+            );
         }
     }
 
@@ -382,6 +421,8 @@ impl App {
             }
         }
         self.rebuild();
+        self.prune_marks();
+        self.count_stalled();
         self.check_form();
     }
 
@@ -449,6 +490,7 @@ impl App {
     pub fn tick(&mut self, now: DateTime<Utc>) {
         self.now = now;
         self.flashes.retain(|_, until| *until > now);
+        self.count_stalled();
     }
 
     /// Whether `task_id` is flashing.
