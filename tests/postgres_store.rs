@@ -609,3 +609,10 @@ fn sslmode_encrypts_and_verifies_as_libpq_does() {
     assert_eq!(r.code, 6, "{r:#?}");
     assert!(r.stderr.to_lowercase().contains("certificate"), "{r:#?}");
 }
+
+#[test]
+fn the_demo_worker_log_of_a_postgres_store_is_a_plain_file_without_the_url() {
+    let url = PathBuf::from("postgres://alice:s3cret@db.example/rudder");
+    let log = rudder::demo::supervisor::Supervisor::log_path_for(&url);
+    assert_eq!(log, PathBuf::from("rudder-demo.worker.log"));
+}

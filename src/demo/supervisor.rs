@@ -41,9 +41,14 @@ impl Supervisor {
     }
 
     /// The log file beside the store: `rudder-demo.json.worker.log`.
-    /// `store` is a store URL or path: the log goes beside its file.
+    /// `store` is a store URL or path: the log goes beside its file (a
+    /// database server's store has none: `rudder-demo.worker.log` in the
+    /// current directory).
     pub fn log_path_for(store: &Path) -> PathBuf {
         let store = match crate::store::StoreUrl::parse(store) {
+            Ok(crate::store::StoreUrl::Postgres(_)) => {
+                return PathBuf::from("rudder-demo.worker.log");
+            }
             Ok(url) => url.path().to_path_buf(),
             Err(_) => store.to_path_buf(),
         };
