@@ -616,3 +616,35 @@ fn the_demo_worker_log_of_a_postgres_store_is_a_plain_file_without_the_url() {
     let log = rudder::demo::supervisor::Supervisor::log_path_for(&url);
     assert_eq!(log, PathBuf::from("rudder-demo.worker.log"));
 }
+
+#[test]
+fn a_lock_held_elsewhere_is_waited_for_at_most_the_lock_timeout() {
+    need_pg!();
+    let url = pg::store_url();
+    let id = common::create(&PathBuf::from(&url), &[]);
+    let StoreUrl::Postgres(u) = StoreUrl::parse(&url).unwrap() else {
+        unreachable!()
+    };
+    // Another session holds the task's row.
+    let mut other = postgres::Client::connect(u.secret_text(), postgres::NoTls).unwrap();
+    let mut tx = other.transaction().unwrap();
+    tx.execute(
+        "SELECT 1 FROM rudder_tasks WHERE task_id = $1 FOR UPDATE",
+        &[&id],
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let r: common::Run = common::rudder()
+        .env("RUDDER_LOCK_TIMEOUT", "300ms")
+        .args(["--store", &url, "heartbeat", &id])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 6, "{r:#?}");
+    assert!(r.stderr.contains("RUDDER_LOCK_TIMEOUT"), "{r:#?}");
+    // Not a timing assertion: only that it did not wait for the holder.
+    assert!(started.elapsed() < Duration::from_secs(60));
+    tx.rollback().unwrap();
+    let r = common::run(&PathBuf::from(&url), &["heartbeat", &id]);
+    assert_eq!(r.code, 0, "{r:#?}");
+}
