@@ -191,6 +191,35 @@ impl FileBackend {
         }
     }
 
+    /// [`Backend::snapshot`], but only if the file exists: whether it did
+    /// (the change feed tells a missing store from an empty one).
+    pub fn snapshot_existing(
+        &self,
+        f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
+    ) -> Result<bool, StoreError> {
+        let Some(read) = self.read_file()? else {
+            return Ok(false);
+        };
+        let bytes = &read.bytes;
+        // A reader takes no lock, but a record is a fact about a file, as
+        // good a proof to a reader as to a writer.
+        self.trusted_now.store(false, Relaxed);
+        if trusts(&read, self.fs.recorded(&self.lock_path))
+            && let Some(txn) = FileTxn::trusted(&self.path, bytes)
+        {
+            let answer = f(&txn);
+            if !txn.poisoned() {
+                self.trusted_now.store(true, Relaxed);
+                return answer.map(|()| true);
+            }
+        }
+        match FileTxn::parse(&self.path, bytes) {
+            Some(txn) => f(&txn)?,
+            None => f(&codec::decode_whole(&self.path, bytes)?)?,
+        }
+        Ok(true)
+    }
+
     fn check_link(&self) -> Result<(), StoreError> {
         match &self.unsafe_link {
             None => Ok(()),
@@ -357,25 +386,9 @@ impl Backend for FileBackend {
         &self,
         f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let Some(read) = self.read_file()? else {
-            return f(&FileTxn::empty(&self.path));
-        };
-        let bytes = &read.bytes;
-        // A reader takes no lock, but a record is a fact about a file, as
-        // good a proof to a reader as to a writer.
-        self.trusted_now.store(false, Relaxed);
-        if trusts(&read, self.fs.recorded(&self.lock_path))
-            && let Some(txn) = FileTxn::trusted(&self.path, bytes)
-        {
-            let answer = f(&txn);
-            if !txn.poisoned() {
-                self.trusted_now.store(true, Relaxed);
-                return answer;
-            }
-        }
-        match FileTxn::parse(&self.path, bytes) {
-            Some(txn) => f(&txn),
-            None => f(&codec::decode_whole(&self.path, bytes)?),
+        match self.snapshot_existing(f)? {
+            true => Ok(()),
+            false => f(&FileTxn::empty(&self.path)),
         }
     }
 

@@ -13,9 +13,9 @@ use tui_input::Input;
 use crate::store::ReclaimReport;
 use crate::task::{Status, Task, TaskMap};
 use crate::tui::WorkerState;
+use crate::tui::diff::Diff;
 use crate::tui::form::Form;
 use crate::tui::shown::ShownCache;
-use crate::watch::{Diff, FeedEvent};
 
 /// How long a changed row stays highlighted.
 pub const FLASH: TimeDelta = TimeDelta::seconds(2);
@@ -23,6 +23,27 @@ pub const FLASH: TimeDelta = TimeDelta::seconds(2);
 pub const LOG_CAPACITY: usize = 500;
 /// The reclaim age offered by default.
 pub const DEFAULT_RECLAIM_AGE: &str = "15m";
+
+/// What the TUI learns about the store: the tasks as they now are, or
+/// why they cannot be read.
+#[derive(Debug, Clone)]
+pub enum StoreUpdate {
+    /// The tasks as they now are, and what changed since the previous
+    /// snapshot.
+    Snapshot {
+        /// Every task.
+        tasks: Arc<TaskMap>,
+        /// What changed.
+        diff: Diff,
+    },
+    /// The store does not exist (yet, or any more).
+    Missing,
+    /// The store cannot be read; the last good tasks stay shown.
+    Unreadable {
+        /// Why.
+        message: String,
+    },
+}
 
 /// What the change feed last said about the store file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,7 +220,7 @@ pub struct App {
     pending_snapshot: Option<(Arc<TaskMap>, Diff)>,
     /// A missing or unreadable file reported after the newest held-back
     /// snapshot: applied after it on resume.
-    pending_state: Option<FeedEvent>,
+    pending_state: Option<StoreUpdate>,
     /// Changes (tasks appeared, changed or vanished) held back while paused.
     pub pending_changes: usize,
     /// Positions in `tasks` of the rows shown, in display order.
@@ -303,10 +324,10 @@ impl App {
     }
 
     /// Take in what the change feed observed (held back while paused).
-    pub fn on_feed(&mut self, event: FeedEvent) {
+    pub fn on_feed(&mut self, event: StoreUpdate) {
         if self.paused {
             match event {
-                FeedEvent::Snapshot { tasks, diff } => {
+                StoreUpdate::Snapshot { tasks, diff } => {
                     self.pending_changes +=
                         diff.appeared.len() + diff.changed.len() + diff.vanished.len();
                     // A snapshot is newer than any missing/unreadable state
@@ -341,7 +362,7 @@ impl App {
             // In the order they came: the snapshot (logging its
             // transitions), then the file's state after it.
             if let Some((tasks, diff)) = self.pending_snapshot.take() {
-                self.apply_feed(FeedEvent::Snapshot { tasks, diff });
+                self.apply_feed(StoreUpdate::Snapshot { tasks, diff });
             }
             if let Some(state) = self.pending_state.take() {
                 self.apply_feed(state);
@@ -353,9 +374,9 @@ impl App {
         }
     }
 
-    fn apply_feed(&mut self, event: FeedEvent) {
+    fn apply_feed(&mut self, event: StoreUpdate) {
         match event {
-            FeedEvent::Snapshot { tasks, diff } => {
+            StoreUpdate::Snapshot { tasks, diff } => {
                 let first = self.watch == WatchState::Starting;
                 for id in diff
                     .appeared
@@ -369,7 +390,7 @@ impl App {
                 self.tasks = tasks;
                 self.watch = WatchState::Live;
             }
-            FeedEvent::Missing => {
+            StoreUpdate::Missing => {
                 // The file is gone: nothing is known about any task any more.
                 // The feed starts over from empty, so a re-created store shows
                 // its tasks as appearing.
@@ -377,7 +398,7 @@ impl App {
                 self.shown.clear();
                 self.watch = WatchState::Missing;
             }
-            FeedEvent::Unreadable { message } => {
+            StoreUpdate::Unreadable { message } => {
                 self.watch = WatchState::Unreadable(crate::text::sanitize(&message).into_owned());
             }
         }

@@ -45,11 +45,14 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod diff;
 pub mod form;
 mod run;
 pub mod shown;
 pub mod update;
 pub mod view;
+
+pub use run::snapshots;
 
 use std::path::PathBuf;
 

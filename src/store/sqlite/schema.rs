@@ -29,7 +29,10 @@ pub const APPLICATION_ID: i32 = 0x5275_6472;
 ///   rows would not be cheap).
 /// - `changes`: one row per change of a task, in commit order, written in
 ///   the same transaction: the change feed reads it after a cursor.
-pub const MIGRATIONS: &[&str] = &[r#"
+///   Version 2 adds `at`, the task's `updated_at` as written (none for a
+///   removal), so that a transition carries the writer's time.
+pub const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE tasks (
     seq INTEGER PRIMARY KEY,
     task_id TEXT NOT NULL UNIQUE,
@@ -61,7 +64,9 @@ CREATE TABLE changes (
     status_before TEXT,
     status_after TEXT
 );
-"#];
+"#,
+    "ALTER TABLE changes ADD COLUMN at TEXT;",
+];
 
 /// The schema version this rudder writes.
 pub const VERSION: i64 = MIGRATIONS.len() as i64;

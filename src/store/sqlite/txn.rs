@@ -182,7 +182,7 @@ impl<'c> SqlTxn<'c> {
                     if n != 1 {
                         return Err(self.vanished(&id));
                     }
-                    self.record(&id, before.revision, Some(before.status), None)?;
+                    self.record(&id, before.revision, Some(before.status), None, None)?;
                 }
             }
         }
@@ -267,6 +267,7 @@ impl<'c> SqlTxn<'c> {
             task.revision,
             before.map(|b| b.status),
             Some(task.status),
+            task.updated_at,
         )
     }
 
@@ -277,11 +278,12 @@ impl<'c> SqlTxn<'c> {
         revision: u64,
         before: Option<Status>,
         after: Option<Status>,
+        at: Option<DateTime<Utc>>,
     ) -> Result<(), StoreError> {
         self.conn
             .prepare_cached(
-                "INSERT INTO changes (task_id, revision, status_before, status_after) \
-                 VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO changes (task_id, revision, status_before, status_after, at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
             )
             .and_then(|mut s| {
                 s.execute(params![
@@ -289,6 +291,7 @@ impl<'c> SqlTxn<'c> {
                     revision.min(i64::MAX as u64) as i64,
                     before.map(Status::as_str),
                     after.map(Status::as_str),
+                    at.map(time_text),
                 ])
             })
             .map_err(self.err("record a change"))?;
@@ -768,4 +771,76 @@ impl Transaction for SqlTxn<'_> {
         }
         Ok(counts)
     }
+}
+
+/// One row of the `changes` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedChange {
+    /// Its place in commit order.
+    pub seq: i64,
+    pub task_id: String,
+    /// The task's revision after the change (before it, for a removal).
+    pub revision: u64,
+    /// `None` for a task that was added.
+    pub before: Option<Status>,
+    /// `None` for a task that was removed.
+    pub after: Option<Status>,
+    /// The task's `updated_at` as written (none for a removal, and for
+    /// changes recorded by schema version 1).
+    pub at: Option<DateTime<Utc>>,
+}
+
+/// What the change feed reads: the recorded changes after a cursor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeLog {
+    /// The first change still recorded (`None`: none is).
+    pub first: Option<i64>,
+    /// The last change recorded (0 for none).
+    pub last: i64,
+    /// The changes after the cursor, in commit order, at most the limit
+    /// asked for (of one task only, if asked).
+    pub changes: Vec<RecordedChange>,
+}
+
+/// Read the changes after `after` in one snapshot.
+pub(super) fn read_changes(
+    conn: &Connection,
+    after: i64,
+    task: Option<&str>,
+    limit: usize,
+) -> rusqlite::Result<ChangeLog> {
+    let (first, last): (Option<i64>, Option<i64>) = conn.query_row(
+        "SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let limit = limit.min(i64::MAX as usize) as i64;
+    // A store of schema version 1 (not yet migrated by a writer) records
+    // no times.
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let at = if version >= 2 { "at" } else { "NULL" };
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT seq, task_id, revision, status_before, status_after, {at} FROM changes \
+         WHERE seq > ?1 AND (?2 IS NULL OR task_id = ?2) ORDER BY seq LIMIT ?3"
+    ))?;
+    let rows = stmt.query_map(params![after, task, limit], |r| {
+        let status = |i| -> rusqlite::Result<Option<Status>> {
+            r.get::<_, Option<String>>(i)?
+                .map(|s| status_of(&s))
+                .transpose()
+        };
+        Ok(RecordedChange {
+            seq: r.get(0)?,
+            task_id: r.get(1)?,
+            revision: r.get::<_, i64>(2)?.max(0) as u64,
+            before: status(3)?,
+            after: status(4)?,
+            at: parse_time(r.get(5)?),
+        })
+    })?;
+    Ok(ChangeLog {
+        first,
+        last: last.unwrap_or(0),
+        changes: rows.collect::<rusqlite::Result<_>>()?,
+    })
 }
