@@ -213,6 +213,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                 sort: a.sort,
                 limit: a.limit,
                 after: a.after,
+                ..crate::store::PageQuery::default()
             })?;
             print_answer(a.output.json, &tasks, || {
                 output::task_table(&tasks, store.now())

@@ -31,6 +31,8 @@ pub const APPLICATION_ID: i32 = 0x5275_6472;
 ///   the same transaction: the change feed reads it after a cursor.
 ///   Version 2 adds `at`, the task's `updated_at` as written (none for a
 ///   removal), so that a transition carries the writer's time.
+/// - Version 2 also adds `tasks.status_message`, for the text filter of a
+///   page (`LIKE` on the columns a person reads, without parsing `doc`).
 pub const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE tasks (
@@ -65,7 +67,12 @@ CREATE TABLE changes (
     status_after TEXT
 );
 "#,
-    "ALTER TABLE changes ADD COLUMN at TEXT;",
+    r#"
+ALTER TABLE changes ADD COLUMN at TEXT;
+ALTER TABLE tasks ADD COLUMN status_message TEXT;
+UPDATE tasks SET status_message = json_extract(doc, '$.status_message')
+    WHERE json_type(doc, '$.status_message') = 'text';
+"#,
 ];
 
 /// The schema version this rudder writes.
