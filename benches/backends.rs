@@ -130,7 +130,7 @@ fn backends(c: &mut Criterion) {
                 statuses: vec![Status::Working],
                 sort: SortKey::Updated,
                 limit: Some(50),
-                after: None,
+                ..PageQuery::default()
             };
             g.bench_function(BenchmarkId::new("page of 50", n), |b| {
                 b.iter(|| black_box(store.page(&q).unwrap()))
