@@ -249,6 +249,21 @@ pub fn snapshots(url: std::path::PathBuf, store: Arc<Store>) -> mpsc::Receiver<S
     rx
 }
 
+/// The change feed's events as they come, for an app that fetches its
+/// rows itself.
+fn events_of(url: std::path::PathBuf) -> mpsc::Receiver<StoreUpdate> {
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        let mut feed = ChangeFeed::start(url, FeedOptions::default());
+        while let Some(event) = feed.next().await {
+            if tx.send(StoreUpdate::Feed(event)).await.is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
 /// Copy `text` to the clipboard of the terminal (also over ssh) with OSC 52.
 fn copy_osc52(out: &mut impl Write, text: &str) -> io::Result<()> {
     let encoded = base64::engine::general_purpose::STANDARD.encode(text);
@@ -264,7 +279,15 @@ async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
     if let Some(w) = worker.as_mut() {
         app.worker = Some(w.state());
     }
-    let mut feed = snapshots(options.store.clone(), Arc::clone(&store));
+    // A database is read a window around the selection at a time; a JSON
+    // file is read whole at each change (that is how a file is read).
+    let windowed = matches!(store.backend(), crate::store::AnyBackend::Sqlite(_));
+    let mut feed = if windowed {
+        app = app.with_source(Arc::clone(&store) as Arc<dyn super::window::RowSource>);
+        events_of(options.store.clone())
+    } else {
+        snapshots(options.store.clone(), Arc::clone(&store))
+    };
     let mut feed_alive = true;
     let (terminal, _guard) = setup(panics)?;
     let mut terminal = terminal;

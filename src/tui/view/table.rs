@@ -16,7 +16,10 @@ use crate::tui::app::App;
 const WIDTHS: [u16; 7] = [16, 8, 24, 0, 8, 4, 4];
 
 pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) {
-    let title = format!(" tasks {} ", app.rows.len());
+    let title = match app.table_len() {
+        Some(n) => format!(" tasks {n} "),
+        None => format!(" tasks ≥{} ", app.rows.len()),
+    };
     let block = Block::default()
         .borders(Borders::TOP)
         .title(Span::styled(title, theme.title()));
@@ -114,7 +117,7 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) 
     let table = Table::new(rows, widths).header(header).column_spacing(1);
     frame.render_widget(table, inner);
     if app.rows.is_empty() {
-        let text = if app.tasks.is_empty() {
+        let text = if app.store_len() == 0 {
             "no tasks"
         } else {
             "no task matches the filter (Esc clears it)"
