@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use criterion::{BenchmarkId, Criterion, SamplingMode};
-use rudder::store::{Backend, PageQuery, SortKey};
+use rudder::store::{PageQuery, SortKey};
 use rudder::task::Status;
 use rudder::watch::{ChangeFeed, FeedEvent, FeedOptions};
 use rudder::{Actor, Store};
@@ -38,43 +38,6 @@ fn sizes() -> Vec<usize> {
     sizes
 }
 
-/// A SQLite store of `n` tasks in the target directory, built once.
-fn sqlite_fixture(n: usize) -> (PathBuf, String) {
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("scale-{n}.db"));
-    let store = Store::open(&path);
-    if store.counts().map(|c| c.total()).unwrap_or(0) != n {
-        for ext in ["", "-wal", "-shm"] {
-            let mut p = path.clone().into_os_string();
-            p.push(ext);
-            let _ = std::fs::remove_file(p);
-        }
-        let started = Instant::now();
-        let now = Utc::now();
-        for start in (0..n).step_by(10_000) {
-            store
-                .backend()
-                .transaction(&mut |txn| {
-                    for i in start..(start + 10_000).min(n) {
-                        txn.insert(tasks::task(i, n, now));
-                    }
-                    Ok(true)
-                })
-                .expect("build the database");
-        }
-        println!("built {n} tasks in {:.1?}", started.elapsed());
-    }
-    let target = store
-        .page(&PageQuery {
-            statuses: vec![Status::Working],
-            limit: Some(1),
-            ..PageQuery::default()
-        })
-        .expect("a page")
-        .remove(0)
-        .task_id;
-    (path, target)
-}
-
 fn whole_process(path: &Path, args: &[&str]) {
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
         .arg("--store")
@@ -88,7 +51,7 @@ fn whole_process(path: &Path, args: &[&str]) {
 
 fn sqlite(c: &mut Criterion) {
     for n in sizes() {
-        let (path, target) = sqlite_fixture(n);
+        let (path, target) = tasks::sqlite_fixture(n);
         let store = Store::open(&path);
         let mut g = c.benchmark_group("sqlite");
         g.sampling_mode(SamplingMode::Flat);
@@ -130,7 +93,7 @@ fn feed(c: &mut Criterion) {
     let mut stores: Vec<(&str, usize, PathBuf, String, Option<tempfile::TempDir>)> = sizes()
         .into_iter()
         .map(|n| {
-            let (path, target) = sqlite_fixture(n);
+            let (path, target) = tasks::sqlite_fixture(n);
             ("sqlite", n, path, target, None)
         })
         .collect();

@@ -2,7 +2,12 @@
 //! backends and sizes: 40% working, 30% waiting, 30% finished, about 600
 //! bytes each as the file stores them.
 
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
 use chrono::{DateTime, TimeDelta, Utc};
+use rudder::Store;
+use rudder::store::{Backend, PageQuery};
 use rudder::task::{HistoryEntry, Status, Task, TaskMap};
 use serde_json::json;
 
@@ -49,4 +54,42 @@ pub fn generate(n: usize) -> TaskMap {
             (t.task_id.clone(), t)
         })
         .collect()
+}
+
+#[allow(dead_code)]
+/// A SQLite store of `n` tasks in the target directory, built once.
+pub fn sqlite_fixture(n: usize) -> (PathBuf, String) {
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("scale-{n}.db"));
+    let store = Store::open(&path);
+    if store.counts().map(|c| c.total()).unwrap_or(0) != n {
+        for ext in ["", "-wal", "-shm"] {
+            let mut p = path.clone().into_os_string();
+            p.push(ext);
+            let _ = std::fs::remove_file(p);
+        }
+        let started = Instant::now();
+        let now = Utc::now();
+        for start in (0..n).step_by(10_000) {
+            store
+                .backend()
+                .transaction(&mut |txn| {
+                    for i in start..(start + 10_000).min(n) {
+                        txn.insert(task(i, n, now));
+                    }
+                    Ok(true)
+                })
+                .expect("build the database");
+        }
+        println!("built {n} tasks in {:.1?}", started.elapsed());
+    }
+    let target = store
+        .page(&PageQuery {
+            statuses: vec![Status::Working],
+            limit: Some(1),
+            ..PageQuery::default()
+        })
+        .expect("a page")
+        .remove(0)
+        .task_id;
+    (path, target)
 }
