@@ -22,8 +22,8 @@ use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::style::{Color, Modifier};
 use rudder::demo::{diagnosis, scenarios, seed};
-use rudder::store::Store;
-use rudder::task::{Actor, Progress};
+use rudder::store::{Backend, Store};
+use rudder::task::{Actor, Progress, Task};
 use rudder::tui::WorkerState;
 use rudder::tui::app::App;
 use rudder::tui::app::StoreUpdate as FeedEvent;
@@ -33,10 +33,38 @@ use rudder::tui::view::{self, theme::Theme};
 const WIDTH: u16 = 132;
 const HEIGHT: u16 = 38;
 
+/// Where the README's screenshot lives.
+const DEFAULT_OUT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/demo-screen.svg");
+
 fn main() -> Result<()> {
     let out = std::env::args()
         .nth(1)
-        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/assets/demo-screen.svg").into());
+        .unwrap_or_else(|| DEFAULT_OUT.into());
+    std::fs::write(&out, render()?)?;
+    println!("wrote {out}");
+    Ok(())
+}
+
+/// A fixed task id for a seeded task: a version-4 UUID made from its
+/// incident's name instead of randomness, so that every run draws the same
+/// screen.
+fn fixed_id(incident: &str) -> String {
+    // FNV-1a, twice with different offsets, for 16 bytes.
+    let fnv = |offset: u64| {
+        incident.bytes().fold(offset, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    };
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&fnv(0xcbf2_9ce4_8422_2325).to_be_bytes());
+    bytes[8..].copy_from_slice(&fnv(0x6c62_272e_07bb_0142).to_be_bytes());
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .to_string()
+}
+
+/// The demo screen as SVG: the same bytes on every run.
+fn render() -> Result<String> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("rudder-demo.json");
     let start: DateTime<Utc> = "2026-11-29T09:00:00Z".parse()?;
@@ -52,6 +80,27 @@ fn main() -> Result<()> {
         Store::open(&path).with_clock(Arc::new(move || *clock.lock().expect("clock")))
     };
     seed::seed(&store).context("seed the demo incidents")?;
+    // The store made random ids: give each task its fixed one, in place.
+    store.backend().transact(&mut |tasks| {
+        let renamed: Vec<Task> = std::mem::take(tasks)
+            .into_values()
+            .map(|mut t| {
+                let incident = t
+                    .request
+                    .as_ref()
+                    .and_then(|r| r.get("incident"))
+                    .and_then(|v| v.as_str())
+                    .unwrap_or(&t.task_id)
+                    .to_string();
+                t.task_id = fixed_id(&incident);
+                t
+            })
+            .collect();
+        for t in renamed {
+            tasks.insert(t.task_id.clone(), t);
+        }
+        Ok(true)
+    })?;
     let seeded = store.load()?;
     let by_incident = |name: &str| -> Result<String> {
         seeded
@@ -161,9 +210,7 @@ fn main() -> Result<()> {
 
     let mut terminal = Terminal::new(TestBackend::new(WIDTH, HEIGHT))?;
     terminal.draw(|frame| view::draw(frame, &mut app, &Theme { color: true }))?;
-    std::fs::write(&out, svg(terminal.backend().buffer()))?;
-    println!("wrote {out}");
-    Ok(())
+    Ok(svg(terminal.backend().buffer()))
 }
 
 fn hex(color: Color, default: &str) -> String {
@@ -254,4 +301,22 @@ fn svg(buf: &Buffer) -> String {
     }
     out.push_str("</svg>\n");
     out
+}
+
+// `cargo test` runs these (Cargo.toml: `test = true` for this example).
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_renders_are_the_same_bytes_as_the_committed_screenshot() {
+        let first = render().expect("render");
+        let second = render().expect("render again");
+        assert!(first == second, "two renders differ");
+        let committed = std::fs::read_to_string(DEFAULT_OUT).expect("read the screenshot");
+        assert!(
+            first == committed,
+            "assets/demo-screen.svg is stale: regenerate it with `cargo run --example screenshot`"
+        );
+    }
 }

@@ -2,13 +2,14 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use std::io::Write;
 
-use rudder::StoreError;
-use rudder::cli::output::note;
-use rudder::cli::{Cli, Command, EXIT_STORE, EXIT_USAGE, OutputError, args::WatchArgs, store_path};
-use rudder::demo::seed::FreshError;
+use rudder::cli::exit::{
+    self, EXIT_REFUSED, EXIT_STORE, EXIT_USAGE, clap_error_json, environment_error_json,
+};
+use rudder::cli::output::{emit, emit_line, note};
+use rudder::cli::{Cli, Command, args::WatchArgs, store_path, wants_json};
 use rudder::text::sanitize;
 
 fn main() -> ExitCode {
@@ -23,83 +24,134 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
-    // The store reads it when it opens; a typo must not silently mean 30 s.
-    if let Some(text) = std::env::var_os("RUDDER_LOCK_TIMEOUT")
-        && let Err(e) = rudder::duration::parse_duration(&text.to_string_lossy())
-    {
-        note(&format!("rudder: RUDDER_LOCK_TIMEOUT: {e}"));
+    let json = cli.command.as_ref().is_some_and(wants_json);
+    // The store reads them when it opens; a typo must not silently mean
+    // the default.
+    let lock_timeout = env_check("RUDDER_LOCK_TIMEOUT", |t| {
+        rudder::duration::parse_duration(t)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    });
+    let max_bytes = env_check("RUDDER_MAX_STORE_BYTES", |t| {
+        rudder::store::parse_max_bytes(t)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    });
+    if let Some((variable, message)) = lock_timeout.or(max_bytes) {
+        if json {
+            report_json(&environment_error_json(variable, &message), EXIT_USAGE);
+        } else {
+            note(&format!("rudder: {variable}: {message}"));
+        }
         return ExitCode::from(EXIT_USAGE as u8);
     }
-    if let Some(text) = std::env::var_os("RUDDER_MAX_STORE_BYTES")
-        && let Err(e) = rudder::store::parse_max_bytes(&text.to_string_lossy())
+    match cli.command {
+        Some(Command::Completions(a)) => {
+            let mut out = Vec::new();
+            clap_complete::generate(a.shell, &mut Cli::command(), "rudder", &mut out);
+            return print_generated(&out);
+        }
+        Some(Command::Man) => {
+            let mut out = Vec::new();
+            if let Err(e) = clap_mangen::Man::new(Cli::command()).render(&mut out) {
+                note(&format!("rudder: cannot render the manual page: {e}"));
+                return ExitCode::from(1);
+            }
+            return print_generated(&out);
+        }
+        _ => {}
+    }
+    if cli.read_only
+        && let Some(name @ ("demo" | "worker")) = cli.command.as_ref().and_then(rudder::cli::writes)
     {
-        note(&format!("rudder: RUDDER_MAX_STORE_BYTES: {e}"));
-        return ExitCode::from(EXIT_USAGE as u8);
+        note(&format!(
+            "rudder: --read-only: {name} runs a worker that writes to its store, and every write is refused; nothing was done"
+        ));
+        return ExitCode::from(EXIT_REFUSED as u8);
     }
     // The demo and its simulated worker never touch $RUDDER_STORE: seeding
     // incidents into a real store, or letting a simulated diagnosis fail
     // real tasks, would be a nasty surprise.
-    let demo_store = cli
-        .store
-        .clone()
-        .unwrap_or_else(|| std::path::PathBuf::from("rudder-demo.json"));
-    let store = store_path(cli.store);
-    // The scriptable commands report this themselves (as JSON with --json).
-    let interactive_store = match &cli.command {
-        None | Some(Command::Watch(_)) => Some(&store),
-        Some(Command::Demo(_) | Command::Worker(_)) => Some(&demo_store),
-        Some(_) => None,
+    let demo_store = |own: Option<std::path::PathBuf>| {
+        own.or_else(|| cli.store.clone())
+            .unwrap_or_else(|| std::path::PathBuf::from("rudder-demo.json"))
     };
-    if let Some(Err(e)) = interactive_store.map(rudder::store::StoreUrl::parse) {
+    let store = store_path(cli.store.clone());
+    let command = cli.command.unwrap_or(Command::Watch(WatchArgs {}));
+    // The scriptable commands report this themselves (as JSON with --json).
+    let interactive_store = match &command {
+        Command::Watch(_) => Some(store.clone()),
+        Command::Demo(a) => Some(demo_store(a.store.store.clone())),
+        Command::Worker(a) => Some(demo_store(a.store.store.clone())),
+        _ => None,
+    };
+    if let Some(Err(e)) = interactive_store
+        .as_ref()
+        .map(rudder::store::StoreUrl::parse)
+    {
         note(&format!("rudder: {e}"));
         return ExitCode::from(EXIT_USAGE as u8);
     }
-    let default_watch = Command::Watch(WatchArgs {
-        read_only: cli.read_only,
-    });
-    let interactive = match cli.command.unwrap_or(default_watch) {
-        Command::Watch(a) => rudder::tui::run(rudder::tui::Options {
+    let interactive = match command {
+        Command::Watch(_) => rudder::tui::run(rudder::tui::Options {
             store,
-            read_only: a.read_only || cli.read_only,
+            read_only: cli.read_only,
             worker: None,
         }),
         Command::Demo(a) => rudder::demo::run_demo(rudder::demo::DemoOptions {
-            store: demo_store,
+            store: demo_store(a.store.store),
             fresh: a.fresh,
             speed: a.speed,
         }),
         Command::Worker(a) => rudder::demo::run_worker(rudder::demo::WorkerOptions {
-            store: demo_store,
+            store: demo_store(a.store.store),
             speed: a.speed,
             name: a.name,
         }),
-        other => return ExitCode::from(rudder::cli::run(Some(store), other) as u8),
+        other => {
+            return ExitCode::from(rudder::cli::run(cli.store, cli.read_only, other) as u8);
+        }
     };
     match interactive {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Store errors can quote the file's content: keep it inert.
             note(&format!("rudder: {}", sanitize(&format!("{e:#}"))));
-            ExitCode::from(exit_code(&e) as u8)
+            ExitCode::from(exit::interactive_exit_code(&e) as u8)
         }
     }
 }
 
-/// The exit code of an interactive command's error: the README's table for
-/// the errors it knows (the store's, a store the demo refuses, output that
-/// cannot be written), 1 for anything else.
-fn exit_code(e: &anyhow::Error) -> i32 {
-    e.chain()
-        .find_map(|c| {
-            if let Some(e) = c.downcast_ref::<StoreError>() {
-                Some(e.exit_code())
-            } else if let Some(e) = c.downcast_ref::<FreshError>() {
-                Some(e.exit_code())
-            } else {
-                c.downcast_ref::<OutputError>().map(|_| EXIT_STORE)
-            }
-        })
-        .unwrap_or(1)
+/// `Some((variable, why))` if the environment variable is set to a value
+/// `parse` refuses.
+fn env_check(
+    variable: &'static str,
+    parse: impl FnOnce(&str) -> Result<(), String>,
+) -> Option<(&'static str, String)> {
+    let text = std::env::var_os(variable)?;
+    parse(&text.to_string_lossy()).err().map(|e| (variable, e))
+}
+
+/// Write a generated completion script or manual page to stdout.
+fn print_generated(out: &[u8]) -> ExitCode {
+    match emit(&String::from_utf8_lossy(out)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            note(&format!("rudder: {e}"));
+            ExitCode::from(EXIT_STORE as u8)
+        }
+    }
+}
+
+/// Print one JSON error object on stdout; if stdout cannot take it, say
+/// so and what the error was on stderr.
+fn report_json(json: &serde_json::Value, code: i32) {
+    if let Err(err) = emit_line(&json.to_string()) {
+        note(&format!(
+            "rudder: {err}; the error was: {} (exit {code})",
+            json["message"].as_str().unwrap_or("")
+        ));
+    }
 }
 
 /// Report a command-line error. With `--json` anywhere in the arguments the
@@ -108,8 +160,10 @@ fn exit_code(e: &anyhow::Error) -> i32 {
 fn usage_error(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     let wants_json = std::env::args_os().any(|a| a == "--json");
-    if !wants_json || matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        let code = e.exit_code();
+    let is_help = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+    if !wants_json || is_help {
+        // Every usage error is exit 2, whatever clap would use.
+        let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
         let printed = e.print().and_then(|()| {
             std::io::stdout().flush()?;
             std::io::stderr().flush()
@@ -124,19 +178,6 @@ fn usage_error(e: clap::Error) -> ExitCode {
             _ => ExitCode::from(code as u8),
         };
     }
-    let message = e.to_string();
-    let first = message.lines().next().unwrap_or("invalid arguments");
-    let json = serde_json::json!({
-        "error": "usage",
-        "message": first.trim_start_matches("error: "),
-        "exit_code": EXIT_USAGE,
-    });
-    match rudder::cli::output::emit_line(&json.to_string()) {
-        Ok(()) => ExitCode::from(EXIT_USAGE as u8),
-        // The usage error is what went wrong; say it where it can be read.
-        Err(err) => {
-            note(&format!("rudder: {err}; the error was: {first}"));
-            ExitCode::from(EXIT_USAGE as u8)
-        }
-    }
+    report_json(&clap_error_json(&e), EXIT_USAGE);
+    ExitCode::from(EXIT_USAGE as u8)
 }

@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{fingerprint, run, temp_files};
+use common::{CliKind, fingerprint, run, temp_files};
 use rudder::{NewTask, Store};
 
 const ID: &str = "34df0ab7-eac3-429b-902f-efa8ea132d2f";

@@ -771,15 +771,61 @@ fn wait_exit_codes_say_how_the_task_ended_once() {
     assert!(r.stdout.contains("cancelled"), "{}", r.stdout);
 }
 
+/// `wait --until terminal` waits past input requests: a task that waits
+/// for input does not end it, only a finished one does.
+#[test]
+fn wait_until_terminal_waits_past_input_requests() {
+    let (_d, path) = store();
+    let id = create(&path, &["--schema", SCHEMA]);
+    // Settled (the default) returns at once with 9.
+    assert_eq!(run(&path, &["wait", &id]).code, 9);
+    let r = run(
+        &path,
+        &[
+            "wait",
+            &id,
+            "--until",
+            "terminal",
+            "--timeout",
+            "300ms",
+            "--json",
+        ],
+    );
+    assert_eq!(r.code, 124, "{r:#?}");
+    assert_eq!(r.json()["error"], "timeout");
+    // It says it waits although the task waits for input; answered, asked
+    // again, then completed: only the end ends the wait.
+    let (child, _err) = spawn_announced_wait_with(&path, &id, &["--until", "terminal"]);
+    let answer = r#"{"service": "db"}"#;
+    assert_eq!(run(&path, &["input", &id, "--value", answer]).code, 0);
+    assert_eq!(
+        run(&path, &["request-input", &id, "--schema", SCHEMA]).code,
+        0
+    );
+    assert_eq!(run(&path, &["input", &id, "--value", answer]).code, 0);
+    assert_eq!(run(&path, &["complete", &id]).code, 0);
+    let r = finished(child);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert!(r.stdout.contains("is completed"), "{}", r.stdout);
+    let r = run(&path, &["wait", &id, "--until", "never"]);
+    assert_eq!(r.code, 2, "{r:#?}");
+}
+
 /// `wait ID` (human output, stderr to a file) that has said it waits: it
 /// has read the task, unfinished, so whatever happens next happens while
 /// it waits. No sleep: the line is the signal.
 fn spawn_announced_wait(path: &Path, id: &str) -> (Child, PathBuf) {
+    spawn_announced_wait_with(path, id, &[])
+}
+
+/// [`spawn_announced_wait`] with more arguments for `wait`.
+fn spawn_announced_wait_with(path: &Path, id: &str, more: &[&str]) -> (Child, PathBuf) {
     let err = path.with_file_name(format!("wait-{}.err", &id[..8]));
     let child = rudder()
         .arg("--store")
         .arg(path)
         .args(["wait", id, "--timeout", "600s"])
+        .args(more)
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&err).unwrap())
         .spawn()

@@ -188,14 +188,16 @@ fn an_unreadable_lock_timeout_is_a_usage_error() {
 }
 
 #[test]
-fn read_only_is_accepted_before_and_after_watch() {
+fn read_only_is_accepted_before_and_after_any_command() {
     use clap::Parser;
     use rudder::cli::{Cli, Command};
     let top = Cli::try_parse_from(["rudder", "--read-only"]).expect("rudder --read-only");
     assert!(top.read_only && top.command.is_none());
     let sub = Cli::try_parse_from(["rudder", "watch", "--read-only"]).expect("watch --read-only");
-    assert!(matches!(sub.command, Some(Command::Watch(a)) if a.read_only));
-    assert!(Cli::try_parse_from(["rudder", "list", "--read-only"]).is_err());
+    assert!(sub.read_only && matches!(sub.command, Some(Command::Watch(_))));
+    // Global: every command takes it, before or after its name.
+    let list = Cli::try_parse_from(["rudder", "list", "--read-only"]).expect("list --read-only");
+    assert!(list.read_only);
 }
 
 /// `rudder … >/dev/full`: the command does its work, the answer cannot be

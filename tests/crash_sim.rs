@@ -234,7 +234,11 @@ fn an_io_error_at_any_call_is_reported_and_loses_nothing() {
                     text.contains(&os) && text.contains(describe(&failed_call)),
                     "step {n}: error {text:?} should name the failed call {failed_call:?} and {os:?}"
                 );
-                assert_eq!(err.exit_code(), 6, "I/O errors exit 6: {text}");
+                assert_eq!(
+                    rudder::cli::ErrorKind::of_store(&err).exit_code(),
+                    6,
+                    "I/O errors exit 6: {text}"
+                );
                 assert!(
                     temp_files(&fs).is_empty(),
                     "step {n}: temp file left after {failed_call:?}: {:?}",

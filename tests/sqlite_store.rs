@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{fingerprint, run};
+use common::{CliKind, fingerprint, run};
 use rudder::store::query::{PageQuery, SortKey, page_in_memory};
 use rudder::store::sqlite::{APPLICATION_ID, SCHEMA_VERSION};
 use rudder::task::Status;

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
+use common::CliKind;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use rudder::store::{Clock, StoreError};

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{StoreState, store_state, temp_files, written_since};
+use common::{CliKind, StoreState, store_state, temp_files, written_since};
 use rudder::store::StoreError;
 use rudder::task::{Actor, Change, Status, Task};
 use rudder::{NewTask, Outcome, Store};

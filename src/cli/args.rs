@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::task::Status;
 
-/// Watch and steer long-running tasks kept in a durable JSON store.
+/// Watch and steer long-running tasks kept in a durable store (a JSON file or SQLite).
 #[derive(Debug, Parser)]
 #[command(name = "rudder", version, about, long_about = None)]
 pub struct Cli {
@@ -14,8 +14,8 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "URL")]
     pub store: Option<PathBuf>,
 
-    /// With no command (the TUI): refuse every write with a message
-    #[arg(long)]
+    /// Refuse every write to the store, from any command (exit 4, nothing written); the TUI shows the store and refuses input, cancel and reclaim
+    #[arg(long, global = true)]
     pub read_only: bool,
 
     #[command(subcommand)]
@@ -30,43 +30,60 @@ pub enum Command {
     Demo(DemoArgs),
     /// Run the simulated diagnosis worker (on ./rudder-demo.json unless --store is given)
     Worker(WorkerArgs),
-    /// Create a task
+    /// Create a task: working, or input_required with --schema; with --key a repeat returns the same task
     Create(CreateArgs),
-    /// List tasks
+    /// List tasks: every match unless --limit, in store order unless --sort
     List(ListArgs),
-    /// Show one task
+    /// Show one task in full
     Get(GetArgs),
-    /// Give a waiting task its input
+    /// Give a task that waits for input its input, validated by its schema: input_required -> working
     Input(InputArgs),
-    /// Ask for input: working -> input_required
+    /// Ask for input: working -> input_required (the worker's lease is released)
     RequestInput(RequestInputArgs),
-    /// Say a task's worker is alive
+    /// Record that a working task is alive (its update time, and a new message if given)
     Heartbeat(HeartbeatArgs),
-    /// Complete a task with a result
+    /// Complete a task with a result (terminal)
     Complete(CompleteArgs),
-    /// Fail a task with an error message
+    /// Fail a task with an error message (terminal)
     Fail(FailArgs),
-    /// Cancel a task
+    /// Cancel a task (terminal; no lease needed)
     Cancel(CancelArgs),
-    /// Fail every unfinished task not updated for a while
+    /// Fail every unfinished task idle for --older-than whose worker holds no live lease
     Reclaim(ReclaimArgs),
-    /// Remove finished tasks past their retention
+    /// Remove finished tasks past their ttl, or (without one) older than --older-than
     Prune(PruneArgs),
-    /// Wait until a task is finished or waits for input
+    /// Wait until a task is finished or waits for input (--until terminal: finished); exit 0 completed, 7 failed, 8 cancelled, 9 input required, 124 timed out
     Wait(WaitArgs),
     /// Copy every task of one store into another (e.g. a JSON file into SQLite)
     Copy(CopyArgs),
+    /// Print a shell completion script (e.g. `rudder completions bash > ~/.local/share/bash-completion/completions/rudder`)
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff; e.g. `rudder man | man -l -`)
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args, Default)]
-pub struct WatchArgs {
-    /// Refuse every write (input, cancel, reclaim) with a message
-    #[arg(long)]
-    pub read_only: bool,
+pub struct WatchArgs {}
+
+/// `--store` of `demo` and `worker`, whose default is their own store.
+#[derive(Debug, Args, Default)]
+pub struct DemoStore {
+    /// The demo's store: a path or URL like the global --store, but never $RUDDER_STORE [default: ./rudder-demo.json]
+    #[arg(long, value_name = "URL")]
+    pub store: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
+    #[command(flatten)]
+    pub store: DemoStore,
     /// Start over: replace the demo store with freshly seeded incidents
     #[arg(long)]
     pub fresh: bool,
@@ -77,10 +94,12 @@ pub struct DemoArgs {
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
+    #[command(flatten)]
+    pub store: DemoStore,
     /// Run the simulated diagnoses this many times faster (0.01 to 10000)
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR", value_parser = crate::demo::worker::parse_speed)]
     pub speed: f64,
-    /// The worker's readable name; its leases are held as NAME#random, unique to this process
+    /// The worker's readable name; its leases are held as NAME#random, unique to this process [default: worker-PID]
     #[arg(long)]
     pub name: Option<String>,
 }
@@ -99,18 +118,18 @@ pub struct CreateArgs {
     #[arg(long, value_name = "JSON|@FILE")]
     pub schema: Option<String>,
     /// Idempotency key: creating again with the same key returns the same task
-    #[arg(long)]
+    #[arg(long, value_name = "KEY")]
     pub key: Option<String>,
     /// Short human label
-    #[arg(long)]
+    #[arg(long, value_name = "TEXT")]
     pub title: Option<String>,
     /// What the task was asked to do (JSON or @FILE)
     #[arg(long, value_name = "JSON|@FILE")]
     pub request: Option<String>,
     /// Initial status message
-    #[arg(long)]
+    #[arg(long, value_name = "TEXT")]
     pub message: Option<String>,
-    /// Retention after the task finishes, e.g. 7d
+    /// Retention after the task finishes, e.g. 7d (prune removes it then) [default: prune's --older-than]
     #[arg(long, value_name = "DURATION")]
     pub ttl: Option<String>,
     #[command(flatten)]
@@ -125,7 +144,7 @@ pub struct ListArgs {
     /// Order: store (creation order, the default), updated (newest first), created, title or id
     #[arg(long, value_name = "ORDER", default_value = "store")]
     pub sort: crate::store::SortKey,
-    /// At most N tasks
+    /// At most N tasks [default: every match]
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
     /// Start after the task with this full id (the last one of the previous page)
@@ -169,11 +188,13 @@ pub struct InputArgs {
 
 #[derive(Debug, Args)]
 pub struct RequestInputArgs {
+    /// Task id or unique prefix
     pub id: String,
     /// JSON Schema of the input to ask for (JSON or @FILE)
     #[arg(long, value_name = "JSON|@FILE")]
     pub schema: String,
-    #[arg(long)]
+    /// The question, shown as the task's status message
+    #[arg(long, value_name = "TEXT")]
     pub message: Option<String>,
     #[command(flatten)]
     pub output: Output,
@@ -181,8 +202,10 @@ pub struct RequestInputArgs {
 
 #[derive(Debug, Args)]
 pub struct HeartbeatArgs {
+    /// Task id or unique prefix
     pub id: String,
-    #[arg(long)]
+    /// A new status message [default: keep the current one]
+    #[arg(long, value_name = "TEXT")]
     pub message: Option<String>,
     #[command(flatten)]
     pub output: Output,
@@ -190,6 +213,7 @@ pub struct HeartbeatArgs {
 
 #[derive(Debug, Args)]
 pub struct CompleteArgs {
+    /// Task id or unique prefix
     pub id: String,
     /// The result (JSON or @FILE) [default: null]
     #[arg(long, value_name = "JSON|@FILE")]
@@ -200,7 +224,9 @@ pub struct CompleteArgs {
 
 #[derive(Debug, Args)]
 pub struct FailArgs {
+    /// Task id or unique prefix
     pub id: String,
+    /// What went wrong (stored as the error {"message": TEXT})
     #[arg(long, value_name = "TEXT")]
     pub error: String,
     #[command(flatten)]
@@ -209,7 +235,9 @@ pub struct FailArgs {
 
 #[derive(Debug, Args)]
 pub struct CancelArgs {
+    /// Task id or unique prefix
     pub id: String,
+    /// Why: the task's status message and its history note
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
     #[command(flatten)]
@@ -249,10 +277,23 @@ pub struct CopyArgs {
     pub output: Output,
 }
 
+/// When `wait` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WaitUntil {
+    /// The task is finished (completed, failed, cancelled) or waits for input.
+    Settled,
+    /// The task is finished.
+    Terminal,
+}
+
 #[derive(Debug, Args)]
 pub struct WaitArgs {
+    /// Task id or unique prefix
     pub id: String,
-    /// Give up after this long (exit 124)
+    /// settled: until the task is finished or waits for input; terminal: until it is finished, waiting past input requests
+    #[arg(long, value_name = "WHEN", default_value = "settled")]
+    pub until: WaitUntil,
+    /// Give up after this long, e.g. 90s (exit 124) [default: wait as long as it takes]
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
     #[command(flatten)]

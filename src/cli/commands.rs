@@ -15,10 +15,22 @@ use crate::watch::{ChangeFeed, FeedEvent, FeedOptions, Unavailable};
 
 /// Run one scriptable command; returns the process exit code. Errors are
 /// printed here: as one JSON object on stdout with `--json`, else on stderr.
-pub fn run(store: Option<std::path::PathBuf>, command: Command) -> i32 {
+pub fn run(store: Option<std::path::PathBuf>, read_only: bool, command: Command) -> i32 {
+    // A URL rudder cannot open (PostgreSQL, for now) is a usage error of
+    // wherever it came from.
+    let from_flag = store.is_some();
     let path = store_path(store);
-    let json = command_json(&command);
-    match dispatch(&path, command) {
+    let json = wants_json(&command);
+    let refused = match writes(&command) {
+        Some(name) if read_only => Err(CliError::ReadOnly { command: name }),
+        _ => crate::store::StoreUrl::parse(&path)
+            .map(drop)
+            .map_err(|e| match from_flag {
+                true => CliError::usage("--store", format!("--store: {e}")),
+                false => CliError::environment("RUDDER_STORE", format!("RUDDER_STORE: {e}")),
+            }),
+    };
+    match refused.and_then(|()| dispatch(&path, command)) {
         Ok(code) => code,
         Err(e) => {
             report(&e, json);
@@ -54,7 +66,34 @@ fn report(e: &CliError, json: bool) {
     }
 }
 
-fn command_json(command: &Command) -> bool {
+/// The name of `command` if it may write to a store (so `--read-only`
+/// refuses it before the store is even opened), else `None`.
+pub fn writes(command: &Command) -> Option<&'static str> {
+    Some(match command {
+        Command::Create(_) => "create",
+        Command::Input(_) => "input",
+        Command::RequestInput(_) => "request-input",
+        Command::Heartbeat(_) => "heartbeat",
+        Command::Complete(_) => "complete",
+        Command::Fail(_) => "fail",
+        Command::Cancel(_) => "cancel",
+        Command::Reclaim(a) if !a.dry_run => "reclaim",
+        Command::Prune(_) => "prune",
+        Command::Copy(_) => "copy",
+        Command::Demo(_) => "demo",
+        Command::Worker(_) => "worker",
+        Command::Reclaim(_)
+        | Command::List(_)
+        | Command::Get(_)
+        | Command::Wait(_)
+        | Command::Watch(_)
+        | Command::Completions(_)
+        | Command::Man => return None,
+    })
+}
+
+/// Whether `command` was asked for `--json`.
+pub fn wants_json(command: &Command) -> bool {
     match command {
         Command::Create(a) => a.output.json,
         Command::List(a) => a.output.json,
@@ -69,7 +108,11 @@ fn command_json(command: &Command) -> bool {
         Command::Prune(a) => a.output.json,
         Command::Wait(a) => a.output.json,
         Command::Copy(a) => a.output.json,
-        Command::Watch(_) | Command::Demo(_) | Command::Worker(_) => false,
+        Command::Watch(_)
+        | Command::Demo(_)
+        | Command::Worker(_)
+        | Command::Completions(_)
+        | Command::Man => false,
     }
 }
 
@@ -78,16 +121,19 @@ fn command_json(command: &Command) -> bool {
 /// no deeper than the store holds) and no larger than a store may be.
 fn json_arg(flag: &str, text: &str) -> Result<Value, CliError> {
     let too_large = |source: &str, size: u64| {
-        CliError::Usage(format!(
-            "{flag}: {source} is {size} bytes, more than the {} a store may hold",
-            human_bytes(MAX_STORE_BYTES)
-        ))
+        CliError::usage(
+            flag,
+            format!(
+                "{flag}: {source} is {size} bytes, more than the {} a store may hold",
+                human_bytes(MAX_STORE_BYTES)
+            ),
+        )
     };
     let (source, content) = match text.strip_prefix('@') {
         Some(file) => {
             let source = format!("@{file}");
             let cannot = |e: std::io::Error| {
-                CliError::Usage(format!("{flag} {source}: cannot read the file: {e}"))
+                CliError::usage(flag, format!("{flag} {source}: cannot read the file: {e}"))
             };
             let opened = std::fs::File::open(file).map_err(cannot)?;
             // Never read more than could be stored: a huge file (or a
@@ -105,16 +151,19 @@ fn json_arg(flag: &str, text: &str) -> Result<Value, CliError> {
         return Err(too_large(&source, content.len() as u64));
     }
     crate::json::parse(&content).map_err(|e| {
-        CliError::Usage(if e.is_syntax() {
-            format!("{flag}: {source} is {e}")
-        } else {
-            format!("{flag}: {source} is refused: {e}")
-        })
+        CliError::usage(
+            flag,
+            if e.is_syntax() {
+                format!("{flag}: {source} is {e}")
+            } else {
+                format!("{flag}: {source} is refused: {e}")
+            },
+        )
     })
 }
 
 fn duration_arg(flag: &str, text: &str) -> Result<Duration, CliError> {
-    parse_duration(text).map_err(|e| CliError::Usage(format!("{flag}: {e}")))
+    parse_duration(text).map_err(|e| CliError::usage(flag, format!("{flag}: {e}")))
 }
 
 /// Print what a mutation did. If the answer cannot be written the error
@@ -178,8 +227,6 @@ fn print_report<T: serde::Serialize>(
 
 /// Run `command`; its exit code (0 but for `wait`, which says how the task ended).
 fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
-    // A URL rudder cannot open (PostgreSQL, for now) is a usage error.
-    crate::store::StoreUrl::parse(path).map_err(|e| CliError::Usage(e.to_string()))?;
     let store = Store::open(path);
     match command {
         Command::Create(a) => {
@@ -208,16 +255,21 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
             print_outcome(&outcome, "created", a.output.json)?;
         }
         Command::List(a) => {
-            let tasks = store.page(&crate::store::PageQuery {
+            // A mistyped path must not look like an empty store.
+            if !crate::store::Backend::exists(store.backend())? {
+                output::note(&format!(
+                    "rudder: no store at {}: it does not exist (yet), so it holds no tasks",
+                    output::sanitize_line(&store.location())
+                ));
+            }
+            let query = crate::store::PageQuery {
                 statuses: a.status,
                 sort: a.sort,
                 limit: a.limit,
                 after: a.after,
                 ..crate::store::PageQuery::default()
-            })?;
-            print_answer(a.output.json, &tasks, || {
-                output::task_table(&tasks, store.now())
-            })?;
+            };
+            list(&store, &query, a.output.json)?;
         }
         Command::Get(a) => {
             let task = store.get(&a.id)?;
@@ -238,7 +290,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                     let task = store.get(&a.id)?;
                     schema::input_from_assignments(task.input_schema.as_ref(), &a.set).map_err(
                         |e| match e {
-                            schema::SetError::Usage(m) => CliError::Usage(m),
+                            schema::SetError::Usage(m) => CliError::usage("--set", m),
                             // Typed like `--value`: exit 5, the field named.
                             schema::SetError::Invalid(violations) => {
                                 CliError::Store(crate::store::StoreError::InvalidInput {
@@ -318,35 +370,94 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                 .as_deref()
                 .map(|t| duration_arg("--timeout", t))
                 .transpose()?;
-            let task = wait(path, &a.id, timeout, !a.output.json)?;
+            let task = wait(
+                path,
+                &a.id,
+                timeout,
+                a.until == WaitUntil::Terminal,
+                !a.output.json,
+            )?;
             print_answer(a.output.json, &task, || {
                 format!("{}\n", output::wait_line(&task))
             })?;
             return Ok(super::wait_exit_code(task.status));
         }
         Command::Copy(a) => copy(&a.from, &a.to, a.output.json)?,
-        Command::Watch(_) | Command::Demo(_) | Command::Worker(_) => {
-            return Err(CliError::Usage(
-                "watch, demo and worker are not scriptable commands".into(),
-            ));
+        Command::Watch(_)
+        | Command::Demo(_)
+        | Command::Worker(_)
+        | Command::Completions(_)
+        | Command::Man => {
+            return Err(CliError::Usage {
+                message: "watch, demo, worker, completions and man are not store commands".into(),
+                culprit: None,
+            });
         }
     }
     Ok(0)
 }
 
+/// `rudder list`: the tasks written out one by one as the store yields
+/// them (never the whole answer held twice, or more than a batch of tasks
+/// for a database), with the same bytes as the whole array at once.
+fn list(store: &Store, query: &crate::store::PageQuery, json: bool) -> Result<(), CliError> {
+    let now = store.now();
+    // On a terminal the rows fit its width; a pipe or a file gets them whole.
+    let width = std::io::IsTerminal::is_terminal(&std::io::stdout())
+        .then(|| crossterm::terminal::size().ok())
+        .flatten()
+        .map(|(columns, _)| usize::from(columns));
+    let layout = output::TableLayout::fit(width);
+    let mut out = output::Stream::default();
+    let mut written = 0usize;
+    let mut failed = None;
+    store.page_each(query, &mut |task| {
+        let done = if json {
+            out.text(if written == 0 { "[" } else { "," })
+                .and_then(|()| out.json(&task))
+        } else if written == 0 {
+            out.text(&layout.header())
+                .and_then(|()| out.text(&layout.row(&task, now)))
+        } else {
+            out.text(&layout.row(&task, now))
+        };
+        written += 1;
+        match done {
+            Ok(()) => true,
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
+        }
+    })?;
+    let end = match (json, written) {
+        (true, 0) => "[]\n",
+        (true, _) => "]\n",
+        (false, 0) => output::NO_TASKS,
+        (false, _) => "",
+    };
+    failed
+        .map_or(Ok(()), Err)
+        .and_then(|()| out.text(end))
+        .and_then(|()| out.finish())
+        .map_err(|error| CliError::Output { error, done: None })
+}
+
 /// `rudder copy FROM TO`.
 fn copy(from: &Path, to: &Path, json: bool) -> Result<(), CliError> {
-    let parse =
-        |p: &Path| crate::store::StoreUrl::parse(p).map_err(|e| CliError::Usage(e.to_string()));
-    let (from_url, to_url) = (parse(from)?, parse(to)?);
+    let parse = |p: &Path, arg: &str| {
+        crate::store::StoreUrl::parse(p).map_err(|e| CliError::usage(arg, format!("{arg}: {e}")))
+    };
+    let (from_url, to_url) = (parse(from, "FROM")?, parse(to, "TO")?);
     let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,
     };
     if same(from_url.path(), to_url.path()) {
-        return Err(CliError::Usage(format!(
-            "copy: FROM and TO are the same store ({from_url})"
-        )));
+        return Err(CliError::usage(
+            "TO",
+            format!("copy: FROM and TO are the same store ({from_url})"),
+        ));
     }
     let (src, dst) = (Store::open_url(&from_url), Store::open_url(&to_url));
     // A spinner with the count on a terminal; indicatif draws nothing when
@@ -380,8 +491,10 @@ fn copy(from: &Path, to: &Path, json: bool) -> Result<(), CliError> {
     )
 }
 
-fn settled(task: &Task) -> bool {
-    task.status.is_terminal() || task.status == Status::InputRequired
+/// Whether `wait` is done with `task`: finished, or (unless it waits
+/// until the end) waiting for input.
+fn settled(task: &Task, until_terminal: bool) -> bool {
+    task.status.is_terminal() || !until_terminal && task.status == Status::InputRequired
 }
 
 /// Block until the task is terminal or waits for input, using the change
@@ -398,13 +511,14 @@ fn wait(
     path: &Path,
     id: &str,
     timeout: Option<Duration>,
+    until_terminal: bool,
     announce: bool,
 ) -> Result<Task, CliError> {
     // Resolve the prefix once, so that a later task with the same prefix
     // cannot make the wait ambiguous.
     let store = Store::open(path);
     let task = store.get(id)?;
-    if settled(&task) {
+    if settled(&task, until_terminal) {
         return Ok(task);
     }
     let full_id = task.task_id.clone();
@@ -461,7 +575,7 @@ fn wait(
                     | FeedEvent::Unavailable(Unavailable::Unreadable { .. }) => store.get(&full_id),
                 };
                 match read {
-                    Ok(t) if settled(&t) => return Ok(t),
+                    Ok(t) if settled(&t, until_terminal) => return Ok(t),
                     Ok(t) => last = t,
                     Err(crate::store::StoreError::UnknownTask { .. }) => {
                         use crate::store::Backend;

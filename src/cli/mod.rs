@@ -3,48 +3,47 @@
 
 pub mod args;
 mod commands;
+pub mod exit;
 pub mod output;
 
 use std::path::PathBuf;
 
 pub use args::{Cli, Command};
-pub use commands::run;
+pub use commands::{run, wants_json, writes};
 
 use crate::store::StoreError;
-use crate::task::{Status, Task};
+use crate::task::Task;
 pub use output::OutputError;
 
-/// Exit code for a usage error (bad flag, bad JSON argument, bad duration).
-pub const EXIT_USAGE: i32 = 2;
-/// Exit code when the store is unreadable or corrupt, an I/O error (also
-/// writing the output), or the lock could not be had.
-pub const EXIT_STORE: i32 = 6;
-/// Exit code of `wait` when the task failed.
-pub const EXIT_FAILED: i32 = 7;
-/// Exit code of `wait` when the task was cancelled.
-pub const EXIT_CANCELLED: i32 = 8;
-/// Exit code of `wait` when the task waits for input.
-pub const EXIT_INPUT_REQUIRED: i32 = 9;
-/// Exit code when `wait` timed out.
-pub const EXIT_TIMEOUT: i32 = 124;
+pub use exit::{
+    EXIT_CANCELLED, EXIT_FAILED, EXIT_INPUT_REQUIRED, EXIT_STORE, EXIT_TIMEOUT, EXIT_USAGE,
+    ErrorKind, wait_exit_code,
+};
 
-/// The exit code of `wait` for a task that ended up `status` (DESIGN.md
-/// "Exit codes"): 0 completed, 7 failed, 8 cancelled, 9 waiting for input
-/// (and 0 for `working`, which `wait` never returns).
-pub fn wait_exit_code(status: Status) -> i32 {
-    match status {
-        Status::Completed | Status::Working => 0,
-        Status::Failed => EXIT_FAILED,
-        Status::Cancelled => EXIT_CANCELLED,
-        Status::InputRequired => EXIT_INPUT_REQUIRED,
-    }
+/// What a usage error is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Culprit {
+    /// A flag or argument, such as `--ttl`.
+    Argument(String),
+    /// An environment variable, such as `RUDDER_STORE`.
+    Variable(String),
 }
 
 /// Why a command failed, and so its exit code.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    #[error("{0}")]
-    Usage(String),
+    /// A bad argument or environment variable; `culprit` names it when
+    /// one is to blame.
+    #[error("{message}")]
+    Usage {
+        message: String,
+        culprit: Option<Culprit>,
+    },
+    /// `--read-only` and a command that writes to the store.
+    #[error(
+        "--read-only: {command} writes to the store, and every write is refused; nothing was done"
+    )]
+    ReadOnly { command: &'static str },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("timed out after {0} waiting for task {1}")]
@@ -79,38 +78,30 @@ pub enum CliError {
 }
 
 impl CliError {
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            CliError::Usage(_) => EXIT_USAGE,
-            CliError::Store(e) => e.exit_code(),
-            CliError::Timeout(..) => EXIT_TIMEOUT,
-            CliError::Vanished { .. } => 3,
-            CliError::Output { .. } => EXIT_STORE,
-            CliError::Other(_) => 1,
+    /// A usage error about `argument` (a flag such as `--schema`).
+    pub fn usage(argument: &str, message: impl Into<String>) -> Self {
+        CliError::Usage {
+            message: message.into(),
+            culprit: Some(Culprit::Argument(argument.to_string())),
         }
     }
 
-    pub fn to_json(&self) -> serde_json::Value {
-        match self {
-            CliError::Store(e) => e.to_json(),
-            CliError::Vanished { last, path, .. } => serde_json::json!({
-                "error": "vanished",
-                "message": self.to_string(),
-                "exit_code": self.exit_code(),
-                "path": path,
-                "task": last,
-            }),
-            other => serde_json::json!({
-                "error": match other {
-                    CliError::Usage(_) => "usage",
-                    CliError::Timeout(..) => "timeout",
-                    CliError::Output { .. } => "output",
-                    _ => "error",
-                },
-                "message": other.to_string(),
-                "exit_code": other.exit_code(),
-            }),
+    /// A usage error about the environment variable `variable`.
+    pub fn environment(variable: &str, message: impl Into<String>) -> Self {
+        CliError::Usage {
+            message: message.into(),
+            culprit: Some(Culprit::Variable(variable.to_string())),
         }
+    }
+
+    /// The process exit code (see [`ErrorKind`]).
+    pub fn exit_code(&self) -> i32 {
+        ErrorKind::of_cli(self).exit_code()
+    }
+
+    /// The error as the one JSON object `--json` prints.
+    pub fn to_json(&self) -> serde_json::Value {
+        exit::cli_error_json(self)
     }
 }
 

@@ -36,6 +36,44 @@ pub fn emit(text: &str) -> Result<(), OutputError> {
         })
 }
 
+/// Stdout for an answer written piece by piece (a streamed `list`),
+/// buffered; any failure is reported as the [`OutputError`] it is.
+pub struct Stream {
+    out: io::BufWriter<io::StdoutLock<'static>>,
+}
+
+impl Default for Stream {
+    fn default() -> Self {
+        Stream {
+            out: io::BufWriter::new(io::stdout().lock()),
+        }
+    }
+}
+
+impl Stream {
+    fn failed(source: io::Error) -> OutputError {
+        OutputError {
+            stream: "stdout",
+            source,
+        }
+    }
+
+    /// Write `text`.
+    pub fn text(&mut self, text: &str) -> Result<(), OutputError> {
+        self.out.write_all(text.as_bytes()).map_err(Self::failed)
+    }
+
+    /// Write `value` as compact JSON.
+    pub fn json<T: serde::Serialize>(&mut self, value: &T) -> Result<(), OutputError> {
+        serde_json::to_writer(&mut self.out, value).map_err(|e| Self::failed(io::Error::other(e)))
+    }
+
+    /// Flush everything written.
+    pub fn finish(mut self) -> Result<(), OutputError> {
+        self.out.flush().map_err(Self::failed)
+    }
+}
+
 /// [`emit`] `text` and a line break.
 pub fn emit_line(text: &str) -> Result<(), OutputError> {
     emit(&format!("{text}\n"))
@@ -103,26 +141,102 @@ pub fn current_state(t: &Task) -> String {
     s
 }
 
-/// The list view: one line per task.
+/// What the list view says for no tasks.
+pub const NO_TASKS: &str = "no tasks\n";
+
+/// The columns of the list view, fitted to a terminal's width so that a
+/// row never wraps: the message takes what is left, the title gives way
+/// next, and a terminal narrower than that cuts each row at its edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableLayout {
+    title: usize,
+    message: usize,
+    width: Option<usize>,
+}
+
+impl TableLayout {
+    /// Every column but the title and the message, with the gaps.
+    const FIXED: usize = 8 + 2 + 14 + 2 + 2 + 9 + 2 + 9 + 2;
+    const TITLE: usize = 28;
+    const NARROWEST_TITLE: usize = 10;
+    const MESSAGE: usize = 60;
+
+    /// The layout for a terminal `width` columns wide, or (`None`: not a
+    /// terminal, such as a pipe or a file) the full one.
+    pub fn fit(width: Option<usize>) -> Self {
+        let Some(width) = width else {
+            return TableLayout {
+                title: Self::TITLE,
+                message: Self::MESSAGE,
+                width: None,
+            };
+        };
+        let room = width.saturating_sub(Self::FIXED);
+        let title = room.clamp(Self::NARROWEST_TITLE, Self::TITLE);
+        TableLayout {
+            title,
+            message: room.saturating_sub(title).min(Self::MESSAGE),
+            width: Some(width),
+        }
+    }
+
+    /// The list view's header line.
+    pub fn header(&self) -> String {
+        self.line([
+            "ID".into(),
+            "STATUS".into(),
+            "TITLE/KEY".into(),
+            "AGE".into(),
+            "UPDATED".into(),
+            "MESSAGE".into(),
+        ])
+    }
+
+    /// One line of the list view.
+    pub fn row(&self, t: &Task, now: DateTime<Utc>) -> String {
+        self.line([
+            clean(t.short_id(), 8),
+            t.status.as_str().into(),
+            clean(t.label().unwrap_or("-"), self.title),
+            ago(t.created_at, now).trim_end_matches(" ago").into(),
+            ago(t.updated_at, now).trim_end_matches(" ago").into(),
+            clean(t.current_message().unwrap_or(""), self.message),
+        ])
+    }
+
+    fn line(&self, cells: [String; 6]) -> String {
+        let widths = [8, 14, self.title, 9, 9, 0];
+        let mut line = String::new();
+        for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            line.push_str(cell);
+            // Pad by terminal columns, not characters: a wide character
+            // takes two.
+            let used = unicode_width::UnicodeWidthStr::width(cell.as_str());
+            if i + 1 < cells.len() {
+                line.extend(std::iter::repeat_n(' ', width.saturating_sub(used)));
+            }
+        }
+        let line = line.trim_end();
+        let line = match self.width {
+            Some(w) => crate::text::truncate(line, w).into_owned(),
+            None => line.to_string(),
+        };
+        line + "\n"
+    }
+}
+
+/// The list view for a pipe or a file: a header and one line per task.
 pub fn task_table(tasks: &[Task], now: DateTime<Utc>) -> String {
     if tasks.is_empty() {
-        return "no tasks\n".into();
+        return NO_TASKS.into();
     }
-    let mut out = format!(
-        "{:<8}  {:<14}  {:<28}  {:<9}  {:<9}  {}\n",
-        "ID", "STATUS", "TITLE/KEY", "AGE", "UPDATED", "MESSAGE"
-    );
+    let layout = TableLayout::fit(None);
+    let mut out = layout.header();
     for t in tasks {
-        let _ = writeln!(
-            out,
-            "{:<8}  {:<14}  {:<28}  {:<9}  {:<9}  {}",
-            clean(t.short_id(), 8),
-            t.status.as_str(),
-            clean(t.label().unwrap_or("-"), 28),
-            ago(t.created_at, now).trim_end_matches(" ago"),
-            ago(t.updated_at, now).trim_end_matches(" ago"),
-            clean(t.current_message().unwrap_or(""), 60),
-        );
+        out.push_str(&layout.row(t, now));
     }
     out
 }
@@ -331,5 +445,62 @@ pub fn wait_line(t: &Task) -> String {
             sanitize(t.error_message().unwrap_or("no error message"))
         ),
         s => format!("{} is {s}", sanitize(&t.task_id)),
+    }
+}
+
+#[cfg(test)]
+mod table_tests {
+    use super::*;
+
+    fn task(title: &str, message: &str) -> Task {
+        let mut t = Task::new("0123456789abcdef", Status::InputRequired);
+        t.title = Some(title.into());
+        t.status_message = Some(message.into());
+        t
+    }
+
+    #[test]
+    fn rows_fit_the_terminal_and_never_wrap() {
+        let now = Utc::now();
+        let tasks = [
+            task(
+                "INC-1043 card payments declined with 502",
+                &"which service? ".repeat(10),
+            ),
+            task("日本語のタイトルはとても長いです、本当に", "短い"),
+            task("t", ""),
+        ];
+        for width in [1, 20, 40, 79, 80, 100, 132, 300] {
+            let layout = TableLayout::fit(Some(width));
+            let lines =
+                std::iter::once(layout.header()).chain(tasks.iter().map(|t| layout.row(t, now)));
+            for line in lines {
+                let used = unicode_width::UnicodeWidthStr::width(line.trim_end_matches('\n'));
+                assert!(used <= width, "{used} > {width}: {line:?}");
+            }
+        }
+        // Wide enough, nothing is cut but the message at its 60 columns.
+        let row = TableLayout::fit(Some(300)).row(&tasks[0], now);
+        assert!(row.contains("INC-1043 card payments decl"), "{row}");
+        // The columns line up whatever the characters' widths: the
+        // message starts at the same column.
+        let layout = TableLayout::fit(Some(120));
+        let start = |t: &Task, message: &str| {
+            let row = layout.row(t, now);
+            let cut = row.find(message).expect("the message is shown");
+            unicode_width::UnicodeWidthStr::width(&row[..cut])
+        };
+        assert_eq!(start(&tasks[0], "which"), start(&tasks[1], "短い"));
+    }
+
+    #[test]
+    fn a_pipe_gets_the_full_table() {
+        let now = Utc::now();
+        let t = task("title", "message");
+        assert_eq!(
+            task_table(std::slice::from_ref(&t), now),
+            TableLayout::fit(None).header() + &TableLayout::fit(None).row(&t, now)
+        );
+        assert_eq!(task_table(&[], now), NO_TASKS);
     }
 }

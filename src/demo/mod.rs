@@ -12,7 +12,7 @@ pub mod seed;
 pub mod supervisor;
 pub mod worker;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
@@ -65,7 +65,8 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
         .with_context(|| format!("cannot seed the demo store {}", options.store.display()))?;
     let exe = std::env::current_exe().context("cannot find the rudder binary to run the worker")?;
     let log = Supervisor::log_path_for(&options.store);
-    let supervisor = Supervisor::new(exe, options.store.clone(), options.speed, Some(log)).shared();
+    let supervisor =
+        Supervisor::new(exe.clone(), options.store.clone(), options.speed, Some(log)).shared();
     let mut control = supervisor.clone();
     control
         .start()
@@ -82,8 +83,48 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
     supervisor.lock().stop();
     shown?;
     crate::cli::output::emit_line(&format!(
-        "rudder demo: the worker is stopped and every task stays where it was in {}; run `rudder demo` again to go on",
-        options.store.display()
+        "rudder demo: the worker is stopped and every task stays where it was in {}; run `{}` again to go on",
+        options.store.display(),
+        again_command(&exe, &options.store)
     ))?;
     Ok(())
+}
+
+/// The command that starts this demo again, as the user can type it: `cargo
+/// run --release -- demo` for a binary cargo built in a `target` directory
+/// (not on `PATH`), else `rudder demo`; with `--store` unless it is the
+/// default store.
+pub fn again_command(exe: &Path, store: &Path) -> String {
+    let built_by_cargo = exe.components().any(|c| c.as_os_str() == "target");
+    let mut command = if built_by_cargo {
+        "cargo run --release -- demo".to_string()
+    } else {
+        "rudder demo".to_string()
+    };
+    if store != Path::new("rudder-demo.json") {
+        command.push_str(&format!(" --store {}", store.display()));
+    }
+    command
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_says_how_to_start_it_again_as_it_was_started() {
+        let default = Path::new("rudder-demo.json");
+        assert_eq!(
+            again_command(Path::new("/src/rudder/target/release/rudder"), default),
+            "cargo run --release -- demo"
+        );
+        assert_eq!(
+            again_command(Path::new("/home/me/.cargo/bin/rudder"), default),
+            "rudder demo"
+        );
+        assert_eq!(
+            again_command(Path::new("/usr/bin/rudder"), Path::new("/tmp/d.json")),
+            "rudder demo --store /tmp/d.json"
+        );
+    }
 }

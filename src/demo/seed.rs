@@ -150,17 +150,6 @@ pub enum FreshError {
     Store(#[from] StoreError),
 }
 
-impl FreshError {
-    /// The exit code of `rudder demo` refused this way: 2 (usage) for a
-    /// store that is not the demo's, else the store error's.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            FreshError::NotADemoStore { .. } => crate::cli::EXIT_USAGE,
-            FreshError::Store(e) => e.exit_code(),
-        }
-    }
-}
-
 fn shorten(names: &[String]) -> String {
     const SHOWN: usize = 3;
     let mut text = names

@@ -2,16 +2,14 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::{Value, json};
-
 use crate::schema::Violation;
 use crate::task::{OpKind, Task};
 
 /// Everything a store operation can fail with.
 ///
 /// Refusals carry the task's current snapshot so that a caller can read the
-/// real state instead of assuming its write won. [`StoreError::exit_code`]
-/// maps each kind to the CLI's exit codes.
+/// real state instead of assuming its write won. The CLI maps each kind to
+/// its exit code and JSON shape (`cli::exit`); nothing here knows of either.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("unknown task: {id}")]
@@ -208,29 +206,6 @@ fn position(line: Option<usize>, column: Option<usize>) -> String {
 }
 
 impl StoreError {
-    /// The CLI exit code for this error (DESIGN.md "Exit codes").
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            StoreError::UnknownTask { .. } | StoreError::AmbiguousId { .. } => 3,
-            StoreError::Refused { .. }
-            | StoreError::IdempotencyConflict { .. }
-            | StoreError::StaleRevision { .. }
-            | StoreError::LeaseLost { .. }
-            | StoreError::RevisionExhausted { .. }
-            | StoreError::CopyRefused { .. } => 4,
-            StoreError::InvalidInput { .. } => 5,
-            StoreError::InvalidSchema(_)
-            | StoreError::TooDeep { .. }
-            | StoreError::ReservedKey { .. } => 2,
-            StoreError::Corrupt { .. }
-            | StoreError::Io { .. }
-            | StoreError::LockTimeout { .. }
-            | StoreError::TooLarge { .. }
-            | StoreError::NotAStore { .. }
-            | StoreError::Database { .. } => 6,
-        }
-    }
-
     /// The task's current snapshot, for refusals.
     pub fn task(&self) -> Option<&Task> {
         match self {
@@ -241,72 +216,6 @@ impl StoreError {
             | StoreError::RevisionExhausted { task, .. } => Some(task),
             _ => None,
         }
-    }
-
-    /// A short machine-readable name of the kind of error.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            StoreError::UnknownTask { .. } => "unknown_task",
-            StoreError::AmbiguousId { .. } => "ambiguous_id",
-            StoreError::Refused { .. } => "refused",
-            StoreError::IdempotencyConflict { .. } => "idempotency_conflict",
-            StoreError::StaleRevision { .. } => "stale_revision",
-            StoreError::LeaseLost { .. } => "lease_lost",
-            StoreError::RevisionExhausted { .. } => "revision_exhausted",
-            StoreError::TooDeep { .. } => "too_deep",
-            StoreError::ReservedKey { .. } => "reserved_key",
-            StoreError::TooLarge { .. } => "too_large",
-            StoreError::InvalidInput { .. } => "invalid_input",
-            StoreError::InvalidSchema(_) => "invalid_schema",
-            StoreError::Corrupt { .. } => "corrupt_store",
-            StoreError::Io { .. } => "io",
-            StoreError::LockTimeout { .. } => "lock_timeout",
-            StoreError::NotAStore { .. } => "not_a_store",
-            StoreError::CopyRefused { .. } => "copy_refused",
-            StoreError::Database { .. } => "database",
-        }
-    }
-
-    /// The error as one JSON object (`--json` output).
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({
-            "error": self.kind(),
-            "message": self.to_string(),
-            "exit_code": self.exit_code(),
-        });
-        if let Some(task) = self.task() {
-            v["task"] = serde_json::to_value(task).unwrap_or(Value::Null);
-        }
-        match self {
-            StoreError::InvalidInput { violations, .. } => {
-                v["violations"] = serde_json::to_value(violations).unwrap_or(Value::Null);
-            }
-            StoreError::AmbiguousId { candidates, .. } => {
-                v["candidates"] = json!(candidates);
-            }
-            StoreError::Corrupt {
-                path, line, column, ..
-            } => {
-                v["path"] = json!(path);
-                v["line"] = json!(line);
-                v["column"] = json!(column);
-            }
-            StoreError::TooDeep { field, limit } => {
-                v["field"] = json!(field);
-                v["limit"] = json!(limit);
-            }
-            StoreError::ReservedKey { field, pointer } => {
-                v["field"] = json!(field);
-                v["pointer"] = json!(pointer);
-            }
-            StoreError::TooLarge { path, size, limit } => {
-                v["path"] = json!(path);
-                v["size"] = json!(size);
-                v["limit"] = json!(limit);
-            }
-            _ => {}
-        }
-        v
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, action: &'static str, source: io::Error) -> Self {

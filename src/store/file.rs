@@ -379,6 +379,11 @@ impl Backend for FileBackend {
     fn load(&self) -> Result<TaskMap, StoreError> {
         Ok(self.load_existing()?.unwrap_or_default())
     }
+    /// Every transaction reads and rewrites the whole file, so a batch
+    /// would cost as much as everything: one step.
+    fn batch_size(&self) -> Option<usize> {
+        None
+    }
 
     /// Checked like [`Backend::load`] (a file that is not a valid store is
     /// refused the same way), but only the tasks `f` asks for are parsed.

@@ -71,6 +71,16 @@ pub trait Backend: Send + Sync {
         Ok(true)
     }
 
+    /// How many tasks one step of a long operation (a streamed `list`,
+    /// `reclaim`, `prune`) should handle: a bound for a database, where each
+    /// step is an indexed query or a short transaction, so that a million
+    /// stale tasks never make one giant transaction; `None` (everything at
+    /// once) for a store that is read and written whole, where every step
+    /// would cost as much as the whole operation.
+    fn batch_size(&self) -> Option<usize> {
+        Some(DEFAULT_BATCH)
+    }
+
     /// Read the current tasks under exclusive access and call `f` on them;
     /// persist the changes durably if `f` returns `Ok(true)`, write nothing
     /// if it returns `Ok(false)` or an error. A store that is not valid is
@@ -104,6 +114,9 @@ pub trait Backend: Send + Sync {
         })
     }
 }
+
+/// [`Backend::batch_size`] of a database.
+pub const DEFAULT_BATCH: usize = 1000;
 
 /// The source of "now"; replaceable in tests.
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
@@ -189,6 +202,9 @@ impl Backend for AnyBackend {
     fn exists(&self) -> Result<bool, StoreError> {
         self.refused()?.exists()
     }
+    fn batch_size(&self) -> Option<usize> {
+        self.refused().ok().and_then(|b| b.batch_size())
+    }
     fn transaction(
         &self,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
@@ -201,6 +217,8 @@ impl Backend for AnyBackend {
 pub struct Store<B: Backend = AnyBackend> {
     backend: B,
     clock: Clock,
+    /// Overrides [`Backend::batch_size`] (tests).
+    batch: Option<usize>,
 }
 
 impl Store<FileBackend> {
@@ -248,7 +266,20 @@ impl<B: Backend> Store<B> {
         Store {
             backend,
             clock: Arc::new(Utc::now),
+            batch: None,
         }
+    }
+
+    /// Handle at most `n` tasks (at least 1) per step of a long operation,
+    /// whatever the backend's [`Backend::batch_size`] (tests, tuning).
+    pub fn with_batch_size(mut self, n: usize) -> Self {
+        self.batch = Some(n.max(1));
+        self
+    }
+
+    /// The tasks one step of a long operation handles; `None`: all at once.
+    pub fn batch_size(&self) -> Option<usize> {
+        self.batch.or_else(|| self.backend.batch_size())
     }
 
     /// Replace the clock (tests, simulations).
@@ -301,6 +332,46 @@ impl<B: Backend> Store<B> {
             Ok(())
         })?;
         Ok(list)
+    }
+
+    /// Call `each` on every task of the page `q` asks for, in order, from
+    /// one consistent snapshot, until it returns false. At most
+    /// [`Store::batch_size`] tasks are in memory at once (each batch is one
+    /// keyset query that starts after the last task of the one before), so
+    /// a caller that writes the tasks out as they come holds no more.
+    pub fn page_each(
+        &self,
+        q: &PageQuery,
+        each: &mut dyn FnMut(Task) -> bool,
+    ) -> Result<(), StoreError> {
+        let batch = self.batch_size();
+        self.backend.snapshot(&mut |tasks| {
+            let mut left = q.limit;
+            let mut step = q.clone();
+            loop {
+                let want = match (batch, left) {
+                    (Some(b), Some(l)) => Some(b.min(l)),
+                    (b, l) => b.or(l),
+                };
+                if want == Some(0) {
+                    return Ok(());
+                }
+                step.limit = want;
+                let page = tasks.page(&step)?;
+                let got = page.len();
+                let last = page.last().map(|t| t.task_id.clone());
+                for task in page {
+                    if !each(task) {
+                        return Ok(());
+                    }
+                }
+                left = left.map(|l| l - got);
+                match (want, last) {
+                    (Some(w), Some(last)) if got == w => step.after = Some(last),
+                    _ => return Ok(()),
+                }
+            }
+        })
     }
 
     /// How many tasks have each status.
@@ -557,7 +628,8 @@ impl<B: Backend> Store<B> {
     }
 
     /// Fail every non-terminal task not updated for `older_than`; with
-    /// `dry_run`, only report what would be reclaimed.
+    /// `dry_run`, only report what would be reclaimed. At most
+    /// [`Store::batch_size`] tasks are failed per transaction.
     pub fn reclaim(
         &self,
         older_than: Duration,
@@ -572,86 +644,132 @@ impl<B: Backend> Store<B> {
             })?;
             return Ok(plan.expect("the snapshot was read"));
         }
-        self.transact(false, |tasks, now| {
-            let report = plan_reclaim(tasks, older_than, now, false)?;
-            fail_reclaimed(tasks, &report, older_than, now)?;
-            let write = !report.reclaimed.is_empty();
-            Ok((report, write))
-        })
+        let Some(batch) = self.batch_size() else {
+            return self.transact(false, |tasks, now| {
+                let report = plan_reclaim(tasks, older_than, now, false)?;
+                fail_reclaimed(tasks, &report, older_than, now)?;
+                let write = !report.reclaimed.is_empty();
+                Ok((report, write))
+            });
+        };
+        // In batches: plan from a snapshot without the lock, then fail the
+        // planned tasks `batch` at a time, each one checked again under the
+        // lock (a task that is no longer idle, or is now leased, is left
+        // alone as one transaction would have found it).
+        let mut plan = self.reclaim(older_than, true)?;
+        plan.dry_run = false;
+        let planned = std::mem::take(&mut plan.reclaimed);
+        for chunk in planned.chunks(batch) {
+            let step = self.transact(false, |tasks, now| {
+                let mut step = Recheck::default();
+                for r in chunk {
+                    step.reclaim(tasks, &r.task_id, None, older_than, now)?;
+                }
+                let write = !step.reclaimed.is_empty();
+                Ok((step, write))
+            })?;
+            plan.reclaimed.extend(step.reclaimed);
+            plan.skipped.extend(step.skipped);
+            plan.active += step.active;
+        }
+        Ok(plan)
     }
 
     /// Reclaim exactly the tasks a person was shown: each `(id, revision)`
     /// is failed only if it is still at that revision and still qualifies
     /// (unfinished, idle for `older_than`, no live lease); every other listed
     /// task is reported as skipped with the reason. Tasks not listed are
-    /// never touched, even if they went idle since the preview.
+    /// never touched, even if they went idle since the preview. At most
+    /// [`Store::batch_size`] tasks are failed per transaction.
     pub fn reclaim_tasks(
         &self,
         previewed: &[(String, u64)],
         older_than: Duration,
     ) -> Result<ReclaimReport, StoreError> {
-        self.transact(false, |tasks, now| {
-            let mut plan = plan_reclaim(tasks, older_than, now, false)?;
-            let mut reclaimed = Vec::new();
-            let mut skipped = Vec::new();
-            for (id, seen) in previewed {
-                let task = tasks.get(id)?;
-                let current = task.as_ref().map(|t| (t.status, t.revision));
-                let planned = plan.reclaimed.iter().position(|r| &r.task_id == id);
-                let skip = |status, reason: String| Skipped {
-                    task_id: id.clone(),
-                    status,
-                    reason,
-                };
-                match (planned, current) {
-                    (Some(i), Some((_, revision))) if revision == *seen => {
-                        reclaimed.push(plan.reclaimed.swap_remove(i));
-                    }
-                    (Some(_), Some((status, revision))) => skipped.push(skip(
-                        status,
-                        format!("changed since the preview (revision {seen}, now {revision})"),
-                    )),
-                    (_, Some((status, _))) => skipped.push(
-                        plan.skipped
-                            .iter()
-                            .find(|s| &s.task_id == id)
-                            .cloned()
-                            .unwrap_or_else(|| {
-                                let why = match task.as_ref().and_then(|t| t.updated_at) {
-                                    Some(at) if !status.is_terminal() => format!(
-                                        "active again: last update {} ago",
-                                        report::human_duration(report::ms(now - at))
-                                    ),
-                                    _ => format!("it is {status} now"),
-                                };
-                                skip(status, why)
-                            }),
-                    ),
-                    // Only finished tasks are pruned, so it finished first.
-                    (_, None) => skipped.push(skip(Status::Failed, "it no longer exists".into())),
+        // Each task is checked on its own, so the previewed list can be
+        // handled `batch` tasks per transaction.
+        let batch = self.batch_size().unwrap_or(usize::MAX);
+        let mut report: Option<ReclaimReport> = None;
+        // Even an empty preview answers with the time and threshold.
+        let empty: [(String, u64); 0] = [];
+        let chunks: Vec<&[(String, u64)]> = if previewed.is_empty() {
+            vec![&empty]
+        } else {
+            previewed.chunks(batch).collect()
+        };
+        for chunk in chunks {
+            let (step, at) = self.transact(false, |tasks, now| {
+                let mut step = Recheck::default();
+                for (id, seen) in chunk {
+                    step.reclaim(tasks, id, Some(*seen), older_than, now)?;
                 }
-            }
-            plan.reclaimed = reclaimed;
-            plan.skipped = skipped;
-            // Only the previewed tasks are the answer's subject.
-            plan.active = 0;
-            fail_reclaimed(tasks, &plan, older_than, now)?;
-            let write = !plan.reclaimed.is_empty();
-            Ok((plan, write))
-        })
+                let write = !step.reclaimed.is_empty();
+                Ok(((step, now), write))
+            })?;
+            let report = report.get_or_insert_with(|| ReclaimReport {
+                dry_run: false,
+                older_than_ms: older_than.as_millis() as u64,
+                at,
+                reclaimed: Vec::new(),
+                skipped: Vec::new(),
+                // Only the previewed tasks are the answer's subject.
+                active: 0,
+            });
+            report.reclaimed.extend(step.reclaimed);
+            report.skipped.extend(step.skipped);
+        }
+        Ok(report.expect("one transaction ran"))
     }
 
-    /// Remove terminal tasks past their retention: `ttl_ms` when set, else `older_than`.
+    /// Remove terminal tasks past their retention: `ttl_ms` when set, else
+    /// `older_than`. At most [`Store::batch_size`] tasks are removed per
+    /// transaction.
     pub fn prune(&self, older_than: Duration) -> Result<PruneReport, StoreError> {
-        self.transact(false, |tasks, now| {
+        let Some(batch) = self.batch_size() else {
+            return self.transact(false, |tasks, now| {
+                let found = tasks.prunable(now, older_than)?;
+                let report = report::plan_prune(found.iter().map(|t| t.summary()), older_than, now);
+                for p in &report.removed {
+                    tasks.remove(&p.task_id);
+                }
+                let write = !report.removed.is_empty();
+                Ok((report, write))
+            });
+        };
+        // In batches, like `reclaim`: plan from a snapshot, then remove
+        // `batch` tasks per transaction, each checked again under the lock.
+        let mut plan = None;
+        self.backend.snapshot(&mut |tasks| {
+            let now = self.now();
             let found = tasks.prunable(now, older_than)?;
-            let report = report::plan_prune(found.iter().map(|t| t.summary()), older_than, now);
-            for p in &report.removed {
-                tasks.remove(&p.task_id);
-            }
-            let write = !report.removed.is_empty();
-            Ok((report, write))
-        })
+            plan = Some(report::plan_prune(
+                found.iter().map(|t| t.summary()),
+                older_than,
+                now,
+            ));
+            Ok(())
+        })?;
+        let mut plan = plan.expect("the snapshot was read");
+        let planned = std::mem::take(&mut plan.removed);
+        for chunk in planned.chunks(batch) {
+            let removed = self.transact(false, |tasks, now| {
+                let mut removed = Vec::new();
+                for p in chunk {
+                    let Some(task) = tasks.get(&p.task_id)? else {
+                        continue;
+                    };
+                    let again = report::plan_prune([Summary::of(&task)], older_than, now);
+                    if let Some(pruned) = again.removed.into_iter().next() {
+                        tasks.remove(&pruned.task_id);
+                        removed.push(pruned);
+                    }
+                }
+                let write = !removed.is_empty();
+                Ok((removed, write))
+            })?;
+            plan.removed.extend(removed);
+        }
+        Ok(plan)
     }
 }
 
@@ -672,6 +790,79 @@ fn plan_reclaim(
     );
     plan.active += stale.unfinished.saturating_sub(stale.candidates.len());
     Ok(plan)
+}
+
+/// What one batch of a reclaim found, task by task.
+#[derive(Default)]
+struct Recheck {
+    reclaimed: Vec<Reclaimed>,
+    skipped: Vec<Skipped>,
+    active: usize,
+}
+
+impl Recheck {
+    /// Check the task `id` again under the lock and fail it if it still
+    /// qualifies (and, with `seen`, is still at the revision a person was
+    /// shown); else record why it was left alone.
+    fn reclaim(
+        &mut self,
+        tasks: &mut dyn Transaction,
+        id: &str,
+        seen: Option<u64>,
+        older_than: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let skip = |status, reason: String| Skipped {
+            task_id: id.to_string(),
+            status,
+            reason,
+        };
+        let Some(task) = tasks.get(id)? else {
+            // Only finished tasks are pruned, so it finished first; a
+            // reclaim that showed nobody a preview has nothing to say.
+            if seen.is_some() {
+                self.skipped
+                    .push(skip(Status::Failed, "it no longer exists".into()));
+            }
+            return Ok(());
+        };
+        let mut again = report::plan_reclaim([Summary::of(&task)], older_than, now, false);
+        match again.reclaimed.pop() {
+            Some(_) if seen.is_some_and(|seen| seen != task.revision) => {
+                self.skipped.push(skip(
+                    task.status,
+                    format!(
+                        "changed since the preview (revision {}, now {})",
+                        seen.unwrap_or_default(),
+                        task.revision
+                    ),
+                ));
+            }
+            Some(r) => {
+                let plan = ReclaimReport {
+                    reclaimed: vec![r],
+                    ..again
+                };
+                fail_reclaimed(tasks, &plan, older_than, now)?;
+                self.reclaimed.extend(plan.reclaimed);
+            }
+            None => match again.skipped.pop() {
+                Some(s) => self.skipped.push(s),
+                None if seen.is_none() => self.active += again.active,
+                None => {
+                    let why = match task.updated_at {
+                        Some(at) if !task.status.is_terminal() => format!(
+                            "active again: last update {} ago",
+                            report::human_duration(report::ms(now - at))
+                        ),
+                        _ => format!("it is {} now", task.status),
+                    };
+                    self.skipped.push(skip(task.status, why));
+                }
+            },
+        }
+        Ok(())
+    }
 }
 
 /// How many ids of an ambiguous prefix an error lists.
