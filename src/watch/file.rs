@@ -4,12 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use chrono::{DateTime, Utc};
 use indexmap::IndexMap;
 
 use super::{Catchup, FeedSource, MAX_BATCH, ResetReason, TaskChange, Unavailable, Wake};
-use crate::store::{FileBackend, StoreError};
-use crate::task::Status;
+use crate::store::{FileBackend, StoreError, TaskDigest};
 
 /// What identifies one version of the file cheaply.
 type Stamp = Option<(u64, u64, SystemTime)>;
@@ -22,13 +20,9 @@ fn stamp(path: &Path) -> Stamp {
 
 /// What the feed remembers of a task: a task whose revision, status and
 /// last update are all unchanged did not change. (`updated_at` covers
-/// writers that keep no revision, such as the seed's store.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Known {
-    revision: u64,
-    status: Status,
-    updated_at: Option<DateTime<Utc>>,
-}
+/// writers that keep no revision, such as the seed's store.) With a hash of
+/// its text, so that a task whose text did not change is not read again.
+type Known = TaskDigest;
 
 /// The feed of a JSON file store.
 pub struct FileSource {
@@ -53,24 +47,31 @@ impl FileSource {
         }
     }
 
-    /// Every task's (or the one task's) summary, read without parsing any
-    /// task in full; `None` when the file does not exist.
+    /// Every task's (or the one task's) digest, read without parsing any
+    /// task in full (and of every task, only those whose text changed since
+    /// the last read); `None` when the file does not exist.
     fn read(&self) -> Result<Option<IndexMap<String, Known>>, StoreError> {
-        let mut now = IndexMap::new();
-        let known = |s: crate::store::Summary<'_>| Known {
-            revision: s.revision,
-            status: s.status,
-            updated_at: s.updated_at,
+        let Some(id) = self.task.as_deref() else {
+            let empty = IndexMap::new();
+            return self.backend.digests(self.known.as_ref().unwrap_or(&empty));
         };
-        let task = self.task.as_deref();
+        let mut now = IndexMap::new();
         let existed = self.backend.snapshot_existing(&mut |txn| {
-            now.clear();
-            match task {
-                // A file a rudder writer wrote is searched for the task's
-                // key line: nothing else is read.
-                Some(id) => now.extend(txn.summary(id).map(|s| (id.to_string(), known(s)))),
-                None => now.extend(txn.summaries().map(|s| (s.task_id.to_string(), known(s)))),
-            }
+            // A file a rudder writer wrote is searched for the task's key
+            // line: nothing else is read.
+            now = txn
+                .summary(id)
+                .map(|s| {
+                    let digest = TaskDigest {
+                        revision: s.revision,
+                        status: s.status,
+                        updated_at: s.updated_at,
+                        hash: 0,
+                    };
+                    (id.to_string(), digest)
+                })
+                .into_iter()
+                .collect();
             Ok(())
         })?;
         Ok(existed.then_some(now))
@@ -82,7 +83,7 @@ fn compare(old: &IndexMap<String, Known>, new: &IndexMap<String, Known>) -> Vec<
     let mut changes = Vec::new();
     for (id, k) in new {
         let before = old.get(id);
-        if before != Some(k) {
+        if !before.is_some_and(|b| b.same(k)) {
             changes.push(TaskChange {
                 task_id: id.clone(),
                 revision: k.revision,
@@ -154,13 +155,48 @@ impl FeedSource for FileSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::task::Status;
 
     fn known(rev: u64, status: Status) -> Known {
         Known {
             revision: rev,
             status,
             updated_at: None,
+            hash: 0,
         }
+    }
+
+    /// Only tasks whose text changed are read again: a digest kept from
+    /// the last read (here with a revision no file holds) is reused as it
+    /// is for a task whose text is the same.
+    #[test]
+    fn tasks_whose_text_did_not_change_are_not_read_again() {
+        use crate::store::{NewTask, Store};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tasks.json");
+        let store = Store::open(&path);
+        let a = store.create(NewTask::default()).expect("create").task;
+        let b = store.create(NewTask::default()).expect("create").task;
+        let backend = FileBackend::new(&path);
+        let first = backend
+            .digests(&IndexMap::new())
+            .expect("read")
+            .expect("a file");
+        assert_eq!(first[&a.task_id].revision, 1);
+        let mut kept = first.clone();
+        kept[&a.task_id].revision = 99;
+        kept[&b.task_id].revision = 99;
+        store
+            .heartbeat(&b.task_id, None, None, crate::task::Actor::Anyone)
+            .expect("heartbeat");
+        let next = backend.digests(&kept).expect("read").expect("a file");
+        assert_eq!(next[&a.task_id].revision, 99, "reused");
+        assert_eq!(next[&b.task_id].revision, 2, "read again");
+        // A file that does not read is refused with the checked read's
+        // error, whatever was kept.
+        std::fs::write(&path, b"{\"x\": {\"task_id\": 3}}\n").expect("write");
+        let e = backend.digests(&kept).expect_err("refused");
+        assert!(e.to_string().contains("line 1"), "{e}");
     }
 
     #[test]
