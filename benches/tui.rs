@@ -62,7 +62,7 @@ fn app_with(tasks: TaskMap) -> App {
 }
 
 fn frame(c: &mut Criterion) {
-    let theme = Theme { color: true };
+    let theme = Theme::DEFAULT;
     let mut group = c.benchmark_group("frame");
     for n in [1_000usize, 10_000, 100_000] {
         let mut app = app_with(tasks(n));
@@ -113,7 +113,7 @@ fn write_to_drawn(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
-    let theme = Theme { color: true };
+    let theme = Theme::DEFAULT;
     let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
     let mut app = App::new(&path, false, Utc::now());
     let mut feed = runtime.block_on(async { rudder::tui::snapshots(path.clone(), store.clone()) });

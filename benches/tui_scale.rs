@@ -61,7 +61,7 @@ fn change_to_drawn(
     id: &str,
     seq: u64,
 ) -> Result<Duration, StoreError> {
-    let theme = Theme { color: true };
+    let theme = Theme::DEFAULT;
     let message = format!("beat {seq:06}");
     writer.heartbeat(id, Some(message.clone()), None, Actor::Anyone)?;
     let written = Instant::now();
@@ -87,7 +87,7 @@ fn sqlite(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
-    let theme = Theme { color: true };
+    let theme = Theme::DEFAULT;
     let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
     let mut app =
         App::new(&path, false, Utc::now()).with_source(Arc::clone(&store) as Arc<dyn RowSource>);
@@ -178,7 +178,7 @@ fn file(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
-    let theme = Theme { color: true };
+    let theme = Theme::DEFAULT;
     let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
     let mut app = App::new(&path, false, Utc::now());
     let mut updates =

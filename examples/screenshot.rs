@@ -209,7 +209,7 @@ fn render() -> Result<String> {
     app.rebuild();
 
     let mut terminal = Terminal::new(TestBackend::new(WIDTH, HEIGHT))?;
-    terminal.draw(|frame| view::draw(frame, &mut app, &Theme { color: true }))?;
+    terminal.draw(|frame| view::draw(frame, &mut app, &Theme::DEFAULT))?;
     Ok(svg(terminal.backend().buffer()))
 }
 

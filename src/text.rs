@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::cell::Cell;
 
-use unicode_width::UnicodeWidthChar;
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
@@ -123,6 +123,25 @@ pub fn truncate(text: &str, width: usize) -> Cow<'_, str> {
     Cow::Borrowed(text)
 }
 
+/// Cut `text` to at most `width` columns like [`truncate`], but at the end
+/// of a word (before a space) when one ends in the second half of the
+/// room, so that a cut never leaves half a word before the `…`.
+pub fn truncate_words(text: &str, width: usize) -> String {
+    let cut = truncate(text, width);
+    let Cow::Owned(cut) = cut else {
+        return text.to_string();
+    };
+    let body = cut.strip_suffix('…').unwrap_or(&cut);
+    // Already at a word's end: the next character of `text` is a space.
+    if text[body.len()..].starts_with(' ') {
+        return format!("{}…", body.trim_end());
+    }
+    match body.rfind(' ') {
+        Some(at) if body[..at].width() * 2 >= width => format!("{}…", body[..at].trim_end()),
+        _ => cut,
+    }
+}
+
 /// [`sanitize`] then [`truncate`].
 pub fn clean(text: &str, width: usize) -> String {
     truncate(&sanitize(text), width).into_owned()
@@ -131,6 +150,26 @@ pub fn clean(text: &str, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn words_are_not_cut_in_half() {
+        assert_eq!(
+            truncate_words("INC-1042 checkout latency", 20),
+            "INC-1042 checkout…"
+        );
+        assert_eq!(
+            truncate_words("INC-1042 checkout latency", 40),
+            "INC-1042 checkout latency"
+        );
+        assert_eq!(
+            truncate_words("INC-1042 checkout latency", 18),
+            "INC-1042 checkout…"
+        );
+        // A long first word is cut where it must be.
+        assert_eq!(truncate_words("supercalifragilistic yes", 8), "superca…");
+        assert_eq!(truncate_words("a bcdefghijkl", 8), "a bcdef…");
+        assert_eq!(truncate_words("", 0), "");
+    }
 
     #[test]
     fn escape_sequences_and_controls_are_removed() {

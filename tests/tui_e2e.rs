@@ -404,3 +404,85 @@ fn a_large_sqlite_store_is_paged() {
     tui.send("q");
     tui.wait_exit();
 }
+
+/// Mark three of four tasks (Space on two, then `*` on a filter that shows
+/// one more), cancel them with one y/n, and find exactly those three
+/// cancelled in the store file.
+#[test]
+fn three_of_four_tasks_are_marked_and_cancelled_with_one_confirmation() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tasks.json");
+    let mut ids = Vec::new();
+    for title in [
+        "BULK-1 first",
+        "BULK-2 second",
+        "KEEP-3 third",
+        "BULK-4 fourth",
+    ] {
+        let created = cli(&store, &["create", "--json", "--title", title]);
+        let created: Value = serde_json::from_str(&created).expect("JSON from create");
+        ids.push(
+            created["task"]["task_id"]
+                .as_str()
+                .expect("an id")
+                .to_string(),
+        );
+    }
+    // No config of the user's (a temp dir without one).
+    let config = dir.path().join("config");
+    let mut tui = Tui::start_with(
+        &store,
+        &[("XDG_CONFIG_HOME", config.to_str().expect("UTF-8"))],
+    );
+    tui.wait_for("BULK-4 fourth");
+    // Filter to BULK-1 and mark it with Space; the same for BULK-4; then
+    // `*` marks what a filter shows: BULK-2.
+    tui.send("/BULK-1\r ");
+    tui.wait_for("1 marked");
+    tui.send("/\x15BULK-4\r ");
+    tui.wait_for("2 marked");
+    tui.send("/\x15second\r*");
+    tui.wait_for("3 marked");
+    tui.send("\x1b");
+    tui.wait_for("filters cleared");
+    tui.send("c");
+    tui.wait_for("Cancel these 3 marked task(s)?");
+    tui.send("y");
+    tui.wait_for("cancel of 3 task(s): 3 cancelled, 0 unchanged, 0 refused");
+    for (i, id) in ids.iter().enumerate() {
+        let wanted = if i == 2 { "working" } else { "cancelled" };
+        assert_eq!(task_in_file(&store, id)["status"], wanted, "task {i}");
+    }
+    tui.send("x");
+    tui.send("q");
+    tui.wait_exit();
+}
+
+/// A broken config file: the TUI starts with the default keys and says
+/// what is wrong, with the file and line.
+#[test]
+fn a_broken_config_file_is_shown_and_the_tui_starts_anyway() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tasks.json");
+    cli(&store, &["create", "--title", "INC-13 config"]);
+    let config = dir.path().join("config");
+    std::fs::create_dir_all(config.join("rudder")).expect("config dir");
+    std::fs::write(
+        config.join("rudder").join("config.toml"),
+        "[keys]\nquit = \"x\"\nmark = \"j\"\n",
+    )
+    .expect("config file");
+    let mut tui = Tui::start_with(
+        &store,
+        &[("XDG_CONFIG_HOME", config.to_str().expect("UTF-8"))],
+    );
+    tui.wait_for("INC-13 config");
+    tui.wait_for("line 3, column 1: [keys] mark: j already does \"move down\"");
+    // The rebinding that was fine is taken: x quits, q does not.
+    tui.send("q");
+    tui.send("?");
+    tui.wait_for("any key closes");
+    tui.send("?");
+    tui.send("x");
+    tui.wait_exit();
+}

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 fn screen(app: &mut App, width: u16, height: u16) -> String {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
     terminal
-        .draw(|f| view::draw(f, app, &Theme { color: true }))
+        .draw(|f| view::draw(f, app, &Theme::DEFAULT))
         .expect("draw");
     screen_text(&terminal)
 }

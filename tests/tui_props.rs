@@ -94,7 +94,7 @@ proptest! {
                 Step::Unreadable => app.on_feed(FeedEvent::Unreadable { message: "bad".into() }),
                 Step::Resize(w, h) => terminal.backend_mut().resize(w, h),
             }
-            terminal.draw(|f| view::draw(f, &mut app, &Theme { color: true })).expect("draw");
+            terminal.draw(|f| view::draw(f, &mut app, &Theme::DEFAULT)).expect("draw");
             match &app.selected {
                 Some(sel) => {
                     let row = app.row_task(app.cursor).map(|t| t.task_id.clone());

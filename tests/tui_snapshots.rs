@@ -15,7 +15,7 @@ use rudder::tui::app::StoreUpdate as FeedEvent;
 use rudder::tui::app::{App, Popup};
 use rudder::tui::view::{self, Theme};
 
-const COLOR: Theme = Theme { color: true };
+const COLOR: Theme = Theme::DEFAULT;
 
 fn render_with(app: &mut App, width: u16, height: u16, theme: Theme) -> Terminal<TestBackend> {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
@@ -234,7 +234,7 @@ fn hostile_task_text_is_drawn_inert() {
 #[test]
 fn no_color_draws_no_colours_but_keeps_the_symbols() {
     let mut app = app_with(fixture());
-    let t = render_with(&mut app, 120, 35, Theme { color: false });
+    let t = render_with(&mut app, 120, 35, Theme::MONO);
     let buf = t.backend().buffer();
     for cell in buf.content() {
         assert_eq!(
@@ -377,4 +377,221 @@ fn huge_texts_are_sanitized_once_per_change_not_per_frame() {
     let before = rudder::text::sanitized_bytes();
     frame(&mut app);
     assert!(rudder::text::sanitized_bytes() - before < 64 << 10);
+}
+
+/// Snapshots of `app` at 80×24 and 140×42, named `NAME_80x24`, `NAME_140x42`.
+fn both_sizes(name: &str, app: &mut App) {
+    for (w, h) in [(80, 24), (140, 42)] {
+        let text = screen(&render_with(app, w, h, COLOR));
+        insta::assert_snapshot!(format!("{name}_{w}x{h}"), text);
+    }
+}
+
+/// The fixture with a concluded diagnosis as the demo writes it (summary,
+/// root cause, citations) and a failed one whose error is long.
+fn diagnosed() -> rudder::task::TaskMap {
+    let mut tasks = fixture();
+    let done = tasks.get_mut(&id(3)).expect("fixture");
+    done.result = Some(serde_json::json!({
+        "incident": "INC-1001",
+        "summary": "INC-1001 (cache misses): caused by the v4.18.2 deploy, which set the cache TTL to zero for every product page",
+        "root_cause": "v4.18.2 (deploy-8812), deployed 12 minutes before INC-1001 was opened, set cache.ttl_seconds from 300 to 0. Trace tr-5521 shows every request to product-api missing the cache and reading the database.",
+        "citations": [
+            {"kind": "incident", "id": "INC-1001", "detail": "opened 2026-01-15 10:00 UTC: p99 latency above 2 s"},
+            {"kind": "deploy", "id": "deploy-8812", "detail": "v4.18.2 at 2026-01-15 09:48 UTC: cache TTL 300 s → 0 s"}
+        ]
+    }));
+    done.history[0].note = Some(
+        "created by the on-call bot after the latency alert fired for the third time in an hour"
+            .into(),
+    );
+    tasks
+}
+
+#[test]
+fn task_view_shows_every_word_wrapped() {
+    let mut app = app_with(diagnosed());
+    app.handle_key(ch('/'));
+    type_text(&mut app, "cache misses");
+    app.handle_key(key(KeyCode::Enter));
+    app.handle_key(ch('v'));
+    assert!(matches!(&app.popup, Popup::View(v) if v.task_id == id(3)));
+    let text = screen(&render_with(&mut app, 80, 24, COLOR));
+    // The root cause is there in full, over several rows, no word cut.
+    assert!(
+        text.contains("\"root_cause\": \"v4.18.2 (deploy-8812), deployed 12"),
+        "{text}"
+    );
+    assert!(!text.contains('…'), "{text}");
+    both_sizes("task_view", &mut app);
+    // Scrolled to the end, the history's long note is whole too.
+    render_with(&mut app, 80, 24, COLOR);
+    app.handle_key(ch('G'));
+    let text = screen(&render_with(&mut app, 80, 24, COLOR));
+    assert!(text.contains("third time in an"), "{text}");
+    insta::assert_snapshot!("task_view_end_80x24", text);
+}
+
+#[test]
+fn task_view_search_highlights_and_steps_through_matches() {
+    let mut app = app_with(diagnosed());
+    app.handle_key(ch('/'));
+    type_text(&mut app, "cache misses");
+    app.handle_key(key(KeyCode::Enter));
+    app.handle_key(ch('v'));
+    app.handle_key(ch('/'));
+    type_text(&mut app, "deploy");
+    app.handle_key(key(KeyCode::Enter));
+    let t = render_with(&mut app, 80, 24, COLOR);
+    let text = screen(&t);
+    assert!(text.contains("/deploy: match 1 of 5"), "{text}");
+    // The matches are highlighted, the current one differently.
+    let buf = t.backend().buffer();
+    let highlighted: Vec<(u16, u16)> = (0..24)
+        .flat_map(|y| (0..80).map(move |x| (x, y)))
+        .filter(|&(x, y)| buf[(x, y)].bg == Color::Yellow)
+        .collect();
+    assert!(highlighted.len() >= 6 * 2, "{highlighted:?}");
+    insta::assert_snapshot!("task_view_search_80x24", text);
+    app.handle_key(ch('n'));
+    app.handle_key(ch('n'));
+    let text = screen(&render_with(&mut app, 80, 24, COLOR));
+    assert!(text.contains("match 3 of 5"), "{text}");
+    app.handle_key(ch('N'));
+    app.handle_key(ch('N'));
+    app.handle_key(ch('N'));
+    let text = screen(&render_with(&mut app, 80, 24, COLOR));
+    assert!(text.contains("match 5 of 5"), "wraps around: {text}");
+    // q goes back to the list, keeping the selection.
+    app.handle_key(ch('q'));
+    assert!(matches!(app.popup, Popup::None));
+    assert!(!app.quit);
+    assert_eq!(app.selected.as_deref(), Some(id(3).as_str()));
+}
+
+#[test]
+fn help_at_80x24_and_140x42() {
+    let mut app = app_with(fixture());
+    app.handle_key(ch('?'));
+    both_sizes("help", &mut app);
+}
+
+/// Three of the six marked, one of them finished.
+fn marked() -> App {
+    let mut app = app_with(fixture());
+    for n in [1, 2, 3] {
+        let row = (0..app.rows.len())
+            .find(|&r| app.row_task(r).is_some_and(|t| t.task_id == id(n)))
+            .expect("a row");
+        app.select_row(row);
+        app.handle_key(ch(' '));
+    }
+    app
+}
+
+#[test]
+fn marked_table() {
+    let mut app = marked();
+    let text = screen(&render_with(&mut app, 80, 24, COLOR));
+    assert!(text.contains("✓ 3 marked"), "{text}");
+    assert_eq!(
+        text.matches('✓').count(),
+        4,
+        "three rows and the header: {text}"
+    );
+    both_sizes("marked_table", &mut app);
+}
+
+#[test]
+fn bulk_cancel_confirmation_names_how_many_and_which() {
+    let mut app = marked();
+    app.handle_key(ch('c'));
+    let text = screen(&render_with(&mut app, 80, 24, COLOR));
+    assert!(text.contains("Cancel these 2 marked task(s)?"), "{text}");
+    assert!(
+        text.contains("1 marked task(s) are finished and left alone"),
+        "{text}"
+    );
+    both_sizes("bulk_cancel_confirmation", &mut app);
+}
+
+#[test]
+fn bulk_cancel_report_shows_each_task() {
+    use rudder::store::{Outcome, StoreError};
+    use rudder::task::Change;
+    let mut app = marked();
+    app.handle_key(ch('c'));
+    let effects = app.handle_key(ch('y'));
+    assert_eq!(
+        effects,
+        [rudder::tui::update::Effect::CancelMany {
+            task_ids: vec![id(1), id(2)]
+        }]
+    );
+    let mut t1 = fixture()[&id(1)].clone();
+    t1.status = Status::Cancelled;
+    let t2 = fixture()[&id(2)].clone();
+    app.apply_result(rudder::tui::update::EffectResult::CancelMany {
+        results: vec![
+            (
+                id(1),
+                Ok(Outcome {
+                    task: t1,
+                    change: Change::Applied,
+                }),
+            ),
+            (
+                id(2),
+                Err(StoreError::Refused {
+                    op: rudder::task::OpKind::Cancel,
+                    task: Box::new(t2),
+                    reason: "it changed meanwhile".into(),
+                }),
+            ),
+        ],
+    });
+    let text = screen(&render_with(&mut app, 80, 24, COLOR));
+    assert!(text.contains("✖ 00000002 refused"), "{text}");
+    assert!(text.contains("✔ 00000001 cancelled"), "{text}");
+    both_sizes("bulk_cancel_report", &mut app);
+}
+
+#[test]
+fn stalled_tasks_stand_out() {
+    let mut tasks = fixture();
+    let t = tasks.get_mut(&id(2)).expect("fixture");
+    t.lease_expires_at = Some(ago(4));
+    let mut app = app_with(tasks);
+    let text = screen(&render_with(&mut app, 80, 24, COLOR));
+    assert!(text.contains("⚠ 1 stalled (R reclaims)"), "{text}");
+    app.select_row(2);
+    both_sizes("stalled", &mut app);
+}
+
+#[test]
+fn transition_log_at_80x24_never_cuts_a_status() {
+    let mut app = app_with(fixture());
+    let mut tasks = fixture();
+    tasks.get_mut(&id(2)).expect("fixture").status = Status::InputRequired;
+    tasks.get_mut(&id(6)).expect("fixture").status = Status::Completed;
+    app.on_feed(snapshot_after(&fixture(), tasks));
+    let text = screen(&render_with(&mut app, 80, 24, COLOR));
+    assert!(text.contains("▶→◆ input_required"), "{text}");
+    assert!(text.contains("▶→✔ completed"), "{text}");
+    both_sizes("log", &mut app);
+}
+
+#[test]
+fn dialogs_at_80x24_and_140x42() {
+    let mut app = app_with(fixture());
+    app.handle_key(ch('c'));
+    both_sizes("cancel_dialog", &mut app);
+    app.handle_key(ch('n'));
+    app.popup = Popup::ReclaimPreview {
+        older_than: std::time::Duration::from_secs(900),
+        age: "15m".into(),
+        report: report(true),
+        tasks: vec![(id(2), 2), (id(1), 2)],
+    };
+    both_sizes("reclaim_preview_dialog", &mut app);
 }

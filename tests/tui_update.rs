@@ -87,11 +87,14 @@ fn the_form_is_built_from_the_schema() {
 }
 
 #[test]
-fn enter_on_a_task_that_is_not_waiting_opens_nothing_and_i_says_why() {
+fn enter_on_a_task_that_is_not_waiting_opens_the_view_and_i_says_why() {
     let mut app = app_with(fixture());
     app.handle_key(ch('j'));
     assert_eq!(selected(&app), Some(id(6).as_str()));
+    // Enter on a task that waits for nothing opens it to read, not a form.
     app.handle_key(key(KeyCode::Enter));
+    assert!(matches!(&app.popup, Popup::View(v) if v.task_id == id(6)));
+    app.handle_key(key(KeyCode::Esc));
     assert!(matches!(app.popup, Popup::None));
     app.handle_key(ch('i'));
     assert!(matches!(app.popup, Popup::None));

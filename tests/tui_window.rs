@@ -88,7 +88,7 @@ fn selected(app: &App) -> Option<String> {
 fn draw(app: &mut App) -> String {
     let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
     terminal
-        .draw(|f| view::draw(f, app, &Theme { color: false }))
+        .draw(|f| view::draw(f, app, &Theme::MONO))
         .expect("draw");
     screen_text(&terminal)
 }
@@ -307,4 +307,51 @@ fn paused_changes_are_applied_on_resume() {
     assert_eq!(app.tasks[&id].status, Status::Cancelled);
     assert_eq!(app.log.front().map(|e| e.to), Some(Some(Status::Cancelled)));
     assert_eq!(app.sort, SortKey::Created);
+}
+
+#[test]
+fn a_mark_outside_the_window_stays_with_its_task() {
+    let tasks = many(300);
+    let src = source(tasks);
+    let mut app = windowed_app(src.clone(), 10);
+    let marked = selected(&app).expect("a selection");
+    app.toggle_mark();
+    app.handle_key(ch('G'));
+    assert!(!app.tasks.contains_key(&marked), "the window moved on");
+    // A change elsewhere: the window is fetched again, the mark kept.
+    let other = app.row_task(0).expect("a row").task_id.clone();
+    let change = {
+        let mut tasks = src.tasks.write().unwrap();
+        let t = tasks.get_mut(&other).expect("there");
+        t.revision += 1;
+        t.status_message = Some("moved on".into());
+        TaskChange {
+            task_id: other.clone(),
+            revision: t.revision,
+            from: Some(t.status),
+            to: Some(t.status),
+            at: None,
+        }
+    };
+    app.on_feed(StoreUpdate::Feed(FeedEvent::Changes(vec![change])));
+    assert_eq!(app.marks.len(), 1);
+    assert_eq!(
+        app.task_by_id(&marked).map(|t| t.task_id.as_str()),
+        Some(marked.as_str())
+    );
+    // Gone from the store: the mark goes too.
+    let removed = src
+        .tasks
+        .write()
+        .unwrap()
+        .shift_remove(&marked)
+        .expect("there");
+    app.on_feed(StoreUpdate::Feed(FeedEvent::Changes(vec![TaskChange {
+        task_id: marked.clone(),
+        revision: removed.revision,
+        from: Some(removed.status),
+        to: None,
+        at: None,
+    }])));
+    assert!(app.marks.is_empty());
 }

@@ -25,6 +25,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Open the live TUI on the store (the default command)
+    #[command(
+        after_help = "Keys and theme: $XDG_CONFIG_HOME/rudder/config.toml (else ~/.config/rudder/config.toml), e.g. theme = \"mono\" and [keys] quit = \"x\"; ? in the TUI lists the keys in force."
+    )]
     Watch(WatchArgs),
     /// The TUI over a demo store, with a simulated diagnosis worker you can kill and restart
     Demo(DemoArgs),

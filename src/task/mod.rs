@@ -150,6 +150,14 @@ impl Task {
         self.claimed_by.is_some() && self.lease_expires_at.is_some_and(|until| until > now)
     }
 
+    /// Whether this task is working but nobody is: its lease lapsed at or
+    /// before `now` (the worker stopped renewing it, which every write
+    /// does), and no one has reclaimed it yet. A task never claimed (no
+    /// lease) is waiting for a worker, not stalled.
+    pub fn stalled(&self, now: DateTime<Utc>) -> bool {
+        self.status == Status::Working && self.lease_expires_at.is_some_and(|until| until <= now)
+    }
+
     /// A short label for lists: the title, else the idempotency key.
     pub fn label(&self) -> Option<&str> {
         self.title.as_deref().or(self.idempotency_key.as_deref())

@@ -15,7 +15,10 @@ use crate::task::{Status, Task, TaskMap};
 use crate::tui::WorkerState;
 use crate::tui::diff::Diff;
 use crate::tui::form::Form;
+use crate::tui::keys::KeyMap;
+use crate::tui::marks::Marks;
 use crate::tui::shown::ShownCache;
+use crate::tui::task_view::TaskView;
 use crate::tui::window::{self, Anchor, RowSource, View};
 use crate::watch::{FeedEvent, TaskChange, Unavailable};
 
@@ -172,6 +175,22 @@ pub enum Popup {
     Help,
     /// The input form of a waiting task.
     Form(Box<Form>),
+    /// The whole task, full screen (`v`).
+    View(Box<TaskView>),
+    /// "Cancel these N marked tasks?" y/n.
+    ConfirmCancelMany {
+        /// The tasks to cancel: id and how the dialog names it.
+        tasks: Vec<(String, String)>,
+        /// Marked tasks left alone because they are finished, named.
+        finished: Vec<String>,
+    },
+    /// What a bulk action did, task by task.
+    BulkDone {
+        /// What was done ("cancel 3 tasks").
+        title: String,
+        /// One line per task, with how it went.
+        lines: Vec<(Tone, String)>,
+    },
     /// "Cancel task X?" y/n.
     ConfirmCancel {
         /// The task to cancel.
@@ -185,6 +204,8 @@ pub enum Popup {
         input: Input,
         /// Why the last age did not parse.
         error: Option<String>,
+        /// Only these (marked) tasks, if any were marked.
+        only: Option<Vec<String>>,
     },
     /// Waiting for the dry run.
     ReclaimLoading {
@@ -192,6 +213,8 @@ pub enum Popup {
         older_than: Duration,
         /// The age as typed.
         age: String,
+        /// Only these (marked) tasks, if any were marked.
+        only: Option<Vec<String>>,
     },
     /// The dry run's report, y/n.
     ReclaimPreview {
@@ -286,6 +309,16 @@ pub struct App {
     total: usize,
     /// Feed events held back while paused (windowed).
     pending_feed: Vec<FeedEvent>,
+    /// Marked tasks outside the window, as last fetched (windowed).
+    pub(crate) marked_outside: TaskMap,
+    /// The keys in force (the key table with the user's rebindings).
+    pub keys: KeyMap,
+    /// The marked tasks (Space, `*`), by id.
+    pub marks: Marks,
+    /// Working tasks whose lease lapsed, at `now` ([`crate::task::Task::stalled`]).
+    pub stalled: usize,
+    /// What was wrong with the config file, shown at start and in the help.
+    pub config_problems: Vec<String>,
 }
 
 impl App {
@@ -334,6 +367,11 @@ impl App {
             at_end: true,
             total: 0,
             pending_feed: Vec::new(),
+            marked_outside: TaskMap::new(),
+            keys: KeyMap::default(),
+            marks: Marks::default(),
+            stalled: 0,
+            config_problems: Vec::new(),
         }
     }
 
@@ -472,7 +510,11 @@ impl App {
             self.say(Tone::Info, "live updates resumed");
         } else {
             self.paused = true;
-            self.say(Tone::Info, "paused: press p to resume live updates");
+            let key = self.keys.first(crate::tui::keys::Action::Pause);
+            self.say(
+                Tone::Info,
+                format!("paused: press {key} to resume live updates"),
+            );
         }
     }
 
@@ -506,6 +548,8 @@ impl App {
             StoreUpdate::Feed(event) => return self.apply_events(event),
         }
         self.rebuild();
+        self.prune_marks();
+        self.count_stalled();
         self.check_form();
     }
 
@@ -558,6 +602,8 @@ impl App {
                 self.watch = WatchState::Unreadable(crate::text::sanitize(&message).into_owned());
             }
         }
+        self.prune_marks();
+        self.count_stalled();
         self.check_form();
     }
 
@@ -660,6 +706,14 @@ impl App {
         // The text of rows that left the window is not kept either.
         self.shown.retain(|id| tasks.contains_key(id));
         self.rows = (0..tasks.len()).collect();
+        // Marks follow their tasks outside the window too.
+        self.marked_outside = self
+            .marks
+            .ids()
+            .filter(|id| !tasks.contains_key(*id))
+            .filter_map(|id| source.task(id).ok().flatten())
+            .map(|t| (t.task_id.clone(), t))
+            .collect();
         self.tasks = Arc::new(tasks);
         let cursor = match (w.anchor, &anchor) {
             (Some(at), _) => at,
@@ -744,6 +798,7 @@ impl App {
     pub fn tick(&mut self, now: DateTime<Utc>) {
         self.now = now;
         self.flashes.retain(|_, until| *until > now);
+        self.count_stalled();
     }
 
     /// Whether `task_id` is flashing.

@@ -38,6 +38,14 @@
 //!   defaults and enum choices show such characters as `\uXXXX` escapes (the
 //!   same JSON value, or the exact choice), and keys carrying such characters
 //!   (a paste arrives as keys) are not taken.
+//! - Marks are cleared once a bulk action is confirmed (the report says how
+//!   each task went); `n` keeps them. With marks, `c` and `R` ignore the
+//!   selection. A stalled task is a working one whose lease lapsed
+//!   ([`crate::task::Task::stalled`]); one never claimed is not stalled.
+//! - The task view's search is incremental and case-insensitive for ASCII
+//!   letters; a match that a row break splits is highlighted on both rows.
+//! - The help fits the screen in one or two columns; what does not fit at
+//!   80×24 is said to be in the README's key table.
 //! - Panics: one on the UI thread restores the terminal, prints the message
 //!   and ends the TUI, as usual. One on a background thread (a store call,
 //!   the change feed's reader) leaves the terminal to the UI thread, which
@@ -51,10 +59,14 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod config;
 pub mod diff;
 pub mod form;
+pub mod keys;
+pub mod marks;
 mod run;
 pub mod shown;
+pub mod task_view;
 pub mod update;
 pub mod view;
 pub mod window;

@@ -272,9 +272,13 @@ fn copy_osc52(out: &mut impl Write, text: &str) -> io::Result<()> {
 }
 
 async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
-    let theme = Theme::from_env();
+    // A bad config file never stops the TUI: what was wrong is shown, and
+    // the defaults stand in for what could not be taken.
+    let config = super::config::load();
+    let theme = Theme::from_env_with(config.palette);
     let store = Arc::new(Store::open(&options.store));
     let mut app = App::new(&options.store, options.read_only, Utc::now());
+    app.configure(config);
     let mut worker = options.worker.take();
     if let Some(w) = worker.as_mut() {
         app.worker = Some(w.state());

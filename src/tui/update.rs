@@ -17,6 +17,7 @@ use crate::task::{Change, Status};
 use crate::text::sanitize;
 use crate::tui::app::{App, DEFAULT_RECLAIM_AGE, Popup, Tone};
 use crate::tui::form::Form;
+use crate::tui::keys::{Action, Key, Scope};
 
 /// Something the loop must do outside the state: a store call, the
 /// clipboard, the demo worker.
@@ -35,6 +36,11 @@ pub enum Effect {
     Cancel {
         /// The task to cancel.
         task_id: String,
+    },
+    /// Cancel each of these tasks, one after the other (after one y/n).
+    CancelMany {
+        /// The tasks to cancel.
+        task_ids: Vec<String>,
     },
     /// A dry run, for the preview.
     ReclaimPreview {
@@ -74,6 +80,11 @@ pub enum EffectResult {
         task_id: String,
         /// The task as it now is, or why not.
         result: Result<Outcome, StoreError>,
+    },
+    /// The answer to [`Effect::CancelMany`], task by task.
+    CancelMany {
+        /// Each task and how its cancel went.
+        results: Vec<(String, Result<Outcome, StoreError>)>,
     },
     /// The answer to [`Effect::ReclaimPreview`].
     ReclaimPreview {
@@ -134,6 +145,17 @@ pub fn execute(store: &Store, effect: Effect) -> Option<EffectResult> {
             result: store.cancel(&task_id, Some("cancelled from the TUI".into())),
             task_id,
         },
+        Effect::CancelMany { task_ids } => EffectResult::CancelMany {
+            // Each cancel is its own transaction: quitting half-way leaves
+            // the ones done done and the others untouched.
+            results: task_ids
+                .into_iter()
+                .map(|id| {
+                    let r = store.cancel(&id, Some("cancelled from the TUI".into()));
+                    (id, r)
+                })
+                .collect(),
+        },
         Effect::ReclaimPreview { older_than } => EffectResult::ReclaimPreview {
             older_than,
             result: reclaim_preview(store, older_than),
@@ -148,7 +170,7 @@ pub fn execute(store: &Store, effect: Effect) -> Option<EffectResult> {
 /// What a key does to a text input. Characters that cannot be drawn
 /// (control, C1 and bidi characters, which a paste can deliver as keys) are
 /// not taken, so a field only ever holds what is shown.
-fn text_request(key: KeyEvent) -> Option<InputRequest> {
+pub(crate) fn text_request(key: KeyEvent) -> Option<InputRequest> {
     if let KeyCode::Char(c) = key.code {
         let mut buf = [0u8; 4];
         let one: &str = c.encode_utf8(&mut buf);
@@ -159,7 +181,7 @@ fn text_request(key: KeyEvent) -> Option<InputRequest> {
     to_input_request(&Event::Key(key))
 }
 
-const READ_ONLY: &str = "read-only: started with --read-only, nothing is written";
+pub(crate) const READ_ONLY: &str = "read-only: started with --read-only, nothing is written";
 
 impl App {
     /// Handle one terminal event; returns what the loop must do.
@@ -190,6 +212,30 @@ impl App {
             // Any key closes help, as it says; q too, without quitting.
             Popup::Help => Vec::new(),
             Popup::Form(form) => self.form_key(form, key),
+            Popup::View(view) => {
+                self.view_key(view, key);
+                Vec::new()
+            }
+            Popup::ConfirmCancelMany { tasks, finished } => match key.code {
+                KeyCode::Char('y' | 'Y') => {
+                    self.say(Tone::Info, format!("cancelling {} task(s)…", tasks.len()));
+                    // The marks were acted on; what happened to each is
+                    // reported when the store answers.
+                    self.marks.clear();
+                    vec![Effect::CancelMany {
+                        task_ids: tasks.into_iter().map(|(id, _)| id).collect(),
+                    }]
+                }
+                KeyCode::Char('n' | 'N') | KeyCode::Esc | KeyCode::Char('q') => {
+                    self.say(Tone::Info, "cancel: nothing done (the marks stay)");
+                    Vec::new()
+                }
+                _ => {
+                    self.popup = Popup::ConfirmCancelMany { tasks, finished };
+                    Vec::new()
+                }
+            },
+            Popup::BulkDone { .. } => Vec::new(),
             Popup::ConfirmCancel { task_id, label } => match key.code {
                 KeyCode::Char('y' | 'Y') => {
                     self.say(Tone::Info, format!("cancelling {label}…"));
@@ -204,7 +250,11 @@ impl App {
                     Vec::new()
                 }
             },
-            Popup::ReclaimAge { mut input, error } => match key.code {
+            Popup::ReclaimAge {
+                mut input,
+                error,
+                only,
+            } => match key.code {
                 KeyCode::Esc => {
                     self.say(Tone::Info, "reclaim: nothing done");
                     Vec::new()
@@ -212,13 +262,18 @@ impl App {
                 KeyCode::Enter => match crate::duration::parse_duration(input.value()) {
                     Ok(older_than) => {
                         let age = input.value().trim().to_string();
-                        self.popup = Popup::ReclaimLoading { older_than, age };
+                        self.popup = Popup::ReclaimLoading {
+                            older_than,
+                            age,
+                            only,
+                        };
                         vec![Effect::ReclaimPreview { older_than }]
                     }
                     Err(e) => {
                         self.popup = Popup::ReclaimAge {
                             input,
                             error: Some(e),
+                            only,
                         };
                         Vec::new()
                     }
@@ -227,18 +282,26 @@ impl App {
                     if let Some(req) = text_request(key) {
                         input.handle(req);
                     }
-                    self.popup = Popup::ReclaimAge { input, error };
+                    self.popup = Popup::ReclaimAge { input, error, only };
                     Vec::new()
                 }
             },
-            Popup::ReclaimLoading { older_than, age } => {
+            Popup::ReclaimLoading {
+                older_than,
+                age,
+                only,
+            } => {
                 if key.code == KeyCode::Esc {
                     self.say(Tone::Info, "reclaim: nothing done");
                 } else if key.code == KeyCode::Char('q') {
                     // Nothing is written before the preview's y/n.
                     self.quit = true;
                 } else {
-                    self.popup = Popup::ReclaimLoading { older_than, age };
+                    self.popup = Popup::ReclaimLoading {
+                        older_than,
+                        age,
+                        only,
+                    };
                 }
                 Vec::new()
             }
@@ -250,6 +313,9 @@ impl App {
             } => match key.code {
                 KeyCode::Char('y' | 'Y') if !tasks.is_empty() => {
                     self.say(Tone::Info, format!("reclaiming {} task(s)…", tasks.len()));
+                    // With marks, the preview was of the marked tasks: they
+                    // were acted on (the report says how each went).
+                    self.marks.clear();
                     // Only the tasks shown, at the revisions shown: the
                     // store skips any that changed since.
                     vec![Effect::Reclaim { tasks, older_than }]
@@ -274,51 +340,72 @@ impl App {
 
     fn main_key(&mut self, key: KeyEvent) -> Vec<Effect> {
         let page = self.page.max(1);
-        match key.code {
-            KeyCode::Char('q') => self.quit = true,
-            KeyCode::Char('j') | KeyCode::Down => self.select_row(self.cursor.saturating_add(1)),
-            KeyCode::Char('k') | KeyCode::Up => self.select_row(self.cursor.saturating_sub(1)),
-            KeyCode::Char('g') | KeyCode::Home => self.select_row(0),
-            KeyCode::Char('G') | KeyCode::End => self.select_row(usize::MAX),
-            KeyCode::PageDown => self.select_row(self.cursor.saturating_add(page)),
-            KeyCode::PageUp => self.select_row(self.cursor.saturating_sub(page)),
-            KeyCode::Char('d') => self.detail_scroll = self.detail_scroll.saturating_add(3),
-            KeyCode::Char('u') => self.detail_scroll = self.detail_scroll.saturating_sub(3),
-            KeyCode::Char('?') => self.popup = Popup::Help,
-            KeyCode::Char('i') => self.open_form(true),
-            KeyCode::Enter => self.open_form(false),
-            KeyCode::Char('c') => self.ask_cancel(),
-            KeyCode::Char('R') => {
+        let demo = self.worker.is_some();
+        let Some(action) = self.keys.action(Scope::List, demo, Key::of(key)) else {
+            return Vec::new();
+        };
+        match action {
+            Action::Quit => self.quit = true,
+            Action::Down => self.select_row(self.cursor.saturating_add(1)),
+            Action::Up => self.select_row(self.cursor.saturating_sub(1)),
+            Action::First => self.select_row(0),
+            Action::Last => self.select_row(usize::MAX),
+            Action::PageDown => self.select_row(self.cursor.saturating_add(page)),
+            Action::PageUp => self.select_row(self.cursor.saturating_sub(page)),
+            Action::DetailDown => self.detail_scroll = self.detail_scroll.saturating_add(3),
+            Action::DetailUp => self.detail_scroll = self.detail_scroll.saturating_sub(3),
+            Action::Help => self.popup = Popup::Help,
+            Action::Input => self.open_form(true),
+            Action::Open => {
+                if self
+                    .selected_task()
+                    .is_some_and(|t| t.status == Status::InputRequired)
+                {
+                    self.open_form(false);
+                } else {
+                    self.open_view();
+                }
+            }
+            Action::View => self.open_view(),
+            Action::Mark => self.toggle_mark(),
+            Action::MarkAll => self.mark_all(),
+            Action::Cancel => self.ask_cancel(),
+            Action::Reclaim => {
                 if self.read_only {
                     self.say(Tone::Warning, READ_ONLY);
                 } else {
+                    let only = (!self.marks.is_empty())
+                        .then(|| self.marks.ids().cloned().collect::<Vec<_>>());
                     self.popup = Popup::ReclaimAge {
                         input: Input::new(DEFAULT_RECLAIM_AGE.into()),
                         error: None,
+                        only,
                     };
                 }
             }
-            KeyCode::Char('/') => {
+            Action::Filter => {
                 self.filter.editing = Some(Input::new(self.filter.text.clone()));
             }
-            KeyCode::Esc if self.filter.active() => {
-                self.filter.text.clear();
-                self.filter.statuses = [false; 5];
-                self.rebuild();
-                self.say(Tone::Info, "filters cleared");
+            Action::ClearFilters => {
+                if self.filter.active() {
+                    self.filter.text.clear();
+                    self.filter.statuses = [false; 5];
+                    self.rebuild();
+                    self.say(Tone::Info, "filters cleared");
+                }
             }
-            KeyCode::Char(c @ '1'..='5') => {
-                let i = c as usize - '1' as usize;
+            Action::StatusFilter(i) => {
+                let i = usize::from(i).min(4);
                 self.filter.statuses[i] = !self.filter.statuses[i];
                 self.rebuild();
             }
-            KeyCode::Char('s') => {
+            Action::Sort => {
                 self.sort = self.sort.next();
                 self.rebuild();
                 self.say(Tone::Info, format!("sorted by {}", self.sort.label()));
             }
-            KeyCode::Char('p') => self.toggle_pause(),
-            KeyCode::Char('y') => match self.selected.clone() {
+            Action::Pause => self.toggle_pause(),
+            Action::Copy => match self.selected.clone() {
                 // Only what the screen shows goes to the clipboard: an id
                 // holding control characters or escapes (a crafted store) is
                 // refused rather than pasted into someone's shell.
@@ -335,9 +422,18 @@ impl App {
                 }
                 None => self.say(Tone::Warning, "no task selected"),
             },
-            KeyCode::Char('K') if self.worker.is_some() => return vec![Effect::KillWorker],
-            KeyCode::Char('W') if self.worker.is_some() => return vec![Effect::StartWorker],
-            _ => {}
+            Action::KillWorker => return vec![Effect::KillWorker],
+            Action::StartWorker => return vec![Effect::StartWorker],
+            // Keys of the task view and the form do nothing on the list.
+            Action::Search
+            | Action::NextMatch
+            | Action::PrevMatch
+            | Action::Back
+            | Action::FormNext
+            | Action::FormPrev
+            | Action::FormSubmit
+            | Action::FormRaw
+            | Action::FormClose => {}
         }
         Vec::new()
     }
@@ -402,6 +498,10 @@ impl App {
     }
 
     fn ask_cancel(&mut self) {
+        if !self.marks.is_empty() {
+            self.ask_cancel_marked();
+            return;
+        }
         let Some(task) = self.selected_task() else {
             self.say(Tone::Warning, "no task selected");
             return;
@@ -431,12 +531,12 @@ impl App {
     }
 
     fn form_key(&mut self, mut form: Box<Form>, key: KeyEvent) -> Vec<Effect> {
-        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        let submit = match key.code {
+        let action = self.keys.action(Scope::Form, false, Key::of(key));
+        let submit = match (action, key.code) {
             // A send under way cannot be called back (it may be waiting
             // for the store lock, and then lands): say so, and keep the
             // form until the store answers.
-            KeyCode::Esc if form.submitting => {
+            (Some(Action::FormClose), _) if form.submitting => {
                 self.say(
                     Tone::Warning,
                     "the input is being sent and cannot be called back; the form closes when the store answers",
@@ -444,12 +544,12 @@ impl App {
                 self.popup = Popup::Form(form);
                 return Vec::new();
             }
-            KeyCode::Esc => {
+            (Some(Action::FormClose), _) => {
                 self.say(Tone::Info, "input form closed: nothing sent");
                 return Vec::new();
             }
-            KeyCode::Char('s') if ctrl => true,
-            KeyCode::Char('r') if ctrl => {
+            (Some(Action::FormSubmit), _) => true,
+            (Some(Action::FormRaw), _) => {
                 match form.toggle_raw() {
                     Ok(()) if form.raw.is_some() => self.say(
                         Tone::Info,
@@ -460,21 +560,21 @@ impl App {
                 }
                 false
             }
-            KeyCode::Enter => {
+            (Some(Action::FormNext), _) => {
+                form.move_focus(1);
+                false
+            }
+            (Some(Action::FormPrev), _) => {
+                form.move_focus(-1);
+                false
+            }
+            (_, KeyCode::Enter) => {
                 if form.on_last() {
                     true
                 } else {
                     form.move_focus(1);
                     false
                 }
-            }
-            KeyCode::Tab | KeyCode::Down => {
-                form.move_focus(1);
-                false
-            }
-            KeyCode::BackTab | KeyCode::Up => {
-                form.move_focus(-1);
-                false
             }
             _ => {
                 if let Some(field) = form.focused() {
@@ -530,6 +630,15 @@ impl App {
     }
 
     fn handle_mouse(&mut self, m: MouseEvent) {
+        if let Popup::View(view) = &mut self.popup {
+            // The wheel scrolls the task view (drawing keeps it in range).
+            match m.kind {
+                MouseEventKind::ScrollDown => view.scroll = view.scroll.saturating_add(3),
+                MouseEventKind::ScrollUp => view.scroll = view.scroll.saturating_sub(3),
+                _ => {}
+            }
+            return;
+        }
         if !matches!(self.popup, Popup::None) {
             return;
         }
@@ -580,12 +689,17 @@ impl App {
                     }
                 }
             }
+            EffectResult::CancelMany { results } => self.cancelled_many(results),
             EffectResult::ReclaimPreview { older_than, result } => {
-                let Popup::ReclaimLoading { age, .. } = std::mem::take(&mut self.popup) else {
+                let Popup::ReclaimLoading { age, only, .. } = std::mem::take(&mut self.popup)
+                else {
                     // The user closed the dialog meanwhile.
                     return;
                 };
-                match result {
+                match result.map(|p| match &only {
+                    Some(ids) => crate::tui::marks::only_marked(p, ids, self),
+                    None => p,
+                }) {
                     Ok(Previewed { report, tasks }) => {
                         if report.reclaimed.is_empty() {
                             self.say(
@@ -643,7 +757,7 @@ impl App {
         let message = crate::text::clean(message, 200);
         let what = match &effect {
             Effect::ProvideInput { .. } => "sending the input",
-            Effect::Cancel { .. } => "the cancel",
+            Effect::Cancel { .. } | Effect::CancelMany { .. } => "the cancel",
             Effect::ReclaimPreview { .. } => "the reclaim preview",
             Effect::Reclaim { .. } => "the reclaim",
             Effect::Copy(_) | Effect::KillWorker | Effect::StartWorker => "the action",
@@ -725,9 +839,10 @@ impl App {
                 Some(c) => format!("with code {c}"),
                 None => "by a signal".into(),
             };
+            let start = self.keys.first(crate::tui::keys::Action::StartWorker);
             self.say(
                 Tone::Warning,
-                format!("worker pid {pid} exited {how} (W starts a new one)"),
+                format!("worker pid {pid} exited {how} ({start} starts a new one)"),
             );
         }
         self.worker = Some(state);

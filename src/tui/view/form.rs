@@ -63,7 +63,20 @@ fn push_wrapped(
     }
 }
 
-pub(super) fn draw(frame: &mut Frame, area: Rect, form: &Form, theme: &Theme) {
+pub(super) fn draw(
+    frame: &mut Frame,
+    area: Rect,
+    form: &Form,
+    keys: &crate::tui::keys::KeyMap,
+    theme: &Theme,
+) {
+    use crate::tui::keys::Action;
+    let (next, submit, raw, close) = (
+        keys.first(Action::FormNext),
+        keys.first(Action::FormSubmit),
+        keys.first(Action::FormRaw),
+        keys.first(Action::FormClose),
+    );
     let width = area.width.saturating_sub(4).min(100);
     let inner_w = usize::from(width.saturating_sub(2));
     let mut lines: Vec<Line<'static>> = Vec::new();
@@ -118,9 +131,9 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, form: &Form, theme: &Theme) {
     let footer = if form.submitting {
         "sending…".to_string()
     } else if raw_mode {
-        "Ctrl-R fields · Ctrl-S or Enter sends · Esc closes".into()
+        format!("{raw} fields · {submit} or Enter sends · {close} closes")
     } else {
-        "Tab move · Space/←→ choose · Ctrl-S sends · Ctrl-R JSON · Esc closes".into()
+        format!("{next} move · Space/←→ choose · {submit} sends · {raw} JSON · {close} closes")
     };
     let height = u16::try_from(lines.len() + 2)
         .unwrap_or(u16::MAX)

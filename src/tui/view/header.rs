@@ -25,7 +25,7 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     }
     if let Some(w) = &app.worker {
         first.push(Span::raw("  worker: "));
-        first.push(Span::styled(worker_text(w), theme.title()));
+        first.push(Span::styled(worker_text(w, &app.keys), theme.title()));
     }
     first.push(Span::styled(
         format!("  sort: {}", app.sort.label()),
@@ -66,6 +66,26 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         second.push(Span::styled(text, style));
         second.push(Span::raw("  "));
     }
+    if app.stalled > 0 {
+        // Nobody works on these though they say working: a person should
+        // reclaim them (before anyone has, they look like any other).
+        second.push(Span::styled(
+            format!(
+                "⚠ {} stalled ({} reclaims)",
+                app.stalled,
+                app.keys.first(crate::tui::keys::Action::Reclaim)
+            ),
+            theme.stalled(),
+        ));
+        second.push(Span::raw("  "));
+    }
+    if !app.marks.is_empty() {
+        second.push(Span::styled(
+            format!("✓ {} marked", app.marks.len()),
+            theme.marked(),
+        ));
+        second.push(Span::raw("  "));
+    }
     let (watch, error) = match (&app.watch, app.paused) {
         (WatchState::Starting, _) => ("○ starting".to_string(), false),
         (_, true) => (format!("⏸ paused, {} pending", app.pending_changes), false),
@@ -83,14 +103,19 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     );
 }
 
-fn worker_text(w: &WorkerState) -> String {
+fn worker_text(w: &WorkerState, keys: &crate::tui::keys::KeyMap) -> String {
+    use crate::tui::keys::Action;
+    let (start, kill) = (
+        keys.first(Action::StartWorker),
+        keys.first(Action::KillWorker),
+    );
     match w {
-        WorkerState::NotStarted => "not started (W starts)".into(),
-        WorkerState::Running { pid } => format!("pid {pid} running (K kills)"),
-        WorkerState::Killed { pid } => format!("pid {pid} killed (W restarts)"),
+        WorkerState::NotStarted => format!("not started ({start} starts)"),
+        WorkerState::Running { pid } => format!("pid {pid} running ({kill} kills)"),
+        WorkerState::Killed { pid } => format!("pid {pid} killed ({start} restarts)"),
         WorkerState::Exited { pid, code } => match code {
-            Some(c) => format!("pid {pid} exited {c} (W restarts)"),
-            None => format!("pid {pid} ended by a signal (W restarts)"),
+            Some(c) => format!("pid {pid} exited {c} ({start} restarts)"),
+            None => format!("pid {pid} ended by a signal ({start} restarts)"),
         },
     }
 }

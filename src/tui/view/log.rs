@@ -19,25 +19,47 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         .iter()
         .take(usize::from(inner.height))
         .map(|e| {
-            let from = e.from.map(|s| s.as_str()).unwrap_or("new");
             let (to, style) = match e.to {
                 Some(s) => (s.as_str(), theme.status(s)),
                 None => ("gone", theme.dim()),
             };
-            let sym = e.to.map(Theme::symbol).unwrap_or(" ");
+            let sym = e.to.map(Theme::symbol).unwrap_or("∅");
             let head = format!(
                 "{} {} ",
                 e.at.format("%H:%M:%S"),
                 crate::task::short_id(&e.task_id)
             );
-            let arrow = format!("{from}→");
-            let used = head.chars().count() + arrow.chars().count() + to.len() + 3;
-            let label = crate::text::clean(&e.label, width.saturating_sub(used));
+            // Wide: `working→✔ completed`. Narrow, the symbols alone say
+            // where the task came from and went (`▶→✔ completed`), and the
+            // status is never cut; what is left goes to the label, cut at
+            // a word, or not shown when too little is left.
+            let from_word = e.from.map(|s| s.as_str()).unwrap_or("new");
+            let full = head.chars().count() + from_word.len() + 1 + 2 + to.len();
+            let arrow = if full + 12 <= width {
+                format!("{from_word}→")
+            } else {
+                format!("{}→", e.from.map(Theme::symbol).unwrap_or("+"))
+            };
+            let used = head.chars().count() + arrow.chars().count() + 2 + to.len();
+            let (head, used) = if used > width {
+                // Too narrow even for that: the time goes first.
+                let short = format!("{} ", crate::task::short_id(&e.task_id));
+                let used = used - head.chars().count() + short.chars().count();
+                (short, used)
+            } else {
+                (head, used)
+            };
+            let room = width.saturating_sub(used + 1);
+            let label = if room >= 6 {
+                format!(" {}", crate::text::truncate_words(&e.label, room))
+            } else {
+                String::new()
+            };
             Line::from(vec![
                 Span::styled(head, theme.dim()),
                 Span::raw(arrow),
                 Span::styled(format!("{sym} {to}"), style),
-                Span::raw(format!(" {label}")),
+                Span::raw(label),
             ])
         })
         .collect();

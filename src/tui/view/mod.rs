@@ -1,6 +1,7 @@
 //! Drawing: one module per pane or dialog. Drawing reads the [`App`] and
 //! records only where the table and detail pane landed (for the mouse).
 
+mod bulk;
 mod confirm;
 mod detail;
 mod form;
@@ -9,6 +10,7 @@ mod help;
 mod log;
 mod reclaim;
 mod table;
+mod task_view;
 pub mod theme;
 
 use chrono::{DateTime, Utc};
@@ -30,6 +32,11 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: &Theme) {
     let area = frame.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         too_small(frame, area);
+        return;
+    }
+    if matches!(app.popup, Popup::View(_)) {
+        // The task view is the whole screen.
+        task_view::draw(frame, area, app, theme);
         return;
     }
     let banner = banner_text(app);
@@ -65,8 +72,13 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: &Theme) {
     match &app.popup {
         Popup::None => {}
         Popup::Help => help::draw(frame, area, app, theme),
-        Popup::Form(f) => form::draw(frame, area, f, theme),
+        Popup::Form(f) => form::draw(frame, area, f, &app.keys, theme),
         Popup::ConfirmCancel { label, .. } => confirm::draw(frame, area, label, theme),
+        Popup::View(_) => {}
+        Popup::ConfirmCancelMany { tasks, finished } => {
+            bulk::confirm(frame, area, tasks, finished, theme)
+        }
+        Popup::BulkDone { title, lines } => bulk::done(frame, area, title, lines, theme),
         Popup::ReclaimAge { .. }
         | Popup::ReclaimLoading { .. }
         | Popup::ReclaimPreview { .. }
@@ -89,8 +101,9 @@ fn banner_text(app: &App) -> Option<(String, bool)> {
         )),
         _ if app.paused => Some((
             format!(
-                " paused: {} change(s) pending; press p to resume",
-                app.pending_changes
+                " paused: {} change(s) pending; press {} to resume",
+                app.pending_changes,
+                app.keys.first(crate::tui::keys::Action::Pause)
             ),
             false,
         )),
@@ -124,11 +137,10 @@ fn status_line(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             theme.tone(s.tone),
         ))
     } else {
+        // What fits, whole hints only, most important first.
+        let hints = app.keys.hints(crate::tui::keys::LIST_HINTS);
         Line::from(Span::styled(
-            crate::text::clean(
-                "j/k move  i input  c cancel  R reclaim  / filter  1-5 status  s sort  p pause  y copy id  ? help  q quit",
-                width,
-            ),
+            crate::tui::keys::fit(&hints, width),
             theme.dim(),
         ))
     };

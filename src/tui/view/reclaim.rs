@@ -19,7 +19,7 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     let mut cursor = None;
     let footer;
     match &app.popup {
-        Popup::ReclaimAge { input, error } => {
+        Popup::ReclaimAge { input, error, .. } => {
             lines.push(Line::raw(
                 "Fail every unfinished task not updated for at least:",
             ));
@@ -96,11 +96,18 @@ fn report_lines(
     // Leave room for the frame and the other lines.
     let room = usize::from(max_h.saturating_sub(10)).max(3);
     lines.push(Line::raw(""));
+    // Narrow, the last update is its time of day (the day is today's or
+    // the idle time says it), so the title keeps its room.
+    let (time_fmt, time_w) = if w < 90 {
+        ("%H:%M:%S", 10)
+    } else {
+        ("%Y-%m-%d %H:%M:%S", 21)
+    };
     if !report.reclaimed.is_empty() {
         lines.push(Line::styled(
             format!(
-                "{:<10}{:<16}{:<10}{:<21}{}",
-                "id", "was", "idle", "last update", "title / worker"
+                "{:<10}{:<16}{:<10}{:<time_w$}{}",
+                "id", "was", "idle", "updated", "title / worker"
             ),
             theme.dim(),
         ));
@@ -117,14 +124,15 @@ fn report_lines(
             (None, None) => String::new(),
         };
         let text = format!(
-            "{:<10}{:<16}{:<10}{:<21}{}",
+            "{:<10}{:<16}{:<10}{:<time_w$}{}",
             crate::task::short_id(&r.task_id),
             r.status_before.as_str(),
             human_duration(r.idle_ms),
-            r.last_update.format("%Y-%m-%d %H:%M:%S"),
+            r.last_update.format(time_fmt).to_string(),
             who
         );
-        lines.push(Line::raw(clean(&text, w)));
+        let text = crate::text::sanitize(&text);
+        lines.push(Line::raw(crate::text::truncate_words(&text, w)));
     }
     if report.reclaimed.len() > room {
         lines.push(Line::styled(

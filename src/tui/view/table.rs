@@ -10,10 +10,56 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Row, Table};
 
 use super::{Theme, relative};
-use crate::text::{clean, truncate};
+use crate::text::{clean, truncate_words};
 use crate::tui::app::App;
 
-const WIDTHS: [u16; 7] = [16, 8, 24, 0, 8, 4, 4];
+/// The columns, in the order drawn.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Col {
+    Mark,
+    Status,
+    Id,
+    Label,
+    Message,
+    Progress,
+    Age,
+    Updated,
+}
+
+/// The columns that fit `width`, with their widths (0: the message, which
+/// takes what is left). Below 100 columns the status is its symbol alone
+/// (the colour and the symbol still tell it); then, while the message would
+/// get fewer than 24 columns, the least important go: progress, age, a
+/// narrower title, the last update. Nothing is cut mid-column.
+fn columns(width: u16) -> Vec<(Col, u16)> {
+    let mut cols = vec![
+        (Col::Mark, 1),
+        (Col::Status, if width < 100 { 1 } else { 16 }),
+        (Col::Id, 8),
+        (Col::Label, 24),
+        (Col::Message, 0),
+        (Col::Progress, 8),
+        (Col::Age, 4),
+        (Col::Updated, 4),
+    ];
+    let message = |cols: &[(Col, u16)]| {
+        let fixed: u16 = cols.iter().map(|c| c.1).sum::<u16>() + cols.len() as u16 - 1;
+        width.saturating_sub(fixed)
+    };
+    for step in [Col::Progress, Col::Age, Col::Label, Col::Updated] {
+        if message(&cols) >= 24 {
+            break;
+        }
+        if step == Col::Label {
+            if let Some(c) = cols.iter_mut().find(|c| c.0 == Col::Label) {
+                c.1 = 16;
+            }
+        } else {
+            cols.retain(|c| c.0 != step);
+        }
+    }
+    cols
+}
 
 pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) {
     let title = match app.table_len() {
@@ -34,18 +80,15 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) 
         height: inner.height.saturating_sub(1),
         ..inner
     };
-    // Below 100 columns the status is its symbol alone (the colour and the
-    // symbol still tell it) and the title column narrows, so the message
-    // keeps some room.
-    let mut widths = WIDTHS;
+    let cols = columns(inner.width);
     let narrow = inner.width < 100;
-    if narrow {
-        widths[0] = 1;
-        widths[2] = 20;
-    }
-    let fixed: u16 = widths.iter().sum::<u16>() + widths.len() as u16 - 1;
+    let fixed: u16 = cols.iter().map(|c| c.1).sum::<u16>() + cols.len() as u16 - 1;
     let message_w = usize::from(inner.width.saturating_sub(fixed).max(8));
-    let w = |i: usize| usize::from(widths[i]);
+    let width_of = |col: Col| {
+        cols.iter()
+            .find(|c| c.0 == col)
+            .map_or(0, |c| usize::from(c.1))
+    };
 
     let end = (app.offset + page).min(app.rows.len());
     let mut rows = Vec::with_capacity(end.saturating_sub(app.offset));
@@ -55,72 +98,98 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) 
         let Some((_, t)) = app.rows.get(row).and_then(|&pos| tasks.get_index(pos)) else {
             continue;
         };
-        let status = if narrow {
-            Theme::symbol(t.status).to_string()
+        let stalled = t.stalled(app.now);
+        let (symbol, word) = if stalled {
+            ("⚠", "stalled")
         } else {
-            format!("{} {}", Theme::symbol(t.status), t.status)
+            (Theme::symbol(t.status), t.status.as_str())
         };
+        let status = if narrow {
+            symbol.to_string()
+        } else {
+            format!("{symbol} {word}")
+        };
+        let marked = app.marks.contains(&t.task_id);
         // Sanitized once per change of the task, only cut to width here.
         let text = app.shown.row(t);
-        let label = truncate(&text.label, w(2)).into_owned();
-        let message = truncate(&text.message, message_w).into_owned();
+        let label = truncate_words(&text.label, width_of(Col::Label));
+        let message = truncate_words(&text.message, message_w);
         let progress = t
             .progress
             .map(|p| format!("{}/{}", p.current, p.total))
             .unwrap_or_default();
-        let style = if row == app.cursor {
+        let selected = row == app.cursor;
+        let style = if selected {
             theme.selected()
         } else if app.flashing(&t.task_id) {
             theme.flash()
         } else {
             Style::new()
         };
-        rows.push(
-            Row::new(vec![
-                // On the highlighted row the status colour would clash
-                // with the highlight; the symbol still tells the status.
-                Cell::from(Span::styled(
-                    status,
-                    if row == app.cursor {
-                        Style::new()
-                    } else {
-                        theme.status(t.status)
-                    },
-                )),
-                Cell::from(clean(t.short_id(), w(1))),
-                Cell::from(label),
-                Cell::from(message),
-                Cell::from(clean(&progress, w(4))),
-                Cell::from(relative(app.now, t.created_at)),
-                Cell::from(relative(app.now, t.updated_at)),
-            ])
-            .style(style),
-        );
+        let cells = cols.iter().map(|(col, _)| match col {
+            Col::Mark => Cell::from(Span::styled(
+                if marked { "✓" } else { " " },
+                if selected {
+                    Style::new()
+                } else {
+                    theme.marked()
+                },
+            )),
+            // On the highlighted row the status colour would clash
+            // with the highlight; the symbol still tells the status.
+            Col::Status => Cell::from(Span::styled(
+                status.clone(),
+                match (selected, stalled) {
+                    (true, _) => Style::new(),
+                    (false, true) => theme.stalled(),
+                    (false, false) => theme.status(t.status),
+                },
+            )),
+            Col::Id => Cell::from(clean(t.short_id(), 8)),
+            Col::Label => Cell::from(label.clone()),
+            Col::Message => Cell::from(message.clone()),
+            Col::Progress => Cell::from(clean(&progress, 8)),
+            Col::Age => Cell::from(relative(app.now, t.created_at)),
+            Col::Updated => Cell::from(relative(app.now, t.updated_at)),
+        });
+        rows.push(Row::new(cells.collect::<Vec<_>>()).style(style));
     }
-    let header = Row::new(vec![
-        if narrow { "" } else { "status" },
-        "id",
-        "title / key",
-        "message",
-        "progress",
-        "age",
-        "upd",
-    ])
+    let header = Row::new(
+        cols.iter()
+            .map(|(col, _)| match col {
+                Col::Mark => "",
+                Col::Status if narrow => "",
+                Col::Status => "status",
+                Col::Id => "id",
+                Col::Label => "title / key",
+                Col::Message => "message",
+                Col::Progress => "progress",
+                Col::Age => "age",
+                Col::Updated => "upd",
+            })
+            .collect::<Vec<_>>(),
+    )
     .style(theme.dim());
-    let widths = widths.map(|w| {
-        if w == 0 {
-            Constraint::Fill(1)
-        } else {
-            Constraint::Length(w)
-        }
-    });
+    let widths: Vec<Constraint> = cols
+        .iter()
+        .map(|&(_, w)| {
+            if w == 0 {
+                Constraint::Fill(1)
+            } else {
+                Constraint::Length(w)
+            }
+        })
+        .collect();
     let table = Table::new(rows, widths).header(header).column_spacing(1);
     frame.render_widget(table, inner);
     if app.rows.is_empty() {
         let text = if app.store_len() == 0 {
             "no tasks"
         } else {
-            "no task matches the filter (Esc clears it)"
+            &format!(
+                "no task matches the filter ({} clears it)",
+                app.keys.first(crate::tui::keys::Action::ClearFilters)
+            )
         };
         let y = inner.y + 1;
         if y < inner.y + inner.height {
