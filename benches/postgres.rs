@@ -9,7 +9,7 @@
 //!   W machines) claiming and completing 200 tasks (report: time per batch;
 //!   tasks per second = 200 / time);
 //! - `feed latency`: a heartbeat on one connection until the change feed
-//!   (LISTEN woken) delivers it on another.
+//!   (LISTEN woken) delivers its change on another.
 //!
 //! `cargo bench --bench postgres` (needs PostgreSQL's server programs, as
 //! the tests do; skipped with a message without them).
@@ -146,9 +146,7 @@ fn postgres(c: &mut Criterion) {
     let writer = Store::open(&url);
     let _context = runtime.enter();
     let mut feed = ChangeFeed::start(PathBuf::from(&url), FeedOptions::default());
-    runtime.block_on(async {
-        while !matches!(feed.next().await, Some(FeedEvent::Snapshot { .. })) {}
-    });
+    runtime.block_on(async { while !matches!(feed.next().await, Some(FeedEvent::Reset(_))) {} });
     g.bench_function(BenchmarkId::new("feed latency", TASKS), |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
@@ -161,8 +159,10 @@ fn postgres(c: &mut Criterion) {
                     .revision;
                 runtime.block_on(async {
                     loop {
-                        if let Some(FeedEvent::Snapshot { tasks, .. }) = feed.next().await
-                            && tasks.get(&target).is_some_and(|t| t.revision >= revision)
+                        if let Some(FeedEvent::Changes(changes)) = feed.next().await
+                            && changes
+                                .iter()
+                                .any(|c| c.task_id == target && c.revision >= revision)
                         {
                             break;
                         }

@@ -382,6 +382,24 @@ impl PostgresBackend {
         off_runtime(|| self.read(&mut |txn| txn.last_change()))
     }
 
+    /// The changes table's identity and last `seq` (the feed's safety
+    /// net); `None` while there is no store yet.
+    pub fn last_change_at(&self) -> Result<Option<(i64, i64)>, StoreError> {
+        off_runtime(|| self.read(&mut |txn| txn.changes_head()))
+    }
+
+    /// The recorded changes after `after` (at most `limit`, of `task` only
+    /// if given), with the changes table's identity; `None` while there is
+    /// no store yet.
+    pub fn changes_after(
+        &self,
+        after: i64,
+        task: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<(i64, crate::store::sqlite::ChangeLog)>, StoreError> {
+        off_runtime(|| self.read(&mut |txn| txn.read_changes(after, task, limit)))
+    }
+
     /// Create or migrate the schema now (`rudder migrate`), as the role in
     /// the URL; returns the version found before.
     pub fn migrate(&self) -> Result<Option<i32>, StoreError> {

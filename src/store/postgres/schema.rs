@@ -42,7 +42,8 @@ pub const CHANNEL: &str = "rudder_changes";
 ///   cannot be copied into PostgreSQL; `copy` says which key.
 /// - `rudder_counts`: tasks per status, kept in the same transaction.
 /// - `rudder_changes`: one row per change of a task, in commit order, for
-///   the change feed.
+///   the change feed, with the task's `updated_at` as written (`at`; none
+///   for a removal).
 pub const MIGRATIONS: &[&str] = &[r#"
 CREATE TABLE rudder_tasks (
     seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -75,7 +76,7 @@ CREATE TABLE rudder_changes (
     revision bigint NOT NULL,
     status_before text,
     status_after text,
-    at timestamptz NOT NULL DEFAULT now()
+    at text
 );
 "#];
 

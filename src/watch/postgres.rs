@@ -1,0 +1,142 @@
+//! The change feed of a PostgreSQL store: `rudder_changes` read after a
+//! cursor, woken by `LISTEN` on a connection of its own (see
+//! `PostgresBackend::listen`: every commit notifies, and so does the
+//! listener when it connects again), with `max(seq)` as the safety net.
+//! The cursor is safe in commit order (see `store/postgres/txn.rs`). A
+//! server that cannot be reached is "store unreachable: …"; when it is
+//! back, the loop reports a reset and the changes since.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::{Catchup, FeedSource, MAX_BATCH, ResetReason, TaskChange, Unavailable, Wake};
+use crate::store::url::PgUrl;
+use crate::store::{PostgresBackend, StoreError};
+
+/// The feed of a PostgreSQL store.
+pub struct PostgresSource {
+    backend: PostgresBackend,
+    task: Option<String>,
+    /// The last change reported, in the changes table it was read from
+    /// (its oid: a store dropped and created again is another table).
+    cursor: Option<(i64, i64)>,
+    /// The last `max(seq)` the safety net saw.
+    last: Option<(i64, i64)>,
+    reads: u64,
+}
+
+impl PostgresSource {
+    /// The feed of the store at `url`, of the task `task` only if given.
+    pub fn new(url: PgUrl, task: Option<String>) -> Self {
+        PostgresSource {
+            backend: PostgresBackend::new(url),
+            task,
+            cursor: None,
+            last: None,
+            reads: 0,
+        }
+    }
+}
+
+/// Stops the listener when dropped (it ends within a second).
+struct Listening(Arc<AtomicBool>);
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A failure to read, as the feed reports it.
+fn unavailable(e: &StoreError) -> Catchup {
+    let unreachable = match e {
+        StoreError::Database {
+            action, message, ..
+        } => {
+            *action == "connect"
+                || message.contains("error communicating with the server")
+                || message.contains("connection closed")
+                || message.contains("terminating connection")
+        }
+        _ => false,
+    };
+    let message = if unreachable {
+        format!("store unreachable: {e}")
+    } else {
+        e.to_string()
+    };
+    Catchup::Unavailable(Unavailable::Unreadable { message })
+}
+
+impl FeedSource for PostgresSource {
+    fn arm(&mut self, wake: Wake) -> Option<Box<dyn Send>> {
+        let stopped = Arc::new(AtomicBool::new(false));
+        let listener = PostgresBackend::new(self.backend.url().clone());
+        let stop = Arc::clone(&stopped);
+        std::thread::spawn(move || {
+            let alive = || !stop.load(Ordering::Relaxed);
+            listener.listen(
+                &mut || {
+                    wake();
+                    alive()
+                },
+                &alive,
+            );
+        });
+        Some(Box::new(Listening(stopped)))
+    }
+
+    fn may_have_changed(&mut self) -> bool {
+        match self.backend.last_change_at() {
+            Ok(now) => std::mem::replace(&mut self.last, now) != now || self.cursor.is_none(),
+            Err(_) => true,
+        }
+    }
+
+    fn catch_up(&mut self) -> Catchup {
+        self.reads += 1;
+        let after = match self.cursor {
+            Some((_, seq)) => seq,
+            None => i64::MAX,
+        };
+        let found = self
+            .backend
+            .changes_after(after, self.task.as_deref(), MAX_BATCH + 1);
+        let (at, log) = match found {
+            Ok(Some(found)) => found,
+            Ok(None) => {
+                self.cursor = None;
+                return Catchup::Unavailable(Unavailable::Missing);
+            }
+            Err(e) => return unavailable(&e),
+        };
+        let Some((table, seq)) = self.cursor else {
+            self.cursor = Some((at, log.last));
+            return Catchup::Reset(ResetReason::Start);
+        };
+        let lost = table != at || log.last < seq || log.first.is_some_and(|f| f > seq + 1);
+        self.cursor = Some((at, log.last));
+        if lost {
+            return Catchup::Reset(ResetReason::CursorLost);
+        }
+        if log.changes.len() > MAX_BATCH {
+            return Catchup::Reset(ResetReason::Overflow);
+        }
+        Catchup::Changes(
+            log.changes
+                .into_iter()
+                .map(|c| TaskChange {
+                    task_id: c.task_id,
+                    revision: c.revision,
+                    from: c.before,
+                    to: c.after,
+                    at: c.at,
+                })
+                .collect(),
+        )
+    }
+
+    fn reads(&self) -> u64 {
+        self.reads
+    }
+}
