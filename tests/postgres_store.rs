@@ -648,3 +648,46 @@ fn a_lock_held_elsewhere_is_waited_for_at_most_the_lock_timeout() {
     let r = common::run(&PathBuf::from(&url), &["heartbeat", &id]);
     assert_eq!(r.code, 0, "{r:#?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feed_of_one_task_reports_its_changes() {
+    if !pg::available() {
+        return;
+    }
+    let url = pg::off_runtime(pg::store_url);
+    let store = Store::open(&url);
+    let id = store.create(NewTask::default()).unwrap().task.task_id;
+    let other = store.create(NewTask::default()).unwrap().task.task_id;
+    let mut feed = rudder::watch::ChangeFeed::start(
+        PathBuf::from(&url),
+        rudder::watch::FeedOptions {
+            task: Some(id.clone()),
+            ..Default::default()
+        },
+    );
+    let first = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
+    assert!(
+        matches!(first, Ok(Some(rudder::watch::FeedEvent::Reset(_)))),
+        "{first:?}"
+    );
+    store.heartbeat(&other, None, None, Actor::Anyone).unwrap();
+    store.heartbeat(&id, None, None, Actor::Anyone).unwrap();
+    let ev = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
+    let Ok(Some(rudder::watch::FeedEvent::Changes(changes))) = ev else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(changes[0].task_id, id);
+    let path = PathBuf::from(&url);
+    pg::off_runtime(|| common::remove_store(&path));
+    let ev = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
+    assert!(
+        matches!(
+            ev,
+            Ok(Some(rudder::watch::FeedEvent::Unavailable(
+                rudder::watch::Unavailable::Missing
+            )))
+        ),
+        "{ev:?}"
+    );
+}

@@ -87,6 +87,7 @@ impl FeedSource for PostgresSource {
     }
 
     fn may_have_changed(&mut self) -> bool {
+        self.backend.forget_schema();
         match self.backend.last_change_at() {
             Ok(now) => std::mem::replace(&mut self.last, now) != now || self.cursor.is_none(),
             Err(_) => true,
@@ -95,6 +96,7 @@ impl FeedSource for PostgresSource {
 
     fn catch_up(&mut self) -> Catchup {
         self.reads += 1;
+        self.backend.forget_schema();
         let after = match self.cursor {
             Some((_, seq)) => seq,
             None => i64::MAX,

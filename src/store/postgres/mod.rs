@@ -382,6 +382,19 @@ impl PostgresBackend {
         off_runtime(|| self.read(&mut |txn| txn.last_change()))
     }
 
+    /// Forget what this connection knows of the schema (its version, its
+    /// prepared statements): the next read checks the tables afresh. The
+    /// change feed does this before each look, so that a store dropped
+    /// under it is seen as gone, not as an error of a stale statement.
+    pub fn forget_schema(&self) {
+        let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(conn) = slot.as_mut() {
+            conn.version = None;
+            let statements = std::mem::take(&mut conn.statements);
+            off_runtime(move || drop(statements));
+        }
+    }
+
     /// The changes table's identity and last `seq` (the feed's safety
     /// net); `None` while there is no store yet.
     pub fn last_change_at(&self) -> Result<Option<(i64, i64)>, StoreError> {
