@@ -375,3 +375,55 @@ fn the_search_in_the_task_view_is_typed_kept_and_dropped() {
     app.handle_key(key(KeyCode::Esc));
     assert!(matches!(&app.popup, Popup::View(v) if v.query.is_empty()));
 }
+
+fn drawn(app: &mut App) -> String {
+    let mut terminal =
+        ratatui::Terminal::new(ratatui::backend::TestBackend::new(100, 30)).expect("test terminal");
+    terminal
+        .draw(|f| rudder::tui::view::draw(f, app, &rudder::tui::view::Theme::DEFAULT))
+        .expect("draw");
+    screen_text(&terminal)
+}
+
+#[test]
+fn r_with_marks_says_it_is_about_the_marked_and_a_finished_one_is_not_called_unfinished() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tasks.json");
+    let past = Store::open(&path).with_clock(Arc::new(|| Utc::now() - TimeDelta::hours(1)));
+    let store = Store::open(&path);
+    let new = |title: &str| {
+        past.create(NewTask {
+            title: Some(title.into()),
+            ..NewTask::default()
+        })
+        .expect("create")
+        .task
+        .task_id
+    };
+    let (a, b, c) = (new("a"), new("b"), new("c"));
+    let mut app = App::new(&path, false, Utc::now());
+    app.on_feed(snapshot(store.load().expect("load")));
+    for t in [&a, &b] {
+        select(&mut app, t);
+        app.handle_key(ch(' '));
+    }
+    // One marked task finishes before R.
+    let before = store.load().expect("load");
+    store
+        .complete(&b, serde_json::json!({}), rudder::task::Actor::Anyone)
+        .expect("complete");
+    app.on_feed(snapshot_after(&before, store.load().expect("load")));
+    app.handle_key(ch('R'));
+    let prompt = drawn(&mut app);
+    assert!(prompt.contains("of the 2 marked task(s)"), "{prompt}");
+    assert!(!prompt.contains("Fail every"), "{prompt}");
+    let effects = app.handle_key(key(KeyCode::Enter));
+    run(&mut app, &store, effects);
+    let preview = drawn(&mut app);
+    assert!(preview.contains("1 task(s) left alone:"), "{preview}");
+    assert!(
+        !preview.contains("unfinished task(s) left alone"),
+        "{preview}"
+    );
+    assert_eq!(store.get(&c).expect("get").status, Status::Working);
+}
