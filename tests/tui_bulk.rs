@@ -427,3 +427,48 @@ fn r_with_marks_says_it_is_about_the_marked_and_a_finished_one_is_not_called_unf
     );
     assert_eq!(store.get(&c).expect("get").status, Status::Working);
 }
+
+#[test]
+fn at_80_columns_the_header_keeps_the_filter_and_the_watch_state_in_sight() {
+    let mut tasks = fixture();
+    tasks.get_mut(&id(2)).expect("fixture").lease_expires_at = Some(now() - TimeDelta::seconds(30));
+    tasks.get_mut(&id(6)).expect("fixture").lease_expires_at = Some(now() - TimeDelta::seconds(30));
+    let deep = "/home/oncall/incidents/2026/december/rudder-demo-store.json";
+    let mut app = App::new(std::path::Path::new(deep), false, now());
+    app.on_feed(snapshot(tasks));
+    app.worker = Some(rudder::tui::WorkerState::Running { pid: 4242 });
+    assert_eq!(app.stalled, 2);
+    for _ in 0..3 {
+        app.handle_key(ch(' '));
+        app.handle_key(ch('j'));
+    }
+    app.handle_key(ch('/'));
+    type_text(&mut app, "INC");
+    app.handle_key(key(KeyCode::Enter));
+    let mut terminal =
+        ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 24)).expect("test terminal");
+    terminal
+        .draw(|f| rudder::tui::view::draw(f, &mut app, &rudder::tui::view::Theme::DEFAULT))
+        .expect("draw");
+    let screen = screen_text(&terminal);
+    let mut lines = screen.lines();
+    let (first, second) = (lines.next().expect("line 1"), lines.next().expect("line 2"));
+    // The long store name, the worker's key hint and the sort gave way,
+    // not the filter.
+    assert!(first.contains("worker: pid 4242 running"), "{first}");
+    assert!(first.contains("filter: /inc ("), "{first}");
+    assert!(first.contains("of 6)"), "{first}");
+    // With stalled tasks and marks, the watch state still shows.
+    assert!(second.contains("⚠ 2 stalled"), "{second}");
+    assert!(second.contains("marked"), "{second}");
+    assert!(second.contains("● live"), "{second}");
+    // Without a filter the sort is back.
+    app.handle_key(key(KeyCode::Esc));
+    terminal
+        .draw(|f| rudder::tui::view::draw(f, &mut app, &rudder::tui::view::Theme::DEFAULT))
+        .expect("draw");
+    let screen = screen_text(&terminal);
+    let first = screen.lines().next().expect("line 1");
+    assert!(first.contains("sort: created"), "{first}");
+    assert!(!first.contains("filter"), "{first}");
+}
