@@ -10,52 +10,16 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use chrono::{TimeDelta, Utc};
 use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
 use rudder::store::{Backend, PageQuery, SortKey};
-use rudder::task::{HistoryEntry, Status, Task, TaskMap};
+use rudder::task::{Status, TaskMap};
 use rudder::{Actor, Store};
-use serde_json::json;
 
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 
-/// `n` tasks like a real store's: 40% working, 30% waiting, 30% finished.
-fn generate(n: usize) -> TaskMap {
-    let now = Utc::now();
-    let mut tasks = TaskMap::new();
-    for i in 0..n {
-        let status = match i % 10 {
-            0..=3 => Status::Working,
-            4..=6 => Status::InputRequired,
-            7 => Status::Completed,
-            8 => Status::Failed,
-            _ => Status::Cancelled,
-        };
-        let mut t = Task::new(uuid::Uuid::new_v4().to_string(), status);
-        let created = now - TimeDelta::minutes((n - i) as i64);
-        t.created_at = Some(created);
-        t.updated_at = Some(created + TimeDelta::seconds(30));
-        t.title = Some(format!(
-            "INC-{} checkout latency in eu-west-{}",
-            1000 + i,
-            i % 3
-        ));
-        t.idempotency_key = Some(format!("incident-{i}"));
-        t.request = Some(
-            json!({"incident": format!("INC-{}", 1000 + i), "since": "15m",
-            "systems": ["events", "traces", "deploys"]}),
-        );
-        t.status_message = Some("correlating deploys with error spikes".into());
-        t.revision = 3;
-        t.history = vec![HistoryEntry {
-            status: Status::Working,
-            at: created,
-            note: Some("created".into()),
-        }];
-        tasks.insert(t.task_id.clone(), t);
-    }
-    tasks
-}
+#[path = "common/tasks.rs"]
+mod tasks;
+use tasks::generate;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -130,7 +94,7 @@ fn backends(c: &mut Criterion) {
                 statuses: vec![Status::Working],
                 sort: SortKey::Updated,
                 limit: Some(50),
-                after: None,
+                ..PageQuery::default()
             };
             g.bench_function(BenchmarkId::new("page of 50", n), |b| {
                 b.iter(|| black_box(store.page(&q).unwrap()))

@@ -18,7 +18,7 @@ use chrono::{TimeDelta, Utc};
 use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group};
 use rudder::store::encode;
 use rudder::task::{HistoryEntry, Status, Task, TaskMap};
-use rudder::watch::{ChangeFeed, FeedEvent, FeedOptions};
+use rudder::watch::{ChangeFeed, FeedEvent, FeedOptions, ResetReason};
 use rudder::{Actor, NewTask, Store};
 use serde_json::json;
 
@@ -282,10 +282,10 @@ fn feed_round_trip(c: &mut Criterion) {
         let id = f.working[0].clone();
         let mut feed = rt.block_on(async {
             let mut feed = ChangeFeed::start(&f.path, FeedOptions::default());
-            assert!(matches!(
+            assert_eq!(
                 feed.next().await,
-                Some(FeedEvent::Snapshot { .. })
-            ));
+                Some(FeedEvent::Reset(ResetReason::Start))
+            );
             feed
         });
         g.bench_function(BenchmarkId::from_parameter(n), |b| {
@@ -298,8 +298,10 @@ fn feed_round_trip(c: &mut Criterion) {
                         .revision;
                     loop {
                         match feed.next().await {
-                            Some(FeedEvent::Snapshot { tasks, .. })
-                                if tasks[&id].revision == revision =>
+                            Some(FeedEvent::Changes(changes))
+                                if changes
+                                    .iter()
+                                    .any(|c| c.task_id == id && c.revision == revision) =>
                             {
                                 break;
                             }

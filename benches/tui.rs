@@ -18,8 +18,9 @@ use ratatui::backend::TestBackend;
 use rudder::store::Store;
 use rudder::task::{Progress, Status, Task, TaskMap};
 use rudder::tui::app::App;
+use rudder::tui::app::StoreUpdate as FeedEvent;
+use rudder::tui::diff::Diff;
 use rudder::tui::view::{self, Theme};
-use rudder::watch::{ChangeFeed, Diff, FeedEvent, FeedOptions};
 
 fn tasks(n: usize) -> TaskMap {
     let now = Utc::now();
@@ -107,7 +108,7 @@ fn write_to_drawn(c: &mut Criterion) {
     let initial = tasks(10_000);
     let id = initial.keys().nth(1).cloned().expect("a task");
     std::fs::write(&path, rudder::store::encode(&initial, 0)).expect("seed");
-    let store = Store::open(&path);
+    let store = std::sync::Arc::new(Store::open(&path));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -115,10 +116,9 @@ fn write_to_drawn(c: &mut Criterion) {
     let theme = Theme::DEFAULT;
     let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
     let mut app = App::new(&path, false, Utc::now());
-    let mut feed =
-        runtime.block_on(async { ChangeFeed::start(path.clone(), FeedOptions::default()) });
+    let mut feed = runtime.block_on(async { rudder::tui::snapshots(path.clone(), store.clone()) });
     runtime.block_on(async {
-        if let Some(e) = feed.next().await {
+        if let Some(e) = feed.recv().await {
             app.on_feed(e);
         }
     });
@@ -137,7 +137,7 @@ fn write_to_drawn(c: &mut Criterion) {
                 let written = Instant::now();
                 runtime.block_on(async {
                     loop {
-                        let Some(event) = feed.next().await else { panic!("feed stopped") };
+                        let Some(event) = feed.recv().await else { panic!("feed stopped") };
                         let seen = matches!(&event, FeedEvent::Snapshot { tasks, .. }
                             if tasks.get(&id).and_then(|t| t.status_message.as_deref()) == Some(message.as_str()));
                         app.on_feed(event);

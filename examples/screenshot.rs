@@ -26,8 +26,9 @@ use rudder::store::{Backend, Store};
 use rudder::task::{Actor, Progress, Task};
 use rudder::tui::WorkerState;
 use rudder::tui::app::App;
+use rudder::tui::app::StoreUpdate as FeedEvent;
+use rudder::tui::diff::diff;
 use rudder::tui::view::{self, theme::Theme};
-use rudder::watch::{FeedEvent, diff};
 
 const WIDTH: u16 = 132;
 const HEIGHT: u16 = 38;

@@ -276,7 +276,7 @@ fn a_streamed_page_is_the_page() {
                         statuses: statuses.clone(),
                         sort,
                         limit,
-                        after: None,
+                        ..PageQuery::default()
                     };
                     let whole = batched.page(&q).expect("page");
                     let mut streamed = Vec::new();

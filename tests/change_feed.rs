@@ -1,6 +1,7 @@
 //! The change feed sees what other processes write (through an atomic
-//! rename), a deleted and re-created store, unparsable writes (keeping the
-//! last good snapshot), and reports transitions with their from and to.
+//! rename, or a database commit) as changes with their revision, from and
+//! to, a deleted and re-created store, unparsable writes (keeping the last
+//! good state), and tells its reader to re-read everything when it must.
 //! Every test that does not write a file by hand runs on every backend.
 
 mod common;
@@ -10,7 +11,9 @@ use std::time::Duration;
 
 use common::run;
 use rudder::task::Status;
-use rudder::watch::{ChangeFeed, FeedEvent, FeedOptions, Transition};
+use rudder::watch::{
+    ChangeFeed, FeedEvent, FeedOptions, MAX_BATCH, ResetReason, TaskChange, Unavailable,
+};
 use rudder::{Actor, NewTask, Store};
 use serde_json::json;
 
@@ -42,19 +45,27 @@ async fn until(
     }
 }
 
-fn transitions(ev: &FeedEvent) -> Vec<(String, Option<Status>, Status)> {
+/// The (task, from, to) of each change of a `Changes` event.
+fn changes(ev: &FeedEvent) -> Vec<(String, Option<Status>, Option<Status>)> {
     match ev {
-        FeedEvent::Snapshot { diff, .. } => diff
-            .transitions
+        FeedEvent::Changes(changes) => changes
             .iter()
             .map(
-                |Transition {
+                |TaskChange {
                      task_id, from, to, ..
                  }| (task_id.clone(), *from, *to),
             )
             .collect(),
-        other => panic!("expected a snapshot, got {other:?}"),
+        other => panic!("expected changes, got {other:?}"),
     }
+}
+
+fn is_changes(ev: &FeedEvent) -> bool {
+    matches!(ev, FeedEvent::Changes(_))
+}
+
+fn is_sqlite(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "db")
 }
 
 /// Run the binary from an async test without blocking the runtime.
@@ -83,17 +94,18 @@ fn store_in(dir: &Path) -> PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reports_transitions_written_by_other_processes() {
+async fn reports_changes_written_by_other_processes() {
     for kind in common::kinds() {
         common::set_kind(kind);
-        reports_transitions_written_by_other_processes_once().await;
+        reports_changes_written_by_other_processes_once().await;
     }
 }
 
-async fn reports_transitions_written_by_other_processes_once() {
+async fn reports_changes_written_by_other_processes_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
-    let id = Store::open(&path)
+    let store = Store::open(&path);
+    let id = store
         .create(NewTask {
             input_schema: Some(json!({"type": "object", "required": ["service"]})),
             ..NewTask::default()
@@ -102,46 +114,41 @@ async fn reports_transitions_written_by_other_processes_once() {
         .task
         .task_id;
     let mut feed = ChangeFeed::start(&path, FeedOptions::default());
-
-    let first = next(&mut feed, "the first snapshot").await;
     assert_eq!(
-        transitions(&first),
-        [(id.clone(), None, Status::InputRequired)]
+        next(&mut feed, "the start").await,
+        FeedEvent::Reset(ResetReason::Start)
     );
-    let FeedEvent::Snapshot { diff, tasks } = &first else {
-        unreachable!()
-    };
-    assert_eq!(diff.appeared, std::slice::from_ref(&id));
-    assert_eq!(tasks.len(), 1);
 
     let r = cli(&path, &["input", &id, "--set", "service=payments"]).await;
     assert_eq!(r.code, 0, "{r:#?}");
-    let ev = until(&mut feed, "input_required -> working", |e| {
-        matches!(e, FeedEvent::Snapshot { .. })
-    })
-    .await;
+    let ev = until(&mut feed, "input_required -> working", is_changes).await;
     assert_eq!(
-        transitions(&ev),
-        [(id.clone(), Some(Status::InputRequired), Status::Working)]
+        changes(&ev),
+        [(
+            id.clone(),
+            Some(Status::InputRequired),
+            Some(Status::Working)
+        )]
     );
 
-    // A change that is not a transition is still reported, as "changed".
+    // A change that is not a transition is still reported, with its revision.
     assert_eq!(
         cli(&path, &["heartbeat", &id, "--message", "step 3/7"])
             .await
             .code,
         0
     );
-    let ev = until(&mut feed, "the heartbeat", |e| {
-        matches!(e, FeedEvent::Snapshot { .. })
-    })
-    .await;
-    let FeedEvent::Snapshot { diff, tasks } = &ev else {
+    let ev = until(&mut feed, "the heartbeat", is_changes).await;
+    let FeedEvent::Changes(list) = &ev else {
         unreachable!()
     };
-    assert!(diff.transitions.is_empty(), "{diff:?}");
-    assert_eq!(diff.changed, std::slice::from_ref(&id));
-    assert_eq!(tasks[&id].status_message.as_deref(), Some("step 3/7"));
+    let now = store.get(&id).unwrap();
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert!(!list[0].is_transition());
+    assert_eq!(
+        (list[0].task_id.as_str(), list[0].revision),
+        (id.as_str(), now.revision)
+    );
 
     assert_eq!(
         cli(&path, &["complete", &id, "--result", "{\"ok\": true}"])
@@ -149,20 +156,23 @@ async fn reports_transitions_written_by_other_processes_once() {
             .code,
         0
     );
-    let ev = until(&mut feed, "working -> completed", |e| {
-        matches!(e, FeedEvent::Snapshot { .. })
-    })
-    .await;
+    let ev = until(&mut feed, "working -> completed", is_changes).await;
     assert_eq!(
-        transitions(&ev),
-        [(id.clone(), Some(Status::Working), Status::Completed)]
+        changes(&ev),
+        [(id.clone(), Some(Status::Working), Some(Status::Completed))]
     );
-    let FeedEvent::Snapshot { tasks, diff } = &ev else {
+    // The change carries the writer's timestamp.
+    let FeedEvent::Changes(list) = &ev else {
         unreachable!()
     };
-    assert_eq!(tasks[&id].status, Status::Completed);
-    // The transition carries the writer's timestamp.
-    assert_eq!(Some(diff.transitions[0].at), tasks[&id].updated_at);
+    assert_eq!(list[0].at, store.get(&id).unwrap().updated_at);
+    assert!(list[0].at.is_some());
+
+    // A prune is a removal.
+    let pruned = cli(&path, &["prune", "--older-than", "0s"]).await;
+    assert_eq!(pruned.code, 0, "{pruned:#?}");
+    let ev = until(&mut feed, "the removal", is_changes).await;
+    assert_eq!(changes(&ev), [(id, Some(Status::Completed), None)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,27 +187,26 @@ async fn reports_deletion_and_recreation_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
     let mut feed = ChangeFeed::start(&path, FeedOptions::default());
-    assert!(matches!(
+    assert_eq!(
         next(&mut feed, "missing at start").await,
-        FeedEvent::Missing
-    ));
+        FeedEvent::Unavailable(Unavailable::Missing)
+    );
 
     let first = cli(&path, &["create", "--json"]).await.json()["task"]["task_id"]
         .as_str()
         .unwrap()
         .to_string();
-    let ev = until(&mut feed, "the store to appear", |e| {
-        matches!(e, FeedEvent::Snapshot { .. })
-    })
-    .await;
-    assert_eq!(transitions(&ev), [(first.clone(), None, Status::Working)]);
+    // Waiting for the store is over: read everything.
+    assert_eq!(
+        next(&mut feed, "the store to appear").await,
+        FeedEvent::Reset(ResetReason::Recovered)
+    );
 
     std::fs::remove_file(&path).unwrap();
-    let ev = until(&mut feed, "the deletion", |e| {
-        !matches!(e, FeedEvent::Snapshot { .. })
-    })
-    .await;
-    assert!(matches!(ev, FeedEvent::Missing), "{ev:?}");
+    assert_eq!(
+        until(&mut feed, "the deletion", |e| !is_changes(e)).await,
+        FeedEvent::Unavailable(Unavailable::Missing)
+    );
 
     let second = cli(
         &path,
@@ -208,22 +217,27 @@ async fn reports_deletion_and_recreation_once() {
         .as_str()
         .unwrap()
         .to_string();
-    let ev = until(&mut feed, "the re-creation", |e| {
-        matches!(e, FeedEvent::Snapshot { .. })
-    })
-    .await;
     assert_eq!(
-        transitions(&ev),
-        [(second.clone(), None, Status::InputRequired)]
+        next(&mut feed, "the re-creation").await,
+        FeedEvent::Reset(ResetReason::Recovered)
     );
-    let FeedEvent::Snapshot { tasks, .. } = &ev else {
-        unreachable!()
-    };
-    assert!(!tasks.contains_key(&first));
+    if !is_sqlite(&path) {
+        // The file is compared with the last good read: the old task is
+        // gone, the new one appeared. (A new database starts a new list of
+        // changes: the reset alone says it all.)
+        let ev = next(&mut feed, "what changed meanwhile").await;
+        assert_eq!(
+            changes(&ev),
+            [
+                (second, None, Some(Status::InputRequired)),
+                (first, Some(Status::Working), None)
+            ]
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unparsable_write_is_reported_and_the_last_snapshot_kept() {
+async fn an_unparsable_write_is_reported_and_the_last_state_kept() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
     let store = Store::open(&path);
@@ -239,16 +253,15 @@ async fn an_unparsable_write_is_reported_and_the_last_snapshot_kept() {
     let completed = std::fs::read(&elsewhere).unwrap();
 
     let mut feed = ChangeFeed::start(&path, FeedOptions::default());
-    let ev = next(&mut feed, "the first snapshot").await;
-    assert_eq!(transitions(&ev), [(id.clone(), None, Status::Working)]);
+    assert_eq!(
+        next(&mut feed, "the start").await,
+        FeedEvent::Reset(ResetReason::Start)
+    );
 
     // A foreign writer renames garbage into place.
     write_atomically(&path, b"{\"half\": ");
-    let ev = until(&mut feed, "the garbage", |e| {
-        !matches!(e, FeedEvent::Snapshot { .. })
-    })
-    .await;
-    let FeedEvent::Unreadable { message } = &ev else {
+    let ev = next(&mut feed, "the garbage").await;
+    let FeedEvent::Unavailable(Unavailable::Unreadable { message }) = &ev else {
         panic!("{ev:?}")
     };
     assert!(
@@ -256,39 +269,38 @@ async fn an_unparsable_write_is_reported_and_the_last_snapshot_kept() {
         "{message}"
     );
 
-    // A good file again: the diff is against the last good snapshot, so the
-    // task is seen going working -> completed, not appearing anew.
+    // A good file again: a reset, then what changed since the last good
+    // read, so the task is seen going working -> completed, not appearing
+    // anew.
     write_atomically(&path, &completed);
-    let ev = until(&mut feed, "the repair", |e| {
-        matches!(e, FeedEvent::Snapshot { .. })
-    })
-    .await;
     assert_eq!(
-        transitions(&ev),
-        [(id.clone(), Some(Status::Working), Status::Completed)]
+        next(&mut feed, "the repair").await,
+        FeedEvent::Reset(ResetReason::Recovered)
     );
-    let FeedEvent::Snapshot { diff, .. } = &ev else {
-        unreachable!()
-    };
-    assert!(
-        diff.appeared.is_empty() && diff.vanished.is_empty(),
-        "{diff:?}"
+    let ev = next(&mut feed, "what changed meanwhile").await;
+    assert_eq!(
+        changes(&ev),
+        [(id.clone(), Some(Status::Working), Some(Status::Completed))]
     );
 
     // A torn in-place write (what the seed's store could leave) is reported too.
     std::fs::write(&path, &completed[..completed.len() / 2]).unwrap();
-    let ev = until(&mut feed, "the torn write", |e| {
-        !matches!(e, FeedEvent::Snapshot { .. })
-    })
-    .await;
-    assert!(matches!(ev, FeedEvent::Unreadable { .. }), "{ev:?}");
-    // Restoring the same content as the last snapshot reports it again, without transitions.
+    let ev = until(&mut feed, "the torn write", |e| !is_changes(e)).await;
+    assert!(
+        matches!(ev, FeedEvent::Unavailable(Unavailable::Unreadable { .. })),
+        "{ev:?}"
+    );
+    // Restoring the same content as the last good read: available again,
+    // with nothing changed (a later change is the next event).
     write_atomically(&path, &completed);
-    let ev = until(&mut feed, "the restore", |e| {
-        matches!(e, FeedEvent::Snapshot { .. })
-    })
-    .await;
-    assert!(transitions(&ev).is_empty());
+    assert_eq!(
+        next(&mut feed, "the restore").await,
+        FeedEvent::Reset(ResetReason::Recovered)
+    );
+    store.cancel(&id, None).unwrap_err();
+    let created = store.create(NewTask::default()).unwrap().task.task_id;
+    let ev = next(&mut feed, "the next change").await;
+    assert_eq!(changes(&ev), [(created, None, Some(Status::Working))]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -313,15 +325,12 @@ async fn the_stat_check_alone_sees_changes_once() {
         ..FeedOptions::default()
     };
     let mut feed = ChangeFeed::start(&path, options);
-    next(&mut feed, "the first snapshot").await;
+    next(&mut feed, "the start").await;
     assert_eq!(cli(&path, &["cancel", &id]).await.code, 0);
-    let ev = until(&mut feed, "the cancel", |e| {
-        matches!(e, FeedEvent::Snapshot { .. })
-    })
-    .await;
+    let ev = until(&mut feed, "the cancel", is_changes).await;
     assert_eq!(
-        transitions(&ev),
-        [(id, Some(Status::Working), Status::Cancelled)]
+        changes(&ev),
+        [(id, Some(Status::Working), Some(Status::Cancelled))]
     );
 }
 
@@ -339,18 +348,134 @@ async fn a_burst_of_writes_ends_in_the_final_state_once() {
     let store = Store::open(&path);
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     let mut feed = ChangeFeed::start(&path, FeedOptions::default());
-    next(&mut feed, "the first snapshot").await;
+    next(&mut feed, "the start").await;
     for i in 0..20 {
         store
             .heartbeat(&id, Some(format!("beat {i}")), None, Actor::Anyone)
             .unwrap();
     }
     let final_revision = store.get(&id).unwrap().revision;
+    let mut seen = Vec::new();
     until(&mut feed, "the last heartbeat", |e| match e {
-        FeedEvent::Snapshot { tasks, .. } => tasks[&id].revision == final_revision,
+        FeedEvent::Changes(list) => {
+            seen.extend(list.iter().map(|c| c.revision));
+            list.iter().any(|c| c.revision == final_revision)
+        }
         _ => false,
     })
     .await;
+    // Never out of order; a database reports every commit.
+    assert!(seen.is_sorted(), "{seen:?}");
+    if is_sqlite(&path) {
+        assert_eq!(seen, (2..=final_revision).collect::<Vec<_>>());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feed_for_one_task_reports_only_that_task() {
+    for kind in common::kinds() {
+        common::set_kind(kind);
+        a_feed_for_one_task_reports_only_that_task_once().await;
+    }
+}
+
+async fn a_feed_for_one_task_reports_only_that_task_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_in(dir.path());
+    let store = Store::open(&path);
+    let other = store.create(NewTask::default()).unwrap().task.task_id;
+    let id = store.create(NewTask::default()).unwrap().task.task_id;
+    let options = FeedOptions {
+        task: Some(id.clone()),
+        ..FeedOptions::default()
+    };
+    let mut feed = ChangeFeed::start(&path, options);
+    next(&mut feed, "the start").await;
+    store.heartbeat(&other, None, None, Actor::Anyone).unwrap();
+    store.create(NewTask::default()).unwrap();
+    store.cancel(&id, None).unwrap();
+    store.cancel(&other, None).unwrap();
+    let ev = until(&mut feed, "the cancel", is_changes).await;
+    assert_eq!(
+        changes(&ev),
+        [(id.clone(), Some(Status::Working), Some(Status::Cancelled))]
+    );
+    store.prune(Duration::ZERO).unwrap();
+    let ev = until(&mut feed, "the prune", is_changes).await;
+    assert_eq!(changes(&ev), [(id, Some(Status::Cancelled), None)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_changes_at_once_than_a_batch_are_a_reset() {
+    for kind in common::kinds() {
+        common::set_kind(kind);
+        more_changes_at_once_than_a_batch_are_a_reset_once().await;
+    }
+}
+
+async fn more_changes_at_once_than_a_batch_are_a_reset_once() {
+    use rudder::store::Backend;
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_in(dir.path());
+    let store = Store::open(&path);
+    store.create(NewTask::default()).unwrap();
+    let mut feed = ChangeFeed::start(&path, FeedOptions::default());
+    next(&mut feed, "the start").await;
+    store
+        .backend()
+        .transaction(&mut |txn| {
+            for i in 0..=MAX_BATCH {
+                let mut t = rudder::task::Task::new(format!("bulk-{i}"), Status::Working);
+                t.revision = 1;
+                txn.insert(t);
+            }
+            Ok(true)
+        })
+        .unwrap();
+    assert_eq!(
+        next(&mut feed, "the bulk insert").await,
+        FeedEvent::Reset(ResetReason::Overflow)
+    );
+}
+
+/// A database whose changes are gone from under the cursor (a table reset
+/// by hand) means the feed lost its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_whose_changes_were_reset_is_a_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.db");
+    let store = Store::open(&path);
+    let id = store.create(NewTask::default()).unwrap().task.task_id;
+    store.heartbeat(&id, None, None, Actor::Anyone).unwrap();
+    let mut feed = ChangeFeed::start(&path, FeedOptions::default());
+    next(&mut feed, "the start").await;
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DELETE FROM changes; DELETE FROM sqlite_sequence WHERE name = 'changes';",
+        )
+        .unwrap();
+    }
+    // The next write starts the list of changes at 1, before the cursor.
+    // (The feed may also have read the emptied table before it: either
+    // way its place is lost.)
+    store.cancel(&id, None).unwrap();
+    assert_eq!(
+        until(&mut feed, "the reset", |e| !is_changes(e)).await,
+        FeedEvent::Reset(ResetReason::CursorLost)
+    );
+    // From its new place on, the feed reports changes again.
+    let created = store.create(NewTask::default()).unwrap().task.task_id;
+    let ev = until(
+        &mut feed,
+        "the next change",
+        |e| matches!(e, FeedEvent::Changes(l) if l.iter().any(|c| c.task_id == created)),
+    )
+    .await;
+    assert_eq!(
+        changes(&ev).last(),
+        Some(&(created, None, Some(Status::Working)))
+    );
 }
 
 /// An idle feed must not keep re-reading the store: its own reads (inotify
@@ -417,7 +542,7 @@ async fn an_idle_feed_does_not_reread_the_store_once() {
     };
 
     let mut feed = ChangeFeed::start(&path, FeedOptions::default());
-    next(&mut feed, "the first snapshot").await;
+    next(&mut feed, "the start").await;
     caught_up("after the first snapshot").await;
     let before = opens.load(Ordering::SeqCst);
     let reads_before = feed.reads();

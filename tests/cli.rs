@@ -731,6 +731,10 @@ fn wait_returns_when_another_process_acts_once() {
 /// for input, whether the task was there already or got there meanwhile.
 #[test]
 fn wait_exit_codes_say_how_the_task_ended() {
+    common::each_backend(wait_exit_codes_say_how_the_task_ended_once);
+}
+
+fn wait_exit_codes_say_how_the_task_ended_once() {
     let (_d, path) = store();
     let completed = create(&path, &[]);
     assert_eq!(run(&path, &["complete", &completed]).code, 0);
@@ -864,6 +868,10 @@ fn wait_stops_with_exit_6_when_the_store_turns_corrupt() {
 /// instead of calling it an unknown task.
 #[test]
 fn wait_reports_a_task_that_vanished_unfinished() {
+    common::each_backend(wait_reports_a_task_that_vanished_unfinished_once);
+}
+
+fn wait_reports_a_task_that_vanished_unfinished_once() {
     let (_d, path) = store();
     let id = create(&path, &["--title", "INC-1042"]);
     let other = create(&path, &[]);

@@ -773,7 +773,7 @@ fn a_streamed_list_has_the_bytes_of_the_whole_array() {
                     rudder::store::SortKey::Store
                 },
                 limit: args.contains(&"7").then_some(7),
-                after: None,
+                ..rudder::store::PageQuery::default()
             };
             let whole = serde_json::to_string(&store.page(&q).unwrap()).unwrap() + "\n";
             assert_eq!(r.stdout, whole, "{args:?}");

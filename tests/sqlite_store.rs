@@ -202,6 +202,8 @@ fn varied(store: &Store) {
     let now = chrono::Utc::now();
     for i in 0..60u32 {
         let title = match i % 4 {
+            // LIKE's own wildcards, matched as text.
+            _ if i == 10 => Some("50% off_now".to_string()),
             0 => None,
             1 => Some(format!("t{}", i % 7)),
             _ => Some(format!("title {}", 60 - i)),
@@ -272,12 +274,29 @@ fn pages_and_counts_agree_with_the_reference_on_every_backend_once() {
     ] {
         for statuses in &filters {
             for after in &anchors {
-                for limit in [None, Some(0), Some(1), Some(5)] {
+                for (limit, descending, text) in [
+                    (None, false, None),
+                    (Some(0), false, None),
+                    (Some(1), false, None),
+                    (Some(5), false, None),
+                    (None, true, None),
+                    (Some(5), true, None),
+                    (None, false, Some("TITLE 1")),
+                    (Some(3), true, Some("t1")),
+                    (None, false, Some("beat")),
+                    (None, true, Some("key-")),
+                    (None, false, Some("cancel")),
+                    (None, false, Some("%")),
+                    (None, false, Some("_")),
+                    (Some(2), false, Some("")),
+                ] {
                     let q = PageQuery {
                         statuses: statuses.clone(),
                         sort,
                         limit,
                         after: after.clone(),
+                        descending,
+                        text: text.map(str::to_string),
                     };
                     let ids = |v: Vec<rudder::Task>| -> Vec<String> {
                         v.into_iter().map(|t| t.task_id).collect()
@@ -291,8 +310,14 @@ fn pages_and_counts_agree_with_the_reference_on_every_backend_once() {
             }
         }
     }
-    // Paging through in steps of 7 gives every task once, in order.
-    for sort in [SortKey::Updated, SortKey::Title] {
+    // Paging through in steps of 7 gives every task once, in order, and
+    // backwards in reverse order.
+    for (sort, descending) in [
+        (SortKey::Updated, false),
+        (SortKey::Title, false),
+        (SortKey::Created, true),
+        (SortKey::Updated, true),
+    ] {
         let mut seen = Vec::new();
         let mut after = None;
         loop {
@@ -301,6 +326,7 @@ fn pages_and_counts_agree_with_the_reference_on_every_backend_once() {
                     sort,
                     limit: Some(7),
                     after: after.clone(),
+                    descending,
                     ..PageQuery::default()
                 })
                 .unwrap();
@@ -310,6 +336,9 @@ fn pages_and_counts_agree_with_the_reference_on_every_backend_once() {
         }
         let mut reference = all.clone();
         reference.sort_by(|a, b| rudder::store::query::compare(sort, a, b));
+        if descending {
+            reference.reverse();
+        }
         let reference: Vec<String> = reference.into_iter().map(|t| t.task_id).collect();
         assert_eq!(seen, reference, "{sort:?}");
     }

@@ -347,6 +347,64 @@ fn a_seed_task_is_answered_by_typing_the_name() {
     tui.wait_exit();
 }
 
+/// The TUI over a large SQLite store holds a window of rows: it shows the
+/// store's counts, reaches the bottom of the table with `G`, shows what
+/// another process changes, and follows a task across the table.
+#[test]
+fn a_large_sqlite_store_is_paged() {
+    use rudder::store::Backend;
+    use rudder::task::{Status, Task};
+    const N: usize = 20_000;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tasks.db");
+    let base = chrono::Utc::now() - chrono::TimeDelta::days(30);
+    let started = Instant::now();
+    rudder::Store::open(&store)
+        .backend()
+        .transaction(&mut |txn| {
+            for i in 0..N {
+                let mut t = Task::new(format!("{i:08x}-bulk"), Status::Working);
+                t.title = Some(format!("bulk task {i:05}"));
+                t.created_at = Some(base + chrono::TimeDelta::seconds(i as i64));
+                t.updated_at = t.created_at;
+                t.revision = 1;
+                txn.insert(t);
+            }
+            Ok(true)
+        })
+        .expect("build the store");
+    eprintln!("built {N} tasks in {:.1?}", started.elapsed());
+    let mut tui = Tui::start(&store);
+    // Newest first: the last one created is on top.
+    tui.wait_for("bulk task 19999");
+    tui.wait_for(&format!("{N} working"));
+    tui.send("G");
+    tui.wait_for("bulk task 00000");
+    // Another process asks the first task for input: it moves to the top
+    // (waiting first), the selection follows it, the counts change.
+    let id = format!("{:08x}-bulk", 0);
+    cli(
+        &store,
+        &[
+            "request-input",
+            &id,
+            "--schema",
+            r#"{"type":"object"}"#,
+            "--message",
+            "which region?",
+        ],
+    );
+    tui.wait_for("1 input_required");
+    tui.wait_for("which region?");
+    tui.wait_for(&format!("{} working", N - 1));
+    // `g` goes to the top, which is that task now; `j` moves on to the
+    // newest working one.
+    tui.send("gj");
+    tui.wait_for("bulk task 19999");
+    tui.send("q");
+    tui.wait_exit();
+}
+
 /// Mark three of four tasks (Space on two, then `*` on a filter that shows
 /// one more), cancel them with one y/n, and find exactly those three
 /// cancelled in the store file.

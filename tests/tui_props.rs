@@ -10,8 +10,8 @@ use proptest::prelude::*;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use rudder::task::Status;
+use rudder::tui::app::StoreUpdate as FeedEvent;
 use rudder::tui::view::{self, Theme};
-use rudder::watch::FeedEvent;
 
 #[derive(Debug, Clone)]
 enum Step {

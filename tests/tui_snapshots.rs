@@ -11,9 +11,9 @@ use ratatui::backend::TestBackend;
 use ratatui::style::Color;
 use rudder::store::{ReclaimReport, Reclaimed, Skipped};
 use rudder::task::Status;
+use rudder::tui::app::StoreUpdate as FeedEvent;
 use rudder::tui::app::{App, Popup};
 use rudder::tui::view::{self, Theme};
-use rudder::watch::FeedEvent;
 
 const COLOR: Theme = Theme::DEFAULT;
 

@@ -13,10 +13,10 @@ use common::*;
 use crossterm::event::{KeyCode, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use rudder::store::{NewTask, Store};
 use rudder::task::{Actor, Status};
+use rudder::tui::app::StoreUpdate as FeedEvent;
 use rudder::tui::app::{App, Popup, SortKey, Tone, WatchState};
 use rudder::tui::form::FieldKind;
 use rudder::tui::update::{Effect, EffectResult, execute};
-use rudder::watch::FeedEvent;
 use serde_json::json;
 
 fn selected(app: &App) -> Option<&str> {

@@ -11,7 +11,7 @@ use crate::duration::parse_duration;
 use crate::schema;
 use crate::store::{MAX_STORE_BYTES, NewTask, Outcome, Store, human_bytes};
 use crate::task::{Actor, Status, Task};
-use crate::watch::{ChangeFeed, FeedEvent, FeedOptions};
+use crate::watch::{ChangeFeed, FeedEvent, FeedOptions, Unavailable};
 
 /// Run one scriptable command; returns the process exit code. Errors are
 /// printed here: as one JSON object on stdout with `--json`, else on stderr.
@@ -267,6 +267,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                 sort: a.sort,
                 limit: a.limit,
                 after: a.after,
+                ..crate::store::PageQuery::default()
             };
             list(&store, &query, a.output.json)?;
         }
@@ -547,28 +548,48 @@ fn wait(
         .build()
         .map_err(anyhow::Error::from)?;
     runtime.block_on(async {
-        let mut feed = ChangeFeed::start(path, FeedOptions::default());
+        // The feed of this one task: a JSON file written by rudder is
+        // searched for its key line, a database's changes are filtered.
+        let options = FeedOptions {
+            task: Some(full_id.clone()),
+            ..FeedOptions::default()
+        };
+        let mut feed = ChangeFeed::start(path, options);
         let watch = async {
             while let Some(event) = feed.next().await {
-                let tasks = match event {
-                    FeedEvent::Snapshot { tasks, .. } => tasks,
-                    FeedEvent::Missing => return Err(vanished(&last, true)),
-                    // Writers rename whole files into place, so this is not
-                    // a torn write: read again for the store's own error
-                    // (file, line, column), and stop unless it was mended.
-                    FeedEvent::Unreadable { .. } => match store.load() {
-                        Ok(tasks) => std::sync::Arc::new(tasks),
-                        Err(e) => return Err(e.into()),
-                    },
-                };
-                match tasks.get(&full_id) {
-                    Some(t) if settled(t, until_terminal) => return Ok(t.clone()),
-                    Some(t) => {
-                        if t.revision != last.revision || t.status != last.status {
-                            last = t.clone();
-                        }
+                let read = match event {
+                    FeedEvent::Unavailable(Unavailable::Missing) => {
+                        return Err(vanished(&last, true));
                     }
-                    None => return Err(vanished(&last, false)),
+                    FeedEvent::Changes(changes) => {
+                        let Some(change) = changes.last() else {
+                            continue;
+                        };
+                        if change.to.is_none() {
+                            return Err(vanished(&last, false));
+                        }
+                        if change.revision == last.revision && change.to == Some(last.status) {
+                            continue;
+                        }
+                        store.get(&full_id)
+                    }
+                    // Read the task: after a reset anything may have
+                    // changed. Writers rename whole files into place, so
+                    // an unreadable store is not a torn write: read again
+                    // for the store's own error (file, line, column), and
+                    // stop unless it was mended.
+                    FeedEvent::Reset(_)
+                    | FeedEvent::Unavailable(Unavailable::Unreadable { .. }) => store.get(&full_id),
+                };
+                match read {
+                    Ok(t) if settled(&t, until_terminal) => return Ok(t),
+                    Ok(t) => last = t,
+                    Err(crate::store::StoreError::UnknownTask { .. }) => {
+                        use crate::store::Backend;
+                        let gone = !store.backend().exists().unwrap_or(true);
+                        return Err(vanished(&last, gone));
+                    }
+                    Err(e) => return Err(e.into()),
                 }
             }
             Err(CliError::Other(anyhow::anyhow!("the change feed stopped")))

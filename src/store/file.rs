@@ -23,13 +23,45 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
+use indexmap::IndexMap;
+
 use super::codec::{self, MAX_STORE_BYTES};
 use super::error::human_bytes;
 use super::fs::{FileMeta, Fs, Identity, LockFailure, LockGuard, ReadFile, RealFs};
+use super::index::TaskIndex;
 use super::limits;
+use super::scan;
 use super::txn::{Encoded, FileTxn, Transaction};
 use super::{Backend, StoreError};
-use crate::task::TaskMap;
+use crate::task::{Status, TaskMap};
+
+/// What the change feed keeps of one task of the file between two reads:
+/// what it compares, and a hash of the task's text, so that a task whose
+/// text did not change is not read again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskDigest {
+    pub revision: u64,
+    pub status: Status,
+    pub updated_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Of the task's JSON text as the file holds it (0: not known).
+    pub hash: u64,
+}
+
+impl TaskDigest {
+    /// Whether the two say the same about their task (the hashes aside).
+    pub fn same(&self, other: &TaskDigest) -> bool {
+        (self.revision, self.status, self.updated_at)
+            == (other.revision, other.status, other.updated_at)
+    }
+}
+
+fn text_hash(text: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    text.hash(&mut h);
+    // 0 means "not known".
+    h.finish().max(1)
+}
 
 /// How long a writer waits for the store lock before giving up by default.
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -189,6 +221,102 @@ impl FileBackend {
             }),
             Err(e) => Err(StoreError::io(&self.path, "read the store", e)),
         }
+    }
+
+    /// [`Backend::snapshot`], but only if the file exists: whether it did
+    /// (the change feed tells a missing store from an empty one).
+    pub fn snapshot_existing(
+        &self,
+        f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
+    ) -> Result<bool, StoreError> {
+        let Some(read) = self.read_file()? else {
+            return Ok(false);
+        };
+        let bytes = &read.bytes;
+        // A reader takes no lock, but a record is a fact about a file, as
+        // good a proof to a reader as to a writer.
+        self.trusted_now.store(false, Relaxed);
+        if trusts(&read, self.fs.recorded(&self.lock_path))
+            && let Some(txn) = FileTxn::trusted(&self.path, bytes)
+        {
+            let answer = f(&txn);
+            if !txn.poisoned() {
+                self.trusted_now.store(true, Relaxed);
+                return answer.map(|()| true);
+            }
+        }
+        match FileTxn::parse(&self.path, bytes) {
+            Some(txn) => f(&txn)?,
+            None => f(&codec::decode_whole(&self.path, bytes)?)?,
+        }
+        Ok(true)
+    }
+
+    /// Every task's [`TaskDigest`], in file order; `None` when the file
+    /// does not exist. A task whose text is the same as in `previous`
+    /// (same hash) keeps its digest from there without being read; only
+    /// the others are read (checked as a task, not built). A file that does
+    /// not split as a store, or a changed task that does not read, is read
+    /// the checked way ([`FileBackend::snapshot_existing`]), whose verdict
+    /// and error position are final.
+    pub fn digests(
+        &self,
+        previous: &IndexMap<String, TaskDigest>,
+    ) -> Result<Option<IndexMap<String, TaskDigest>>, StoreError> {
+        let Some(read) = self.read_file()? else {
+            return Ok(None);
+        };
+        let bytes = &read.bytes;
+        let quick = || -> Option<IndexMap<String, TaskDigest>> {
+            let text = std::str::from_utf8(bytes).ok()?;
+            let runs = scan::split_map(text, |_, rest| {
+                Some(((), scan::skip_container(rest.as_bytes(), 0)?))
+            })?;
+            let mut out = IndexMap::with_capacity(runs.iter().map(Vec::len).sum());
+            for (key, json, ()) in runs.into_iter().flatten() {
+                let hash = text_hash(json.as_bytes());
+                let digest = match previous.get(key.as_ref()) {
+                    Some(p) if p.hash == hash => *p,
+                    _ => {
+                        let (task, len) = scan::parse_one::<TaskIndex>(json)?;
+                        if len != json.len() || task.task_id != key {
+                            return None;
+                        }
+                        TaskDigest {
+                            revision: task.revision,
+                            status: task.status,
+                            updated_at: task.updated_at,
+                            hash,
+                        }
+                    }
+                };
+                // A repeated key is left to the checked read.
+                if out.insert(key.into_owned(), digest).is_some() {
+                    return None;
+                }
+            }
+            Some(out)
+        };
+        if let Some(out) = quick() {
+            return Ok(Some(out));
+        }
+        let mut out = IndexMap::new();
+        let existed = self.snapshot_existing(&mut |txn| {
+            out = txn
+                .summaries()
+                .map(|s| {
+                    let digest = TaskDigest {
+                        revision: s.revision,
+                        status: s.status,
+                        updated_at: s.updated_at,
+                        hash: 0,
+                    };
+                    (s.task_id.to_string(), digest)
+                })
+                .collect();
+            Ok(())
+        })?;
+        Ok(existed.then_some(out))
     }
 
     fn check_link(&self) -> Result<(), StoreError> {
@@ -362,25 +490,9 @@ impl Backend for FileBackend {
         &self,
         f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let Some(read) = self.read_file()? else {
-            return f(&FileTxn::empty(&self.path));
-        };
-        let bytes = &read.bytes;
-        // A reader takes no lock, but a record is a fact about a file, as
-        // good a proof to a reader as to a writer.
-        self.trusted_now.store(false, Relaxed);
-        if trusts(&read, self.fs.recorded(&self.lock_path))
-            && let Some(txn) = FileTxn::trusted(&self.path, bytes)
-        {
-            let answer = f(&txn);
-            if !txn.poisoned() {
-                self.trusted_now.store(true, Relaxed);
-                return answer;
-            }
-        }
-        match FileTxn::parse(&self.path, bytes) {
-            Some(txn) => f(&txn),
-            None => f(&codec::decode_whole(&self.path, bytes)?),
+        match self.snapshot_existing(f)? {
+            true => Ok(()),
+            false => f(&FileTxn::empty(&self.path)),
         }
     }
 

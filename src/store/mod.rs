@@ -34,7 +34,7 @@ use serde_json::Value;
 
 pub use codec::{MAX_STORE_BYTES, decode, encode};
 pub use error::{StoreError, human_bytes};
-pub use file::{DEFAULT_LOCK_TIMEOUT, FileBackend, parse_max_bytes};
+pub use file::{DEFAULT_LOCK_TIMEOUT, FileBackend, TaskDigest, parse_max_bytes};
 pub use index::Summary;
 pub use limits::{MAX_VALUE_DEPTH, RESERVED_KEY, check_value};
 pub use query::{PageQuery, SortKey, StatusCounts};

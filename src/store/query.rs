@@ -144,6 +144,30 @@ pub struct PageQuery {
     /// the store starts where it would stand in `Id` order, and from the
     /// start in the others.
     pub after: Option<String>,
+    /// Walk the order backwards: from its end, or from the task just
+    /// before `after` towards the start (the rows above an anchor).
+    pub descending: bool,
+    /// Only tasks whose id, title, idempotency key, status message or
+    /// status contains this text, ASCII letters matched regardless of case
+    /// (every other character exactly): see [`text_matches`].
+    pub text: Option<String>,
+}
+
+/// Whether `haystack` contains `needle`, ASCII letters compared regardless
+/// of case and every other byte exactly (what SQLite's `LIKE` does).
+pub fn contains_text(haystack: &str, needle: &str) -> bool {
+    let (h, n) = (haystack.as_bytes(), needle.as_bytes());
+    n.is_empty() || h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
+}
+
+/// The text filter of [`PageQuery::text`] on one task.
+pub fn text_matches(t: &Task, needle: &str) -> bool {
+    let hit = |s: &str| contains_text(s, needle);
+    hit(&t.task_id)
+        || t.title.as_deref().is_some_and(hit)
+        || t.idempotency_key.as_deref().is_some_and(hit)
+        || t.status_message.as_deref().is_some_and(hit)
+        || hit(t.status.as_str())
 }
 
 /// How many tasks have each status.
@@ -200,17 +224,26 @@ pub fn page_in_memory(mut tasks: Vec<Task>, q: &PageQuery) -> Vec<Task> {
     if q.sort != SortKey::Store {
         tasks.sort_by(|a, b| compare(q.sort, a, b));
     }
+    if q.descending {
+        tasks.reverse();
+    }
     // The anchor's place is found among all tasks, so that a page can
     // start after a task the filter leaves out (one whose status changed).
     let start = match &q.after {
         None => 0,
         Some(a) => match tasks.iter().position(|t| &t.task_id == a) {
             Some(i) => i + 1,
+            None if q.sort == SortKey::Id && q.descending => {
+                tasks.partition_point(|t| &t.task_id >= a)
+            }
             None if q.sort == SortKey::Id => tasks.partition_point(|t| &t.task_id <= a),
             None => 0,
         },
     };
-    let keep = |t: &Task| q.statuses.is_empty() || q.statuses.contains(&t.status);
+    let keep = |t: &Task| {
+        (q.statuses.is_empty() || q.statuses.contains(&t.status))
+            && q.text.as_deref().is_none_or(|n| text_matches(t, n))
+    };
     let limit = q.limit.unwrap_or(usize::MAX);
     tasks.drain(..start);
     tasks.retain(keep);
@@ -259,10 +292,10 @@ mod tests {
             task("d", Some(2), Some("b")),
         ];
         let q = |sort, after: Option<&str>, limit| PageQuery {
-            statuses: vec![],
             sort,
             limit,
             after: after.map(str::to_string),
+            ..PageQuery::default()
         };
         let page = |q| page_in_memory(tasks.clone(), &q);
         assert_eq!(
@@ -291,5 +324,31 @@ mod tests {
             ids(&page(q(SortKey::Id, Some("d"), None))),
             Vec::<&str>::new()
         );
+        // Backwards: the rows before the anchor, nearest first.
+        let back = |sort, after: Option<&str>| PageQuery {
+            descending: true,
+            ..q(sort, after, None)
+        };
+        assert_eq!(ids(&page(back(SortKey::Store, Some("b")))), ["a", "c"]);
+        assert_eq!(
+            ids(&page(back(SortKey::Updated, None))),
+            ["b", "c", "d", "a"]
+        );
+        assert_eq!(ids(&page(back(SortKey::Id, Some("bb")))), ["b", "a"]);
+        let text = PageQuery {
+            text: Some("B".into()),
+            ..q(SortKey::Id, None, None)
+        };
+        // "b" by id, and the titles "b" (of c and d).
+        assert_eq!(ids(&page(text)), ["b", "c", "d"]);
+    }
+
+    #[test]
+    fn text_matches_ascii_letters_in_any_case_and_the_rest_exactly() {
+        assert!(contains_text("Disk FULL on db-3", "full on"));
+        assert!(contains_text("anything", ""));
+        assert!(!contains_text("ÉTÉ", "été"));
+        assert!(contains_text("été", "été"));
+        assert!(!contains_text("ab", "abc"));
     }
 }

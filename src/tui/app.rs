@@ -13,19 +13,53 @@ use tui_input::Input;
 use crate::store::ReclaimReport;
 use crate::task::{Status, Task, TaskMap};
 use crate::tui::WorkerState;
+use crate::tui::diff::Diff;
 use crate::tui::form::Form;
 use crate::tui::keys::KeyMap;
 use crate::tui::marks::Marks;
 use crate::tui::shown::ShownCache;
 use crate::tui::task_view::TaskView;
-use crate::watch::{Diff, FeedEvent};
+use crate::tui::window::{self, Anchor, RowSource, View};
+use crate::watch::{FeedEvent, TaskChange, Unavailable};
 
 /// How long a changed row stays highlighted.
 pub const FLASH: TimeDelta = TimeDelta::seconds(2);
 /// How many transitions the log keeps.
 pub const LOG_CAPACITY: usize = 500;
+/// How many rows a windowed app fetches on each side of the selection.
+pub const WINDOW_SIDE: usize = 200;
+/// How many tasks outside the window one batch of changes looks up for
+/// the log's labels (the rest are logged by id alone).
+const LABEL_LOOKUPS: usize = 50;
+/// How many changes are held back while paused before they are replaced
+/// by one re-read.
+const PENDING_CAPACITY: usize = 10_000;
 /// The reclaim age offered by default.
 pub const DEFAULT_RECLAIM_AGE: &str = "15m";
+
+/// What the TUI learns about the store: the tasks as they now are, or
+/// why they cannot be read.
+#[derive(Debug, Clone)]
+pub enum StoreUpdate {
+    /// The tasks as they now are, and what changed since the previous
+    /// snapshot.
+    Snapshot {
+        /// Every task.
+        tasks: Arc<TaskMap>,
+        /// What changed.
+        diff: Diff,
+    },
+    /// The store does not exist (yet, or any more).
+    Missing,
+    /// The store cannot be read; the last good tasks stay shown.
+    Unreadable {
+        /// Why.
+        message: String,
+    },
+    /// What the change feed said, for an app that fetches its rows a
+    /// window at a time ([`App::with_source`]).
+    Feed(FeedEvent),
+}
 
 /// What the change feed last said about the store file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -222,7 +256,7 @@ pub struct App {
     pending_snapshot: Option<(Arc<TaskMap>, Diff)>,
     /// A missing or unreadable file reported after the newest held-back
     /// snapshot: applied after it on resume.
-    pending_state: Option<FeedEvent>,
+    pending_state: Option<StoreUpdate>,
     /// Changes (tasks appeared, changed or vanished) held back while paused.
     pub pending_changes: usize,
     /// Positions in `tasks` of the rows shown, in display order.
@@ -261,6 +295,22 @@ pub struct App {
     pub page: usize,
     /// Each drawn task's text, sanitized once per change of the task.
     pub shown: ShownCache,
+    /// Where the rows are fetched from, a window around the selection at a
+    /// time (a database); `None`: `tasks` holds the whole store.
+    source: Option<Arc<dyn RowSource>>,
+    /// Rows fetched on each side of the selection (windowed; at least two
+    /// pages).
+    pub window_side: usize,
+    /// The window holds the first row of the table (windowed).
+    at_start: bool,
+    /// The window holds the last row of the table (windowed).
+    at_end: bool,
+    /// Tasks in the store (windowed: from the counts).
+    total: usize,
+    /// Feed events held back while paused (windowed).
+    pending_feed: Vec<FeedEvent>,
+    /// Marked tasks outside the window, as last fetched (windowed).
+    pub(crate) marked_outside: TaskMap,
     /// The keys in force (the key table with the user's rebindings).
     pub keys: KeyMap,
     /// The marked tasks (Space, `*`), by id.
@@ -311,10 +361,57 @@ impl App {
             detail_area: Rect::default(),
             page: 10,
             shown: ShownCache::default(),
+            source: None,
+            window_side: WINDOW_SIDE,
+            at_start: true,
+            at_end: true,
+            total: 0,
+            pending_feed: Vec::new(),
+            marked_outside: TaskMap::new(),
             keys: KeyMap::default(),
             marks: Marks::default(),
             stalled: 0,
             config_problems: Vec::new(),
+        }
+    }
+
+    /// Fetch the rows from `source` a window around the selection at a
+    /// time (with the counts and the selected task), instead of holding
+    /// the whole store: the app then takes [`StoreUpdate::Feed`] events.
+    pub fn with_source(mut self, source: Arc<dyn RowSource>) -> App {
+        self.source = Some(source);
+        self
+    }
+
+    /// Whether rows are fetched a window at a time.
+    pub fn windowed(&self) -> bool {
+        self.source.is_some()
+    }
+
+    /// How many rows the table has (the filters applied), if known: a
+    /// windowed table with a text filter knows only the rows it fetched.
+    pub fn table_len(&self) -> Option<usize> {
+        if !self.windowed() || (self.at_start && self.at_end) {
+            return Some(self.rows.len());
+        }
+        if !self.filter.text.is_empty() {
+            return None;
+        }
+        let any = self.filter.statuses.iter().any(|s| *s);
+        Some(
+            (0..5)
+                .filter(|&i| !any || self.filter.statuses[i])
+                .map(|i| self.counts[i])
+                .sum(),
+        )
+    }
+
+    /// How many tasks the store holds.
+    pub fn store_len(&self) -> usize {
+        if self.windowed() {
+            self.total
+        } else {
+            self.tasks.len()
         }
     }
 
@@ -338,10 +435,33 @@ impl App {
     }
 
     /// Take in what the change feed observed (held back while paused).
-    pub fn on_feed(&mut self, event: FeedEvent) {
+    pub fn on_feed(&mut self, event: StoreUpdate) {
+        if let StoreUpdate::Feed(event) = event {
+            if !self.paused {
+                self.apply_events(event);
+                return;
+            }
+            if let FeedEvent::Changes(list) = &event {
+                self.pending_changes += list.len();
+            }
+            self.pending_feed.push(event);
+            let held: usize = self
+                .pending_feed
+                .iter()
+                .map(|e| match e {
+                    FeedEvent::Changes(l) => l.len(),
+                    _ => 1,
+                })
+                .sum();
+            if held > PENDING_CAPACITY {
+                // Too much to replay: one re-read on resume instead.
+                self.pending_feed = vec![FeedEvent::Reset(crate::watch::ResetReason::Overflow)];
+            }
+            return;
+        }
         if self.paused {
             match event {
-                FeedEvent::Snapshot { tasks, diff } => {
+                StoreUpdate::Snapshot { tasks, diff } => {
                     self.pending_changes +=
                         diff.appeared.len() + diff.changed.len() + diff.vanished.len();
                     // A snapshot is newer than any missing/unreadable state
@@ -361,7 +481,10 @@ impl App {
                 }
                 // Kept apart from the snapshot: a file that went missing or
                 // unreadable must not drop the transitions seen before.
-                state => self.pending_state = Some(state),
+                state @ (StoreUpdate::Missing | StoreUpdate::Unreadable { .. }) => {
+                    self.pending_state = Some(state)
+                }
+                StoreUpdate::Feed(_) => unreachable!("handled above"),
             }
             return;
         }
@@ -376,10 +499,13 @@ impl App {
             // In the order they came: the snapshot (logging its
             // transitions), then the file's state after it.
             if let Some((tasks, diff)) = self.pending_snapshot.take() {
-                self.apply_feed(FeedEvent::Snapshot { tasks, diff });
+                self.apply_feed(StoreUpdate::Snapshot { tasks, diff });
             }
             if let Some(state) = self.pending_state.take() {
                 self.apply_feed(state);
+            }
+            for event in std::mem::take(&mut self.pending_feed) {
+                self.apply_events(event);
             }
             self.say(Tone::Info, "live updates resumed");
         } else {
@@ -392,9 +518,9 @@ impl App {
         }
     }
 
-    fn apply_feed(&mut self, event: FeedEvent) {
+    fn apply_feed(&mut self, event: StoreUpdate) {
         match event {
-            FeedEvent::Snapshot { tasks, diff } => {
+            StoreUpdate::Snapshot { tasks, diff } => {
                 let first = self.watch == WatchState::Starting;
                 for id in diff
                     .appeared
@@ -408,7 +534,7 @@ impl App {
                 self.tasks = tasks;
                 self.watch = WatchState::Live;
             }
-            FeedEvent::Missing => {
+            StoreUpdate::Missing => {
                 // The file is gone: nothing is known about any task any more.
                 // The feed starts over from empty, so a re-created store shows
                 // its tasks as appearing.
@@ -416,14 +542,192 @@ impl App {
                 self.shown.clear();
                 self.watch = WatchState::Missing;
             }
-            FeedEvent::Unreadable { message } => {
+            StoreUpdate::Unreadable { message } => {
                 self.watch = WatchState::Unreadable(crate::text::sanitize(&message).into_owned());
             }
+            StoreUpdate::Feed(event) => return self.apply_events(event),
         }
         self.rebuild();
         self.prune_marks();
         self.count_stalled();
         self.check_form();
+    }
+
+    /// Take in a feed event (windowed): fetch the window again when the
+    /// changes could move it or the counts, log the transitions, flash
+    /// the rows with news.
+    fn apply_events(&mut self, event: FeedEvent) {
+        match event {
+            FeedEvent::Reset(_) => {
+                let first = self.watch == WatchState::Starting;
+                self.watch = WatchState::Live;
+                self.shown.clear();
+                let anchor = if first {
+                    Anchor::Start
+                } else {
+                    Anchor::Tasks(self.anchors())
+                };
+                self.refetch(anchor);
+            }
+            FeedEvent::Changes(list) => {
+                self.watch = WatchState::Live;
+                let old = Arc::clone(&self.tasks);
+                for c in &list {
+                    self.shown.forget(&c.task_id);
+                }
+                // A heartbeat of a task outside the window moves nothing
+                // in it (creation and id orders never change; the counts
+                // change only with a status); any other change may.
+                let affects = !self.filter.text.is_empty()
+                    || matches!(self.sort, SortKey::Updated | SortKey::Title)
+                    || list
+                        .iter()
+                        .any(|c| c.is_transition() || old.contains_key(&c.task_id));
+                if affects {
+                    self.refetch(Anchor::Tasks(self.anchors()));
+                }
+                self.record_changes(&list, &old);
+            }
+            FeedEvent::Unavailable(Unavailable::Missing) => {
+                // Nothing is known about any task any more.
+                self.tasks = Arc::new(TaskMap::new());
+                self.rows.clear();
+                self.counts = [0; 5];
+                self.total = 0;
+                self.shown.clear();
+                self.watch = WatchState::Missing;
+                self.reselect();
+            }
+            FeedEvent::Unavailable(Unavailable::Unreadable { message }) => {
+                self.watch = WatchState::Unreadable(crate::text::sanitize(&message).into_owned());
+            }
+        }
+        self.prune_marks();
+        self.count_stalled();
+        self.check_form();
+    }
+
+    /// Log the transitions of `list` and flash the rows with news; `old`
+    /// is the window before the changes.
+    fn record_changes(&mut self, list: &[TaskChange], old: &TaskMap) {
+        let until = self.now + FLASH;
+        let mut lookups = 0;
+        for c in list {
+            let new = self.tasks.get(&c.task_id);
+            let before = old.get(&c.task_id);
+            // A flash means news: a new task, a transition, a new title or
+            // message. A heartbeat alone changes none of these.
+            let news = match (before, new) {
+                (Some(o), Some(n)) => {
+                    o.status != n.status
+                        || o.title != n.title
+                        || o.status_message != n.status_message
+                }
+                _ => c.is_transition(),
+            };
+            if news && c.to.is_some() {
+                self.flashes.insert(c.task_id.clone(), until);
+            }
+            if !c.is_transition() {
+                continue;
+            }
+            let mut label = new.or(before).and_then(|t| t.label()).map(str::to_string);
+            if label.is_none()
+                && new.is_none()
+                && before.is_none()
+                && lookups < LABEL_LOOKUPS
+                && let Some(source) = &self.source
+            {
+                lookups += 1;
+                label = source
+                    .task(&c.task_id)
+                    .ok()
+                    .flatten()
+                    .and_then(|t| t.label().map(str::to_string));
+            }
+            self.log.push_front(LogEntry {
+                at: c.at.unwrap_or(self.now),
+                task_id: c.task_id.clone(),
+                label: crate::tui::shown::shown(label.as_deref().unwrap_or("")),
+                from: c.from,
+                to: c.to,
+            });
+        }
+        self.log.truncate(LOG_CAPACITY);
+    }
+
+    /// The selection, then its neighbours nearest first: where a window
+    /// fetched again is anchored (the first that still exists and is
+    /// shown), so that the selection follows its task, or falls on the
+    /// row that took its place.
+    fn anchors(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.selected.iter().cloned().collect();
+        for d in 1..=8 {
+            for row in [self.cursor.checked_add(d), self.cursor.checked_sub(d)] {
+                if let Some(t) = row.and_then(|r| self.row_task(r)) {
+                    ids.push(t.task_id.clone());
+                }
+            }
+        }
+        ids
+    }
+
+    /// Fetch the window again (windowed), keeping the selected row on the
+    /// same line of the screen.
+    fn refetch(&mut self, anchor: Anchor) {
+        let Some(source) = self.source.clone() else {
+            return;
+        };
+        let view = View {
+            statuses: self.filter.statuses,
+            text: self.filter.text.clone(),
+            sort: self.sort,
+        };
+        let line = self.cursor.saturating_sub(self.offset);
+        // At least two pages each side, so that a page key never leaves it.
+        let side = self.window_side.max(2 * self.page.max(1));
+        let w = match window::fetch(&*source, &view, &anchor, side) {
+            Ok(w) => w,
+            Err(e) => {
+                self.watch =
+                    WatchState::Unreadable(crate::text::sanitize(&e.to_string()).into_owned());
+                return;
+            }
+        };
+        let mut counts = [0; 5];
+        for (status, n) in &w.counts.0 {
+            counts[status_index(*status)] += n;
+        }
+        self.counts = counts;
+        self.total = w.counts.total();
+        self.at_start = w.at_start;
+        self.at_end = w.at_end;
+        let tasks: TaskMap = w.rows.into_iter().map(|t| (t.task_id.clone(), t)).collect();
+        // The text of rows that left the window is not kept either.
+        self.shown.retain(|id| tasks.contains_key(id));
+        self.rows = (0..tasks.len()).collect();
+        // Marks follow their tasks outside the window too.
+        self.marked_outside = self
+            .marks
+            .ids()
+            .filter(|id| !tasks.contains_key(*id))
+            .filter_map(|id| source.task(id).ok().flatten())
+            .map(|t| (t.task_id.clone(), t))
+            .collect();
+        self.tasks = Arc::new(tasks);
+        let cursor = match (w.anchor, &anchor) {
+            (Some(at), _) => at,
+            (None, Anchor::End) => self.rows.len().saturating_sub(1),
+            (None, _) => 0,
+        };
+        let id = self.row_task(cursor).map(|t| t.task_id.clone());
+        if id != self.selected {
+            self.detail_scroll = 0;
+        }
+        self.cursor = cursor;
+        self.selected = id;
+        self.offset = self.cursor.saturating_sub(line);
+        self.scroll_to_cursor();
     }
 
     /// Log transitions and flash changed rows. The first snapshot is the
@@ -476,7 +780,11 @@ impl App {
         let Popup::Form(form) = &mut self.popup else {
             return;
         };
-        form.moved_on = match self.tasks.get(&form.task_id) {
+        let looked_up = match (self.tasks.get(&form.task_id), &self.source) {
+            (None, Some(source)) => source.task(&form.task_id).ok().flatten(),
+            _ => None,
+        };
+        form.moved_on = match self.tasks.get(&form.task_id).or(looked_up.as_ref()) {
             None => Some("this task is no longer in the store".into()),
             Some(t) if t.revision != form.revision => Some(format!(
                 "this task changed since the form was opened (now {}, revision {}); submitting will be refused",
@@ -504,6 +812,9 @@ impl App {
     /// selection on the same task id. Called only when the snapshot, the
     /// filter or the sort changed, never per frame.
     pub fn rebuild(&mut self) {
+        if self.windowed() {
+            return self.refetch(Anchor::Tasks(self.anchors()));
+        }
         let mut counts = [0; 5];
         for t in self.tasks.values() {
             counts[status_index(t.status)] += 1;
@@ -565,6 +876,12 @@ impl App {
     /// Put the cursor back on the selected id, or on the nearest row when
     /// that task is gone or filtered out.
     fn reselect(&mut self) {
+        if self.windowed() && self.rows.is_empty() {
+            self.cursor = 0;
+            self.offset = 0;
+            self.selected = None;
+            return;
+        }
         let found = self.selected.as_deref().and_then(|id| {
             let pos = self.tasks.get_index_of(id)?;
             self.rows.iter().position(|&r| r == pos)
@@ -582,6 +899,15 @@ impl App {
 
     /// Move the cursor to `row` (clamped) and select its task.
     pub fn select_row(&mut self, row: usize) {
+        if self.windowed() {
+            // The top and the bottom of the table may be outside the window.
+            if row == usize::MAX && !self.at_end {
+                return self.refetch(Anchor::End);
+            }
+            if row == 0 && !self.at_start {
+                return self.refetch(Anchor::Start);
+            }
+        }
         if self.rows.is_empty() {
             self.cursor = 0;
             self.selected = None;
@@ -595,6 +921,15 @@ impl App {
         self.cursor = row;
         self.selected = id;
         self.scroll_to_cursor();
+        // Within a page of the window's edge: fetch the rows beyond it, so
+        // that no move of a page (or less) reaches the window's first or
+        // last row unless it is the table's (moving to them is `g`, `G`).
+        let margin = self.page.max(1);
+        let near_top = self.cursor <= margin && !self.at_start;
+        let near_bottom = self.cursor + margin + 1 >= self.rows.len() && !self.at_end;
+        if self.windowed() && (near_top || near_bottom) {
+            self.refetch(Anchor::Tasks(self.selected.iter().cloned().collect()));
+        }
     }
 
     /// Keep the cursor inside the visible page.

@@ -53,7 +53,7 @@ impl App {
     /// The task `id` as last seen, if it is still in the store. (Marks and
     /// bulk actions look tasks up only through here.)
     pub fn task_by_id(&self, id: &str) -> Option<&crate::task::Task> {
-        self.tasks.get(id)
+        self.tasks.get(id).or_else(|| self.marked_outside.get(id))
     }
 
     /// The ids of every row the filter shows, in table order.
@@ -118,7 +118,8 @@ impl App {
         self.marks = marks;
     }
 
-    /// Count the working tasks whose lease lapsed ([`crate::task::Task::stalled`]).
+    /// Count the working tasks whose lease lapsed ([`crate::task::Task::stalled`])
+    /// (over a database: among the rows fetched around the selection).
     pub(crate) fn count_stalled(&mut self) {
         let now = self.now;
         self.stalled = self.tasks.values().filter(|t| t.stalled(now)).count();

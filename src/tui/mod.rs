@@ -12,6 +12,12 @@
 //! - Rows are grouped waiting → working → finished, then sorted by the `s`
 //!   key (last update, created, title, id), ties broken by id so rows never
 //!   jitter.
+//! - Over a database ([`app::App::with_source`], [`window`]) the app holds
+//!   the rows around the selection, fetched with the page query; over a JSON
+//!   file it holds every task (the file is read whole anyway). Under the
+//!   title order the windowed table sorts by title alone (tasks without one
+//!   first, as the store's order has it), the whole-store table by title or
+//!   key (those without either last).
 //! - `d`/`u` (and the mouse wheel over the pane) scroll the detail pane; `Esc`
 //!   on the list clears every filter.
 //! - A deleted store empties the table (nothing is known any more) and shows
@@ -54,6 +60,7 @@
 
 pub mod app;
 pub mod config;
+pub mod diff;
 pub mod form;
 pub mod keys;
 pub mod marks;
@@ -62,6 +69,9 @@ pub mod shown;
 pub mod task_view;
 pub mod update;
 pub mod view;
+pub mod window;
+
+pub use run::snapshots;
 
 use std::path::PathBuf;
 

@@ -23,11 +23,12 @@ use ratatui::backend::CrosstermBackend;
 use tokio::sync::{Notify, mpsc};
 
 use super::Options;
-use super::app::{App, Tone};
+use super::app::{App, StoreUpdate, Tone};
 use super::update::{Effect, EffectResult, execute};
 use super::view::{self, Theme};
 use crate::store::Store;
-use crate::watch::{ChangeFeed, FeedOptions};
+use crate::task::TaskMap;
+use crate::watch::{ChangeFeed, FeedEvent, FeedOptions, Unavailable};
 
 /// The shortest time between two frames (~60 per second).
 const FRAME: Duration = Duration::from_millis(16);
@@ -193,6 +194,76 @@ fn draw(terminal: &mut Term, app: &mut App, theme: &Theme) -> io::Result<()> {
     terminal.backend_mut().flush()
 }
 
+/// The tasks as they change: the store read whole at each change the feed
+/// reports (a burst of events is one read), compared with the last read.
+/// Must be called from within a tokio runtime.
+pub fn snapshots(url: std::path::PathBuf, store: Arc<Store>) -> mpsc::Receiver<StoreUpdate> {
+    let (tx, rx) = mpsc::channel(4);
+    tokio::spawn(async move {
+        let mut feed = ChangeFeed::start(url, FeedOptions::default());
+        let mut last = Arc::new(TaskMap::new());
+        let mut first = true;
+        while let Some(event) = feed.next().await {
+            // Only the newest state matters to a whole read.
+            let mut event = event;
+            while let Some(newer) = feed.try_next() {
+                event = newer;
+            }
+            let update = match event {
+                FeedEvent::Reset(_) | FeedEvent::Changes(_) => {
+                    let store = Arc::clone(&store);
+                    let Ok(read) = tokio::task::spawn_blocking(move || store.load()).await else {
+                        return;
+                    };
+                    match read {
+                        Ok(tasks) => {
+                            let diff = super::diff::diff(&last, &tasks, Utc::now());
+                            if !first && diff.is_empty() {
+                                continue;
+                            }
+                            first = false;
+                            last = Arc::new(tasks);
+                            StoreUpdate::Snapshot {
+                                tasks: Arc::clone(&last),
+                                diff,
+                            }
+                        }
+                        Err(e) => StoreUpdate::Unreadable {
+                            message: e.to_string(),
+                        },
+                    }
+                }
+                FeedEvent::Unavailable(Unavailable::Missing) => {
+                    last = Arc::new(TaskMap::new());
+                    StoreUpdate::Missing
+                }
+                FeedEvent::Unavailable(Unavailable::Unreadable { message }) => {
+                    StoreUpdate::Unreadable { message }
+                }
+            };
+            if tx.send(update).await.is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The change feed's events as they come, for an app that fetches its
+/// rows itself.
+fn events_of(url: std::path::PathBuf) -> mpsc::Receiver<StoreUpdate> {
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        let mut feed = ChangeFeed::start(url, FeedOptions::default());
+        while let Some(event) = feed.next().await {
+            if tx.send(StoreUpdate::Feed(event)).await.is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
 /// Copy `text` to the clipboard of the terminal (also over ssh) with OSC 52.
 fn copy_osc52(out: &mut impl Write, text: &str) -> io::Result<()> {
     let encoded = base64::engine::general_purpose::STANDARD.encode(text);
@@ -212,7 +283,15 @@ async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
     if let Some(w) = worker.as_mut() {
         app.worker = Some(w.state());
     }
-    let mut feed = ChangeFeed::start(options.store.clone(), FeedOptions::default());
+    // A database is read a window around the selection at a time; a JSON
+    // file is read whole at each change (that is how a file is read).
+    let windowed = matches!(store.backend(), crate::store::AnyBackend::Sqlite(_));
+    let mut feed = if windowed {
+        app = app.with_source(Arc::clone(&store) as Arc<dyn super::window::RowSource>);
+        events_of(options.store.clone())
+    } else {
+        snapshots(options.store.clone(), Arc::clone(&store))
+    };
     let mut feed_alive = true;
     let (terminal, _guard) = setup(panics)?;
     let mut terminal = terminal;
@@ -265,7 +344,7 @@ async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
                 Some(Err(e)) => return Err(e).context("cannot read terminal events"),
                 None => break,
             },
-            event = feed.next(), if feed_alive => match event {
+            event = feed.recv(), if feed_alive => match event {
                 Some(event) => {
                     app.now = Utc::now();
                     app.on_feed(event);

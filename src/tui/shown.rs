@@ -303,6 +303,11 @@ impl ShownCache {
         self.entries.remove(id);
     }
 
+    /// Keep only the tasks `keep` accepts (those still held).
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        self.entries.retain(|id, _| keep(id));
+    }
+
     /// Forget every task (the store is gone).
     pub fn clear(&mut self) {
         self.entries.clear();

@@ -1,56 +1,168 @@
-//! The change feed: a stream of store snapshots and the transitions they imply.
+//! The change feed: the changes of a store in commit order, plus `Reset`
+//! (re-read everything) and `Unavailable` (keep showing the last good state).
 //!
-//! DESIGN.md "Watching": the store's *directory* is watched with `notify` (an
-//! atomic rename would leave a watch on the file pointing at the old inode),
-//! events are filtered by the store's name, a rescan means "reload", bursts
-//! are coalesced for a few milliseconds, and a cheap periodic `stat` catches
-//! changes on file systems whose events go missing. A missing file is a state
-//! of its own; an unparsable one is reported while the last good snapshot is
-//! kept.
+//! DESIGN.md "Watching" and "Stores and backends". A feed reads from a
+//! [`FeedSource`], which knows two things about its store: how to be woken
+//! cheaply when it may have changed, and how to read what changed after its
+//! cursor. The loop here is the same for every backend: wake-ups (coalesced
+//! for a few milliseconds) and a periodic safety-net check lead to a
+//! catch-up; the catch-up's answer becomes events.
 //!
-//! A SQLite store is watched the same way (its directory, for the database
-//! and its `-wal` file, whose writes are the commits) and checked cheaply on
-//! every tick: the feed re-reads the tasks only when the `changes` table has
-//! a change after the last one it saw.
+//! - JSON file ([`FileSource`]): the store's *directory* is watched with
+//!   `notify` (an atomic rename would leave a watch on the file pointing at
+//!   the old inode), events are filtered by the store's name, a rescan
+//!   means "read again", and a cheap `stat` is the safety net. Changes are
+//!   derived by comparing each task's (revision, status, `updated_at`) with
+//!   the previous read, from the tasks' summaries: no task is parsed in full.
+//! - SQLite ([`SqliteSource`]): the `-wal` file (and the database) are
+//!   watched the same way as the wake-up, `PRAGMA data_version` is the
+//!   safety net, and the changes are read from the `changes` table after a
+//!   cursor, which is written in the same transaction as each write.
+//! - A database reached over the network (PostgreSQL) implements
+//!   [`FeedSource`] with `LISTEN`/`NOTIFY` as its wake-up and its own
+//!   changes table as its catch-up, and is run with [`ChangeFeed::with_source`].
 
-mod diff;
+mod file;
+mod sqlite;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use chrono::Utc;
-use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
 use tokio::sync::mpsc;
 
-pub use diff::{Diff, Transition, diff};
+pub use file::FileSource;
+pub use sqlite::SqliteSource;
 
-use crate::store::{Backend, FileBackend, SqliteBackend, StoreUrl};
-use crate::task::TaskMap;
+use crate::store::StoreUrl;
+use crate::task::Status;
 
-/// One thing the feed observed.
-#[derive(Debug, Clone)]
-pub enum FeedEvent {
-    /// The store as it now is, and what changed since the previous snapshot
-    /// (everything "appeared" in the first one).
-    Snapshot { tasks: Arc<TaskMap>, diff: Diff },
-    /// The store file does not exist (yet, or any more).
+/// How many changes one catch-up may report. A reader further behind than
+/// this (say, after a bulk `copy` of a million tasks) is told to re-read
+/// everything instead: that is cheaper than a million events.
+pub const MAX_BATCH: usize = 10_000;
+
+/// One change of one task, as committed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TaskChange {
+    pub task_id: String,
+    /// The task's revision after the change (the last one seen, for a
+    /// removal).
+    pub revision: u64,
+    /// The status before; `None` for a task that appeared.
+    pub from: Option<Status>,
+    /// The status after; `None` for a task that was removed.
+    pub to: Option<Status>,
+    /// When the writer says it happened (the task's `updated_at`), if known.
+    pub at: Option<DateTime<Utc>>,
+}
+
+impl TaskChange {
+    /// Whether the status changed (a task appearing or vanishing counts).
+    pub fn is_transition(&self) -> bool {
+        self.from != self.to
+    }
+}
+
+/// Why a reader must re-read everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResetReason {
+    /// The first event of a feed over a readable store.
+    Start,
+    /// The store is readable again after being unavailable. Any changes
+    /// the feed can still tell since the last good state follow.
+    Recovered,
+    /// The feed's place in the store's changes is gone (a database
+    /// replaced by another, a changes table pruned or reset).
+    CursorLost,
+    /// More than [`MAX_BATCH`] changes at once.
+    Overflow,
+}
+
+/// Why the store cannot be read now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Unavailable {
+    /// The store does not exist (yet, or any more).
     Missing,
-    /// The file exists but cannot be read or parsed; the last good snapshot
-    /// stays the current one.
+    /// It exists but cannot be read or parsed, or the database is down.
     Unreadable { message: String },
 }
 
+/// One thing the feed observed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FeedEvent {
+    /// Re-read whatever you show: the first event over a readable store,
+    /// the first after [`FeedEvent::Unavailable`], or the feed lost its
+    /// place. No changes before it are reported.
+    Reset(ResetReason),
+    /// Tasks that changed since the last event, in commit order (the JSON
+    /// file, which records no order, reports them in store order, then the
+    /// removals). Never empty.
+    Changes(Vec<TaskChange>),
+    /// The store cannot be read now; keep showing the last good state.
+    /// Reported once per distinct reason.
+    Unavailable(Unavailable),
+}
+
+/// What a catch-up found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Catchup {
+    /// The source has (re)positioned its cursor at the current end: the
+    /// reader must re-read everything. `Start` the first time; the loop
+    /// turns it into `Recovered` after an unavailable spell.
+    Reset(ResetReason),
+    /// The changes after the cursor, in commit order (possibly none); the
+    /// cursor moved past them.
+    Changes(Vec<TaskChange>),
+    /// The store cannot be read; the cursor stays where it was.
+    Unavailable(Unavailable),
+}
+
+/// A function that wakes the feed: the store may have changed.
+pub type Wake = Arc<dyn Fn() + Send + Sync>;
+
+/// Where a feed's changes come from: one backend's wake-up and catch-up.
+///
+/// The loop calls [`FeedSource::catch_up`] once at the start, then after
+/// each wake-up (coalesced) and whenever [`FeedSource::may_have_changed`]
+/// says so at the safety-net interval. Both run on a blocking thread.
+pub trait FeedSource: Send + 'static {
+    /// Start waking the feed (by calling `wake`) when the store may have
+    /// changed: a file watch, a `LISTEN` connection. The returned guard
+    /// keeps the wake-ups going and stops them when dropped. `None` when
+    /// they cannot be armed now (say, the directory does not exist yet):
+    /// the loop tries again at each safety-net check.
+    fn arm(&mut self, wake: Wake) -> Option<Box<dyn Send>>;
+
+    /// The cheap safety net, for wake-ups that went missing: whether the
+    /// store may have changed since the last catch-up (a `stat`, `PRAGMA
+    /// data_version`).
+    fn may_have_changed(&mut self) -> bool;
+
+    /// Read what changed after the cursor and move it.
+    fn catch_up(&mut self) -> Catchup;
+
+    /// How many times the store's content was read so far.
+    fn reads(&self) -> u64;
+}
+
 /// Tuning of the feed; the defaults suit interactive use.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct FeedOptions {
-    /// How long to wait for a burst of events to end before re-reading.
+    /// How long to wait for a burst of wake-ups to end before reading.
     pub coalesce: Duration,
-    /// How often to `stat` the file in case an event went missing.
+    /// How often to run the safety-net check in case a wake-up went missing.
     pub stat_interval: Duration,
-    /// Use file system notifications (`false`: rely on the `stat` check only).
+    /// Use file system notifications (`false`: rely on the safety net only).
     pub notify: bool,
+    /// Report the changes of this task only (a full id): `rudder wait`. A
+    /// JSON file is then searched for that task alone.
+    pub task: Option<String>,
 }
 
 impl Default for FeedOptions {
@@ -59,6 +171,7 @@ impl Default for FeedOptions {
             coalesce: Duration::from_millis(5),
             stat_interval: Duration::from_millis(500),
             notify: true,
+            task: None,
         }
     }
 }
@@ -71,33 +184,47 @@ pub struct ChangeFeed {
 }
 
 impl ChangeFeed {
-    /// Start watching `path`; the first event describes the current state.
+    /// Start watching the store `url` names (a store URL or path, see
+    /// [`StoreUrl`]); the first event describes the current state.
     /// Must be called from within a tokio runtime.
-    /// `path` is a store URL or path (see [`StoreUrl`]).
-    pub fn start(path: impl Into<PathBuf>, options: FeedOptions) -> ChangeFeed {
-        let (tx, rx) = mpsc::channel(16);
-        let path = path.into();
-        let source = match StoreUrl::parse(path.as_os_str()) {
-            Ok(StoreUrl::File(p)) => Ok(Source::File(FileBackend::new(p))),
-            Ok(StoreUrl::Sqlite(p)) => Ok(Source::Sqlite(SqliteBackend::new(p))),
+    pub fn start(url: impl Into<PathBuf>, options: FeedOptions) -> ChangeFeed {
+        let url = url.into();
+        let task = options.task.clone();
+        let source: Result<Box<dyn FeedSource>, String> = match StoreUrl::parse(url.as_os_str()) {
+            Ok(StoreUrl::File(p)) => Ok(Box::new(FileSource::new(p, task))),
+            Ok(StoreUrl::Sqlite(p)) => Ok(Box::new(SqliteSource::new(p, task))),
             Err(e) => Err(e.to_string()),
         };
-        let reads = Arc::new(AtomicU64::new(0));
-        let counter = Arc::clone(&reads);
-        let task = tokio::spawn(async move {
-            match source {
-                Ok(source) => run(source, options, tx, counter).await,
-                Err(message) => {
-                    let _ = tx.send(FeedEvent::Unreadable { message }).await;
+        match source {
+            Ok(source) => ChangeFeed::with_source(source, options),
+            Err(message) => {
+                let (tx, rx) = mpsc::channel(1);
+                let task = tokio::spawn(async move {
+                    let _ = tx
+                        .send(FeedEvent::Unavailable(Unavailable::Unreadable { message }))
+                        .await;
+                });
+                ChangeFeed {
+                    rx,
+                    task,
+                    reads: Arc::default(),
                 }
             }
-        });
+        }
+    }
 
+    /// Run a feed over `source` (for backends this module does not know).
+    /// `options.task` is the source's business, not the loop's.
+    pub fn with_source(source: Box<dyn FeedSource>, options: FeedOptions) -> ChangeFeed {
+        let (tx, rx) = mpsc::channel(16);
+        let reads = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&reads);
+        let task = tokio::spawn(run(source, options, tx, counter));
         ChangeFeed { rx, task, reads }
     }
 
-    /// How many times the feed has read the store file so far: once at
-    /// start, then once per change (an idle store is not re-read).
+    /// How many times the feed has read the store so far: once at start,
+    /// then once per change (an idle store is not re-read).
     pub fn reads(&self) -> u64 {
         self.reads.load(Ordering::Relaxed)
     }
@@ -105,6 +232,11 @@ impl ChangeFeed {
     /// The next event; `None` only if the feed stopped.
     pub async fn next(&mut self) -> Option<FeedEvent> {
         self.rx.recv().await
+    }
+
+    /// The next event if one is ready now (to take a burst at once).
+    pub fn try_next(&mut self) -> Option<FeedEvent> {
+        self.rx.try_recv().ok()
     }
 }
 
@@ -114,257 +246,87 @@ impl Drop for ChangeFeed {
     }
 }
 
-/// What the feed reads.
-enum Source {
-    File(FileBackend),
-    Sqlite(SqliteBackend),
-}
-
-impl Source {
-    /// The file whose directory is watched.
-    fn target(&self) -> &Path {
-        match self {
-            Source::File(b) => b.target(),
-            Source::Sqlite(b) => b.path(),
-        }
-    }
-
-    fn dir(&self) -> PathBuf {
-        match self {
-            Source::File(b) => b.dir(),
-            Source::Sqlite(b) => match b.path().parent() {
-                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-                _ => PathBuf::from("."),
-            },
-        }
-    }
-
-    /// The names in that directory whose changes mean new content.
-    fn names(&self) -> Vec<std::ffi::OsString> {
-        let mut names: Vec<_> = self
-            .target()
-            .file_name()
-            .map(|n| n.to_os_string())
-            .into_iter()
-            .collect();
-        if let Source::Sqlite(b) = self {
-            names.extend(b.wal_path().file_name().map(|n| n.to_os_string()));
-        }
-        names
-    }
-}
-
-/// Whether an event can mean new content. Opening and reading the file (as
-/// this feed itself does on every reload) raises access events: reacting to
-/// them would make the feed re-read the file forever.
-fn changes_content(kind: &notify::EventKind) -> bool {
-    use notify::event::{AccessKind, AccessMode, EventKind};
-    match kind {
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
-        EventKind::Access(_) => false,
-        _ => true,
-    }
-}
-
-/// What identifies one version of the file cheaply.
-type Stamp = Option<(u64, u64, SystemTime)>;
-
-fn stamp(path: &Path) -> Stamp {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.ino(), m.len(), m.modified().ok()?))
-}
-
-/// The reader side: remembers what was last reported to emit only changes.
-struct Reader {
-    source: Source,
-    /// SQLite: the last change seen.
-    cursor: Option<i64>,
-    reads: Arc<AtomicU64>,
-    last_good: Arc<TaskMap>,
-    last_bytes: Option<Vec<u8>>,
-    /// What was last emitted.
-    last: Emitted,
-    stamp: Stamp,
-}
-
-/// The kind of the last event, to emit only changes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Emitted {
+/// What the loop last told its reader, to turn catch-ups into events.
+#[derive(Debug, Default, PartialEq, Eq)]
+enum Told {
+    #[default]
     Nothing,
-    Snapshot,
-    Missing,
-    Unreadable(String),
+    Live,
+    Unavailable(Unavailable),
 }
 
-impl Reader {
-    fn reload(&mut self) -> Option<FeedEvent> {
-        let backend = match &self.source {
-            Source::File(b) => b,
-            Source::Sqlite(_) => return self.reload_sqlite(),
+impl Told {
+    /// The events a catch-up means, given what was told before.
+    fn events(&mut self, found: Catchup) -> Vec<FeedEvent> {
+        let before = std::mem::replace(self, Told::Live);
+        let reset = |why| match before {
+            Told::Nothing => Some(ResetReason::Start),
+            Told::Unavailable(_) => Some(ResetReason::Recovered),
+            Told::Live => why,
         };
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        self.stamp = stamp(backend.target());
-        let bytes = match backend.read_bytes() {
-            Ok(Some(b)) => b,
-            Ok(None) => {
-                self.last_bytes = None;
-                self.last_good = Arc::new(TaskMap::new());
-                return self.emit(Emitted::Missing, FeedEvent::Missing);
-            }
-            Err(e) => return self.unreadable(e.to_string()),
-        };
-        if self.last == Emitted::Snapshot && self.last_bytes.as_deref() == Some(bytes.as_slice()) {
-            return None;
-        }
-        match crate::store::decode(backend.path(), &bytes) {
-            Ok(tasks) => {
-                let diff = diff(&self.last_good, &tasks, Utc::now());
-                let first = self.last != Emitted::Snapshot;
-                self.last_bytes = Some(bytes);
-                if !first && diff.is_empty() {
-                    return None;
+        match found {
+            Catchup::Reset(why) => reset(Some(why)).map(FeedEvent::Reset).into_iter().collect(),
+            Catchup::Changes(changes) => {
+                let mut events: Vec<FeedEvent> =
+                    reset(None).map(FeedEvent::Reset).into_iter().collect();
+                if !changes.is_empty() {
+                    events.push(FeedEvent::Changes(changes));
                 }
-                self.last_good = Arc::new(tasks);
-                self.last = Emitted::Snapshot;
-                Some(FeedEvent::Snapshot {
-                    tasks: self.last_good.clone(),
-                    diff,
-                })
+                events
             }
-            Err(e) => self.unreadable(e.to_string()),
-        }
-    }
-
-    /// Re-read a SQLite store if a change was recorded since the last read.
-    fn reload_sqlite(&mut self) -> Option<FeedEvent> {
-        let Source::Sqlite(backend) = &self.source else {
-            return None;
-        };
-        let cursor = match backend.last_change() {
-            Ok(Some(c)) => c,
-            // No database, or one not written yet: waiting for it.
-            Ok(None) => {
-                self.cursor = None;
-                self.last_good = Arc::new(TaskMap::new());
-                return self.emit(Emitted::Missing, FeedEvent::Missing);
-            }
-            Err(e) => return self.unreadable(e.to_string()),
-        };
-        if self.last == Emitted::Snapshot && self.cursor == Some(cursor) {
-            return None;
-        }
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        // The cursor is read before the tasks: a commit in between is seen
-        // now and again at the next check, never missed.
-        match backend.load() {
-            Ok(tasks) => {
-                self.cursor = Some(cursor);
-                let diff = diff(&self.last_good, &tasks, Utc::now());
-                let first = self.last != Emitted::Snapshot;
-                if !first && diff.is_empty() {
-                    return None;
+            Catchup::Unavailable(why) => {
+                if before == Told::Unavailable(why.clone()) {
+                    *self = before;
+                    return Vec::new();
                 }
-                self.last_good = Arc::new(tasks);
-                self.last = Emitted::Snapshot;
-                Some(FeedEvent::Snapshot {
-                    tasks: self.last_good.clone(),
-                    diff,
-                })
+                *self = Told::Unavailable(why.clone());
+                vec![FeedEvent::Unavailable(why)]
             }
-            Err(e) => self.unreadable(e.to_string()),
         }
-    }
-
-    fn unreadable(&mut self, message: String) -> Option<FeedEvent> {
-        self.cursor = None;
-        self.last_bytes = None;
-        let event = FeedEvent::Unreadable {
-            message: message.clone(),
-        };
-        self.emit(Emitted::Unreadable(message), event)
-    }
-
-    /// Emit a non-snapshot event unless it repeats the last one.
-    fn emit(&mut self, kind: Emitted, event: FeedEvent) -> Option<FeedEvent> {
-        if self.last == kind {
-            return None;
-        }
-        self.last = kind;
-        Some(event)
     }
 }
 
 async fn run(
-    source: Source,
+    mut source: Box<dyn FeedSource>,
     options: FeedOptions,
     tx: mpsc::Sender<FeedEvent>,
     reads: Arc<AtomicU64>,
 ) {
-    let target = source.target().to_path_buf();
-    let names = source.names();
-    let sqlite = matches!(source, Source::Sqlite(_));
-    let dir = source.dir();
     let (poke_tx, mut poke_rx) = mpsc::unbounded_channel::<()>();
-    let make_watcher = || -> Option<RecommendedWatcher> {
-        if !options.notify {
-            return None;
-        }
-        let poke = poke_tx.clone();
-        let names = names.clone();
-        let mut w = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-            let relevant = match &ev {
-                Ok(ev) => {
-                    ev.need_rescan()
-                        || (changes_content(&ev.kind)
-                            && ev.paths.iter().any(|p| {
-                                p.file_name().is_some_and(|n| names.iter().any(|m| m == n))
-                            }))
-                }
-                Err(_) => true,
-            };
-            if relevant {
-                let _ = poke.send(());
-            }
-        })
-        .ok()?;
-        w.watch(&dir, RecursiveMode::NonRecursive).ok()?;
-        Some(w)
+    let wake: Wake = Arc::new(move || {
+        let _ = poke_tx.send(());
+    });
+    // Kept alive for as long as the feed runs; re-armed at the safety-net
+    // checks until it can be.
+    let mut armed = if options.notify {
+        source.arm(wake.clone())
+    } else {
+        None
     };
-    // Kept alive for as long as the feed runs; re-armed if the directory
-    // appears later.
-    let mut watcher = make_watcher();
-    let mut reader = Reader {
-        source,
-        cursor: None,
-        reads,
-        last_good: Arc::new(TaskMap::new()),
-        last_bytes: None,
-        last: Emitted::Nothing,
-        stamp: None,
-    };
+    let mut told = Told::default();
     let mut tick = tokio::time::interval(options.stat_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
     let mut due = true;
     loop {
         if due {
-            // Reading and decoding a large store takes tens of
-            // milliseconds: keep it off the runtime thread, which in the
-            // TUI also handles keys.
-            let (back, event) = match tokio::task::spawn_blocking(move || {
-                let event = reader.reload();
-                (reader, event)
+            // Reading a large store takes tens of milliseconds: keep it off
+            // the runtime thread, which in the TUI also handles keys.
+            let (back, found) = match tokio::task::spawn_blocking(move || {
+                let found = source.catch_up();
+                (source, found)
             })
             .await
             {
                 Ok(done) => done,
-                Err(_) => return, // the reload panicked or the runtime is shutting down
+                Err(_) => return, // the read panicked or the runtime is shutting down
             };
-            reader = back;
-            if let Some(event) = event
-                && tx.send(event).await.is_err()
-            {
-                return;
+            source = back;
+            reads.store(source.reads(), Ordering::Relaxed);
+            for event in told.events(found) {
+                if tx.send(event).await.is_err() {
+                    return;
+                }
             }
         }
         due = tokio::select! {
@@ -375,15 +337,70 @@ async fn run(
                 true
             }
             _ = tick.tick() => {
-                if watcher.is_none() && options.notify {
-                    watcher = make_watcher();
+                if armed.is_none() && options.notify {
+                    armed = source.arm(wake.clone());
                 }
-                // A database is asked (one cheap query) rather than stat'ed:
-                // a commit may change neither the -wal file's size nor its
-                // mtime granule.
-                sqlite || stamp(&target) != reader.stamp
+                let (back, changed) = match tokio::task::spawn_blocking(move || {
+                    let changed = source.may_have_changed();
+                    (source, changed)
+                })
+                .await
+                {
+                    Ok(done) => done,
+                    Err(_) => return,
+                };
+                source = back;
+                changed
             }
         };
+    }
+}
+
+/// Watch `dir` for changes of the files named `names`, calling `wake`.
+fn watch_dir(
+    dir: &std::path::Path,
+    names: Vec<std::ffi::OsString>,
+    wake: Wake,
+) -> Option<Box<dyn Send>> {
+    use notify::{RecursiveMode, Watcher};
+    let mut w = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+        let relevant = match &ev {
+            Ok(ev) => {
+                ev.need_rescan()
+                    || (changes_content(&ev.kind)
+                        && ev
+                            .paths
+                            .iter()
+                            .any(|p| p.file_name().is_some_and(|n| names.iter().any(|m| m == n))))
+            }
+            Err(_) => true,
+        };
+        if relevant {
+            wake();
+        }
+    })
+    .ok()?;
+    w.watch(dir, RecursiveMode::NonRecursive).ok()?;
+    Some(Box::new(w))
+}
+
+/// Whether an event can mean new content. Opening and reading the file (as
+/// the feed itself does on every read) raises access events: reacting to
+/// them would make the feed re-read the file forever.
+fn changes_content(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode, EventKind};
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
+/// The directory a store file lives in.
+fn parent_dir(path: &std::path::Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
     }
 }
 
@@ -391,6 +408,46 @@ async fn run(
 mod tests {
     use super::*;
     use crate::store::{NewTask, Store};
+
+    fn change(id: &str) -> TaskChange {
+        TaskChange {
+            task_id: id.into(),
+            revision: 1,
+            from: None,
+            to: Some(Status::Working),
+            at: None,
+        }
+    }
+
+    #[test]
+    fn catch_ups_become_events() {
+        let mut told = Told::default();
+        let missing = || Catchup::Unavailable(Unavailable::Missing);
+        assert_eq!(
+            told.events(missing()),
+            [FeedEvent::Unavailable(Unavailable::Missing)]
+        );
+        // Said once per reason.
+        assert_eq!(told.events(missing()), []);
+        // The first good read after it is a reset, then what changed.
+        assert_eq!(
+            told.events(Catchup::Changes(vec![change("a")])),
+            [
+                FeedEvent::Reset(ResetReason::Recovered),
+                FeedEvent::Changes(vec![change("a")])
+            ]
+        );
+        assert_eq!(told.events(Catchup::Changes(vec![])), []);
+        assert_eq!(
+            told.events(Catchup::Reset(ResetReason::CursorLost)),
+            [FeedEvent::Reset(ResetReason::CursorLost)]
+        );
+        let mut fresh = Told::default();
+        assert_eq!(
+            fresh.events(Catchup::Reset(ResetReason::Start)),
+            [FeedEvent::Reset(ResetReason::Start)]
+        );
+    }
 
     #[tokio::test]
     async fn an_idle_store_is_not_reread_because_the_feed_read_it() {
@@ -400,10 +457,10 @@ mod tests {
             .create(NewTask::default())
             .expect("create");
         let mut feed = ChangeFeed::start(&path, FeedOptions::default());
-        assert!(matches!(
+        assert_eq!(
             feed.next().await,
-            Some(FeedEvent::Snapshot { .. })
-        ));
+            Some(FeedEvent::Reset(ResetReason::Start))
+        );
         // Reading the file raises inotify access events; a feed that took
         // them for changes would re-read it hundreds of times a second.
         tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -416,10 +473,7 @@ mod tests {
         Store::open(&path)
             .create(NewTask::default())
             .expect("create");
-        assert!(matches!(
-            feed.next().await,
-            Some(FeedEvent::Snapshot { .. })
-        ));
+        assert!(matches!(feed.next().await, Some(FeedEvent::Changes(_))));
         assert!(feed.reads() >= 2);
     }
 }

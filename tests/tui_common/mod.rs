@@ -9,7 +9,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use rudder::task::{HistoryEntry, Progress, Status, Task, TaskMap};
 use rudder::tui::app::App;
-use rudder::watch::{Diff, FeedEvent};
+use rudder::tui::app::StoreUpdate as FeedEvent;
+use rudder::tui::diff::Diff;
 use serde_json::json;
 
 /// The screen of a `TestBackend` terminal as text, one line per row,
@@ -130,7 +131,7 @@ pub fn snapshot(tasks: TaskMap) -> FeedEvent {
 
 /// A snapshot event for `to`, with its diff from `from` at [`now`].
 pub fn snapshot_after(from: &TaskMap, to: TaskMap) -> FeedEvent {
-    let diff = rudder::watch::diff(from, &to, now());
+    let diff = rudder::tui::diff::diff(from, &to, now());
     FeedEvent::Snapshot {
         tasks: Arc::new(to),
         diff,

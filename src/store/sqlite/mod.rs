@@ -28,9 +28,13 @@ use super::{Backend, StoreError, Transaction};
 use crate::task::TaskMap;
 pub use schema::{APPLICATION_ID, VERSION as SCHEMA_VERSION};
 use txn::SqlTxn;
+pub use txn::{ChangeLog, RecordedChange};
 
 /// The first 16 bytes of every SQLite database file.
 const HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// A database file's (device, inode): what a change feed's cursor is good for.
+pub type DbIdentity = (u64, u64);
 
 /// A store kept in a SQLite database on a local file system.
 pub struct SqliteBackend {
@@ -140,6 +144,16 @@ impl SqliteBackend {
         mode: Mode,
         f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
+        self.with_conn_at(mode, |conn, _| f(conn))
+    }
+
+    /// [`SqliteBackend::with_conn`], telling `f` the (device, inode) of the
+    /// database it is connected to.
+    fn with_conn_at<T>(
+        &self,
+        mode: Mode,
+        f: impl FnOnce(&mut Connection, (u64, u64)) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
         let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let mut id = self.identity()?;
         if id.is_none() {
@@ -158,14 +172,15 @@ impl SqliteBackend {
                 None => return Ok(None),
             }
         }
-        let (conn, _) = slot.as_mut().expect("opened above");
+        let (conn, at) = slot.as_mut().expect("opened above");
+        let at = *at;
         if mode == Mode::Write
             && let Err(e) = self.prepare_for_writes(conn)
         {
             *slot = None;
             return Err(e);
         }
-        let result = f(conn);
+        let result = f(conn, at);
         if matches!(
             result,
             Err(StoreError::Database { .. } | StoreError::NotAStore { .. })
@@ -277,15 +292,46 @@ impl SqliteBackend {
         .map_err(|e| self.error("create the tables", e))
     }
 
-    /// The sequence number of the last recorded change (0 for none), the
-    /// change feed's cursor; `None` while there is no store yet (no
-    /// database, or one whose first write has not committed).
+    /// The sequence number of the last recorded change (0 for none); `None`
+    /// while there is no store yet (no database, or one whose first write
+    /// has not committed).
     pub fn last_change(&self) -> Result<Option<i64>, StoreError> {
-        self.with_conn(Mode::Read, |conn| {
-            conn.query_row("SELECT coalesce(max(seq), 0) FROM changes", [], |r| {
-                r.get(0)
-            })
-            .map_err(|e| self.error("read the changes", e))
+        Ok(self
+            .changes_after(i64::MAX, None, 0)?
+            .map(|(_, log)| log.last))
+    }
+
+    /// The recorded changes after the change `after` (at most `limit`, of
+    /// the task `task` only if given), with the (device, inode) of the
+    /// database they were read from: the change feed's cursor is only
+    /// good for that one file. `None` while there is no store yet (no
+    /// database, or one whose first write has not committed).
+    pub fn changes_after(
+        &self,
+        after: i64,
+        task: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<(DbIdentity, ChangeLog)>, StoreError> {
+        self.with_conn_at(Mode::Read, |conn, at| {
+            let tx = conn
+                .transaction()
+                .map_err(|e| self.error("begin a read", e))?;
+            let log = txn::read_changes(&tx, after, task, limit)
+                .map_err(|e| self.error("read the changes", e))?;
+            Ok((at, log))
+        })
+    }
+
+    /// `PRAGMA data_version` of this backend's connection with the
+    /// database's (device, inode): it changes when another connection
+    /// commits, which the change feed checks cheaply (no table is read).
+    /// `None` while there is no store yet.
+    pub fn data_version(&self) -> Result<Option<(DbIdentity, i64)>, StoreError> {
+        self.with_conn_at(Mode::Read, |conn, at| {
+            let v = conn
+                .pragma_query_value(None, "data_version", |r| r.get(0))
+                .map_err(|e| self.error("read the data version", e))?;
+            Ok((at, v))
         })
     }
 }

@@ -29,7 +29,12 @@ pub const APPLICATION_ID: i32 = 0x5275_6472;
 ///   rows would not be cheap).
 /// - `changes`: one row per change of a task, in commit order, written in
 ///   the same transaction: the change feed reads it after a cursor.
-pub const MIGRATIONS: &[&str] = &[r#"
+///   Version 2 adds `at`, the task's `updated_at` as written (none for a
+///   removal), so that a transition carries the writer's time.
+/// - Version 2 also adds `tasks.status_message`, for the text filter of a
+///   page (`LIKE` on the columns a person reads, without parsing `doc`).
+pub const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE tasks (
     seq INTEGER PRIMARY KEY,
     task_id TEXT NOT NULL UNIQUE,
@@ -61,7 +66,14 @@ CREATE TABLE changes (
     status_before TEXT,
     status_after TEXT
 );
-"#];
+"#,
+    r#"
+ALTER TABLE changes ADD COLUMN at TEXT;
+ALTER TABLE tasks ADD COLUMN status_message TEXT;
+UPDATE tasks SET status_message = json_extract(doc, '$.status_message')
+    WHERE json_type(doc, '$.status_message') = 'text';
+"#,
+];
 
 /// The schema version this rudder writes.
 pub const VERSION: i64 = MIGRATIONS.len() as i64;
@@ -123,4 +135,56 @@ pub fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<()> {
     }
     conn.pragma_update(None, "application_id", APPLICATION_ID)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{NewTask, SqliteBackend, Store};
+
+    /// A store written by the first schema (no `changes.at`) is read as it
+    /// is, then migrated by the next write, which records its time.
+    #[test]
+    fn a_version_1_store_is_read_then_migrated_by_a_writer() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tasks.db");
+        {
+            let conn = Connection::open(&path).expect("open");
+            conn.execute_batch(MIGRATIONS[0]).expect("version 1");
+            conn.pragma_update(None, "user_version", 1)
+                .expect("version");
+            conn.pragma_update(None, "application_id", APPLICATION_ID)
+                .expect("id");
+            conn.execute(
+                "INSERT INTO changes (task_id, revision, status_before, status_after) \
+                 VALUES ('old', 1, NULL, 'working')",
+                [],
+            )
+            .expect("a change");
+        }
+        let backend = SqliteBackend::new(&path);
+        let (_, log) = backend
+            .changes_after(0, None, 10)
+            .expect("read")
+            .expect("a store");
+        assert_eq!(log.changes.len(), 1);
+        assert_eq!(log.changes[0].at, None);
+
+        let task = Store::open(&path)
+            .create(NewTask::default())
+            .expect("create")
+            .task;
+        let conn = Connection::open(&path).expect("open");
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, VERSION);
+        let (_, log) = backend
+            .changes_after(1, None, 10)
+            .expect("read")
+            .expect("a store");
+        assert_eq!(log.changes.len(), 1);
+        assert_eq!(log.changes[0].task_id, task.task_id);
+        assert_eq!(log.changes[0].at, task.updated_at);
+    }
 }

@@ -182,7 +182,7 @@ impl<'c> SqlTxn<'c> {
                     if n != 1 {
                         return Err(self.vanished(&id));
                     }
-                    self.record(&id, before.revision, Some(before.status), None)?;
+                    self.record(&id, before.revision, Some(before.status), None, None)?;
                 }
             }
         }
@@ -216,7 +216,8 @@ impl<'c> SqlTxn<'c> {
                 .prepare_cached(
                     "UPDATE tasks SET status = ?2, idempotency_key = ?3, title = ?4, \
                      created_at = ?5, updated_at = ?6, claimed_by = ?7, lease_expires_at = ?8, \
-                     ttl_ms = ?9, revision = ?10, doc = ?11 WHERE task_id = ?1 AND revision = ?12",
+                     ttl_ms = ?9, revision = ?10, doc = ?11, status_message = ?13 \
+                     WHERE task_id = ?1 AND revision = ?12",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -232,6 +233,7 @@ impl<'c> SqlTxn<'c> {
                         revision,
                         doc,
                         b.revision.min(i64::MAX as u64) as i64,
+                        task.status_message,
                     ])
                 })
                 .map_err(self.err("update a task"))?,
@@ -239,8 +241,9 @@ impl<'c> SqlTxn<'c> {
                 .conn
                 .prepare_cached(
                     "INSERT INTO tasks (task_id, status, idempotency_key, title, created_at, \
-                     updated_at, claimed_by, lease_expires_at, ttl_ms, revision, doc) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                     updated_at, claimed_by, lease_expires_at, ttl_ms, revision, doc, \
+                     status_message) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -255,6 +258,7 @@ impl<'c> SqlTxn<'c> {
                         ttl,
                         revision,
                         doc,
+                        task.status_message,
                     ])
                 })
                 .map_err(self.err("insert a task"))?,
@@ -267,6 +271,7 @@ impl<'c> SqlTxn<'c> {
             task.revision,
             before.map(|b| b.status),
             Some(task.status),
+            task.updated_at,
         )
     }
 
@@ -277,11 +282,12 @@ impl<'c> SqlTxn<'c> {
         revision: u64,
         before: Option<Status>,
         after: Option<Status>,
+        at: Option<DateTime<Utc>>,
     ) -> Result<(), StoreError> {
         self.conn
             .prepare_cached(
-                "INSERT INTO changes (task_id, revision, status_before, status_after) \
-                 VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO changes (task_id, revision, status_before, status_after, at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
             )
             .and_then(|mut s| {
                 s.execute(params![
@@ -289,6 +295,7 @@ impl<'c> SqlTxn<'c> {
                     revision.min(i64::MAX as u64) as i64,
                     before.map(Status::as_str),
                     after.map(Status::as_str),
+                    at.map(time_text),
                 ])
             })
             .map_err(self.err("record a change"))?;
@@ -352,20 +359,27 @@ impl<'c> SqlTxn<'c> {
     }
 }
 
-/// The rows after an anchor whose `col` is `value`, in an ascending order
-/// with nulls first (then by `task_id`, the parameter `id`).
-fn after_nulls_first(
+/// The rows after an anchor whose `col` is `value` in the order (`col`
+/// with nulls first, then `task_id`; the parameter `id`), or before it
+/// (`backwards`: the rows after it in the reverse order).
+fn after_in(
     col: &str,
     value: Option<String>,
     id: String,
+    backwards: bool,
     arg: &dyn Fn(Box<dyn rusqlite::ToSql>) -> String,
 ) -> String {
-    match value {
-        Some(v) => {
+    match (value, backwards) {
+        (Some(v), false) => {
             let v = arg(Box::new(v));
             format!("({col} > {v} OR ({col} = {v} AND task_id > {id}))")
         }
-        None => format!("({col} IS NOT NULL OR task_id > {id})"),
+        (None, false) => format!("({col} IS NOT NULL OR task_id > {id})"),
+        (Some(v), true) => {
+            let v = arg(Box::new(v));
+            format!("({col} IS NULL OR {col} < {v} OR ({col} = {v} AND task_id < {id}))")
+        }
+        (None, true) => format!("({col} IS NULL AND task_id < {id})"),
     }
 }
 
@@ -685,42 +699,53 @@ impl Transaction for SqlTxn<'_> {
                 .map_err(self.err("find the page's anchor"))?;
             // Rows after the anchor in each order (see `query::compare`);
             // an anchor that is not in the store starts from the beginning
-            // (in `Id` order: where it would stand).
+            // (in `Id` order: where it would stand). Every order but the
+            // store's is (column, task_id) with NULL first, walked forwards
+            // or backwards (`Updated` is that order backwards).
             let id = || arg(Box::new(after.clone()));
+            let lt = if q.descending { "<" } else { ">" };
             let clause = match (q.sort, anchor) {
-                (SortKey::Id, _) => Some(format!("task_id > {}", id())),
+                (SortKey::Id, _) => Some(format!("task_id {lt} {}", id())),
                 (_, None) => None,
-                (SortKey::Store, Some((seq, ..))) => Some(format!("seq > {seq}")),
+                (SortKey::Store, Some((seq, ..))) => Some(format!("seq {lt} {seq}")),
                 (SortKey::Updated, Some((_, updated, ..))) => {
-                    let id = id();
-                    Some(match updated {
-                        Some(u) => {
-                            let u = arg(Box::new(u));
-                            format!(
-                                "(updated_at IS NULL OR updated_at < {u} \
-                                 OR (updated_at = {u} AND task_id < {id}))"
-                            )
-                        }
-                        None => format!("(updated_at IS NULL AND task_id < {id})"),
-                    })
+                    Some(after_in("updated_at", updated, id(), !q.descending, &arg))
                 }
                 (SortKey::Created, Some((_, _, created, _))) => {
-                    Some(after_nulls_first("created_at", created, id(), &arg))
+                    Some(after_in("created_at", created, id(), q.descending, &arg))
                 }
                 (SortKey::Title, Some((.., title))) => {
-                    Some(after_nulls_first("title", title, id(), &arg))
+                    Some(after_in("title", title, id(), q.descending, &arg))
                 }
             };
             clauses.extend(clause);
         }
+        if let Some(text) = q.text.as_deref().filter(|t| !t.is_empty()) {
+            // LIKE matches ASCII letters regardless of case and every other
+            // character exactly, as `query::text_matches` does.
+            let escaped: String = text
+                .chars()
+                .flat_map(|c| match c {
+                    '%' | '_' | '\\' => vec!['\\', c],
+                    c => vec![c],
+                })
+                .collect();
+            let pattern = arg(Box::new(format!("%{escaped}%")));
+            clauses.push(format!(
+                "(task_id LIKE {pattern} ESCAPE '\\' OR title LIKE {pattern} ESCAPE '\\' \
+                 OR idempotency_key LIKE {pattern} ESCAPE '\\' \
+                 OR status_message LIKE {pattern} ESCAPE '\\' OR status LIKE {pattern} ESCAPE '\\')"
+            ));
+        }
+        let backwards = q.descending != (q.sort == SortKey::Updated);
+        let dir = if backwards { "DESC" } else { "" };
         let order = match q.sort {
-            SortKey::Store => "seq",
-            // NULL is the smallest value: last when descending. The
-            // (updated_at, task_id) index is read backwards.
-            SortKey::Updated => "updated_at DESC, task_id DESC",
-            SortKey::Created => "created_at, task_id",
-            SortKey::Title => "title, task_id",
-            SortKey::Id => "task_id",
+            SortKey::Store => format!("seq {dir}"),
+            // NULL is the smallest value: first forwards, last backwards.
+            SortKey::Updated => format!("updated_at {dir}, task_id {dir}"),
+            SortKey::Created => format!("created_at {dir}, task_id {dir}"),
+            SortKey::Title => format!("title {dir}, task_id {dir}"),
+            SortKey::Id => format!("task_id {dir}"),
         };
         let filter = if clauses.is_empty() {
             String::new()
@@ -768,4 +793,76 @@ impl Transaction for SqlTxn<'_> {
         }
         Ok(counts)
     }
+}
+
+/// One row of the `changes` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedChange {
+    /// Its place in commit order.
+    pub seq: i64,
+    pub task_id: String,
+    /// The task's revision after the change (before it, for a removal).
+    pub revision: u64,
+    /// `None` for a task that was added.
+    pub before: Option<Status>,
+    /// `None` for a task that was removed.
+    pub after: Option<Status>,
+    /// The task's `updated_at` as written (none for a removal, and for
+    /// changes recorded by schema version 1).
+    pub at: Option<DateTime<Utc>>,
+}
+
+/// What the change feed reads: the recorded changes after a cursor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeLog {
+    /// The first change still recorded (`None`: none is).
+    pub first: Option<i64>,
+    /// The last change recorded (0 for none).
+    pub last: i64,
+    /// The changes after the cursor, in commit order, at most the limit
+    /// asked for (of one task only, if asked).
+    pub changes: Vec<RecordedChange>,
+}
+
+/// Read the changes after `after` in one snapshot.
+pub(super) fn read_changes(
+    conn: &Connection,
+    after: i64,
+    task: Option<&str>,
+    limit: usize,
+) -> rusqlite::Result<ChangeLog> {
+    let (first, last): (Option<i64>, Option<i64>) = conn.query_row(
+        "SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let limit = limit.min(i64::MAX as usize) as i64;
+    // A store of schema version 1 (not yet migrated by a writer) records
+    // no times.
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let at = if version >= 2 { "at" } else { "NULL" };
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT seq, task_id, revision, status_before, status_after, {at} FROM changes \
+         WHERE seq > ?1 AND (?2 IS NULL OR task_id = ?2) ORDER BY seq LIMIT ?3"
+    ))?;
+    let rows = stmt.query_map(params![after, task, limit], |r| {
+        let status = |i| -> rusqlite::Result<Option<Status>> {
+            r.get::<_, Option<String>>(i)?
+                .map(|s| status_of(&s))
+                .transpose()
+        };
+        Ok(RecordedChange {
+            seq: r.get(0)?,
+            task_id: r.get(1)?,
+            revision: r.get::<_, i64>(2)?.max(0) as u64,
+            before: status(3)?,
+            after: status(4)?,
+            at: parse_time(r.get(5)?),
+        })
+    })?;
+    Ok(ChangeLog {
+        first,
+        last: last.unwrap_or(0),
+        changes: rows.collect::<rusqlite::Result<_>>()?,
+    })
 }

@@ -40,7 +40,10 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
                 f.push_str(&format!(" {}", Status::ALL[i]));
             }
         }
-        f.push_str(&format!(" ({} of {})", app.rows.len(), app.tasks.len()));
+        match app.table_len() {
+            Some(n) => f.push_str(&format!(" ({n} of {})", app.store_len())),
+            None => f.push_str(&format!(" (≥{} of {})", app.rows.len(), app.store_len())),
+        }
         first.push(Span::styled(f, theme.tone(crate::tui::app::Tone::Warning)));
     }
     // What does not fit gives way, least needed first: the worker's key

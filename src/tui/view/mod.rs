@@ -54,7 +54,11 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: &Theme) {
     }
     // The table takes what its rows need, up to a bit more than half; the
     // detail pane gets the rest.
-    let rows_h = u16::try_from(app.rows.len().saturating_add(2)).unwrap_or(u16::MAX);
+    let rows = app
+        .table_len()
+        .unwrap_or(app.rows.len())
+        .max(app.rows.len());
+    let rows_h = u16::try_from(rows.saturating_add(2)).unwrap_or(u16::MAX);
     let table_h = rows_h.clamp(5, (body.height * 11 / 20).max(5));
     let [table_area, bottom] =
         Layout::vertical([Constraint::Length(table_h), Constraint::Min(0)]).areas(body);

@@ -72,7 +72,10 @@ fn columns(width: u16) -> Vec<(Col, u16)> {
 const WIDE_MESSAGE: u16 = 96;
 
 pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) {
-    let title = format!(" tasks {} ", app.rows.len());
+    let title = match app.table_len() {
+        Some(n) => format!(" tasks {n} "),
+        None => format!(" tasks ≥{} ", app.rows.len()),
+    };
     let block = Block::default()
         .borders(Borders::TOP)
         .title(Span::styled(title, theme.title()));
@@ -190,7 +193,7 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) 
     let table = Table::new(rows, widths).header(header).column_spacing(1);
     frame.render_widget(table, inner);
     if app.rows.is_empty() {
-        let text = if app.tasks.is_empty() {
+        let text = if app.store_len() == 0 {
             "no tasks"
         } else {
             &format!(

@@ -1,5 +1,5 @@
-//! What changed between two snapshots of a store, computed by comparing them
-//! (so it works for writers that keep no history).
+//! What changed between two snapshots of the tasks the TUI shows, computed
+//! by comparing them.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -10,8 +10,11 @@ use crate::task::{Status, TaskMap};
 /// task that appeared.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Transition {
+    /// The task.
     pub task_id: String,
+    /// The status before.
     pub from: Option<Status>,
+    /// The status after.
     pub to: Status,
     /// When the writer says it happened (`updated_at`), else when it was seen.
     pub at: DateTime<Utc>,
@@ -31,6 +34,7 @@ pub struct Diff {
 }
 
 impl Diff {
+    /// Whether nothing changed.
     pub fn is_empty(&self) -> bool {
         self.appeared.is_empty() && self.vanished.is_empty() && self.changed.is_empty()
     }

@@ -1,0 +1,302 @@
+//! The TUI at scale: over SQLite at 1M tasks (with `RUDDER_BENCH_1M=1`;
+//! 100k otherwise), the app holding a window of rows; over the JSON file at
+//! 100k rich tasks (about 790 bytes each), the app holding every task.
+//!
+//! - `tui_sqlite/frame/N`: one frame, 120×35;
+//! - `tui_sqlite/key j/N`, `key PgDn/N`: a key to its redraw (the window is
+//!   fetched again near its edge);
+//! - `tui_sqlite/change to drawn/N`, `tui_file/change to drawn/100000`:
+//!   another connection's commit (a heartbeat with a new message on the
+//!   selected task) to the new message drawn, through the real change feed;
+//! - (printed) resident memory of the real binary in a pseudo-terminal
+//!   after it started and moved through the table.
+//!
+//! `cargo bench --bench tui_scale` (`-- memory` for the memory alone).
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use criterion::{BenchmarkId, Criterion};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use rudder::task::{Actor, Status};
+use rudder::tui::app::{App, StoreUpdate};
+use rudder::tui::view::{self, Theme};
+use rudder::tui::window::RowSource;
+use rudder::watch::{ChangeFeed, FeedOptions};
+use rudder::{Store, StoreError};
+
+#[path = "common/tasks.rs"]
+mod tasks;
+
+fn size() -> usize {
+    if std::env::var_os("RUDDER_BENCH_1M").is_some_and(|v| v == "1") {
+        1_000_000
+    } else {
+        100_000
+    }
+}
+
+fn key(code: KeyCode) -> KeyEvent {
+    KeyEvent::new(code, KeyModifiers::NONE)
+}
+
+/// The message drawn on the screen, as text.
+fn screen(terminal: &Terminal<TestBackend>) -> String {
+    let buf = terminal.backend().buffer();
+    buf.content().iter().map(|c| c.symbol()).collect()
+}
+
+/// A commit by `writer` on `id`, then wait until `app` draws its message.
+fn change_to_drawn(
+    rt: &tokio::runtime::Runtime,
+    updates: &mut tokio::sync::mpsc::Receiver<StoreUpdate>,
+    app: &mut App,
+    terminal: &mut Terminal<TestBackend>,
+    writer: &Store,
+    id: &str,
+    seq: u64,
+) -> Result<Duration, StoreError> {
+    let theme = Theme::DEFAULT;
+    let message = format!("beat {seq:06}");
+    writer.heartbeat(id, Some(message.clone()), None, Actor::Anyone)?;
+    let written = Instant::now();
+    loop {
+        let Some(update) = rt.block_on(updates.recv()) else {
+            panic!("the feed stopped");
+        };
+        app.now = Utc::now();
+        app.on_feed(update);
+        terminal.draw(|f| view::draw(f, app, &theme)).expect("draw");
+        if screen(terminal).contains(&message) {
+            return Ok(written.elapsed());
+        }
+    }
+}
+
+fn sqlite(c: &mut Criterion) {
+    let n = size();
+    let (path, _) = tasks::sqlite_fixture(n);
+    let store = Arc::new(Store::open(&path));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let theme = Theme::DEFAULT;
+    let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
+    let mut app =
+        App::new(&path, false, Utc::now()).with_source(Arc::clone(&store) as Arc<dyn RowSource>);
+    let mut updates = rt.block_on(async {
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let mut feed = ChangeFeed::start(path.clone(), FeedOptions::default());
+        tokio::spawn(async move {
+            while let Some(e) = feed.next().await {
+                if tx.send(StoreUpdate::Feed(e)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        rx
+    });
+    let first = rt.block_on(updates.recv()).expect("the first event");
+    app.on_feed(first);
+    terminal
+        .draw(|f| view::draw(f, &mut app, &theme))
+        .expect("draw");
+    let mut g = c.benchmark_group("tui_sqlite");
+    g.sample_size(30);
+    g.bench_function(BenchmarkId::new("frame", n), |b| {
+        b.iter(|| {
+            terminal
+                .draw(|f| view::draw(f, &mut app, &theme))
+                .expect("draw");
+        })
+    });
+    for (name, code) in [
+        ("key j", KeyCode::Char('j')),
+        ("key PgDn", KeyCode::PageDown),
+    ] {
+        g.bench_function(BenchmarkId::new(name, n), |b| {
+            b.iter(|| {
+                app.handle_key(key(code));
+                terminal
+                    .draw(|f| view::draw(f, &mut app, &theme))
+                    .expect("draw");
+            })
+        });
+    }
+    // A working task on screen, written by another connection.
+    app.handle_key(key(KeyCode::Char('g')));
+    app.handle_key(key(KeyCode::Char('2')));
+    let id = app.selected.clone().expect("a selected task");
+    assert_eq!(app.selected_task().map(|t| t.status), Some(Status::Working));
+    app.handle_key(key(KeyCode::Char('2')));
+    let writer = Store::open(&path);
+    let mut seq = 0;
+    g.bench_function(BenchmarkId::new("change to drawn", n), |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                seq += 1;
+                total += change_to_drawn(
+                    &rt,
+                    &mut updates,
+                    &mut app,
+                    &mut terminal,
+                    &writer,
+                    &id,
+                    seq,
+                )
+                .expect("heartbeat");
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+/// The JSON file of 100k rich tasks, in the target directory.
+fn json_fixture() -> std::path::PathBuf {
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tui-scale-100000.json");
+    if !path.exists() {
+        std::fs::write(&path, rudder::store::encode(&tasks::generate(100_000), 0))
+            .expect("write the file");
+    }
+    path
+}
+
+fn file(c: &mut Criterion) {
+    let path = json_fixture();
+    let store = Arc::new(Store::open(&path));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let theme = Theme::DEFAULT;
+    let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
+    let mut app = App::new(&path, false, Utc::now());
+    let mut updates =
+        rt.block_on(async { rudder::tui::snapshots(path.clone(), Arc::clone(&store)) });
+    let first = rt.block_on(updates.recv()).expect("the first snapshot");
+    app.on_feed(first);
+    terminal
+        .draw(|f| view::draw(f, &mut app, &theme))
+        .expect("draw");
+    // The first working task on screen.
+    app.handle_key(key(KeyCode::Char('2')));
+    let id = app.selected.clone().expect("a selected task");
+    app.handle_key(key(KeyCode::Char('2')));
+    let writer = Store::open(&path);
+    let mut seq = 0;
+    let mut g = c.benchmark_group("tui_file");
+    g.sample_size(10);
+    g.bench_function(BenchmarkId::new("change to drawn", 100_000), |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                seq += 1;
+                total += change_to_drawn(
+                    &rt,
+                    &mut updates,
+                    &mut app,
+                    &mut terminal,
+                    &writer,
+                    &id,
+                    seq,
+                )
+                .expect("heartbeat");
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+/// Resident memory of `rudder watch` on `store` after it started and moved
+/// through the table.
+fn memory(label: &str, store: &Path) {
+    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+    use std::io::Write;
+    let pty = native_pty_system()
+        .openpty(PtySize {
+            rows: 35,
+            cols: 120,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .expect("pty");
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_rudder"));
+    cmd.args(["--store", store.to_str().expect("utf-8"), "watch"]);
+    cmd.env("TERM", "xterm-256color");
+    let mut child = pty.slave.spawn_command(cmd).expect("spawn");
+    let pid = child.process_id().expect("pid");
+    let mut reader = pty.master.try_clone_reader().expect("reader");
+    let mut writer = pty.master.take_writer().expect("writer");
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+        }
+    });
+    let status = |key: &str| -> String {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with(key))
+            .map(|l| l.trim_start_matches(key).trim().to_string())
+            .unwrap_or_default()
+    };
+    std::thread::sleep(Duration::from_secs(5));
+    let started = status("VmRSS:");
+    for keys in [
+        "G",
+        "g",
+        "\x1b[6~\x1b[6~\x1b[6~\x1b[6~\x1b[6~",
+        "s",
+        "s",
+        "/inc-1\r",
+    ] {
+        writer.write_all(keys.as_bytes()).expect("keys");
+        writer.flush().expect("flush");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    println!(
+        "memory/{label}: VmRSS {started} after start, {} after moving; VmHWM {}",
+        status("VmRSS:"),
+        status("VmHWM:")
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn main() {
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let testing = std::env::args().any(|a| a == "--test");
+    let wants = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
+    let mut c = Criterion::default().configure_from_args();
+    if !testing {
+        if wants("tui_sqlite") {
+            sqlite(&mut c);
+        }
+        if wants("tui_file") {
+            file(&mut c);
+        }
+        if wants("memory") {
+            let n = size();
+            memory(&format!("sqlite/{n}"), &tasks::sqlite_fixture(n).0);
+            memory("file/100000", &json_fixture());
+        }
+    }
+    c.final_summary();
+}

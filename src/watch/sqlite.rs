@@ -1,0 +1,112 @@
+//! The change feed of a SQLite store: the `changes` table read after a
+//! cursor, woken by writes to the `-wal` file, with `PRAGMA data_version`
+//! as the safety net.
+
+use std::path::PathBuf;
+
+use super::{Catchup, FeedSource, MAX_BATCH, ResetReason, TaskChange, Unavailable, Wake};
+use crate::store::SqliteBackend;
+use crate::store::sqlite::DbIdentity as Identity;
+
+/// The feed of a SQLite store.
+pub struct SqliteSource {
+    backend: SqliteBackend,
+    task: Option<String>,
+    /// The last change reported, in the database it was read from; `None`
+    /// before the first read.
+    cursor: Option<(Identity, i64)>,
+    /// The data version last seen (the safety net's stamp).
+    version: Option<(Identity, i64)>,
+    reads: u64,
+}
+
+impl SqliteSource {
+    /// The feed of the database at `path`, of the task `task` only if given.
+    pub fn new(path: impl Into<PathBuf>, task: Option<String>) -> Self {
+        SqliteSource {
+            backend: SqliteBackend::new(path),
+            task,
+            cursor: None,
+            version: None,
+            reads: 0,
+        }
+    }
+}
+
+impl FeedSource for SqliteSource {
+    fn arm(&mut self, wake: Wake) -> Option<Box<dyn Send>> {
+        // Every commit appends to the -wal file; the database itself
+        // changes at checkpoints, and when it is created or replaced.
+        let names = [
+            self.backend.path().file_name(),
+            self.backend.wal_path().file_name(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|n| n.to_os_string())
+        .collect();
+        super::watch_dir(&super::parent_dir(self.backend.path()), names, wake)
+    }
+
+    fn may_have_changed(&mut self) -> bool {
+        // A commit may change neither the -wal file's size nor its mtime
+        // granule (the WAL is reused after a checkpoint): ask SQLite, which
+        // answers from memory shared by its connections.
+        match self.backend.data_version() {
+            Ok(v) => std::mem::replace(&mut self.version, v) != v,
+            Err(_) => true,
+        }
+    }
+
+    fn catch_up(&mut self) -> Catchup {
+        self.reads += 1;
+        let after = match self.cursor {
+            Some((_, seq)) => seq,
+            // Only to learn where the end is.
+            None => i64::MAX,
+        };
+        let found = self
+            .backend
+            .changes_after(after, self.task.as_deref(), MAX_BATCH + 1);
+        let (at, log) = match found {
+            Ok(Some(found)) => found,
+            Ok(None) => return Catchup::Unavailable(Unavailable::Missing),
+            Err(e) => {
+                return Catchup::Unavailable(Unavailable::Unreadable {
+                    message: e.to_string(),
+                });
+            }
+        };
+        let Some((identity, seq)) = self.cursor else {
+            self.cursor = Some((at, log.last));
+            return Catchup::Reset(ResetReason::Start);
+        };
+        // Another database under the same name, or changes gone from
+        // before the cursor's end (a table pruned or reset): the cursor
+        // means nothing there.
+        let lost = identity != at || log.last < seq || log.first.is_some_and(|f| f > seq + 1);
+        self.cursor = Some((at, log.last));
+        if lost {
+            return Catchup::Reset(ResetReason::CursorLost);
+        }
+        if log.changes.len() > MAX_BATCH {
+            return Catchup::Reset(ResetReason::Overflow);
+        }
+        Catchup::Changes(
+            log.changes
+                .into_iter()
+                .map(|c| TaskChange {
+                    task_id: c.task_id,
+                    revision: c.revision,
+                    from: c.before,
+                    to: c.after,
+                    at: c.at,
+                })
+                .collect(),
+        )
+    }
+
+    fn reads(&self) -> u64 {
+        self.reads
+    }
+}
