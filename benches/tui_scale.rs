@@ -1,6 +1,7 @@
 //! The TUI at scale: over SQLite at 1M tasks (with `RUDDER_BENCH_1M=1`;
 //! 100k otherwise), the app holding a window of rows; over the JSON file at
-//! 100k rich tasks (about 790 bytes each), the app holding every task.
+//! 100k rich tasks (about 790 bytes each) too, through the file's rows kept
+//! between changes (`rudder::store::FileRows`).
 //!
 //! - `tui_sqlite/frame/N`: one frame, 120×35;
 //! - `tui_sqlite/key j/N`, `key PgDn/N`: a key to its redraw (the window is
@@ -180,10 +181,9 @@ fn file(c: &mut Criterion) {
         .expect("runtime");
     let theme = Theme::DEFAULT;
     let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
-    let mut app = App::new(&path, false, Utc::now());
-    let mut updates =
-        rt.block_on(async { rudder::tui::snapshots(path.clone(), Arc::clone(&store)) });
-    let first = rt.block_on(updates.recv()).expect("the first snapshot");
+    let (source, mut updates) = rt.block_on(async { rudder::tui::live(&path, &store) });
+    let mut app = App::new(&path, false, Utc::now()).with_source(source);
+    let first = rt.block_on(updates.recv()).expect("the first event");
     app.on_feed(first);
     terminal
         .draw(|f| view::draw(f, &mut app, &theme))

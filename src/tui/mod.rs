@@ -71,7 +71,7 @@ pub mod update;
 pub mod view;
 pub mod window;
 
-pub use run::snapshots;
+pub use run::{live, snapshots};
 
 use std::path::PathBuf;
 
