@@ -570,9 +570,6 @@ impl App {
                 self.refetch(anchor);
             }
             FeedEvent::Changes(list) => {
-                // A store back from missing or unreadable may be as it was
-                // (no change to report) while the table was emptied.
-                let back = self.watch != WatchState::Live;
                 self.watch = WatchState::Live;
                 let old = Arc::clone(&self.tasks);
                 for c in &list {
@@ -581,8 +578,7 @@ impl App {
                 // A heartbeat of a task outside the window moves nothing
                 // in it (creation and id orders never change; the counts
                 // change only with a status); any other change may.
-                let affects = back
-                    || !self.filter.text.is_empty()
+                let affects = !self.filter.text.is_empty()
                     || matches!(self.sort, SortKey::Updated | SortKey::Title)
                     || list
                         .iter()

@@ -197,6 +197,8 @@ fn draw(terminal: &mut Term, app: &mut App, theme: &Theme) -> io::Result<()> {
 
 /// The tasks as they change: the store read whole at each change the feed
 /// reports (a burst of events is one read), compared with the last read.
+/// For an app that holds the whole store (tests, and the baseline of
+/// benches/tui_scale.rs); `rudder watch` pages ([`live`]).
 /// Must be called from within a tokio runtime.
 pub fn snapshots(url: std::path::PathBuf, store: Arc<Store>) -> mpsc::Receiver<StoreUpdate> {
     let (tx, rx) = mpsc::channel(4);
