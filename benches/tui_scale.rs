@@ -1,6 +1,7 @@
 //! The TUI at scale: over SQLite at 1M tasks (with `RUDDER_BENCH_1M=1`;
 //! 100k otherwise), the app holding a window of rows; over the JSON file at
-//! 100k rich tasks (about 790 bytes each), the app holding every task.
+//! 100k rich tasks (about 790 bytes each) too, through the file's rows kept
+//! between changes (`rudder::store::FileRows`).
 //!
 //! - `tui_sqlite/frame/N`: one frame, 120×35;
 //! - `tui_sqlite/key j/N`, `key PgDn/N`: a key to its redraw (the window is
@@ -8,6 +9,8 @@
 //! - `tui_sqlite/change to drawn/N`, `tui_file/change to drawn/100000`:
 //!   another connection's commit (a heartbeat with a new message on the
 //!   selected task) to the new message drawn, through the real change feed;
+//!   `tui_file/change to drawn (whole store)/100000` the baseline: the app
+//!   holding every task, the file read whole at each change;
 //! - (printed) resident memory of the real binary in a pseudo-terminal
 //!   after it started and moved through the table.
 //!
@@ -170,7 +173,10 @@ fn json_fixture() -> std::path::PathBuf {
     path
 }
 
-fn file(c: &mut Criterion) {
+/// `whole`: the baseline, the app holding every task and the file read
+/// whole at each change (`rudder::tui::snapshots`, what the file's TUI did
+/// before it paged).
+fn file(c: &mut Criterion, whole: bool) {
     let path = json_fixture();
     let store = Arc::new(Store::open(&path));
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -180,23 +186,49 @@ fn file(c: &mut Criterion) {
         .expect("runtime");
     let theme = Theme::DEFAULT;
     let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
-    let mut app = App::new(&path, false, Utc::now());
-    let mut updates =
-        rt.block_on(async { rudder::tui::snapshots(path.clone(), Arc::clone(&store)) });
-    let first = rt.block_on(updates.recv()).expect("the first snapshot");
+    let (mut app, mut updates) = if whole {
+        let updates =
+            rt.block_on(async { rudder::tui::snapshots(path.clone(), Arc::clone(&store)) });
+        (App::new(&path, false, Utc::now()), updates)
+    } else {
+        let (source, updates) = rt.block_on(async { rudder::tui::live(&path, &store) });
+        (
+            App::new(&path, false, Utc::now()).with_source(source),
+            updates,
+        )
+    };
+    let first = rt.block_on(updates.recv()).expect("the first event");
     app.on_feed(first);
     terminal
         .draw(|f| view::draw(f, &mut app, &theme))
         .expect("draw");
+    let mut g = c.benchmark_group("tui_file");
+    g.sample_size(10);
+
+    if !whole {
+        // A page key near the window's edge: the rows queried again.
+        g.bench_function(BenchmarkId::new("key PgDn", 100_000), |b| {
+            b.iter(|| {
+                app.handle_key(key(KeyCode::PageDown));
+                terminal
+                    .draw(|f| view::draw(f, &mut app, &theme))
+                    .expect("draw");
+            })
+        });
+        app.handle_key(key(KeyCode::Char('g')));
+    }
     // The first working task on screen.
     app.handle_key(key(KeyCode::Char('2')));
     let id = app.selected.clone().expect("a selected task");
     app.handle_key(key(KeyCode::Char('2')));
     let writer = Store::open(&path);
     let mut seq = 0;
-    let mut g = c.benchmark_group("tui_file");
-    g.sample_size(10);
-    g.bench_function(BenchmarkId::new("change to drawn", 100_000), |b| {
+    let name = if whole {
+        "change to drawn (whole store)"
+    } else {
+        "change to drawn"
+    };
+    g.bench_function(BenchmarkId::new(name, 100_000), |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
@@ -290,7 +322,8 @@ fn main() {
             sqlite(&mut c);
         }
         if wants("tui_file") {
-            file(&mut c);
+            file(&mut c, false);
+            file(&mut c, true);
         }
         if wants("memory") {
             let n = size();

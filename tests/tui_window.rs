@@ -355,3 +355,55 @@ fn a_mark_outside_the_window_stays_with_its_task() {
     }])));
     assert!(app.marks.is_empty());
 }
+
+/// `rudder watch` over a JSON file: the rows are the file's, kept between
+/// changes and read again by the feed before it reports a change, so the
+/// app fetching at the event sees what another writer wrote; a file that
+/// goes away empties the table and comes back whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_a_json_file_the_window_follows_another_writer() {
+    use rudder::store::{NewTask, Store};
+    use rudder::task::Actor;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tasks.json");
+    let store = Arc::new(Store::open(&path));
+    let new = |title: &str| NewTask {
+        title: Some(title.into()),
+        request: Some(serde_json::json!({"big": "x".repeat(100)})),
+        ..NewTask::default()
+    };
+    let first = store.create(new("first")).expect("create").task.task_id;
+    let (source, mut updates) = rudder::tui::live(&path, &store);
+    let mut app = App::new(&path, false, now()).with_source(source);
+    assert!(app.windowed());
+    let mut until = async |app: &mut App, done: &dyn Fn(&App) -> bool| {
+        while !done(app) {
+            let update = updates.recv().await.expect("the feed runs");
+            app.on_feed(update);
+        }
+    };
+    until(&mut app, &|a| a.store_len() == 1).await;
+    assert_eq!(app.selected.as_deref(), Some(first.as_str()));
+    // The selected task in full, payloads and all.
+    let shown = app.selected_task().expect("selected").clone();
+    assert_eq!(shown, store.get(&first).expect("get"));
+
+    let writer = Store::open(&path);
+    writer
+        .heartbeat(&first, Some("beat 1".into()), None, Actor::Anyone)
+        .expect("heartbeat");
+    let second = writer.create(new("second")).expect("create").task.task_id;
+    until(&mut app, &|a| {
+        a.store_len() == 2
+            && a.selected_task().and_then(|t| t.status_message.as_deref()) == Some("beat 1")
+    })
+    .await;
+    assert!(app.tasks.contains_key(&second));
+    assert!(draw(&mut app).contains("second"));
+
+    let bytes = std::fs::read(&path).expect("read");
+    std::fs::remove_file(&path).expect("remove");
+    until(&mut app, &|a| a.store_len() == 0 && a.rows.is_empty()).await;
+    std::fs::write(&path, &bytes).expect("write");
+    until(&mut app, &|a| a.store_len() == 2 && a.rows.len() == 2).await;
+}

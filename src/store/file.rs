@@ -55,7 +55,7 @@ impl TaskDigest {
     }
 }
 
-fn text_hash(text: &[u8]) -> u64 {
+pub(super) fn text_hash(text: &[u8]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::hash::DefaultHasher::new();
     text.hash(&mut h);

@@ -12,11 +12,14 @@
 //! - Rows are grouped waiting → working → finished, then sorted by the `s`
 //!   key (last update, created, title, id), ties broken by id so rows never
 //!   jitter.
-//! - Over a database ([`app::App::with_source`], [`window`]) the app holds
-//!   the rows around the selection, fetched with the page query; over a JSON
-//!   file it holds every task (the file is read whole anyway). Under the
-//!   title order the windowed table sorts by title alone (tasks without one
-//!   first, as the store's order has it), the whole-store table by title or
+//! - Over every store ([`app::App::with_source`], [`window`], [`live`]) the
+//!   app holds the rows around the selection, fetched with the page query:
+//!   from a database's indexes, or from a JSON file's rows kept between
+//!   changes ([`crate::store::FileRows`]: each task without its payloads,
+//!   only the tasks whose text changed read again). Under the title order
+//!   the windowed table sorts by title alone (tasks without one first, as
+//!   the store's order has it); the app that holds a whole store (the
+//!   reference the tests compare with, fed by [`snapshots`]) by title or
 //!   key (those without either last).
 //! - `d`/`u` (and the mouse wheel over the pane) scroll the detail pane; `Esc`
 //!   on the list clears every filter.
@@ -71,7 +74,7 @@ pub mod update;
 pub mod view;
 pub mod window;
 
-pub use run::snapshots;
+pub use run::{live, snapshots};
 
 use std::path::PathBuf;
 

@@ -26,9 +26,10 @@ use super::Options;
 use super::app::{App, StoreUpdate, Tone};
 use super::update::{Effect, EffectResult, execute};
 use super::view::{self, Theme};
-use crate::store::Store;
+use super::window::RowSource;
+use crate::store::{AnyBackend, FileRows, Store};
 use crate::task::TaskMap;
-use crate::watch::{ChangeFeed, FeedEvent, FeedOptions, Unavailable};
+use crate::watch::{ChangeFeed, FeedEvent, FeedOptions, FileSource, Unavailable};
 
 /// The shortest time between two frames (~60 per second).
 const FRAME: Duration = Duration::from_millis(16);
@@ -196,6 +197,8 @@ fn draw(terminal: &mut Term, app: &mut App, theme: &Theme) -> io::Result<()> {
 
 /// The tasks as they change: the store read whole at each change the feed
 /// reports (a burst of events is one read), compared with the last read.
+/// For an app that holds the whole store (tests, and the baseline of
+/// benches/tui_scale.rs); `rudder watch` pages ([`live`]).
 /// Must be called from within a tokio runtime.
 pub fn snapshots(url: std::path::PathBuf, store: Arc<Store>) -> mpsc::Receiver<StoreUpdate> {
     let (tx, rx) = mpsc::channel(4);
@@ -252,9 +255,13 @@ pub fn snapshots(url: std::path::PathBuf, store: Arc<Store>) -> mpsc::Receiver<S
 /// The change feed's events as they come, for an app that fetches its
 /// rows itself.
 fn events_of(url: std::path::PathBuf) -> mpsc::Receiver<StoreUpdate> {
+    forward(ChangeFeed::start(url, FeedOptions::default()))
+}
+
+/// The events of `feed`, as the app takes them.
+fn forward(mut feed: ChangeFeed) -> mpsc::Receiver<StoreUpdate> {
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(async move {
-        let mut feed = ChangeFeed::start(url, FeedOptions::default());
         while let Some(event) = feed.next().await {
             if tx.send(StoreUpdate::Feed(event)).await.is_err() {
                 return;
@@ -262,6 +269,30 @@ fn events_of(url: std::path::PathBuf) -> mpsc::Receiver<StoreUpdate> {
         }
     });
     rx
+}
+
+/// Where a TUI over `store` (opened from `url`) reads its rows, and the
+/// feed events it takes (see [`App::with_source`]): a window around the
+/// selection at a time from every backend. A JSON file's rows are kept
+/// between changes and read again by its feed, only the tasks whose text
+/// changed parsed again ([`FileRows`]); a database is asked directly.
+/// Must be called from within a tokio runtime.
+pub fn live(
+    url: &std::path::Path,
+    store: &Arc<Store>,
+) -> (Arc<dyn RowSource>, mpsc::Receiver<StoreUpdate>) {
+    match store.backend() {
+        AnyBackend::File(backend) => {
+            let rows = Arc::new(FileRows::new(backend.clone()));
+            let source = FileSource::with_rows(backend.path(), Arc::clone(&rows));
+            let feed = ChangeFeed::with_source(Box::new(source), FeedOptions::default());
+            (rows, forward(feed))
+        }
+        _ => (
+            Arc::clone(store) as Arc<dyn RowSource>,
+            events_of(url.to_path_buf()),
+        ),
+    }
 }
 
 /// Copy `text` to the clipboard of the terminal (also over ssh) with OSC 52.
@@ -283,15 +314,8 @@ async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
     if let Some(w) = worker.as_mut() {
         app.worker = Some(w.state());
     }
-    // A database is read a window around the selection at a time; a JSON
-    // file is read whole at each change (that is how a file is read).
-    let windowed = matches!(store.backend(), crate::store::AnyBackend::Sqlite(_));
-    let mut feed = if windowed {
-        app = app.with_source(Arc::clone(&store) as Arc<dyn super::window::RowSource>);
-        events_of(options.store.clone())
-    } else {
-        snapshots(options.store.clone(), Arc::clone(&store))
-    };
+    let (source, mut feed) = live(&options.store, &store);
+    app = app.with_source(source);
     let mut feed_alive = true;
     let (terminal, _guard) = setup(panics)?;
     let mut terminal = terminal;

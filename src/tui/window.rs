@@ -43,6 +43,20 @@ impl<B: Backend> RowSource for Store<B> {
     }
 }
 
+/// A JSON file's rows, kept between changes by its feed
+/// ([`crate::watch::FileSource::with_rows`]).
+impl RowSource for crate::store::FileRows {
+    fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
+        crate::store::FileRows::page(self, q)
+    }
+    fn counts(&self) -> Result<StatusCounts, StoreError> {
+        Ok(crate::store::FileRows::counts(self))
+    }
+    fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
+        crate::store::FileRows::task(self, id)
+    }
+}
+
 /// Tasks in memory (tests, and the reference the others agree with).
 impl RowSource for RwLock<TaskMap> {
     fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {

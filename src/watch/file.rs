@@ -7,7 +7,9 @@ use std::time::SystemTime;
 use indexmap::IndexMap;
 
 use super::{Catchup, FeedSource, MAX_BATCH, ResetReason, TaskChange, Unavailable, Wake};
-use crate::store::{FileBackend, StoreError, TaskDigest};
+use std::sync::Arc;
+
+use crate::store::{FileBackend, FileRows, StoreError, TaskDigest};
 
 /// What identifies one version of the file cheaply.
 type Stamp = Option<(u64, u64, SystemTime)>;
@@ -33,6 +35,9 @@ pub struct FileSource {
     known: Option<IndexMap<String, Known>>,
     stamp: Stamp,
     reads: u64,
+    /// The rows a reader pages through, read again by the feed itself at
+    /// each change (one read of the file serves both).
+    rows: Option<Arc<FileRows>>,
 }
 
 impl FileSource {
@@ -44,6 +49,17 @@ impl FileSource {
             known: None,
             stamp: None,
             reads: 0,
+            rows: None,
+        }
+    }
+
+    /// The feed of the whole file at `path` that also keeps `rows` up to
+    /// date: they are read again before each event is sent, so a reader
+    /// taking the event finds them as new as it.
+    pub fn with_rows(path: impl Into<PathBuf>, rows: Arc<FileRows>) -> Self {
+        FileSource {
+            rows: Some(rows),
+            ..FileSource::new(path, None)
         }
     }
 
@@ -51,6 +67,9 @@ impl FileSource {
     /// task in full (and of every task, only those whose text changed since
     /// the last read); `None` when the file does not exist.
     fn read(&self) -> Result<Option<IndexMap<String, Known>>, StoreError> {
+        if let Some(rows) = &self.rows {
+            return rows.refresh();
+        }
         let Some(id) = self.task.as_deref() else {
             let empty = IndexMap::new();
             return self.backend.digests(self.known.as_ref().unwrap_or(&empty));
