@@ -13,11 +13,15 @@
 
 use serde::Serialize;
 
+use super::sqlite::CopyCounts;
 use super::{AnyBackend, Backend, PageQuery, SortKey, Store, StoreError};
 use crate::task::Task;
 
-/// How many tasks one read or one write transaction moves.
+/// How many tasks one read (a page of a database) moves.
 pub const BATCH: usize = 1000;
+
+/// How many tasks one write transaction into a database moves.
+pub const WRITE_BATCH: usize = 10_000;
 
 /// What a copy did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -140,49 +144,82 @@ pub fn copy(
         }
     }
     // A file is rewritten whole by every write: one write for all of it.
-    let one_write = matches!(to.backend(), AnyBackend::File(_));
-    let mut whole = Vec::new();
+    // A database takes larger batches than it is read in: each commit
+    // waits for the disk.
+    let write_batch = match to.backend() {
+        AnyBackend::File(_) => usize::MAX,
+        _ => WRITE_BATCH,
+    };
+    let mut pending = Vec::new();
     let mut write = |batch: Vec<Task>| -> Result<(), StoreError> {
-        let mut counts = (0, 0, 0);
-        to.backend().transaction(&mut |dst| {
-            counts = (0, 0, 0);
-            for task in &batch {
-                match dst.get(&task.task_id)? {
-                    Some(existing) if existing == *task => counts.2 += 1,
-                    Some(existing) if existing.revision > task.revision => {
-                        return Err(refuse(format!(
-                            "its task {} changed while copying (revision {})",
-                            task.task_id, existing.revision
-                        )));
-                    }
-                    Some(_) => {
-                        dst.insert(task.clone());
-                        counts.1 += 1;
-                    }
-                    None => {
-                        dst.insert(task.clone());
-                        counts.0 += 1;
-                    }
-                }
-            }
-            Ok(counts.0 + counts.1 > 0)
-        })?;
-        report.copied += counts.0;
-        report.updated += counts.1;
-        report.unchanged += counts.2;
+        let counts = match to.backend() {
+            AnyBackend::Sqlite(db) => db
+                .copy_batch(&batch)?
+                .map_err(|newer| changed_while_copying(&refuse, &newer.task_id, newer.revision))?,
+            other => write_checked(other, &batch, &refuse)?,
+        };
+        report.copied += counts.copied;
+        report.updated += counts.updated;
+        report.unchanged += counts.unchanged;
         progress(report.total());
         Ok(())
     };
     for_each_batch(from, |batch| {
-        if one_write {
-            whole.extend(batch);
-            Ok(())
-        } else {
-            write(batch)
+        if pending.is_empty() && batch.len() >= write_batch {
+            return write(batch);
         }
+        pending.extend(batch);
+        if pending.len() >= write_batch {
+            write(std::mem::take(&mut pending))?;
+        }
+        Ok(())
     })?;
-    if one_write && !whole.is_empty() {
-        write(whole)?;
+    if !pending.is_empty() {
+        write(pending)?;
     }
     Ok(report)
+}
+
+fn changed_while_copying(
+    refuse: &impl Fn(String) -> StoreError,
+    id: &str,
+    revision: u64,
+) -> StoreError {
+    refuse(format!(
+        "its task {id} changed while copying (revision {revision})"
+    ))
+}
+
+/// Write a batch through the backend's transaction, task by task.
+fn write_checked(
+    to: &AnyBackend,
+    batch: &[Task],
+    refuse: &impl Fn(String) -> StoreError,
+) -> Result<CopyCounts, StoreError> {
+    let mut counts = CopyCounts::default();
+    to.transaction(&mut |dst| {
+        counts = CopyCounts::default();
+        for task in batch {
+            match dst.get(&task.task_id)? {
+                Some(existing) if existing == *task => counts.unchanged += 1,
+                Some(existing) if existing.revision > task.revision => {
+                    return Err(changed_while_copying(
+                        refuse,
+                        &task.task_id,
+                        existing.revision,
+                    ));
+                }
+                Some(_) => {
+                    dst.insert(task.clone());
+                    counts.updated += 1;
+                }
+                None => {
+                    dst.insert(task.clone());
+                    counts.copied += 1;
+                }
+            }
+        }
+        Ok(counts.copied + counts.updated > 0)
+    })?;
+    Ok(counts)
 }
