@@ -3,7 +3,8 @@
 //!
 //! - Streaming: a database is read a page at a time and every store is
 //!   written in batches, so a million tasks are never held twice. (A JSON
-//!   file is read whole: that is how it is read anyway.)
+//!   file is read whole, once: that is how it is read anyway; its tasks are
+//!   moved out of it batch by batch.)
 //! - Idempotent: running it again (say, after an interruption) skips the
 //!   tasks already there, and brings forward those that changed in FROM
 //!   since (a higher revision).
@@ -15,7 +16,7 @@ use serde::Serialize;
 
 use super::sqlite::CopyCounts;
 use super::{AnyBackend, Backend, PageQuery, SortKey, Store, StoreError};
-use crate::task::Task;
+use crate::task::{Task, TaskMap};
 
 /// How many tasks one read (a page of a database) moves.
 pub const BATCH: usize = 1000;
@@ -45,11 +46,12 @@ impl CopyReport {
 /// Read FROM's tasks in store order, `BATCH` at a time.
 fn for_each_batch(
     from: &Store<AnyBackend>,
+    whole: Option<TaskMap>,
     mut f: impl FnMut(Vec<Task>) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
-    if let AnyBackend::File(_) = from.backend() {
+    if let Some(whole) = whole {
         let mut batch = Vec::with_capacity(BATCH);
-        for task in from.load()?.into_values() {
+        for task in whole.into_values() {
             batch.push(task);
             if batch.len() == BATCH {
                 f(std::mem::take(&mut batch))?;
@@ -93,6 +95,12 @@ pub fn copy(
         to: to.location(),
         reason,
     };
+    // A JSON file is read whole (that is how it is read anyway), once: the
+    // check below looks tasks up in it, and the copy moves them out of it.
+    let whole = match from.backend() {
+        AnyBackend::File(_) => Some(from.load()?),
+        _ => None,
+    };
     // First, without writing: every task TO holds must be FROM's, at the
     // same or an older revision.
     if to.backend().exists()? {
@@ -108,9 +116,9 @@ pub fn copy(
             after = Some(last.task_id.clone());
             let full = page.len() == BATCH;
             let mut problem = None;
-            from.backend().snapshot(&mut |src| {
+            let mut check = |src: &dyn Fn(&str) -> Result<Option<u64>, StoreError>| {
                 for t in &page {
-                    match src.get(&t.task_id)? {
+                    match src(&t.task_id)? {
                         None => {
                             problem = Some(format!(
                                 "it holds task {} that {} does not have",
@@ -119,13 +127,13 @@ pub fn copy(
                             ));
                             break;
                         }
-                        Some(s) if s.revision < t.revision => {
+                        Some(revision) if revision < t.revision => {
                             problem = Some(format!(
                                 "its task {} is at revision {}, newer than the {} in {}: \
                                  it is in use",
                                 t.task_id,
                                 t.revision,
-                                s.revision,
+                                revision,
                                 from.location()
                             ));
                             break;
@@ -134,7 +142,13 @@ pub fn copy(
                     }
                 }
                 Ok(())
-            })?;
+            };
+            match &whole {
+                Some(tasks) => check(&|id| Ok(tasks.get(id).map(|t| t.revision)))?,
+                None => from
+                    .backend()
+                    .snapshot(&mut |src| check(&|id| Ok(src.get(id)?.map(|t| t.revision))))?,
+            }
             if let Some(p) = problem {
                 return Err(refuse(p));
             }
@@ -164,7 +178,7 @@ pub fn copy(
         progress(report.total());
         Ok(())
     };
-    for_each_batch(from, |batch| {
+    for_each_batch(from, whole, |batch| {
         if pending.is_empty() && batch.len() >= write_batch {
             return write(batch);
         }

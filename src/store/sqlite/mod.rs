@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use super::file::DEFAULT_LOCK_TIMEOUT;
@@ -249,6 +250,14 @@ impl SqliteBackend {
         // Durable on return from every commit; per connection.
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(|e| self.error("set synchronous=FULL", e))?;
+        // The last connection to close would otherwise checkpoint the WAL
+        // into the database (two more fsyncs) and delete it, which the next
+        // short-lived process then creates again: most of a `rudder
+        // heartbeat`'s time. The WAL stays, durable as it is, and is
+        // checkpointed by the commit that grows it past SQLite's
+        // auto-checkpoint size (1000 pages).
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+            .map_err(|e| self.error("keep the WAL on close", e))?;
         Ok(Some(conn))
     }
 
