@@ -375,3 +375,100 @@ fn the_search_in_the_task_view_is_typed_kept_and_dropped() {
     app.handle_key(key(KeyCode::Esc));
     assert!(matches!(&app.popup, Popup::View(v) if v.query.is_empty()));
 }
+
+fn drawn(app: &mut App) -> String {
+    let mut terminal =
+        ratatui::Terminal::new(ratatui::backend::TestBackend::new(100, 30)).expect("test terminal");
+    terminal
+        .draw(|f| rudder::tui::view::draw(f, app, &rudder::tui::view::Theme::DEFAULT))
+        .expect("draw");
+    screen_text(&terminal)
+}
+
+#[test]
+fn r_with_marks_says_it_is_about_the_marked_and_a_finished_one_is_not_called_unfinished() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tasks.json");
+    let past = Store::open(&path).with_clock(Arc::new(|| Utc::now() - TimeDelta::hours(1)));
+    let store = Store::open(&path);
+    let new = |title: &str| {
+        past.create(NewTask {
+            title: Some(title.into()),
+            ..NewTask::default()
+        })
+        .expect("create")
+        .task
+        .task_id
+    };
+    let (a, b, c) = (new("a"), new("b"), new("c"));
+    let mut app = App::new(&path, false, Utc::now());
+    app.on_feed(snapshot(store.load().expect("load")));
+    for t in [&a, &b] {
+        select(&mut app, t);
+        app.handle_key(ch(' '));
+    }
+    // One marked task finishes before R.
+    let before = store.load().expect("load");
+    store
+        .complete(&b, serde_json::json!({}), rudder::task::Actor::Anyone)
+        .expect("complete");
+    app.on_feed(snapshot_after(&before, store.load().expect("load")));
+    app.handle_key(ch('R'));
+    let prompt = drawn(&mut app);
+    assert!(prompt.contains("of the 2 marked task(s)"), "{prompt}");
+    assert!(!prompt.contains("Fail every"), "{prompt}");
+    let effects = app.handle_key(key(KeyCode::Enter));
+    run(&mut app, &store, effects);
+    let preview = drawn(&mut app);
+    assert!(preview.contains("1 task(s) left alone:"), "{preview}");
+    assert!(
+        !preview.contains("unfinished task(s) left alone"),
+        "{preview}"
+    );
+    assert_eq!(store.get(&c).expect("get").status, Status::Working);
+}
+
+#[test]
+fn at_80_columns_the_header_keeps_the_filter_and_the_watch_state_in_sight() {
+    let mut tasks = fixture();
+    tasks.get_mut(&id(2)).expect("fixture").lease_expires_at = Some(now() - TimeDelta::seconds(30));
+    tasks.get_mut(&id(6)).expect("fixture").lease_expires_at = Some(now() - TimeDelta::seconds(30));
+    let deep = "/home/oncall/incidents/2026/december/rudder-demo-store.json";
+    let mut app = App::new(std::path::Path::new(deep), false, now());
+    app.on_feed(snapshot(tasks));
+    app.worker = Some(rudder::tui::WorkerState::Running { pid: 4242 });
+    assert_eq!(app.stalled, 2);
+    for _ in 0..3 {
+        app.handle_key(ch(' '));
+        app.handle_key(ch('j'));
+    }
+    app.handle_key(ch('/'));
+    type_text(&mut app, "INC");
+    app.handle_key(key(KeyCode::Enter));
+    let mut terminal =
+        ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 24)).expect("test terminal");
+    terminal
+        .draw(|f| rudder::tui::view::draw(f, &mut app, &rudder::tui::view::Theme::DEFAULT))
+        .expect("draw");
+    let screen = screen_text(&terminal);
+    let mut lines = screen.lines();
+    let (first, second) = (lines.next().expect("line 1"), lines.next().expect("line 2"));
+    // The long store name, the worker's key hint and the sort gave way,
+    // not the filter.
+    assert!(first.contains("worker: pid 4242 running"), "{first}");
+    assert!(first.contains("filter: /inc ("), "{first}");
+    assert!(first.contains("of 6)"), "{first}");
+    // With stalled tasks and marks, the watch state still shows.
+    assert!(second.contains("⚠ 2 stalled"), "{second}");
+    assert!(second.contains("marked"), "{second}");
+    assert!(second.contains("● live"), "{second}");
+    // Without a filter the sort is back.
+    app.handle_key(key(KeyCode::Esc));
+    terminal
+        .draw(|f| rudder::tui::view::draw(f, &mut app, &rudder::tui::view::Theme::DEFAULT))
+        .expect("draw");
+    let screen = screen_text(&terminal);
+    let first = screen.lines().next().expect("line 1");
+    assert!(first.contains("sort: created"), "{first}");
+    assert!(!first.contains("filter"), "{first}");
+}

@@ -374,3 +374,31 @@ fn list_fields_take_commas_or_a_json_array() {
     let e = form(&app).fields[0].error.clone().unwrap_or_default();
     assert!(e.contains("expected an integer"), "{e}");
 }
+
+#[test]
+fn a_question_too_long_for_the_form_says_it_goes_on() {
+    let mut t = task(1, Status::InputRequired, "INC-7 ask", 10, 1);
+    t.input_schema = Some(json!({"type": "object", "properties": {"s": {"type": "string"}}}));
+    let question = format!("{}END", "why? ".repeat(4000));
+    t.status_message = Some(question.clone());
+    let f = Form::for_task(&t);
+    let shown = f.message.as_deref().expect("the question");
+    assert!(!shown.contains("END"), "the form shows the head of it");
+    let total = question.chars().count();
+    // The form keeps the first 2 × MAX_CHARS characters.
+    let kept = 2 * rudder::tui::shown::MAX_CHARS;
+    assert!(
+        shown.ends_with(&format!(
+            "… ({} more characters: `rudder get ID` shows them all)",
+            total - kept
+        )),
+        "{}",
+        &shown[shown.len() - 80..]
+    );
+    // A question that fits is shown as is.
+    t.status_message = Some("which service?".into());
+    assert_eq!(
+        Form::for_task(&t).message.as_deref(),
+        Some("which service?")
+    );
+}

@@ -296,3 +296,40 @@ fn watch_help_says_where_the_config_file_is() {
     );
     assert!(text.contains("~/.config/rudder/config.toml"), "{text}");
 }
+
+#[test]
+fn ctrl_c_cannot_be_rebound_and_config_problems_are_read_whole_in_the_help() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = write_config(
+        dir.path(),
+        "[keys]\nsort = \"ctrl-c\"\ncancel = \"Ctrl-\"\nquit = [\"q\", \"Ctrl-C\"]\n",
+    );
+    let config = config::load_file(&path);
+    let all = config.problems.join("\n");
+    assert_eq!(config.problems.len(), 2, "{all}");
+    // Bound to sort, Ctrl-C would still quit: the binding would be dead.
+    assert!(
+        all.contains("line 2, column 1: [keys] sort: Ctrl-C always quits; pick another key"),
+        "{all}"
+    );
+    assert_eq!(
+        config
+            .keys
+            .action(Scope::List, false, Key::parse("s").expect("a key")),
+        Some(Action::Sort),
+        "sort keeps its default"
+    );
+    let mut app = app_with(fixture());
+    app.configure(config);
+    app.handle_key(ch('?'));
+    // At 80×24 each problem wraps inside the overlay: its last words are
+    // on screen, not cut off with an ellipsis.
+    let help = draw(&mut app, 80, 24);
+    let flat: String = help
+        .lines()
+        .map(|l| l.trim_matches(|c: char| c == '│' || c == ' '))
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(flat.contains("pick another key"), "{help}");
+    assert!(flat.contains("comes one letter (Ctrl-s)"), "{help}");
+}

@@ -121,7 +121,8 @@ pub struct CreateArgs {
     #[arg(long, value_name = "JSON|@FILE")]
     pub schema: Option<String>,
     /// Idempotency key: creating again with the same key returns the same task
-    #[arg(long, value_name = "KEY")]
+    // Not empty: `--key "$UNSET"` would make every such create one task.
+    #[arg(long, value_name = "KEY", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub key: Option<String>,
     /// Short human label
     #[arg(long, value_name = "TEXT")]

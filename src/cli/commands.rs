@@ -460,6 +460,13 @@ fn copy(from: &Path, to: &Path, json: bool) -> Result<(), CliError> {
         ));
     }
     let (src, dst) = (Store::open_url(&from_url), Store::open_url(&to_url));
+    // A mistyped FROM must not look like an empty store copied (as `list`).
+    if !crate::store::Backend::exists(src.backend())? {
+        output::note(&format!(
+            "rudder: no store at {}: it does not exist, so there is nothing to copy",
+            output::sanitize_line(&src.location())
+        ));
+    }
     // A spinner with the count on a terminal; indicatif draws nothing when
     // stderr is not one (a script, a log), and `--json` keeps stderr quiet.
     let bar = if json {

@@ -432,12 +432,21 @@ impl Form {
             task_id: task.task_id.clone(),
             label: sanitize(task.label().unwrap_or(task.short_id())).into_owned(),
             message: task.status_message.as_deref().map(|m| {
-                // Line breaks are kept: the question is shown in full.
-                crate::tui::shown::head(m)
+                // Line breaks are kept; a question past the first few
+                // thousand characters says that it goes on, and where.
+                let head = crate::tui::shown::head(m);
+                let mut text = head
                     .split('\n')
                     .map(|l| sanitize(l).trim_end().to_string())
                     .collect::<Vec<_>>()
-                    .join("\n")
+                    .join("\n");
+                if head.len() < m.len() {
+                    let rest = m[head.len()..].chars().count();
+                    text.push_str(&format!(
+                        "… ({rest} more characters: `rudder get ID` shows them all)"
+                    ));
+                }
+                text
             }),
             revision: task.revision,
             notes: spec

@@ -437,6 +437,12 @@ pub fn binding(action: Action) -> &'static Binding {
         .expect("every action has a row in the key table")
 }
 
+/// Ctrl-C, which always quits.
+const CTRL_C: Key = Key {
+    code: KeyCode::Char('c'),
+    ctrl: true,
+};
+
 /// One key: a key code and whether Ctrl is held (Shift is part of the
 /// character: `G`, `*`, or of the code: Shift-Tab).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -652,6 +658,14 @@ impl KeyMap {
                     name: name.clone(),
                     reason,
                 }),
+                // Ctrl-C quits before any table is asked: bound to
+                // something else, the key would silently do nothing.
+                Ok(p) if TABLE[i].action != Action::Quit && p.contains(&CTRL_C) => {
+                    refused.push(Refused {
+                        name: name.clone(),
+                        reason: "Ctrl-C always quits; pick another key".into(),
+                    })
+                }
                 Ok(p) if TABLE[i].scopes == FORM && p.iter().any(|k| k.types()) => {
                     refused.push(Refused {
                         name: name.clone(),

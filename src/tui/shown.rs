@@ -10,9 +10,13 @@
 //! vanished (so a writer that keeps no revisions is covered too). Drawing a
 //! frame then only cuts the cached text to the width of its column.
 //!
-//! The cached text is capped: a line keeps at most [`MAX_CHARS`] characters
-//! (more than any terminal is wide), a JSON value at most [`MAX_LINES`] lines;
-//! what is cut ends in `…`, and `rudder get ID` prints everything.
+//! The cached text is capped: a table cell keeps at most [`MAX_CHARS`]
+//! characters (more than any terminal is wide); the detail pane and the
+//! task view, which wrap text to be read whole, keep [`MAX_TEXT_CHARS`] of
+//! one text (a message, a note, a line of JSON: a stack trace fits), a
+//! JSON value at most [`MAX_LINES`] lines and [`MAX_JSON_CHARS`]
+//! characters. What is cut says how much is missing, and `rudder get ID`
+//! prints everything.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -26,6 +30,12 @@ use crate::text::sanitize;
 pub const MAX_CHARS: usize = 2_000;
 /// The most lines of one pretty-printed JSON value kept for the screen.
 pub const MAX_LINES: usize = 5_000;
+/// The most characters of one text kept for the detail pane and the task
+/// view.
+pub const MAX_TEXT_CHARS: usize = 64 * 1024;
+/// The most characters of one pretty-printed JSON value kept for the
+/// detail pane and the task view (all its lines together).
+pub const MAX_JSON_CHARS: usize = 1024 * 1024;
 
 /// `text`, sanitized and capped at [`MAX_CHARS`] characters (then ending
 /// in `…`).
@@ -41,6 +51,26 @@ pub fn head(text: &str) -> &str {
     match text.char_indices().nth(2 * MAX_CHARS) {
         Some((cut, _)) => &text[..cut],
         None => text,
+    }
+}
+
+/// `text`, sanitized and capped at [`MAX_TEXT_CHARS`] characters, for the
+/// detail pane and the task view: when cut, it ends saying how many
+/// characters are left out and where to read them.
+pub fn shown_whole(text: &str) -> String {
+    cap_whole(sanitize(text), MAX_TEXT_CHARS)
+}
+
+fn cap_whole(text: Cow<'_, str>, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.into_owned(),
+        Some((cut, _)) => {
+            let rest = text[cut..].chars().count();
+            format!(
+                "{}… ({rest} more characters: `rudder get ID` shows them all)",
+                &text[..cut]
+            )
+        }
     }
 }
 
@@ -61,10 +91,14 @@ fn cap(text: Cow<'_, str>) -> String {
 pub fn json_lines(value: &Value) -> Vec<String> {
     let pretty = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
     let mut lines = Vec::new();
-    let mut all = pretty.lines();
-    for l in all.by_ref().take(MAX_LINES) {
+    let mut all = pretty.lines().peekable();
+    let mut budget = MAX_JSON_CHARS;
+    while lines.len() < MAX_LINES && budget > 0 {
+        let Some(l) = all.next() else { break };
         // Escapes are already JSON-escaped, but bidi overrides are not.
-        lines.push(shown(&format!(" {l}")));
+        let line = cap_whole(sanitize(&format!(" {l}")), budget.min(MAX_TEXT_CHARS));
+        budget = budget.saturating_sub(line.chars().count());
+        lines.push(line);
     }
     let rest = all.count();
     if rest > 0 {
@@ -199,9 +233,9 @@ impl ShownDetail {
         }
         ShownDetail {
             id: shown(&task.task_id),
-            title: task.title.as_deref().map(shown),
-            key: task.idempotency_key.as_deref().map(shown),
-            message: task.status_message.as_deref().map(shown),
+            title: task.title.as_deref().map(shown_whole),
+            key: task.idempotency_key.as_deref().map(shown_whole),
+            message: task.status_message.as_deref().map(shown_whole),
             holder: task.claimed_by.as_deref().map(shown),
             schema: task.input_schema.as_ref().map(|s| {
                 let mut lines = schema_lines(s);
@@ -215,7 +249,7 @@ impl ShownDetail {
             notes: task
                 .history
                 .iter()
-                .map(|h| h.note.as_deref().map(shown).unwrap_or_default())
+                .map(|h| h.note.as_deref().map(shown_whole).unwrap_or_default())
                 .collect(),
         }
     }
@@ -334,6 +368,37 @@ mod tests {
         cache.forget("t-1");
         assert_eq!(cache.row(&task).label, "same revision");
         assert_eq!(cache.made(), 5);
+    }
+
+    #[test]
+    fn the_detail_keeps_a_long_message_whole() {
+        // A 5 kB stack trace is read whole in the task view, not cut at
+        // a table cell's length.
+        let mut task = Task::new("t-1", Status::Failed);
+        let trace: String = (0..250)
+            .map(|i| format!("at frame {i:04} in x.rs\n"))
+            .collect();
+        assert!(trace.len() > 2 * MAX_CHARS);
+        task.status_message = Some(trace.clone());
+        task.error = Some(serde_json::json!({ "trace": trace }));
+        let d = ShownDetail::of(&task);
+        assert_eq!(d.message.as_deref(), Some(sanitize(&trace).as_ref()));
+        let error = &d
+            .blocks
+            .iter()
+            .find(|(n, _)| n == "error")
+            .expect("error")
+            .1;
+        assert!(error.iter().any(|l| l.contains("frame 0249")), "{error:?}");
+        // Past the cap, the cut says how much is missing.
+        let huge = "y".repeat(MAX_TEXT_CHARS + 7);
+        task.status_message = Some(huge);
+        let m = ShownDetail::of(&task).message.expect("message");
+        assert!(
+            m.ends_with("… (7 more characters: `rudder get ID` shows them all)"),
+            "{}",
+            &m[m.len() - 80..]
+        );
     }
 
     #[test]

@@ -13,20 +13,19 @@ use crate::tui::app::{App, WatchState};
 
 pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     let width = usize::from(area.width);
-    let mut first = vec![
-        Span::styled(" rudder ", theme.title()),
-        Span::raw(crate::text::clean(&app.store_label, width / 2)),
-    ];
+    let mut first = vec![Span::styled(" rudder ", theme.title())];
     if app.read_only {
         first.push(Span::styled(
             "  [read-only]",
             theme.tone(crate::tui::app::Tone::Warning),
         ));
     }
+    let worker_at = first.len() + 1;
     if let Some(w) = &app.worker {
         first.push(Span::raw("  worker: "));
         first.push(Span::styled(worker_text(w, &app.keys), theme.title()));
     }
+    let sort_at = first.len();
     first.push(Span::styled(
         format!("  sort: {}", app.sort.label()),
         theme.dim(),
@@ -47,6 +46,27 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         }
         first.push(Span::styled(f, theme.tone(crate::tui::app::Tone::Warning)));
     }
+    // What does not fit gives way, least needed first: the worker's key
+    // hint (the footer has it), then the sort while a filter is shown; the
+    // store's name takes what is left (up to half the width). The filter
+    // must stay in sight, or a filtered table passes for the whole store.
+    const STORE_MIN: usize = 12;
+    let used = |spans: &[Span]| spans.iter().map(Span::width).sum::<usize>() + STORE_MIN;
+    if used(&first) > width
+        && let Some(w) = &app.worker
+    {
+        let text = worker_text(w, &app.keys);
+        let short = text
+            .rsplit_once(" (")
+            .map_or(text.as_str(), |(head, _)| head);
+        first[worker_at] = Span::styled(short.to_string(), theme.title());
+    }
+    if used(&first) > width && app.filter.active() {
+        first.remove(sort_at);
+    }
+    let rest: usize = first.iter().map(Span::width).sum();
+    let room = width.saturating_sub(rest).min(width / 2).max(STORE_MIN);
+    first.insert(1, Span::raw(crate::text::clean(&app.store_label, room)));
 
     let mut second = vec![Span::raw(" ")];
     for (i, status) in Status::ALL.iter().enumerate() {
@@ -66,6 +86,9 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         second.push(Span::styled(text, style));
         second.push(Span::raw("  "));
     }
+    // Where the stalled count goes, and its hint, which gives way when the
+    // line would not fit (the detail and the task view say it too).
+    let stalled_at = second.len();
     if app.stalled > 0 {
         // Nobody works on these though they say working: a person should
         // reclaim them (before anyone has, they look like any other).
@@ -97,6 +120,9 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         watch,
         if error { theme.error() } else { theme.title() },
     ));
+    if app.stalled > 0 && second.iter().map(Span::width).sum::<usize>() > width {
+        second[stalled_at] = Span::styled(format!("⚠ {} stalled", app.stalled), theme.stalled());
+    }
     frame.render_widget(
         Paragraph::new(vec![Line::from(first), Line::from(second)]),
         area,

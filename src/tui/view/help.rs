@@ -21,6 +21,17 @@ enum Entry {
 
 fn entries(app: &App) -> Vec<Entry> {
     let mut out = Vec::new();
+    // Notes first: on a short terminal the key list is cut at the bottom,
+    // and a config problem the status line sends the user here for must
+    // still be on screen.
+    if app.read_only {
+        out.push(Entry::Note(
+            "read-only: input, cancel and reclaim are refused".into(),
+        ));
+    }
+    for p in &app.config_problems {
+        out.push(Entry::Note(p.clone()));
+    }
     let mut scopes = vec![Scope::List, Scope::View, Scope::Form];
     if app.worker.is_some() {
         scopes.push(Scope::Demo);
@@ -41,14 +52,6 @@ fn entries(app: &App) -> Vec<Entry> {
         "mouse".into(),
         "wheel scrolls, click selects".into(),
     ));
-    if app.read_only {
-        out.push(Entry::Note(
-            "read-only: input, cancel and reclaim are refused".into(),
-        ));
-    }
-    for p in &app.config_problems {
-        out.push(Entry::Note(p.clone()));
-    }
     out
 }
 
@@ -75,6 +78,28 @@ fn line(e: &Entry, width: usize, key_w: usize, theme: &Theme) -> Line<'static> {
     }
 }
 
+/// `entries` with each note wrapped to `width` (its continuation rows
+/// indented), so that a config problem is read whole, not cut at the edge.
+fn wrap_notes(entries: Vec<Entry>, width: usize) -> Vec<Entry> {
+    let mut out = Vec::with_capacity(entries.len());
+    for e in entries {
+        match e {
+            Entry::Note(n) => {
+                for (i, (start, end)) in
+                    crate::tui::task_view::wrap_text(&n, width, width.saturating_sub(2))
+                        .into_iter()
+                        .enumerate()
+                {
+                    let indent = if i == 0 { "" } else { "  " };
+                    out.push(Entry::Note(format!("{indent}{}", &n[start..end])));
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     let entries = entries(app);
     let room = usize::from(area.height.saturating_sub(2)).max(1);
@@ -83,12 +108,13 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     } else {
         1
     };
-    let per_col = entries.len().div_ceil(columns);
     let width = area
         .width
         .saturating_sub(2)
         .min(if columns == 2 { 160 } else { 100 });
     let col_w = usize::from(width.saturating_sub(2)) / columns - usize::from(columns > 1);
+    let entries = wrap_notes(entries, col_w);
+    let per_col = entries.len().div_ceil(columns);
     // Each column's keys as wide as its widest, up to half the column.
     let key_w = |c: usize| {
         entries

@@ -19,10 +19,15 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     let mut cursor = None;
     let footer;
     match &app.popup {
-        Popup::ReclaimAge { input, error, .. } => {
-            lines.push(Line::raw(
-                "Fail every unfinished task not updated for at least:",
-            ));
+        Popup::ReclaimAge { input, error, only } => {
+            // With marks, only the marked tasks are considered: say so.
+            lines.push(Line::raw(match only {
+                Some(ids) => format!(
+                    "Fail those of the {} marked task(s) unfinished and not updated for at least:",
+                    ids.len()
+                ),
+                None => "Fail every unfinished task not updated for at least:".into(),
+            }));
             cursor = Some((1, 2 + input.visual_cursor()));
             lines.push(Line::raw(format!(
                 "  {}",
@@ -161,7 +166,17 @@ fn report_lines(
             )
         } else {
             (
-                format!("{} unfinished task(s) left alone:", report.skipped.len()),
+                // A marked task may have finished since: then not
+                // "unfinished".
+                format!(
+                    "{} {}task(s) left alone:",
+                    report.skipped.len(),
+                    if report.skipped.iter().any(|s| s.status.is_terminal()) {
+                        ""
+                    } else {
+                        "unfinished "
+                    }
+                ),
                 theme.dim(),
                 3,
             )

@@ -30,7 +30,8 @@ enum Col {
 /// takes what is left). Below 100 columns the status is its symbol alone
 /// (the colour and the symbol still tell it); then, while the message would
 /// get fewer than 24 columns, the least important go: progress, age, a
-/// narrower title, the last update. Nothing is cut mid-column.
+/// narrower title, the last update. Nothing is cut mid-column. Past a
+/// message of [`WIDE_MESSAGE`] columns, the title widens.
 fn columns(width: u16) -> Vec<(Col, u16)> {
     let mut cols = vec![
         (Col::Mark, 1),
@@ -58,8 +59,17 @@ fn columns(width: u16) -> Vec<(Col, u16)> {
             cols.retain(|c| c.0 != step);
         }
     }
+    // A wide terminal gives the title room too (up to twice its width),
+    // rather than cutting it while the message has more than it needs.
+    let spare = message(&cols).saturating_sub(WIDE_MESSAGE);
+    if let Some(c) = cols.iter_mut().find(|c| c.0 == Col::Label) {
+        c.1 += spare.min(c.1);
+    }
     cols
 }
+
+/// The message's width past which the title grows too.
+const WIDE_MESSAGE: u16 = 96;
 
 pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) {
     let title = match app.table_len() {
@@ -201,6 +211,36 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) 
                     ..inner
                 },
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn width_of(cols: &[(Col, u16)], col: Col) -> Option<u16> {
+        cols.iter().find(|c| c.0 == col).map(|c| c.1)
+    }
+
+    fn message_of(width: u16) -> u16 {
+        let cols = columns(width);
+        let fixed: u16 = cols.iter().map(|c| c.1).sum::<u16>() + cols.len() as u16 - 1;
+        width - fixed
+    }
+
+    #[test]
+    fn a_wide_terminal_widens_the_title_not_only_the_message() {
+        // At 80 and 140 columns the title keeps its 24 (the snapshots).
+        assert_eq!(width_of(&columns(140), Col::Label), Some(24));
+        assert_eq!(width_of(&columns(80), Col::Label), Some(24));
+        // At 200 the title grows to 48 and the message still has 96+.
+        assert_eq!(width_of(&columns(200), Col::Label), Some(48));
+        assert!(message_of(200) >= WIDE_MESSAGE, "{}", message_of(200));
+        // Never past twice its width, however wide.
+        assert_eq!(width_of(&columns(500), Col::Label), Some(48));
+        for w in 60..400 {
+            assert!(message_of(w) >= 24.min(w), "{w}");
         }
     }
 }
