@@ -149,3 +149,70 @@ fn a_destination_holding_other_tasks_is_refused_untouched_once() {
     let r = run_plain(&["copy", a.to_str().unwrap(), a.to_str().unwrap()]);
     assert_eq!(r.code, 2, "{r:#?}");
 }
+
+/// A copy into SQLite killed (SIGKILL) after its first batches committed
+/// leaves a store that opens, holding a prefix of FROM; running it again
+/// completes it, and the result equals an uninterrupted copy.
+#[test]
+fn a_copy_killed_midway_then_run_again_gives_the_same_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = dir.path().join("big.json");
+    let n = 25_000;
+    let mut tasks = TaskMap::new();
+    for i in 0..n {
+        let mut t = rudder::task::Task::new(
+            format!("task-{i:06}"),
+            [
+                rudder::task::Status::Working,
+                rudder::task::Status::InputRequired,
+                rudder::task::Status::Completed,
+            ][i % 3],
+        );
+        t.title = Some(format!("task {i}"));
+        t.idempotency_key = Some(format!("key-{i}"));
+        t.revision = 1 + (i % 4) as u64;
+        tasks.insert(t.task_id.clone(), t);
+    }
+    std::fs::write(&from, rudder::store::encode(&tasks, 0)).unwrap();
+    let to = dir.path().join("to.db");
+    let mut child = common::rudder()
+        .arg("copy")
+        .arg(&from)
+        .arg(&to)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed as soon as a first batch is in.
+    let partial = common::wait_for(std::time::Duration::from_secs(120), || {
+        let total = Store::open(&to).counts().map(|c| c.total()).unwrap_or(0);
+        (total > 0).then_some(total)
+    })
+    .expect("a first batch committed");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let after_kill = Store::open(&to).load().expect("the store opens");
+    assert!(after_kill.len() >= partial);
+    assert!(
+        after_kill.len() < n,
+        "the copy was killed before it ended ({} of {n})",
+        after_kill.len()
+    );
+    assert!(
+        after_kill.iter().zip(tasks.iter()).all(|(a, b)| a == b),
+        "what is there is a prefix of FROM"
+    );
+
+    let r = copy(&from, &to);
+    assert_eq!(r["copied"].as_u64(), Some((n - after_kill.len()) as u64));
+    assert_eq!(r["unchanged"].as_u64(), Some(after_kill.len() as u64));
+    let whole = dir.path().join("whole.db");
+    copy(&from, &whole);
+    let (resumed, fresh) = (Store::open(&to), Store::open(&whole));
+    assert_eq!(resumed.load().unwrap(), tasks);
+    assert_eq!(resumed.load().unwrap(), fresh.load().unwrap());
+    assert_eq!(resumed.counts().unwrap(), fresh.counts().unwrap());
+    // Run once more: nothing to do.
+    let r = copy(&from, &to);
+    assert_eq!(r["unchanged"].as_u64(), Some(n as u64));
+}

@@ -3,7 +3,8 @@
 //!
 //! - Streaming: a database is read a page at a time and every store is
 //!   written in batches, so a million tasks are never held twice. (A JSON
-//!   file is read whole: that is how it is read anyway.)
+//!   file is read whole, once: that is how it is read anyway; its tasks are
+//!   moved out of it batch by batch.)
 //! - Idempotent: running it again (say, after an interruption) skips the
 //!   tasks already there, and brings forward those that changed in FROM
 //!   since (a higher revision).
@@ -13,11 +14,15 @@
 
 use serde::Serialize;
 
+use super::sqlite::CopyCounts;
 use super::{AnyBackend, Backend, PageQuery, SortKey, Store, StoreError};
-use crate::task::Task;
+use crate::task::{Task, TaskMap};
 
-/// How many tasks one read or one write transaction moves.
+/// How many tasks one read (a page of a database) moves.
 pub const BATCH: usize = 1000;
+
+/// How many tasks one write transaction into a database moves.
+pub const WRITE_BATCH: usize = 10_000;
 
 /// What a copy did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -41,11 +46,12 @@ impl CopyReport {
 /// Read FROM's tasks in store order, `BATCH` at a time.
 fn for_each_batch(
     from: &Store<AnyBackend>,
+    whole: Option<TaskMap>,
     mut f: impl FnMut(Vec<Task>) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
-    if let AnyBackend::File(_) = from.backend() {
+    if let Some(whole) = whole {
         let mut batch = Vec::with_capacity(BATCH);
-        for task in from.load()?.into_values() {
+        for task in whole.into_values() {
             batch.push(task);
             if batch.len() == BATCH {
                 f(std::mem::take(&mut batch))?;
@@ -89,6 +95,12 @@ pub fn copy(
         to: to.location(),
         reason,
     };
+    // A JSON file is read whole (that is how it is read anyway), once: the
+    // check below looks tasks up in it, and the copy moves them out of it.
+    let whole = match from.backend() {
+        AnyBackend::File(_) => Some(from.load()?),
+        _ => None,
+    };
     // First, without writing: every task TO holds must be FROM's, at the
     // same or an older revision.
     if to.backend().exists()? {
@@ -104,9 +116,9 @@ pub fn copy(
             after = Some(last.task_id.clone());
             let full = page.len() == BATCH;
             let mut problem = None;
-            from.backend().snapshot(&mut |src| {
+            let mut check = |src: &dyn Fn(&str) -> Result<Option<u64>, StoreError>| {
                 for t in &page {
-                    match src.get(&t.task_id)? {
+                    match src(&t.task_id)? {
                         None => {
                             problem = Some(format!(
                                 "it holds task {} that {} does not have",
@@ -115,13 +127,13 @@ pub fn copy(
                             ));
                             break;
                         }
-                        Some(s) if s.revision < t.revision => {
+                        Some(revision) if revision < t.revision => {
                             problem = Some(format!(
                                 "its task {} is at revision {}, newer than the {} in {}: \
                                  it is in use",
                                 t.task_id,
                                 t.revision,
-                                s.revision,
+                                revision,
                                 from.location()
                             ));
                             break;
@@ -130,7 +142,13 @@ pub fn copy(
                     }
                 }
                 Ok(())
-            })?;
+            };
+            match &whole {
+                Some(tasks) => check(&|id| Ok(tasks.get(id).map(|t| t.revision)))?,
+                None => from
+                    .backend()
+                    .snapshot(&mut |src| check(&|id| Ok(src.get(id)?.map(|t| t.revision))))?,
+            }
             if let Some(p) = problem {
                 return Err(refuse(p));
             }
@@ -140,49 +158,82 @@ pub fn copy(
         }
     }
     // A file is rewritten whole by every write: one write for all of it.
-    let one_write = matches!(to.backend(), AnyBackend::File(_));
-    let mut whole = Vec::new();
+    // A database takes larger batches than it is read in: each commit
+    // waits for the disk.
+    let write_batch = match to.backend() {
+        AnyBackend::File(_) => usize::MAX,
+        _ => WRITE_BATCH,
+    };
+    let mut pending = Vec::new();
     let mut write = |batch: Vec<Task>| -> Result<(), StoreError> {
-        let mut counts = (0, 0, 0);
-        to.backend().transaction(&mut |dst| {
-            counts = (0, 0, 0);
-            for task in &batch {
-                match dst.get(&task.task_id)? {
-                    Some(existing) if existing == *task => counts.2 += 1,
-                    Some(existing) if existing.revision > task.revision => {
-                        return Err(refuse(format!(
-                            "its task {} changed while copying (revision {})",
-                            task.task_id, existing.revision
-                        )));
-                    }
-                    Some(_) => {
-                        dst.insert(task.clone());
-                        counts.1 += 1;
-                    }
-                    None => {
-                        dst.insert(task.clone());
-                        counts.0 += 1;
-                    }
-                }
-            }
-            Ok(counts.0 + counts.1 > 0)
-        })?;
-        report.copied += counts.0;
-        report.updated += counts.1;
-        report.unchanged += counts.2;
+        let counts = match to.backend() {
+            AnyBackend::Sqlite(db) => db
+                .copy_batch(&batch)?
+                .map_err(|newer| changed_while_copying(&refuse, &newer.task_id, newer.revision))?,
+            other => write_checked(other, &batch, &refuse)?,
+        };
+        report.copied += counts.copied;
+        report.updated += counts.updated;
+        report.unchanged += counts.unchanged;
         progress(report.total());
         Ok(())
     };
-    for_each_batch(from, |batch| {
-        if one_write {
-            whole.extend(batch);
-            Ok(())
-        } else {
-            write(batch)
+    for_each_batch(from, whole, |batch| {
+        if pending.is_empty() && batch.len() >= write_batch {
+            return write(batch);
         }
+        pending.extend(batch);
+        if pending.len() >= write_batch {
+            write(std::mem::take(&mut pending))?;
+        }
+        Ok(())
     })?;
-    if one_write && !whole.is_empty() {
-        write(whole)?;
+    if !pending.is_empty() {
+        write(pending)?;
     }
     Ok(report)
+}
+
+fn changed_while_copying(
+    refuse: &impl Fn(String) -> StoreError,
+    id: &str,
+    revision: u64,
+) -> StoreError {
+    refuse(format!(
+        "its task {id} changed while copying (revision {revision})"
+    ))
+}
+
+/// Write a batch through the backend's transaction, task by task.
+fn write_checked(
+    to: &AnyBackend,
+    batch: &[Task],
+    refuse: &impl Fn(String) -> StoreError,
+) -> Result<CopyCounts, StoreError> {
+    let mut counts = CopyCounts::default();
+    to.transaction(&mut |dst| {
+        counts = CopyCounts::default();
+        for task in batch {
+            match dst.get(&task.task_id)? {
+                Some(existing) if existing == *task => counts.unchanged += 1,
+                Some(existing) if existing.revision > task.revision => {
+                    return Err(changed_while_copying(
+                        refuse,
+                        &task.task_id,
+                        existing.revision,
+                    ));
+                }
+                Some(_) => {
+                    dst.insert(task.clone());
+                    counts.updated += 1;
+                }
+                None => {
+                    dst.insert(task.clone());
+                    counts.copied += 1;
+                }
+            }
+        }
+        Ok(counts.copied + counts.updated > 0)
+    })?;
+    Ok(counts)
 }

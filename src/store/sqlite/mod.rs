@@ -11,6 +11,7 @@
 //! a newer schema is refused, untouched. A new database is created 0600
 //! (SQLite gives its `-wal` and `-shm` files the database's mode).
 
+mod bulk;
 mod schema;
 mod txn;
 
@@ -21,11 +22,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use super::file::DEFAULT_LOCK_TIMEOUT;
 use super::{Backend, StoreError, Transaction};
 use crate::task::TaskMap;
+pub use bulk::{CopyCounts, NewerInStore};
 pub use schema::{APPLICATION_ID, VERSION as SCHEMA_VERSION};
 use txn::SqlTxn;
 pub use txn::{ChangeLog, RecordedChange};
@@ -247,6 +250,14 @@ impl SqliteBackend {
         // Durable on return from every commit; per connection.
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(|e| self.error("set synchronous=FULL", e))?;
+        // The last connection to close would otherwise checkpoint the WAL
+        // into the database (two more fsyncs) and delete it, which the next
+        // short-lived process then creates again: most of a `rudder
+        // heartbeat`'s time. The WAL stays, durable as it is, and is
+        // checkpointed by the commit that grows it past SQLite's
+        // auto-checkpoint size (1000 pages).
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+            .map_err(|e| self.error("keep the WAL on close", e))?;
         Ok(Some(conn))
     }
 
@@ -375,6 +386,25 @@ impl Backend for SqliteBackend {
         &self,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
+        self.write_sql(&mut |tx| {
+            let mut txn = SqlTxn::new(tx, self);
+            let write = f(&mut txn)?;
+            if write {
+                txn.flush()?;
+            }
+            Ok(write)
+        })
+    }
+}
+
+impl SqliteBackend {
+    /// Run `f` in a write transaction on the migrated schema, committing
+    /// when it returns true (rolling back when false), again after a busy
+    /// commit until the lock timeout is used up.
+    fn write_sql(
+        &self,
+        f: &mut dyn FnMut(&rusqlite::Transaction<'_>) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
         let start = std::time::Instant::now();
         loop {
             let done = self.with_conn(Mode::Write, |conn| {
@@ -385,16 +415,11 @@ impl Backend for SqliteBackend {
                     .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                     .map_err(|e| self.error("lock the database", e))?;
                 self.migrate_in(&tx)?;
-                let mut txn = SqlTxn::new(&tx, self);
-                let write = f(&mut txn)?;
-                if !write {
-                    drop(txn);
+                if !f(&tx)? {
                     return tx
                         .rollback()
                         .map_err(|e| self.error("end the transaction", e));
                 }
-                txn.flush()?;
-                drop(txn);
                 tx.commit().map_err(|e| self.error("commit", e))
             });
             match done {
