@@ -227,10 +227,26 @@ pub fn store_exists(path: &Path) -> bool {
 pub fn remove_store(path: &Path) {
     if is_postgres(path) {
         let url = path.to_str().expect("a URL").to_string();
+        // The tables are locked in the order every reader and writer takes
+        // them (the schema table first), so that a feed reading meanwhile
+        // waits instead of deadlocking; a deadlock all the same (a reader
+        // of another shape) rolls the drop back whole, so it is run again.
         pg::off_runtime(move || {
-            postgres::Client::connect(&url, postgres::NoTls)?.batch_execute(
-                "DROP TABLE rudder_tasks, rudder_counts, rudder_changes, rudder_schema",
-            )
+            let mut client = postgres::Client::connect(&url, postgres::NoTls)?;
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let done = client.batch_execute(
+                    "DROP TABLE rudder_schema, rudder_changes, rudder_counts, rudder_tasks",
+                );
+                match done {
+                    Err(e)
+                        if attempt < 5
+                            && e.code()
+                                == Some(&postgres::error::SqlState::T_R_DEADLOCK_DETECTED) => {}
+                    done => return done,
+                }
+            }
         })
         .expect("drop the tables");
         return;
