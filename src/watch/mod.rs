@@ -125,6 +125,42 @@ pub enum Catchup {
     Unavailable(Unavailable),
 }
 
+/// A database source's catch-up read, `log` of the changes table whose
+/// identity is `at`, measured against the source's `cursor` (the table's
+/// identity and the last change seen), which it moves to the log's end.
+/// Another table under the same name, or changes gone from before the
+/// cursor's end (a table pruned or reset), make the cursor meaningless.
+pub(crate) fn follow<I: PartialEq>(
+    cursor: &mut Option<(I, i64)>,
+    at: I,
+    log: crate::store::sqlite::ChangeLog,
+) -> Catchup {
+    let Some((identity, seq)) = cursor.take() else {
+        *cursor = Some((at, log.last));
+        return Catchup::Reset(ResetReason::Start);
+    };
+    let lost = identity != at || log.last < seq || log.first.is_some_and(|f| f > seq + 1);
+    *cursor = Some((at, log.last));
+    if lost {
+        return Catchup::Reset(ResetReason::CursorLost);
+    }
+    if log.changes.len() > MAX_BATCH {
+        return Catchup::Reset(ResetReason::Overflow);
+    }
+    Catchup::Changes(
+        log.changes
+            .into_iter()
+            .map(|c| TaskChange {
+                task_id: c.task_id,
+                revision: c.revision,
+                from: c.before,
+                to: c.after,
+                at: c.at,
+            })
+            .collect(),
+    )
+}
+
 /// A function that wakes the feed: the store may have changed.
 pub type Wake = Arc<dyn Fn() + Send + Sync>;
 

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::{Catchup, FeedSource, MAX_BATCH, ResetReason, TaskChange, Unavailable, Wake};
+use super::{Catchup, FeedSource, MAX_BATCH, Unavailable, Wake};
 use crate::store::url::PgUrl;
 use crate::store::{PostgresBackend, StoreError};
 
@@ -112,30 +112,7 @@ impl FeedSource for PostgresSource {
             }
             Err(e) => return unavailable(&e),
         };
-        let Some((table, seq)) = self.cursor else {
-            self.cursor = Some((at, log.last));
-            return Catchup::Reset(ResetReason::Start);
-        };
-        let lost = table != at || log.last < seq || log.first.is_some_and(|f| f > seq + 1);
-        self.cursor = Some((at, log.last));
-        if lost {
-            return Catchup::Reset(ResetReason::CursorLost);
-        }
-        if log.changes.len() > MAX_BATCH {
-            return Catchup::Reset(ResetReason::Overflow);
-        }
-        Catchup::Changes(
-            log.changes
-                .into_iter()
-                .map(|c| TaskChange {
-                    task_id: c.task_id,
-                    revision: c.revision,
-                    from: c.before,
-                    to: c.after,
-                    at: c.at,
-                })
-                .collect(),
-        )
+        super::follow(&mut self.cursor, at, log)
     }
 
     fn reads(&self) -> u64 {

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::{Catchup, FeedSource, MAX_BATCH, ResetReason, TaskChange, Unavailable, Wake};
+use super::{Catchup, FeedSource, MAX_BATCH, Unavailable, Wake};
 use crate::store::SqliteBackend;
 use crate::store::sqlite::DbIdentity as Identity;
 
@@ -77,33 +77,7 @@ impl FeedSource for SqliteSource {
                 });
             }
         };
-        let Some((identity, seq)) = self.cursor else {
-            self.cursor = Some((at, log.last));
-            return Catchup::Reset(ResetReason::Start);
-        };
-        // Another database under the same name, or changes gone from
-        // before the cursor's end (a table pruned or reset): the cursor
-        // means nothing there.
-        let lost = identity != at || log.last < seq || log.first.is_some_and(|f| f > seq + 1);
-        self.cursor = Some((at, log.last));
-        if lost {
-            return Catchup::Reset(ResetReason::CursorLost);
-        }
-        if log.changes.len() > MAX_BATCH {
-            return Catchup::Reset(ResetReason::Overflow);
-        }
-        Catchup::Changes(
-            log.changes
-                .into_iter()
-                .map(|c| TaskChange {
-                    task_id: c.task_id,
-                    revision: c.revision,
-                    from: c.before,
-                    to: c.after,
-                    at: c.at,
-                })
-                .collect(),
-        )
+        super::follow(&mut self.cursor, at, log)
     }
 
     fn reads(&self) -> u64 {
