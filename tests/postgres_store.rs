@@ -691,3 +691,46 @@ async fn the_feed_of_one_task_reports_its_changes() {
         "{ev:?}"
     );
 }
+
+/// `rudder wait`'s case: a store dropped right after the feed's first read
+/// (before its safety net ever looked) is reported missing. The safety net
+/// used to compare each look with the one before, and "no store" before
+/// the first look equalled "no store" after the drop: `wait` waited to its
+/// timeout. A current-thread runtime, as `wait`'s; no `LISTEN` wake-ups
+/// (a drop sends none anyway), so only the safety net can tell.
+#[tokio::test(flavor = "current_thread")]
+async fn a_store_dropped_before_the_feeds_first_look_is_reported_missing() {
+    if !pg::available() {
+        return;
+    }
+    let url = pg::off_runtime(pg::store_url);
+    let store = Store::open(&url);
+    let id = store.create(NewTask::default()).unwrap().task.task_id;
+    let mut feed = rudder::watch::ChangeFeed::start(
+        PathBuf::from(&url),
+        rudder::watch::FeedOptions {
+            task: Some(id),
+            notify: false,
+            // Long enough for the drop to be done before the first look.
+            stat_interval: Duration::from_secs(2),
+            ..Default::default()
+        },
+    );
+    let first = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
+    assert!(
+        matches!(first, Ok(Some(rudder::watch::FeedEvent::Reset(_)))),
+        "{first:?}"
+    );
+    let path = PathBuf::from(&url);
+    pg::off_runtime(|| common::remove_store(&path));
+    let ev = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
+    assert!(
+        matches!(
+            ev,
+            Ok(Some(rudder::watch::FeedEvent::Unavailable(
+                rudder::watch::Unavailable::Missing
+            )))
+        ),
+        "{ev:?}"
+    );
+}

@@ -20,8 +20,6 @@ pub struct PostgresSource {
     /// The last change reported, in the changes table it was read from
     /// (its oid: a store dropped and created again is another table).
     cursor: Option<(i64, i64)>,
-    /// The last `max(seq)` the safety net saw.
-    last: Option<(i64, i64)>,
     reads: u64,
 }
 
@@ -32,7 +30,6 @@ impl PostgresSource {
             backend: PostgresBackend::new(url),
             task,
             cursor: None,
-            last: None,
             reads: 0,
         }
     }
@@ -88,8 +85,13 @@ impl FeedSource for PostgresSource {
 
     fn may_have_changed(&mut self) -> bool {
         self.backend.forget_schema();
+        // Against the cursor (what the reader was last told), not against
+        // the previous look: a store dropped before the first look would
+        // otherwise read "missing" twice, as "no change", and never be
+        // reported (`rudder wait` waited to its timeout). The cursor's
+        // `seq` is the table's last one whatever the task filter.
         match self.backend.last_change_at() {
-            Ok(now) => std::mem::replace(&mut self.last, now) != now || self.cursor.is_none(),
+            Ok(now) => now != self.cursor,
             Err(_) => true,
         }
     }
