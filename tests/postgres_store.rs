@@ -545,20 +545,48 @@ fn a_least_privileged_role_runs_everything_once_the_owner_migrated() {
     assert_eq!(r.code, 2, "{r:#?}");
 }
 
+/// A certificate authority made for one test.
+struct Ca {
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    /// Its certificate (PEM).
+    pem: String,
+}
+
+impl Ca {
+    fn new() -> Ca {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let pem = params.self_signed(&key).unwrap().pem();
+        Ca {
+            issuer: rcgen::Issuer::new(params, key),
+            pem,
+        }
+    }
+
+    /// A certificate it signed for the host `names` (or, for a client,
+    /// common name `cn`): PEM certificate and key.
+    fn sign(&self, names: &[&str], cn: Option<&str>) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        if let Some(cn) = cn {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, cn);
+        }
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
 /// A CA, and a server certificate it signed for `names` (PEM: CA cert,
 /// server cert, server key).
 fn certificates(names: &[&str]) -> (String, String, String) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let params =
-        rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-            .unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let cert = params.signed_by(&key, &issuer).unwrap();
-    (ca.pem(), cert.pem(), key.serialize_pem())
+    let ca = Ca::new();
+    let (cert, key) = ca.sign(names, None);
+    (ca.pem, cert, key)
 }
 
 #[test]
@@ -733,4 +761,227 @@ async fn a_store_dropped_before_the_feeds_first_look_is_reported_missing() {
         ),
         "{ev:?}"
     );
+}
+
+/// DESIGN/issue 11: bad credentials, a missing database and a permission
+/// denied are exit 6, say what was wrong, name the host and database, and
+/// never show the password (in the human message or in `--json`).
+#[test]
+fn bad_credentials_a_missing_database_and_a_denied_permission_are_exit_6() {
+    need_pg!();
+    let cluster = pg::Cluster::start_with_password("right-pw-7f3a").expect("a cluster");
+    let db = cluster.create_database();
+    // The owner (the superuser, over the trusted socket) makes the tables;
+    // a role without grants cannot read them.
+    let r = common::run(&PathBuf::from(cluster.url(&db)), &["migrate"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    cluster.sql(
+        &db,
+        "CREATE ROLE nogrants LOGIN PASSWORD 'nogrants-pw-91c2'",
+    );
+    let port = cluster.port;
+    let tcp = |user: &str, pw: &str, db: &str| {
+        PathBuf::from(format!("postgres://{user}:{pw}@127.0.0.1:{port}/{db}"))
+    };
+    // The right password works: what fails below are the credentials.
+    let r = common::run(&PathBuf::from(cluster.tcp_url(&db)), &["list", "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    // ... given in the URL, in PGPASSWORD or in ~/.pgpass (as libpq), the
+    // URL's winning over the variable, the variable over the file.
+    let home = tempfile::tempdir().unwrap();
+    let pgpass = home.path().join(".pgpass");
+    std::fs::write(&pgpass, format!("127.0.0.1:{port}:*:*:right-pw-7f3a\n")).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let without = format!("postgres://{}@127.0.0.1:{port}/{db}", pg::SUPERUSER);
+    let with_url_pw = format!(
+        "postgres://{}:right-pw-7f3a@127.0.0.1:{port}/{db}",
+        pg::SUPERUSER
+    );
+    for (url, pgpassword, code) in [
+        (&without, Some("right-pw-7f3a"), 0),
+        (&without, None, 0),
+        (&without, Some("wrong-pw-0b9d"), 6),
+        (&with_url_pw, Some("wrong-pw-0b9d"), 0),
+    ] {
+        let mut c = common::rudder();
+        c.env("HOME", home.path()).env_remove("PGPASSWORD");
+        if let Some(pw) = pgpassword {
+            c.env("PGPASSWORD", pw);
+        }
+        let r: common::Run = c.args(["--store", url, "list"]).output().unwrap().into();
+        assert_eq!(r.code, code, "{url} PGPASSWORD={pgpassword:?}: {r:#?}");
+        assert!(!r.stderr.contains("-pw-"), "{r:#?}");
+    }
+    let socket = cluster.dir().display().to_string();
+    let unknown_on_socket = PathBuf::from(format!(
+        "postgres://nobody:sock-pw-55e1@/{db}?host={}&port={port}",
+        pg::encode(&socket)
+    ));
+    let cases = [
+        (
+            tcp(pg::SUPERUSER, "wrong-pw-0b9d", &db),
+            "wrong-pw-0b9d",
+            "127.0.0.1",
+            db.as_str(),
+            "password authentication failed for user \"rudder\"",
+        ),
+        // Over a password-checked line the server does not say whether
+        // the role exists (it fakes the exchange); over a trusted one it
+        // does.
+        (
+            tcp("nobody", "nobody-pw-3c8e", &db),
+            "nobody-pw-3c8e",
+            "127.0.0.1",
+            &db,
+            "password authentication failed for user \"nobody\"",
+        ),
+        (
+            unknown_on_socket,
+            "sock-pw-55e1",
+            &socket,
+            &db,
+            "role \"nobody\" does not exist",
+        ),
+        (
+            tcp(pg::SUPERUSER, "right-pw-7f3a", "no_such_db"),
+            "right-pw-7f3a",
+            "127.0.0.1",
+            "no_such_db",
+            "database \"no_such_db\" does not exist",
+        ),
+        (
+            tcp("nogrants", "nogrants-pw-91c2", &db),
+            "nogrants-pw-91c2",
+            "127.0.0.1",
+            &db,
+            "permission denied for table rudder_schema",
+        ),
+    ];
+    for (url, password, host, db, why) in cases {
+        let named = format!("host {host} port {port}, database \"{db}\"");
+        for args in [
+            &["list"][..],
+            &["create", "--title", "x"],
+            &["list", "--json"],
+            &["create", "--title", "x", "--json"],
+        ] {
+            let r = common::run(&url, args);
+            assert_eq!(r.code, 6, "{url:?} {args:?}: {r:#?}");
+            let message = if args.contains(&"--json") {
+                let v = r.json();
+                assert_eq!(v["exit_code"], 6, "{v}");
+                v["message"].as_str().unwrap_or_default().to_string()
+            } else {
+                r.stderr.clone()
+            };
+            assert!(message.contains(why), "{args:?}: {message}");
+            assert!(message.contains(&named), "{args:?}: {message}");
+            assert!(
+                !r.stdout.contains(password) && !r.stderr.contains(password),
+                "{args:?}: {r:#?}"
+            );
+        }
+    }
+}
+
+/// A server that authenticates by client certificate (`pg_hba` method
+/// `cert`): `sslcert`/`sslkey` in the URL, or `PGSSLCERT`/`PGSSLKEY`
+/// (and `PGSSLROOTCERT`, `PGSSLMODE`) in the environment, are presented;
+/// without one, or with one for another role, the connection is refused
+/// (exit 6, naming the server).
+#[test]
+fn a_client_certificate_authenticates_from_the_url_or_the_pg_variables() {
+    need_pg!();
+    let cluster = pg::Cluster::start().expect("a cluster of its own");
+    let server_ca = Ca::new();
+    let (cert, key) = server_ca.sign(&["127.0.0.1"], None);
+    let client_ca = Ca::new();
+    cluster.require_client_certificates(&cert, &key, &client_ca.pem);
+    let db = cluster.create_database();
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        path.display().to_string()
+    };
+    let root = file("root.pem", &server_ca.pem);
+    let (mine, mine_key) = client_ca.sign(&[], Some(pg::SUPERUSER));
+    let (cert_file, key_file) = (file("me.crt", &mine), file("me.key", &mine_key));
+    let (other, other_key) = client_ca.sign(&[], Some("someone_else"));
+    let (other_file, other_key_file) = (file("other.crt", &other), file("other.key", &other_key));
+    let base = format!(
+        "postgres://{}@127.0.0.1:{}/{db}",
+        pg::SUPERUSER,
+        cluster.port
+    );
+    let url = |q: String| PathBuf::from(format!("{base}?sslmode=verify-full&{q}"));
+    let enc = |p: &str| pg::encode(p);
+
+    let with_cert = url(format!(
+        "sslrootcert={}&sslcert={}&sslkey={}",
+        enc(&root),
+        enc(&cert_file),
+        enc(&key_file)
+    ));
+    let r = common::run(&with_cert, &["create", "--title", "by certificate"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+
+    // No certificate: the server refuses, and the message says why and where.
+    let r = common::run(&url(format!("sslrootcert={}", enc(&root))), &["list"]);
+    assert_eq!(r.code, 6, "{r:#?}");
+    assert!(r.stderr.contains("certificate"), "{r:#?}");
+    assert!(
+        r.stderr
+            .contains(&format!("host 127.0.0.1 port {}", cluster.port)),
+        "{r:#?}"
+    );
+    // A certificate for another role.
+    let r = common::run(
+        &url(format!(
+            "sslrootcert={}&sslcert={}&sslkey={}",
+            enc(&root),
+            enc(&other_file),
+            enc(&other_key_file)
+        )),
+        &["list"],
+    );
+    assert_eq!(r.code, 6, "{r:#?}");
+    assert!(
+        r.stderr.contains("certificate authentication failed"),
+        "{r:#?}"
+    );
+
+    // The same from the PG* variables, the URL naming only the server.
+    let r: common::Run = common::rudder()
+        .env("PGSSLMODE", "verify-full")
+        .env("PGSSLROOTCERT", &root)
+        .env("PGSSLCERT", &cert_file)
+        .env("PGSSLKEY", &key_file)
+        .env("PGUSER", pg::SUPERUSER)
+        .env("PGDATABASE", &db)
+        .args(["--store", &format!("postgres://127.0.0.1:{}", cluster.port)])
+        .args(["list", "--json"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.json()[0]["title"], "by certificate");
+    // ... where the URL's own setting wins: `sslmode=disable` is refused.
+    let r: common::Run = common::rudder()
+        .env("PGSSLMODE", "verify-full")
+        .env("PGSSLROOTCERT", &root)
+        .env("PGSSLCERT", &cert_file)
+        .env("PGSSLKEY", &key_file)
+        .args(["--store", &format!("{base}?sslmode=disable")])
+        .args(["list"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 6, "{r:#?}");
+    assert!(r.stderr.contains("no encryption"), "{r:#?}");
 }
