@@ -985,3 +985,233 @@ fn a_client_certificate_authenticates_from_the_url_or_the_pg_variables() {
     assert_eq!(r.code, 6, "{r:#?}");
     assert!(r.stderr.contains("no encryption"), "{r:#?}");
 }
+
+/// How many times the index `name` was scanned, as the statistics say once
+/// every other session flushed them (a session flushes when it ends).
+fn index_scans(cluster: &pg::Cluster, db: &str, name: &str) -> i64 {
+    let url = cluster.url(db);
+    let name = name.to_string();
+    pg::off_runtime(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls)?;
+        c.query_one(
+            "SELECT coalesce(sum(idx_scan), 0)::int8 FROM pg_stat_user_indexes \
+             WHERE indexrelname = $1",
+            &[&name],
+        )
+        .map(|r| r.get(0))
+    })
+    .expect("read the index statistics")
+}
+
+/// Issue 11: pages walking backwards and the text filter are index scans
+/// over PostgreSQL (and give what the reference gives). The session says
+/// `enable_seqscan=off`, so the planner takes an index wherever one fits
+/// the query; the statistics then show which index each query read.
+#[test]
+fn backwards_pages_and_the_text_filter_read_an_index() {
+    need_pg!();
+    let cluster = pg::shared();
+    let db = cluster.create_database();
+    let url = format!(
+        "{}&options={}",
+        cluster.url(&db),
+        pg::encode("-c enable_seqscan=off")
+    );
+    // 2000 tasks (copied in from a file: quicker than 2000 creates), two
+    // of them with a rare text, as one searches for.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tasks.json");
+    let mut tasks = serde_json::Map::new();
+    for i in 0..2000u32 {
+        let id = format!(
+            "{:08x}-0000-4000-8000-{:012x}",
+            i.wrapping_mul(2654435761),
+            i
+        );
+        let at = format!("2026-01-01T00:{:02}:{:02}.{:06}Z", i / 60 % 60, i % 60, i);
+        let title = match i {
+            7 | 1777 => json!(format!("the NEEDLE in {i}")),
+            _ if i % 3 == 0 => json!(null),
+            _ => json!(format!("incident {i}")),
+        };
+        tasks.insert(
+            id.clone(),
+            json!({"task_id": id, "status": "working", "title": title, "created_at": at,
+                   "updated_at": at, "revision": 1, "history": []}),
+        );
+    }
+    std::fs::write(&file, serde_json::Value::Object(tasks).to_string()).unwrap();
+    let r = common::run(&file, &["copy", file.to_str().unwrap(), &url]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let store = Store::open(&url);
+    let all: Vec<_> = store.load().unwrap().into_values().collect();
+    // A task with a title ("incident 61"), so that the title page is a
+    // range of that index.
+    let anchor = all[61].task_id.clone();
+    assert!(all[61].title.is_some());
+    drop(store);
+    // As autovacuum would: statistics, and the trigram index's pending
+    // list (where a GIN index keeps recent entries) merged.
+    cluster.sql(&db, "VACUUM ANALYZE rudder_tasks");
+    use rudder::store::query::{PageQuery, SortKey, page_in_memory};
+    let queries = [
+        (
+            "rudder_tasks_by_updated",
+            PageQuery {
+                sort: SortKey::Updated,
+                descending: true,
+                after: Some(anchor.clone()),
+                limit: Some(10),
+                ..PageQuery::default()
+            },
+        ),
+        (
+            "rudder_tasks_by_created",
+            PageQuery {
+                sort: SortKey::Created,
+                descending: true,
+                limit: Some(10),
+                ..PageQuery::default()
+            },
+        ),
+        (
+            "rudder_tasks_by_title",
+            PageQuery {
+                sort: SortKey::Title,
+                descending: true,
+                after: Some(anchor.clone()),
+                limit: Some(50),
+                ..PageQuery::default()
+            },
+        ),
+        (
+            "rudder_tasks_by_text",
+            PageQuery {
+                text: Some("needle".into()),
+                limit: Some(10),
+                ..PageQuery::default()
+            },
+        ),
+    ];
+    for (index, q) in queries {
+        let before = index_scans(cluster, &db, index);
+        let store = Store::open(&url);
+        let ids = |v: Vec<rudder::Task>| v.into_iter().map(|t| t.task_id).collect::<Vec<_>>();
+        let page = ids(store.page(&q).unwrap());
+        assert_eq!(page, ids(page_in_memory(all.clone(), &q)), "{q:?}");
+        assert!(!page.is_empty(), "{q:?}");
+        // Closing the connection flushes its statistics.
+        drop(store);
+        let read = common::wait_for(Duration::from_secs(20), || {
+            (index_scans(cluster, &db, index) > before).then_some(())
+        });
+        assert!(read.is_some(), "{q:?} did not read {index}");
+    }
+}
+
+/// Where `pg_trgm` cannot be installed by the role that migrates (no
+/// `CREATE` on the database), the tables are made without the trigram
+/// index, `migrate` says so and what to do, and the text filter still
+/// answers right; once an administrator installed the extension, `migrate`
+/// adds the index.
+#[test]
+fn without_pg_trgm_the_text_filter_is_unindexed_and_migrate_says_so() {
+    need_pg!();
+    let cluster = pg::shared();
+    let db = cluster.create_database();
+    cluster.sql(
+        &db,
+        "CREATE ROLE lowowner LOGIN; GRANT CREATE, USAGE ON SCHEMA public TO lowowner",
+    );
+    let url = PathBuf::from(cluster.url(&db).replacen(
+        &format!("{}@", pg::SUPERUSER),
+        "lowowner@",
+        1,
+    ));
+    let r = common::run(&url, &["migrate", "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.json()["text_index"], json!(false), "{r:#?}");
+    let why = r.json()["text_index_missing"].as_str().unwrap().to_string();
+    assert!(why.contains("permission denied"), "{why}");
+    let r = common::run(&url, &["migrate"]);
+    assert!(
+        r.stdout.contains("not indexed") && r.stdout.contains("CREATE EXTENSION pg_trgm"),
+        "{r:#?}"
+    );
+    common::create(&url, &["--title", "find the needle"]);
+    common::create(&url, &["--title", "hay"]);
+    let store = Store::open(&url);
+    let found = store
+        .page(&rudder::store::query::PageQuery {
+            text: Some("NEEDLE".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].title.as_deref(), Some("find the needle"));
+    drop(store);
+    cluster.sql(&db, "CREATE EXTENSION pg_trgm");
+    let r = common::run(&url, &["migrate", "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.json()["text_index"], json!(true), "{r:#?}");
+    assert_eq!(r.json()["text_index_missing"], json!(null), "{r:#?}");
+}
+
+/// A store of schema version 1 (no `status_message` column, no trigram
+/// index, indexes `NULLS LAST`): a reader's text filter still answers from
+/// the tasks; the first write migrates it to version 2, the column filled
+/// from the documents already there.
+#[test]
+fn a_version_1_store_is_read_and_then_migrated_by_the_first_write() {
+    need_pg!();
+    let url = pg::store_url();
+    let store = Store::open(&url);
+    let id = store.create(NewTask::default()).unwrap().task.task_id;
+    store
+        .heartbeat(
+            &id,
+            Some("looking for the needle".into()),
+            None,
+            Actor::Anyone,
+        )
+        .unwrap();
+    drop(store);
+    let StoreUrl::Postgres(u) = StoreUrl::parse(&url).unwrap() else {
+        unreachable!()
+    };
+    let mut admin = postgres::Client::connect(u.secret_text(), postgres::NoTls).expect("connect");
+    admin
+        .batch_execute(
+            "DROP INDEX rudder_tasks_by_text; \
+             ALTER TABLE rudder_tasks DROP COLUMN status_message; \
+             UPDATE rudder_schema SET version = 1",
+        )
+        .unwrap();
+    let needle = rudder::store::query::PageQuery {
+        text: Some("NEEDLE".into()),
+        ..Default::default()
+    };
+    let store = Store::open(&url);
+    let found = store.page(&needle).unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].task_id, id);
+    store.create(NewTask::default()).unwrap();
+    let (version, message): (i32, Option<String>) = {
+        let v = admin
+            .query_one("SELECT version FROM rudder_schema", &[])
+            .unwrap()
+            .get(0);
+        let m = admin
+            .query_one(
+                "SELECT status_message FROM rudder_tasks WHERE task_id = $1",
+                &[&id],
+            )
+            .unwrap()
+            .get(0);
+        (v, m)
+    };
+    assert_eq!(version, rudder::store::postgres::SCHEMA_VERSION);
+    assert_eq!(message.as_deref(), Some("looking for the needle"));
+    let found = Store::open(&url).page(&needle).unwrap();
+    assert_eq!(found.len(), 1);
+}

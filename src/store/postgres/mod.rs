@@ -382,7 +382,8 @@ impl PostgresBackend {
                 if v.is_none() {
                     return Ok(None);
                 }
-                let txn = PgTxn::new(tx, statements, self, false);
+                let mut txn = PgTxn::new(tx, statements, self, false);
+                txn.set_schema(v.unwrap_or(schema::VERSION));
                 let out = f(&txn);
                 let failure = txn.failure();
                 match out {
@@ -453,6 +454,23 @@ impl PostgresBackend {
             })
         })?;
         Ok(found.flatten())
+    }
+
+    /// Make the text filter's trigram index if it is missing (`rudder
+    /// migrate`, after [`PostgresBackend::migrate`]): `None` once it is
+    /// there, else why it could not be made (see `schema.rs`).
+    pub fn ensure_text_index(&self) -> Result<Option<String>, StoreError> {
+        off_runtime(|| {
+            self.with_conn(|conn| {
+                let fail =
+                    |e: postgres::Error| classify(self.error("create the text index", &e), &e);
+                let mut tx = conn.client.transaction().map_err(fail)?;
+                let why = schema::ensure_text_index(&mut tx).map_err(fail)?;
+                tx.commit().map_err(fail)?;
+                Ok(why)
+            })
+            .map_err(|(e, _)| e)
+        })
     }
 
     fn write(
