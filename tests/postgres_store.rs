@@ -396,9 +396,12 @@ fn backends_terminated_mid_transaction_are_retried_or_reported_never_doubled() {
     let db = cluster.create_database();
     let url = cluster.url(&db);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Creates answered so far (applied or refused).
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let writer = {
         let url = url.clone();
         let stop = stop.clone();
+        let answered = answered.clone();
         std::thread::spawn(move || {
             let store = Store::open(&url);
             let (mut ok, mut failed) = (Vec::new(), Vec::new());
@@ -412,6 +415,7 @@ fn backends_terminated_mid_transaction_are_retried_or_reported_never_doubled() {
                     Ok(_) => ok.push(title),
                     Err(e) => failed.push((title, e.to_string())),
                 }
+                answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 i += 1;
             }
             (ok, failed)
@@ -419,8 +423,15 @@ fn backends_terminated_mid_transaction_are_retried_or_reported_never_doubled() {
     };
     let mut killed = 0;
     for _ in 0..30 {
+        // One termination per create at most: a create whose every
+        // attempt is terminated (ten, under a loaded machine) would be
+        // reported as the termination, which is not what this tests.
+        let before = answered.load(std::sync::atomic::Ordering::Relaxed);
         killed += cluster.terminate_backends(&db);
-        std::thread::sleep(Duration::from_millis(7));
+        let next = common::wait_for(Duration::from_secs(20), || {
+            (answered.load(std::sync::atomic::Ordering::Relaxed) > before).then_some(())
+        });
+        assert!(next.is_some(), "the writer stopped answering");
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (ok, failed) = writer.join().unwrap();
@@ -677,6 +688,22 @@ fn a_lock_held_elsewhere_is_waited_for_at_most_the_lock_timeout() {
     assert_eq!(r.code, 0, "{r:#?}");
 }
 
+/// Drop the store at `url`: `feed` says it is missing (within 20 s).
+async fn removed_is_missing(feed: &mut rudder::watch::ChangeFeed, url: &str) {
+    let path = PathBuf::from(url);
+    pg::off_runtime(|| common::remove_store(&path));
+    let ev = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
+    assert!(
+        matches!(
+            ev,
+            Ok(Some(rudder::watch::FeedEvent::Unavailable(
+                rudder::watch::Unavailable::Missing
+            )))
+        ),
+        "{ev:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_feed_of_one_task_reports_its_changes() {
     if !pg::available() {
@@ -706,18 +733,7 @@ async fn the_feed_of_one_task_reports_its_changes() {
     };
     assert_eq!(changes.len(), 1, "{changes:?}");
     assert_eq!(changes[0].task_id, id);
-    let path = PathBuf::from(&url);
-    pg::off_runtime(|| common::remove_store(&path));
-    let ev = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
-    assert!(
-        matches!(
-            ev,
-            Ok(Some(rudder::watch::FeedEvent::Unavailable(
-                rudder::watch::Unavailable::Missing
-            )))
-        ),
-        "{ev:?}"
-    );
+    removed_is_missing(&mut feed, &url).await;
 }
 
 /// `rudder wait`'s case: a store dropped right after the feed's first read
@@ -749,18 +765,7 @@ async fn a_store_dropped_before_the_feeds_first_look_is_reported_missing() {
         matches!(first, Ok(Some(rudder::watch::FeedEvent::Reset(_)))),
         "{first:?}"
     );
-    let path = PathBuf::from(&url);
-    pg::off_runtime(|| common::remove_store(&path));
-    let ev = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
-    assert!(
-        matches!(
-            ev,
-            Ok(Some(rudder::watch::FeedEvent::Unavailable(
-                rudder::watch::Unavailable::Missing
-            )))
-        ),
-        "{ev:?}"
-    );
+    removed_is_missing(&mut feed, &url).await;
 }
 
 /// DESIGN/issue 11: bad credentials, a missing database and a permission
