@@ -741,3 +741,24 @@ fn the_stalled_count_covers_tasks_outside_the_window() {
         }
     });
 }
+
+/// A demo worker stopped with SIGSTOP (or Ctrl-Z in its own terminal) is
+/// alive but does nothing: the header says so rather than "running", and
+/// its end is still announced.
+#[test]
+fn a_stopped_worker_is_not_said_to_be_running() {
+    use rudder::tui::WorkerState;
+    let mut app = app_with(fixture());
+    app.worker_polled(WorkerState::Running { pid: 9 });
+    assert!(render(&mut app).contains("worker: pid 9 running (K kills)"));
+    app.worker_polled(WorkerState::Stopped { pid: 9 });
+    let text = render(&mut app);
+    assert!(
+        text.contains("worker: pid 9 stopped by a signal (K kills)"),
+        "{text}"
+    );
+    assert!(!text.contains("running"), "{text}");
+    app.worker_polled(WorkerState::Exited { pid: 9, code: None });
+    let said = app.status.clone().expect("announced").text;
+    assert!(said.contains("pid 9 exited by a signal"), "{said}");
+}

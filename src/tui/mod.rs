@@ -99,6 +99,14 @@ pub enum WorkerState {
         /// Its process id.
         pid: u32,
     },
+    /// Alive but stopped by a signal (SIGSTOP, or SIGTSTP from a
+    /// terminal): it does nothing until SIGCONT, and its leases lapse.
+    /// Known where the system tells a process's state (`/proc`, Linux);
+    /// elsewhere a stopped worker shows as running.
+    Stopped {
+        /// Its process id.
+        pid: u32,
+    },
     /// Killed from the TUI with SIGKILL.
     Killed {
         /// Its process id.
