@@ -534,3 +534,30 @@ fn the_stalled_count_agrees_with_the_tasks_once() {
         assert!(std::fs::read_dir(empty.path()).unwrap().next().is_none());
     }
 }
+
+/// The stalled count (asked by the TUI once a second) is a range of the
+/// (status, lease) index, not a walk over the working tasks.
+#[test]
+fn the_stalled_count_is_a_range_of_an_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.db");
+    Store::open(&path).create(NewTask::default()).unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let plan: Vec<String> = conn
+        .prepare(
+            "EXPLAIN QUERY PLAN SELECT COUNT(*) FROM tasks \
+             WHERE status = 'working' AND lease_expires_at <= ?1",
+        )
+        .unwrap()
+        .query_map(["2026-01-01T00:00:00.000000000Z"], |r| {
+            r.get::<_, String>(3)
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        plan.iter()
+            .any(|p| p.contains("tasks_by_status_lease") && p.contains("lease_expires_at<?")),
+        "{plan:?}"
+    );
+}

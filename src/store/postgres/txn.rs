@@ -997,8 +997,9 @@ impl Transaction for PgTxn<'_> {
 
     fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
         self.flush()?;
-        // Over the status index: the working tasks only. The times are
-        // stored as text whose order is time order (`time_text`).
+        // A range of the (status, lease) index: the stalled tasks only.
+        // The times are stored as text whose order is time order
+        // (`time_text`).
         let rows = self.query(
             "SELECT COUNT(*) FROM rudder_tasks WHERE status = 'working' AND lease_expires_at <= $1",
             &[&time_text(now)],

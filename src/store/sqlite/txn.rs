@@ -787,8 +787,9 @@ impl Transaction for SqlTxn<'_> {
 
     fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
         self.flush()?;
-        // Over the status index: the working tasks only. The times are
-        // stored as text whose order is time order (`time_text`).
+        // A range of the (status, lease) index: the stalled tasks only.
+        // The times are stored as text whose order is time order
+        // (`time_text`).
         let n: i64 = self
             .conn
             .prepare_cached(
