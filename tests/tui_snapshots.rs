@@ -727,14 +727,15 @@ fn the_stalled_count_covers_tasks_outside_the_window() {
             );
             assert_eq!(app.stalled, 10);
             insta::assert_snapshot!(text);
-            // No write: the lease of task 239 lapses, seen at a tick.
+            // No write: the leases of task 2 (30 s) and task 239 (90 s)
+            // lapse, seen at a tick.
             app.tick(now() + chrono::TimeDelta::seconds(91));
-            assert_eq!(app.stalled, 11);
+            assert_eq!(app.stalled, 12);
             // Not counted again within the second (the store is not asked
             // at every tick), but at the next one.
             let _ = fx.set(fixture());
             app.tick(now() + chrono::TimeDelta::milliseconds(91_500));
-            assert_eq!(app.stalled, 11);
+            assert_eq!(app.stalled, 12);
             app.tick(now() + chrono::TimeDelta::seconds(92));
             // Of the fixture, task 2's lease (30 s) lapsed too.
             assert_eq!(app.stalled, 1);

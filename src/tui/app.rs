@@ -299,7 +299,7 @@ pub struct App {
     /// The clock of the last stalled count: counted again when the store
     /// changes, and as time passes (a lease lapses without any write) at
     /// most once a second.
-    pub(crate) stalled_at: Option<DateTime<Utc>>,
+    stalled_at: Option<DateTime<Utc>>,
     /// What was wrong with the config file, shown at start and in the help.
     pub config_problems: Vec<String>,
 }
