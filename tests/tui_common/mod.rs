@@ -136,12 +136,18 @@ pub fn task_2_completed() -> TaskMap {
 }
 
 /// The backends the TUI tests run over: the JSON file and SQLite
-/// (`$RUDDER_TEST_STORE` narrows to one, as for the conformance suites).
+/// (`$RUDDER_TEST_STORE` narrows to one, as for the conformance suites;
+/// narrowed to PostgreSQL, which the pty tests cover, the JSON file).
 pub fn store_kinds() -> Vec<Kind> {
-    stores::kinds()
+    let kinds: Vec<Kind> = stores::kinds()
         .into_iter()
         .filter(|k| *k != Kind::Postgres)
-        .collect()
+        .collect();
+    if kinds.is_empty() {
+        vec![Kind::File]
+    } else {
+        kinds
+    }
 }
 
 /// Run `f` once over each of [`store_kinds`]: inside, [`Fixture::new`]
