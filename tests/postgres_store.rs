@@ -1162,12 +1162,12 @@ fn without_pg_trgm_the_text_filter_is_unindexed_and_migrate_says_so() {
     assert_eq!(r.json()["text_index_missing"], json!(null), "{r:#?}");
 }
 
-/// A store of schema version 1 (no `status_message` column, no trigram
+/// A store of schema version 2 (no `status_message` column, no trigram
 /// index, indexes `NULLS LAST`): a reader's text filter still answers from
-/// the tasks; the first write migrates it to version 2, the column filled
+/// the tasks; the first write migrates it to version 3, the column filled
 /// from the documents already there.
 #[test]
-fn a_version_1_store_is_read_and_then_migrated_by_the_first_write() {
+fn a_version_2_store_is_read_and_then_migrated_by_the_first_write() {
     need_pg!();
     let url = pg::store_url();
     let store = Store::open(&url);
@@ -1189,7 +1189,7 @@ fn a_version_1_store_is_read_and_then_migrated_by_the_first_write() {
         .batch_execute(
             "DROP INDEX rudder_tasks_by_text; \
              ALTER TABLE rudder_tasks DROP COLUMN status_message; \
-             UPDATE rudder_schema SET version = 1",
+             UPDATE rudder_schema SET version = 2",
         )
         .unwrap();
     let needle = rudder::store::query::PageQuery {

@@ -45,14 +45,18 @@ pub const CHANNEL: &str = "rudder_changes";
 ///   the change feed, with the task's `updated_at` as written (`at`; none
 ///   for a removal).
 ///
-/// Version 2 is for the TUI's pages and text filter: the indexes of the
+/// Version 2: the working tasks by lease, so that the TUI's count of
+/// stalled tasks (`lease_expires_at <= now`, asked once a second) is a
+/// range of an index, not a walk over every working task.
+///
+/// Version 3 is for the TUI's pages and text filter: the indexes of the
 /// orders are remade `NULLS FIRST`, the order `query::compare` uses (a
 /// default index, `NULLS LAST`, serves neither that order nor its reverse,
 /// so a page walking backwards read the whole table), and `status_message`
 /// becomes a column, generated from the document (so no writer has to
 /// know it), for the text filter; [`ensure_text_index`] adds a trigram
 /// index over the filter's columns when `pg_trgm` can be had.
-pub const MIGRATIONS: &[&str] = &[V1, V2];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 const V1: &str = r#"
 CREATE TABLE rudder_tasks (
@@ -91,6 +95,10 @@ CREATE TABLE rudder_changes (
 "#;
 
 const V2: &str = r#"
+CREATE INDEX rudder_tasks_by_status_lease ON rudder_tasks (status, lease_expires_at);
+"#;
+
+const V3: &str = r#"
 ALTER TABLE rudder_tasks ADD COLUMN status_message text COLLATE "C"
     GENERATED ALWAYS AS (doc::json ->> 'status_message') STORED;
 DROP INDEX rudder_tasks_by_status_updated, rudder_tasks_by_updated,
@@ -101,6 +109,9 @@ CREATE INDEX rudder_tasks_by_updated ON rudder_tasks (updated_at NULLS FIRST, ta
 CREATE INDEX rudder_tasks_by_created ON rudder_tasks (created_at NULLS FIRST, task_id);
 CREATE INDEX rudder_tasks_by_title ON rudder_tasks (title NULLS FIRST, task_id);
 "#;
+
+/// The version that gave the text filter its column and index.
+pub const TEXT_VERSION: i32 = 3;
 
 /// The trigram index of the text filter (see [`ensure_text_index`]).
 pub const TEXT_INDEX: &str = "rudder_tasks_by_text";
@@ -145,7 +156,7 @@ pub fn migrate(tx: &mut Transaction<'_>) -> Result<i32, postgres::Error> {
                  version integer NOT NULL)",
         )?;
     }
-    let text_index_wanted = from < 2;
+    let text_index_wanted = from < TEXT_VERSION;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(from.max(0) as usize) {
         tx.batch_execute(sql)?;
         let v = i as i32 + 1;

@@ -627,7 +627,7 @@ impl<'c> PgTxn<'c> {
 /// The text filter (`query::text_matches`): `ILIKE` under the `C`
 /// collation folds ASCII letters only and matches every other character
 /// exactly, as the reference does. Over the columns a trigram index covers
-/// (schema version 2, when `pg_trgm` could be installed: see `schema.rs`),
+/// (schema version 3, when `pg_trgm` could be installed: see `schema.rs`),
 /// each arm is an index scan; the status, one of five words, is matched
 /// here and asked as a list.
 fn text_clause(text: &str, arg: &dyn Fn(String) -> String) -> String {
@@ -900,7 +900,7 @@ impl Transaction for PgTxn<'_> {
     }
 
     fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
-        if self.schema < 2 && q.text.is_some() {
+        if self.schema < super::schema::TEXT_VERSION && q.text.is_some() {
             // Tables no writer has migrated yet have no `status_message`
             // column: the text filter is answered from the tasks in full.
             let tasks = self.get_where(&|t| {
@@ -933,7 +933,7 @@ impl Transaction for PgTxn<'_> {
         // Every order but the store's and the id's is (column NULLS FIRST,
         // task_id) walked forwards or backwards (`Updated` is it
         // backwards), as `query::compare` orders; the indexes of schema
-        // version 2 are in that order, so either way is an index scan.
+        // version 3 are in that order, so either way is an index scan.
         let backwards = q.descending != (q.sort == SortKey::Updated);
         let (lt, dir, nulls) = if backwards {
             ("<", "DESC", "NULLS LAST")
@@ -1055,5 +1055,18 @@ impl Transaction for PgTxn<'_> {
             }
         }
         Ok(counts)
+    }
+
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        self.flush()?;
+        // A range of the (status, lease) index: the stalled tasks only.
+        // The times are stored as text whose order is time order
+        // (`time_text`).
+        let rows = self.query(
+            "SELECT COUNT(*) FROM rudder_tasks WHERE status = 'working' AND lease_expires_at <= $1",
+            &[&time_text(now)],
+            "count the stalled tasks",
+        )?;
+        Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)).max(0) as usize)
     }
 }
