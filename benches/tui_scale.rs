@@ -9,8 +9,6 @@
 //! - `tui_sqlite/change to drawn/N`, `tui_file/change to drawn/100000`:
 //!   another connection's commit (a heartbeat with a new message on the
 //!   selected task) to the new message drawn, through the real change feed;
-//!   `tui_file/change to drawn (whole store)/100000` the baseline: the app
-//!   holding every task, the file read whole at each change;
 //! - (printed) resident memory of the real binary in a pseudo-terminal
 //!   after it started and moved through the table.
 //!
@@ -173,10 +171,7 @@ fn json_fixture() -> std::path::PathBuf {
     path
 }
 
-/// `whole`: the baseline, the app holding every task and the file read
-/// whole at each change (`rudder::tui::snapshots`, what the file's TUI did
-/// before it paged).
-fn file(c: &mut Criterion, whole: bool) {
+fn file(c: &mut Criterion) {
     let path = json_fixture();
     let store = Arc::new(Store::open(&path));
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -186,17 +181,8 @@ fn file(c: &mut Criterion, whole: bool) {
         .expect("runtime");
     let theme = Theme::DEFAULT;
     let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
-    let (mut app, mut updates) = if whole {
-        let updates =
-            rt.block_on(async { rudder::tui::snapshots(path.clone(), Arc::clone(&store)) });
-        (App::new(&path, false, Utc::now()), updates)
-    } else {
-        let (source, updates) = rt.block_on(async { rudder::tui::live(&path, &store) });
-        (
-            App::new(&path, false, Utc::now()).with_source(source),
-            updates,
-        )
-    };
+    let (source, mut updates) = rt.block_on(async { rudder::tui::live(&path, &store) });
+    let mut app = App::new(&path, false, Utc::now()).with_source(source);
     let first = rt.block_on(updates.recv()).expect("the first event");
     app.on_feed(first);
     terminal
@@ -205,30 +191,23 @@ fn file(c: &mut Criterion, whole: bool) {
     let mut g = c.benchmark_group("tui_file");
     g.sample_size(10);
 
-    if !whole {
-        // A page key near the window's edge: the rows queried again.
-        g.bench_function(BenchmarkId::new("key PgDn", 100_000), |b| {
-            b.iter(|| {
-                app.handle_key(key(KeyCode::PageDown));
-                terminal
-                    .draw(|f| view::draw(f, &mut app, &theme))
-                    .expect("draw");
-            })
-        });
-        app.handle_key(key(KeyCode::Char('g')));
-    }
+    // A page key near the window's edge: the rows queried again.
+    g.bench_function(BenchmarkId::new("key PgDn", 100_000), |b| {
+        b.iter(|| {
+            app.handle_key(key(KeyCode::PageDown));
+            terminal
+                .draw(|f| view::draw(f, &mut app, &theme))
+                .expect("draw");
+        })
+    });
+    app.handle_key(key(KeyCode::Char('g')));
     // The first working task on screen.
     app.handle_key(key(KeyCode::Char('2')));
     let id = app.selected.clone().expect("a selected task");
     app.handle_key(key(KeyCode::Char('2')));
     let writer = Store::open(&path);
     let mut seq = 0;
-    let name = if whole {
-        "change to drawn (whole store)"
-    } else {
-        "change to drawn"
-    };
-    g.bench_function(BenchmarkId::new(name, 100_000), |b| {
+    g.bench_function(BenchmarkId::new("change to drawn", 100_000), |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
@@ -322,8 +301,7 @@ fn main() {
             sqlite(&mut c);
         }
         if wants("tui_file") {
-            file(&mut c, false);
-            file(&mut c, true);
+            file(&mut c);
         }
         if wants("memory") {
             let n = size();

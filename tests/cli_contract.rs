@@ -225,7 +225,11 @@ fn every_command_prints_its_documented_shape_once() {
         v
     };
     error(&["get", "nope", "--json"], 3, "unknown_task");
-    error(&["get", "", "--json"], 3, "unknown_task");
+    let v = error(&["get", "", "--json"], 3, "unknown_task");
+    assert_eq!(
+        v["message"], r#"unknown task: "" (the id is empty)"#,
+        "an empty id is said to be empty"
+    );
     let v = error(&["complete", &done, "--json"], 4, "refused");
     assert_eq!(v["task"]["task_id"], done.as_str());
     error(

@@ -82,7 +82,7 @@ impl fmt::Display for Location {
 /// its exit code and JSON shape (`cli::exit`); nothing here knows of either.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("unknown task: {id}")]
+    #[error("unknown task: {}", if id.is_empty() { "\"\" (the id is empty)" } else { id })]
     UnknownTask { id: String },
 
     #[error(

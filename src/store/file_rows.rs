@@ -251,6 +251,12 @@ impl FileRows {
         counts
     }
 
+    /// How many tasks are stalled at `now` ([`Task::stalled`]).
+    pub fn stalled(&self, now: chrono::DateTime<chrono::Utc>) -> usize {
+        let state = self.state();
+        state.rows.values().filter(|r| r.light.stalled(now)).count()
+    }
+
     /// One task in full, by its full id.
     pub fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
         self.full(&self.state(), id)

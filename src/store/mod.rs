@@ -402,6 +402,17 @@ impl<B: Backend> Store<B> {
         Ok(counts)
     }
 
+    /// How many tasks are stalled at `now` in the whole store: working,
+    /// with a lease that lapsed ([`crate::task::Task::stalled`]).
+    pub fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        let mut n = 0;
+        self.backend.snapshot(&mut |tasks| {
+            n = tasks.stalled(now)?;
+            Ok(())
+        })?;
+        Ok(n)
+    }
+
     /// Run `f` under the backend's exclusive access with the current time.
     /// `f` returns its answer and whether to persist.
     fn transact<T>(

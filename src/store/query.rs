@@ -255,6 +255,13 @@ pub fn reclaim_candidate(t: &Summary<'_>, now: DateTime<Utc>, older_than: Durati
         || ms(now - updated) >= older_than.as_millis() as u64
 }
 
+/// Whether a task is stalled at `now`: working, with a lease that lapsed
+/// (its worker stopped renewing it), as [`Task::stalled`] says of a whole
+/// task. A working task never claimed (no lease) is not stalled.
+pub fn stalled(t: &Summary<'_>, now: DateTime<Utc>) -> bool {
+    t.status == Status::Working && t.lease_expires_at.is_some_and(|until| until <= now)
+}
+
 /// Whether `prune` must look at a finished task: no `updated_at` (reported
 /// as skipped), or past its retention (`ttl_ms`, else `older_than`).
 pub fn prune_candidate(t: &Summary<'_>, now: DateTime<Utc>, older_than: Duration) -> bool {

@@ -137,6 +137,11 @@ pub trait Transaction {
         }
         Ok(counts)
     }
+    /// How many tasks are stalled at `now` ([`query::stalled`]: working,
+    /// with a lease that lapsed), in the whole store.
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        Ok(self.summaries().filter(|t| query::stalled(t, now)).count())
+    }
 }
 
 impl Transaction for TaskMap {

@@ -1007,4 +1007,17 @@ impl Transaction for PgTxn<'_> {
         }
         Ok(counts)
     }
+
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        self.flush()?;
+        // A range of the (status, lease) index: the stalled tasks only.
+        // The times are stored as text whose order is time order
+        // (`time_text`).
+        let rows = self.query(
+            "SELECT COUNT(*) FROM rudder_tasks WHERE status = 'working' AND lease_expires_at <= $1",
+            &[&time_text(now)],
+            "count the stalled tasks",
+        )?;
+        Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)).max(0) as usize)
+    }
 }

@@ -36,6 +36,9 @@ pub const APPLICATION_ID: i32 = 0x5275_6472;
 ///   removal), so that a transition carries the writer's time.
 /// - Version 2 also adds `tasks.status_message`, for the text filter of a
 ///   page (`LIKE` on the columns a person reads, without parsing `doc`).
+/// - Version 3 indexes the working tasks by lease, so that the TUI's count
+///   of stalled tasks (`lease_expires_at <= now`, asked once a second) is
+///   a range of that index, not a walk over every working task.
 pub const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE tasks (
@@ -75,6 +78,9 @@ ALTER TABLE changes ADD COLUMN at TEXT;
 ALTER TABLE tasks ADD COLUMN status_message TEXT;
 UPDATE tasks SET status_message = json_extract(doc, '$.status_message')
     WHERE json_type(doc, '$.status_message') = 'text';
+"#,
+    r#"
+CREATE INDEX tasks_by_status_lease ON tasks(status, lease_expires_at);
 "#,
 ];
 

@@ -744,6 +744,21 @@ impl Transaction for SqlTxn<'_> {
         }
         Ok(counts)
     }
+
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        self.flush()?;
+        // A range of the (status, lease) index: the stalled tasks only.
+        // The times are stored as text whose order is time order
+        // (`time_text`).
+        let n: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM tasks WHERE status = 'working' AND lease_expires_at <= ?1",
+            )
+            .and_then(|mut stmt| stmt.query_row([time_text(now)], |r| r.get(0)))
+            .map_err(self.err("count the stalled tasks"))?;
+        Ok(n.max(0) as usize)
+    }
 }
 
 /// One row of the `changes` table.
