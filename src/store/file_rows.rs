@@ -272,7 +272,7 @@ impl FileRows {
                 .map(Some)
                 // It parsed when the rows were read.
                 .map_err(|e| StoreError::Corrupt {
-                    path: self.backend.path().to_path_buf(),
+                    location: self.backend.location(),
                     line: None,
                     column: None,
                     message: e.to_string(),
