@@ -423,7 +423,7 @@ impl PostgresBackend {
                     return Ok(None);
                 }
                 let mut txn = PgTxn::new(tx, statements, self, false);
-                txn.set_schema(v.unwrap_or(schema::VERSION));
+                txn.set_schema(version.unwrap_or(schema::VERSION));
                 let out = f(&txn);
                 let failure = txn.failure();
                 match out {
