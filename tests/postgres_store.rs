@@ -1220,3 +1220,58 @@ fn a_version_2_store_is_read_and_then_migrated_by_the_first_write() {
     let found = Store::open(&url).page(&needle).unwrap();
     assert_eq!(found.len(), 1);
 }
+
+/// `rudder wait` on a PostgreSQL store outlives the server's restart (a
+/// deploy restarting the database is waited out, and said on stderr):
+/// once the server is back, the task's completion ends the wait with 0.
+#[test]
+fn wait_outlives_a_restart_of_the_server() {
+    need_pg!();
+    let cluster = pg::Cluster::start().expect("a cluster of its own");
+    let db = cluster.create_database();
+    let url = cluster.url(&db);
+    let id = Store::open(&url)
+        .create(NewTask {
+            title: Some("outlives a restart".into()),
+            ..NewTask::default()
+        })
+        .unwrap()
+        .task
+        .task_id;
+    let err = cluster.dir().join("wait.err");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+        .args(["--store", &url, "wait", &id, "--timeout", "600s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let said = |what: &str| {
+        common::wait_for(Duration::from_secs(60), || {
+            std::fs::read_to_string(&err)
+                .unwrap_or_default()
+                .contains(what)
+                .then_some(())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "wait never said {what:?}: {}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            )
+        })
+    };
+    said(&format!("rudder: waiting for task {id}"));
+    cluster.stop_immediate();
+    said("still waiting");
+    cluster.start_server().expect("restart");
+    Store::open(&url)
+        .complete(&id, json!({"ok": true}), Actor::Anyone)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&id),
+        "the completed task is printed: {stdout}"
+    );
+}

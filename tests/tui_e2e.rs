@@ -378,6 +378,7 @@ fn over_postgres_another_process_shows_and_an_outage_is_survived() {
     // The server goes away: said so, with the reason, last rows kept.
     cluster.stop_immediate();
     tui.wait_for("store unreachable");
+    tui.wait_for("✖ unreachable");
     let screen = tui.contents();
     assert!(screen.contains("alpha-on-postgres"), "{screen}");
     assert!(screen.contains("beta-from-elsewhere"), "{screen}");

@@ -621,6 +621,18 @@ fn wait(
                     FeedEvent::Unavailable(Unavailable::Missing) => {
                         return Err(vanished(&last, true));
                     }
+                    // A database restarting under a deploy is waited out
+                    // (the timeout still bounds it): the feed resets when
+                    // the server is back, and the task is read again then.
+                    FeedEvent::Unavailable(Unavailable::Unreachable { message }) => {
+                        if announce {
+                            output::note(&format!(
+                                "rudder: {}; still waiting",
+                                output::sanitize_line(&message)
+                            ));
+                        }
+                        continue;
+                    }
                     FeedEvent::Changes(changes) => {
                         let Some(change) = changes.last() else {
                             continue;

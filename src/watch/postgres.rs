@@ -3,8 +3,8 @@
 //! `PostgresBackend::listen`: every commit notifies, and so does the
 //! listener when it connects again), with `max(seq)` as the safety net.
 //! The cursor is safe in commit order (see `store/postgres/txn.rs`). A
-//! server that cannot be reached is "store unreachable: …"; when it is
-//! back, the loop reports a reset and the changes since.
+//! server that cannot be reached is [`Unavailable::Unreachable`]; when it
+//! is back, the loop reports a reset and the changes since.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,23 +46,12 @@ impl Drop for Listening {
 
 /// A failure to read, as the feed reports it.
 fn unavailable(e: &StoreError) -> Catchup {
-    let unreachable = match e {
-        StoreError::Database {
-            action, message, ..
-        } => {
-            *action == "connect"
-                || message.contains("error communicating with the server")
-                || message.contains("connection closed")
-                || message.contains("terminating connection")
-        }
-        _ => false,
-    };
-    let message = if unreachable {
-        format!("store unreachable: {e}")
+    let message = e.to_string();
+    Catchup::Unavailable(if e.is_unreachable() {
+        Unavailable::Unreachable { message }
     } else {
-        e.to_string()
-    };
-    Catchup::Unavailable(Unavailable::Unreadable { message })
+        Unavailable::Unreadable { message }
+    })
 }
 
 impl FeedSource for PostgresSource {
