@@ -27,7 +27,7 @@ use indexmap::IndexMap;
 
 use super::codec::{self, MAX_STORE_BYTES};
 use super::error::human_bytes;
-use super::fs::{FileMeta, Fs, Identity, LockFailure, LockGuard, ReadFile, RealFs};
+use super::fs::{FileMeta, Fs, Identity, LockFailure, LockGuard, ReadFile, ReadSeek, RealFs};
 use super::index::TaskIndex;
 use super::limits;
 use super::scan;
@@ -202,24 +202,37 @@ impl FileBackend {
     /// [`FileBackend::read_bytes`], with the identity of what was read.
     fn read_file(&self) -> Result<Option<ReadFile>, StoreError> {
         self.check_link()?;
-        match self.fs.read_identified(&self.target, self.max_bytes) {
-            Ok(read) => Ok(read),
-            Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => Err(StoreError::Corrupt {
-                path: self.path.clone(),
-                line: None,
-                column: None,
-                message: format!(
-                    "the file is larger than the {} a store may hold",
-                    human_bytes(self.max_bytes)
-                ),
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Err(StoreError::Corrupt {
-                path: self.path.clone(),
-                line: None,
-                column: None,
-                message: e.to_string(),
-            }),
-            Err(e) => Err(StoreError::io(&self.path, "read the store", e)),
+        self.fs
+            .read_identified(&self.target, self.max_bytes)
+            .map_err(|e| self.read_error(e))
+    }
+
+    /// The file opened to be read a part at a time (a stable version of it:
+    /// writers rename a new file into place), refused as
+    /// [`FileBackend::read_bytes`] refuses it; `None` when it does not
+    /// exist.
+    pub(super) fn open_read(&self) -> Result<Option<Box<dyn ReadSeek>>, StoreError> {
+        self.check_link()?;
+        self.fs
+            .open_read(&self.target, self.max_bytes)
+            .map_err(|e| self.read_error(e))
+    }
+
+    /// What a failed read of the store is.
+    fn read_error(&self, e: std::io::Error) -> StoreError {
+        let corrupt = |message| StoreError::Corrupt {
+            path: self.path.clone(),
+            line: None,
+            column: None,
+            message,
+        };
+        match e.kind() {
+            std::io::ErrorKind::FileTooLarge => corrupt(format!(
+                "the file is larger than the {} a store may hold",
+                human_bytes(self.max_bytes)
+            )),
+            std::io::ErrorKind::InvalidInput => corrupt(e.to_string()),
+            _ => StoreError::io(&self.path, "read the store", e),
         }
     }
 

@@ -23,6 +23,7 @@ pub mod query;
 mod report;
 mod scan;
 pub mod sqlite;
+mod stream;
 mod txn;
 pub mod url;
 
