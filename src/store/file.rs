@@ -199,6 +199,25 @@ impl FileBackend {
         Ok(self.read_file()?.map(|r| r.bytes))
     }
 
+    /// [`FileBackend::read_bytes`] into `buf` (its allocation kept, for a
+    /// reader that reads the file again at every change): `None` when it
+    /// does not exist, else the identity of what was read, if known.
+    pub(super) fn read_bytes_into(
+        &self,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<Option<Identity>>, StoreError> {
+        self.check_link()?;
+        self.fs
+            .read_into(&self.target, self.max_bytes, buf)
+            .map_err(|e| self.read_error(e))
+    }
+
+    /// The identity of the store file now, if the file system tells it
+    /// (`None` for a missing file too).
+    pub(super) fn identity(&self) -> Option<Identity> {
+        self.fs.identity(&self.target).ok().flatten()
+    }
+
     /// [`FileBackend::read_bytes`], with the identity of what was read.
     fn read_file(&self) -> Result<Option<ReadFile>, StoreError> {
         self.check_link()?;

@@ -442,7 +442,8 @@ impl<'r> Splitter<'r> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::{Status, TaskMap};
+    use crate::store::tricky::{layout, task as task_of, tasks};
+    use crate::task::TaskMap;
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -471,63 +472,6 @@ mod tests {
             Ok(())
         })?;
         Ok((revisions, tasks, s.split == Some(true)))
-    }
-
-    /// Strings that make a boundary scanner stumble: quotes, escapes,
-    /// brackets, what looks like the start of a key.
-    fn tricky() -> impl Strategy<Value = String> {
-        prop::collection::vec(
-            prop_oneof![
-                Just("\"".to_string()),
-                Just("\\".to_string()),
-                Just("\\\"".to_string()),
-                Just("{".to_string()),
-                Just("}".to_string()),
-                Just("[".to_string()),
-                Just("]".to_string()),
-                Just("\n  \"".to_string()),
-                Just("\",\n  \"k\": {".to_string()),
-                Just("é支🚒".to_string()),
-                Just("\u{1}\t".to_string()),
-                "[a-z ]{0,12}",
-            ],
-            0..8,
-        )
-        .prop_map(|parts| parts.concat())
-    }
-
-    fn task_of(id: String, text: String, revision: u64) -> Task {
-        let mut t = Task::new(id, Status::Working);
-        t.title = Some(text.clone());
-        t.revision = revision;
-        t.request = Some(json!({"s": text, "a": [text, {"b": [[], {}]}], "n": 1.50}));
-        t.extra.insert(text.clone(), json!([text]));
-        t
-    }
-
-    fn tasks() -> impl Strategy<Value = TaskMap> {
-        prop::collection::vec((tricky(), tricky(), 0..5u64), 0..12).prop_map(|v| {
-            v.into_iter()
-                .enumerate()
-                .map(|(i, (id, text, rev))| {
-                    let t = task_of(format!("{i}{id}"), text, rev);
-                    (t.task_id.clone(), t)
-                })
-                .collect()
-        })
-    }
-
-    /// The file in one of the layouts a writer may leave.
-    fn layout(tasks: &TaskMap, kind: u8) -> Vec<u8> {
-        match kind {
-            0 => codec::encode(tasks, 0),
-            1 => serde_json::to_vec(tasks).unwrap(),
-            // White space of every kind JSON allows, everywhere it may be.
-            _ => String::from_utf8(serde_json::to_vec_pretty(tasks).unwrap())
-                .unwrap()
-                .replace("\n", "\r\n\t ")
-                .into_bytes(),
-        }
     }
 
     proptest! {

@@ -169,6 +169,26 @@ pub trait Fs: Send + Sync {
     }
     /// [`Fs::read`], with the identity of what was read.
     fn read_identified(&self, path: &Path, limit: u64) -> io::Result<Option<ReadFile>>;
+    /// [`Fs::read_identified`] into `buf` (emptied first, its allocation
+    /// kept: for a reader that reads one large file again and again): `None`
+    /// if the file does not exist, else the identity of what was read.
+    fn read_into(
+        &self,
+        path: &Path,
+        limit: u64,
+        buf: &mut Vec<u8>,
+    ) -> io::Result<Option<Option<Identity>>> {
+        buf.clear();
+        Ok(self.read_identified(path, limit)?.map(|r| {
+            *buf = r.bytes;
+            r.identity
+        }))
+    }
+    /// The identity of the file at `path` now, `None` if it does not exist
+    /// or the file system has no such thing.
+    fn identity(&self, _path: &Path) -> io::Result<Option<Identity>> {
+        Ok(None)
+    }
     /// The file opened for reading a part at a time, refused as
     /// [`Fs::read`] refuses it; `None` if it does not exist. Writers
     /// replace the file by a rename, never change it in place, so what the

@@ -138,6 +138,31 @@ impl Fs for RealFs {
         Ok(Some(ReadFile { bytes, identity }))
     }
 
+    fn read_into(
+        &self,
+        path: &Path,
+        limit: u64,
+        buf: &mut Vec<u8>,
+    ) -> io::Result<Option<Option<Identity>>> {
+        buf.clear();
+        let Some((file, len)) = open_regular(path, limit)? else {
+            return Ok(None);
+        };
+        buf.reserve(len as usize + 1);
+        let mut file = file.take(limit + 1);
+        file.read_to_end(buf)?;
+        // After reading: a change made while we read shows here.
+        Ok(Some(Some(identity(&file.into_inner().metadata()?))))
+    }
+
+    fn identity(&self, path: &Path) -> io::Result<Option<Identity>> {
+        match fs::metadata(path) {
+            Ok(m) => Ok(Some(identity(&m))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     fn open_read(&self, path: &Path, limit: u64) -> io::Result<Option<Box<dyn ReadSeek>>> {
         Ok(open_regular(path, limit)?.map(|(file, _)| Box::new(file) as Box<dyn ReadSeek>))
     }
