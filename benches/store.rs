@@ -5,8 +5,8 @@
 //! `cargo bench --bench store`. Targets on a 2-core machine: a durable
 //! operation at 10k tasks ≤ 30 ms median, loading 10k tasks ≤ 20 ms.
 //!
-//! The store file of each size is generated once (realistic tasks: titles,
-//! requests, schemas, histories, results) and restored, untimed, whenever a
+//! The store file of each size is generated once (`common/tasks.rs`'s rich
+//! tasks: titles, requests, schemas, histories, results) and restored, untimed, whenever a
 //! benchmark has used up its pool of suitable tasks, so that every measured
 //! operation runs against a store of (nearly) the nominal size.
 
@@ -14,76 +14,18 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use chrono::{TimeDelta, Utc};
 use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group};
 use rudder::store::encode;
-use rudder::task::{HistoryEntry, Status, Task, TaskMap};
+use rudder::task::Status;
 use rudder::watch::{ChangeFeed, FeedEvent, FeedOptions, ResetReason};
 use rudder::{Actor, NewTask, Store};
 use serde_json::json;
 
+#[path = "common/tasks.rs"]
+mod tasks;
+use tasks::{generate_rich, schema};
+
 const SIZES: [usize; 3] = [100, 1_000, 10_000];
-
-fn schema() -> serde_json::Value {
-    json!({"type": "object", "required": ["service"], "properties": {
-        "service": {"type": "string", "description": "the affected service"},
-        "window_minutes": {"type": "integer", "minimum": 1, "default": 30}}})
-}
-
-/// A store of `n` tasks: 40% working, 30% input_required, 30% finished.
-fn generate(n: usize) -> TaskMap {
-    let now = Utc::now();
-    let mut tasks = TaskMap::new();
-    for i in 0..n {
-        let status = match i % 10 {
-            0..=3 => Status::Working,
-            4..=6 => Status::InputRequired,
-            7 => Status::Completed,
-            8 => Status::Failed,
-            _ => Status::Cancelled,
-        };
-        let mut t = Task::new(uuid::Uuid::new_v4().to_string(), status);
-        let created = now - TimeDelta::minutes((n - i) as i64);
-        t.created_at = Some(created);
-        t.updated_at = Some(created + TimeDelta::seconds(30));
-        t.title = Some(format!(
-            "INC-{} checkout latency in eu-west-{}",
-            1000 + i,
-            i % 3
-        ));
-        t.idempotency_key = Some(format!("incident-{i}"));
-        t.request = Some(
-            json!({"incident": format!("INC-{}", 1000 + i), "since": "15m",
-                                "systems": ["events", "traces", "deploys"]}),
-        );
-        t.status_message = Some("correlating deploys with error spikes".into());
-        t.revision = 3;
-        t.history = vec![HistoryEntry {
-            status: Status::Working,
-            at: created,
-            note: Some("created".into()),
-        }];
-        match status {
-            Status::InputRequired => t.input_schema = Some(schema()),
-            Status::Completed => {
-                t.input_value = Some(json!({"service": "payments"}));
-                t.result = Some(json!({"summary": "a deploy at 14:02 raised p99 latency",
-                    "citations": ["deploy #88", "trace 4f2a"]}));
-            }
-            Status::Failed => t.error = Some(json!({"message": "trace store unavailable"})),
-            _ => {}
-        }
-        if status != Status::Working {
-            t.history.push(HistoryEntry {
-                status,
-                at: created + TimeDelta::seconds(30),
-                note: None,
-            });
-        }
-        tasks.insert(t.task_id.clone(), t);
-    }
-    tasks
-}
 
 /// One store of a given size, with the ids of its tasks by kind.
 struct Fixture {
@@ -99,7 +41,7 @@ impl Fixture {
     fn new(n: usize) -> Fixture {
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let path = dir.path().join("tasks.json");
-        let tasks = generate(n);
+        let tasks = generate_rich(n);
         let original = encode(&tasks, 0);
         let ids = |s: Status| -> Vec<String> {
             tasks

@@ -7,20 +7,20 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use chrono::{TimeDelta, Utc};
-use criterion::{BenchmarkId, Criterion, criterion_group};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, criterion_group};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use rudder::store::Store;
 use rudder::task::{Progress, Status, Task, TaskMap};
-use rudder::tui::app::App;
-use rudder::tui::app::StoreUpdate as FeedEvent;
-use rudder::tui::diff::Diff;
+use rudder::tui::app::{App, StoreUpdate};
 use rudder::tui::view::{self, Theme};
+use rudder::watch::{FeedEvent, ResetReason};
 
 fn tasks(n: usize) -> TaskMap {
     let now = Utc::now();
@@ -52,51 +52,55 @@ fn tasks(n: usize) -> TaskMap {
         .collect()
 }
 
+/// An app over `tasks` in memory, holding the rows around its selection
+/// (as it does over every store).
 fn app_with(tasks: TaskMap) -> App {
-    let mut app = App::new(Path::new("/tmp/tasks.json"), false, Utc::now());
-    app.on_feed(FeedEvent::Snapshot {
-        tasks: Arc::new(tasks),
-        diff: Diff::default(),
-    });
+    let mut app = App::new(Path::new("/tmp/tasks.json"), false, Utc::now())
+        .with_source(Arc::new(RwLock::new(tasks)));
+    app.on_feed(StoreUpdate::Feed(FeedEvent::Reset(ResetReason::Start)));
     app
 }
 
-fn frame(c: &mut Criterion) {
+/// Time one frame of `app` drawn on a 120×35 terminal.
+fn bench_draw(group: &mut BenchmarkGroup<'_, WallTime>, id: BenchmarkId, mut app: App) {
     let theme = Theme::DEFAULT;
-    let mut group = c.benchmark_group("frame");
-    for n in [1_000usize, 10_000, 100_000] {
-        let mut app = app_with(tasks(n));
-        app.select_row(n / 2);
-        let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
-        group.bench_with_input(BenchmarkId::new("render_120x35", n), &n, |b, _| {
-            b.iter(|| {
-                terminal
-                    .draw(|f| view::draw(f, &mut app, &theme))
-                    .expect("draw");
-            })
-        });
-    }
-    // Rebuilding the sorted, filtered index happens only when the snapshot,
-    // filter or sort changes; measured for reference.
-    let mut app = app_with(tasks(100_000));
-    group.bench_function("rebuild_index/100000", |b| b.iter(|| app.rebuild()));
-    // An idle frame with a selected task whose title and message are 25 MB
-    // each: the text is sanitized once per change of the task, so a frame
-    // costs what any other does (it used to sanitize 50 MB each time).
-    let mut huge = tasks(1_000);
-    let (_, t) = huge.get_index_mut(500).expect("a task");
-    t.title = Some(format!("HUGE {}", "title \u{1b}[31m".repeat(25 << 20 >> 4)));
-    t.status_message = Some("m".repeat(25 << 20));
-    let mut app = app_with(huge);
-    app.select_row(app.rows.iter().position(|&p| p == 500).unwrap_or(0));
     let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
-    group.bench_function("render_120x35/25MB_title", |b| {
+    group.bench_function(id, |b| {
         b.iter(|| {
             terminal
                 .draw(|f| view::draw(f, &mut app, &theme))
                 .expect("draw");
         })
     });
+}
+
+fn frame(c: &mut Criterion) {
+    let mut group = c.benchmark_group("frame");
+    for n in [1_000usize, 10_000, 100_000] {
+        let mut app = app_with(tasks(n));
+        app.select_row(n / 2);
+        bench_draw(&mut group, BenchmarkId::new("render_120x35", n), app);
+    }
+    // Fetching the window again happens only when the store, the filter or
+    // the sort changes; measured for reference.
+    let mut app = app_with(tasks(100_000));
+    group.bench_function("refetch_window/100000", |b| b.iter(|| app.rebuild()));
+    // An idle frame with a selected task whose title and message are 25 MB
+    // each: the text is sanitized once per change of the task, so a frame
+    // costs what any other does (it used to sanitize 50 MB each time).
+    let mut huge = tasks(1_000);
+    let (huge_id, t) = huge.get_index_mut(500).expect("a task");
+    let huge_id = huge_id.clone();
+    t.title = Some(format!("HUGE {}", "title \u{1b}[31m".repeat(25 << 20 >> 4)));
+    t.status_message = Some("m".repeat(25 << 20));
+    let mut app = app_with(huge);
+    app.selected = Some(huge_id);
+    app.rebuild();
+    bench_draw(
+        &mut group,
+        BenchmarkId::new("render_120x35", "25MB_title"),
+        app,
+    );
     group.finish();
 }
 
@@ -115,13 +119,16 @@ fn write_to_drawn(c: &mut Criterion) {
         .expect("runtime");
     let theme = Theme::DEFAULT;
     let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
-    let mut app = App::new(&path, false, Utc::now());
-    let mut feed = runtime.block_on(async { rudder::tui::snapshots(path.clone(), store.clone()) });
+    let (source, mut feed) = runtime.block_on(async { rudder::tui::live(&path, &store) });
+    let mut app = App::new(&path, false, Utc::now()).with_source(source);
     runtime.block_on(async {
         if let Some(e) = feed.recv().await {
             app.on_feed(e);
         }
     });
+    // The task written is the selected one, so its row is in the window.
+    app.selected = Some(id.clone());
+    app.rebuild();
     let mut seq = 0u64;
     let mut group = c.benchmark_group("write_to_drawn");
     group.sample_size(30);
@@ -132,21 +139,29 @@ fn write_to_drawn(c: &mut Criterion) {
                 seq += 1;
                 let message = format!("heartbeat {seq}");
                 store
-                    .heartbeat(&id, Some(message.clone()), None, rudder::task::Actor::Anyone)
+                    .heartbeat(
+                        &id,
+                        Some(message.clone()),
+                        None,
+                        rudder::task::Actor::Anyone,
+                    )
                     .expect("heartbeat");
                 let written = Instant::now();
                 runtime.block_on(async {
                     loop {
-                        let Some(event) = feed.recv().await else { panic!("feed stopped") };
-                        let seen = matches!(&event, FeedEvent::Snapshot { tasks, .. }
-                            if tasks.get(&id).and_then(|t| t.status_message.as_deref()) == Some(message.as_str()));
+                        let Some(event) = feed.recv().await else {
+                            panic!("feed stopped")
+                        };
                         app.on_feed(event);
-                        if seen {
+                        let shown = app.tasks.get(&id).and_then(|t| t.status_message.as_deref());
+                        if shown == Some(message.as_str()) {
                             break;
                         }
                     }
                 });
-                terminal.draw(|f| view::draw(f, &mut app, &theme)).expect("draw");
+                terminal
+                    .draw(|f| view::draw(f, &mut app, &theme))
+                    .expect("draw");
                 total += written.elapsed();
             }
             total

@@ -12,7 +12,7 @@
 //! ```
 
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -25,10 +25,10 @@ use rudder::demo::{diagnosis, scenarios, seed};
 use rudder::store::{Backend, Store};
 use rudder::task::{Actor, Progress, Task};
 use rudder::tui::WorkerState;
-use rudder::tui::app::App;
-use rudder::tui::app::StoreUpdate as FeedEvent;
-use rudder::tui::diff::diff;
+use rudder::tui::app::{App, StoreUpdate};
 use rudder::tui::view::{self, theme::Theme};
+use rudder::tui::window::RowSource;
+use rudder::watch::{FeedEvent, ResetReason, TaskChange};
 
 const WIDTH: u16 = 132;
 const HEIGHT: u16 = 38;
@@ -193,17 +193,25 @@ fn render() -> Result<String> {
 
     let tasks = store.load()?;
     let now = *clock.lock().expect("clock");
-    let mut app = App::new(std::path::Path::new("rudder-demo.json"), false, now);
-    // What the TUI saw when it opened, then what changed since: the
-    // transition log shows the diagnoses moving.
-    app.on_feed(FeedEvent::Snapshot {
-        diff: diff(&Default::default(), &seeded, start),
-        tasks: Arc::new(seeded.clone()),
-    });
-    app.on_feed(FeedEvent::Snapshot {
-        diff: diff(&seeded, &tasks, now),
-        tasks: Arc::new(tasks),
-    });
+    // What the TUI saw when it opened, then what changed since, as the
+    // change feed tells it: the transition log shows the diagnoses moving.
+    let rows = Arc::new(RwLock::new(seeded.clone()));
+    let mut app = App::new(std::path::Path::new("rudder-demo.json"), false, now)
+        .with_source(Arc::clone(&rows) as Arc<dyn RowSource>);
+    app.on_feed(StoreUpdate::Feed(FeedEvent::Reset(ResetReason::Start)));
+    let changes = tasks
+        .values()
+        .filter(|t| seeded.get(&t.task_id) != Some(*t))
+        .map(|t| TaskChange {
+            task_id: t.task_id.clone(),
+            revision: t.revision,
+            from: seeded.get(&t.task_id).map(|s| s.status),
+            to: Some(t.status),
+            at: t.updated_at,
+        })
+        .collect();
+    *rows.write().expect("not poisoned") = tasks;
+    app.on_feed(StoreUpdate::Feed(FeedEvent::Changes(changes)));
     app.worker = Some(WorkerState::Running { pid: 4242 });
     app.selected = Some(done);
     app.rebuild();

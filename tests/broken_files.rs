@@ -189,10 +189,11 @@ fn the_store_api_reports_the_position_and_writes_nothing() {
         assert_eq!(e.exit_code(), 6);
         let e = store.create(NewTask::default()).unwrap_err();
         assert_eq!(e.kind(), "corrupt_store", "{}", b.name);
-        let rudder::StoreError::Corrupt { path: p, line, .. } = &e else {
+        let rudder::StoreError::Corrupt { location, line, .. } = &e else {
             unreachable!()
         };
-        assert_eq!(p, &path);
+        assert_eq!(location.path(), Some(path.as_path()));
+        assert_eq!(location.to_string(), path.display().to_string());
         assert_eq!(*line, b.line, "{}", b.name);
         assert_eq!(fingerprint(&path), before, "{}", b.name);
     }

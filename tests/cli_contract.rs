@@ -225,7 +225,11 @@ fn every_command_prints_its_documented_shape_once() {
         v
     };
     error(&["get", "nope", "--json"], 3, "unknown_task");
-    error(&["get", "", "--json"], 3, "unknown_task");
+    let v = error(&["get", "", "--json"], 3, "unknown_task");
+    assert_eq!(
+        v["message"], r#"unknown task: "" (the id is empty)"#,
+        "an empty id is said to be empty"
+    );
     let v = error(&["complete", &done, "--json"], 4, "refused");
     assert_eq!(v["task"]["task_id"], done.as_str());
     error(
@@ -320,6 +324,198 @@ fn every_command_prints_its_documented_shape_once() {
         let r = run(&broken, &["list", "--json"]);
         let v = assert_shape(&r, "error", 6, "a corrupt store");
         assert!(["corrupt_store", "not_a_store"].contains(&v["error"].as_str().unwrap()));
+    }
+}
+
+/// `rudder --store STORE ARGS` with `env`, once plain and once with
+/// `--json`: the error's kind is `kind` on exit 6, its message starts with
+/// the store's `location`, and the JSON (valid against the published
+/// schema) names it as `store`, with `path` the store's file if it has one.
+fn assert_names_store(
+    store: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    kind: &str,
+    location: &str,
+    path: Option<&Path>,
+) -> Value {
+    let go = |json: bool| -> Run {
+        let mut c = rudder();
+        c.arg("--store").arg(store).args(args);
+        if json {
+            c.arg("--json");
+        }
+        c.envs(env.iter().copied());
+        c.output().expect("run").into()
+    };
+    let ctx = format!("{kind} of {location}");
+    let plain = go(false);
+    assert_eq!(plain.code, 6, "{ctx}: {plain:#?}");
+    assert!(
+        plain.stderr.contains(&format!("{location}: ")),
+        "{ctx}: the message does not start with the store: {}",
+        plain.stderr
+    );
+    let v = assert_shape(&go(true), "error", 6, &ctx);
+    assert_eq!(v["error"], kind, "{ctx}: {v}");
+    assert_eq!(v["store"], location, "{ctx}: {v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{location}: ")),
+        "{ctx}: {v}"
+    );
+    match path {
+        Some(p) => assert_eq!(v["path"], p.to_str().unwrap(), "{ctx}: {v}"),
+        None => assert!(v.get("path").is_none(), "{ctx}: a server has no path: {v}"),
+    }
+    v
+}
+
+/// Every backend names its store the same way in the errors about the
+/// store itself (corrupt, I/O, too large, the lock, not a store, the
+/// database): the JSON file by its path, SQLite as `sqlite:PATH`,
+/// PostgreSQL by its URL with the password redacted.
+#[test]
+fn store_errors_name_the_store_the_same_way_on_every_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let shown = |p: &Path| p.display().to_string();
+
+    // The JSON file.
+    let broken = d.join("broken.json");
+    std::fs::write(&broken, "{ this is not a store").unwrap();
+    let v = assert_names_store(
+        &broken,
+        &["list"],
+        &[],
+        "corrupt_store",
+        &shown(&broken),
+        Some(&broken),
+    );
+    assert_eq!(v["line"], 1, "{v}");
+    std::fs::write(d.join("plain"), "a file, not a directory").unwrap();
+    let under_file = d.join("plain/sub/tasks.json");
+    let v = assert_names_store(
+        &under_file,
+        &["create", "--title", "x"],
+        &[],
+        "io",
+        &shown(&under_file),
+        Some(&under_file),
+    );
+    // The directory it could not create is named too.
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        message.contains("create the store directory")
+            && message.contains(&shown(&d.join("plain/sub"))),
+        "{v}"
+    );
+    let small = d.join("small.json");
+    assert_names_store(
+        &small,
+        &["create", "--title", "x"],
+        &[("RUDDER_MAX_STORE_BYTES", "10")],
+        "too_large",
+        &shown(&small),
+        Some(&small),
+    );
+
+    // SQLite.
+    let db = d.join("tasks.db");
+    let id = rudder::Store::open(&db)
+        .create(rudder::NewTask::default())
+        .unwrap()
+        .task
+        .task_id;
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute("UPDATE tasks SET doc = '{not json'", [])
+        .unwrap();
+    let sqlite = format!("sqlite:{}", db.display());
+    let v = assert_names_store(&db, &["get", &id], &[], "corrupt_store", &sqlite, Some(&db));
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not read back"),
+        "{v}"
+    );
+    conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+    assert_names_store(
+        &db,
+        &["create", "--title", "x"],
+        &[("RUDDER_LOCK_TIMEOUT", "200ms")],
+        "lock_timeout",
+        &sqlite,
+        Some(&db),
+    );
+    conn.execute_batch("ROLLBACK").unwrap();
+    let text = d.join("text.db");
+    std::fs::write(&text, "not a database\n").unwrap();
+    assert_names_store(
+        &text,
+        &["list"],
+        &[],
+        "not_a_store",
+        &format!("sqlite:{}", text.display()),
+        Some(&text),
+    );
+    let db_under_file = d.join("plain/sub/tasks.db");
+    assert_names_store(
+        &db_under_file,
+        &["create", "--title", "x"],
+        &[],
+        "io",
+        &format!("sqlite:{}", db_under_file.display()),
+        Some(&db_under_file),
+    );
+
+    // PostgreSQL: a server that cannot be reached (no server needed) ...
+    let unreachable = d.join("no-server");
+    let url = format!(
+        "postgresql://alice:s3cret@/postgres?host={}&port=1",
+        unreachable.display()
+    );
+    let shown_url = url.replace("s3cret", "***");
+    let v = assert_names_store(
+        Path::new(&url),
+        &["list"],
+        &[("RUDDER_LOCK_TIMEOUT", "1s")],
+        "database",
+        &shown_url,
+        None,
+    );
+    assert!(!v.to_string().contains("s3cret"), "{v}");
+    // ... and a task whose document does not read back.
+    if common::pg::available() {
+        let url = common::pg::store_url();
+        let id = rudder::Store::open(&url)
+            .create(rudder::NewTask::default())
+            .unwrap()
+            .task
+            .task_id;
+        let rudder::store::StoreUrl::Postgres(u) = rudder::store::StoreUrl::parse(&url).unwrap()
+        else {
+            unreachable!()
+        };
+        let mut admin =
+            postgres::Client::connect(u.secret_text(), postgres::NoTls).expect("connect");
+        admin
+            .batch_execute("UPDATE rudder_tasks SET doc = '{not json'")
+            .unwrap();
+        let v = assert_names_store(
+            Path::new(&url),
+            &["get", &id],
+            &[],
+            "corrupt_store",
+            u.shown(),
+            None,
+        );
+        assert!(
+            v["message"].as_str().unwrap().contains("store is corrupt"),
+            "{v}"
+        );
     }
 }
 

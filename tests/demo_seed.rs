@@ -167,6 +167,27 @@ fn the_supervisor_kills_and_restarts_the_worker() {
         panic!("not running: {:?}", supervisor.state());
     };
     assert!(supervisor.start().is_err(), "one worker at a time");
+    // Stopped with SIGSTOP, it is not said to be running; SIGCONT resumes it.
+    let signal = |sig| {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{sig} {pid}");
+    };
+    signal("STOP");
+    wait_for("the worker to show as stopped", DEADLINE, || {
+        (supervisor.state() == WorkerState::Stopped { pid }).then_some(())
+    });
+    let refused = supervisor
+        .start()
+        .expect_err("a stopped worker is still there");
+    assert!(refused.contains("stopped"), "{refused}");
+    signal("CONT");
+    wait_for("the worker to show as running again", DEADLINE, || {
+        (supervisor.state() == WorkerState::Running { pid }).then_some(())
+    });
     wait_for("the worker to finish a diagnosis", DEADLINE, || {
         let tasks = store.load().expect("load");
         tasks.values().any(|t| t.status.is_terminal()).then_some(())

@@ -438,3 +438,126 @@ fn list_pages_with_sort_limit_and_after_once() {
     let r = run(&path, &["list", "--sort", "size", "--json"]);
     assert_eq!(r.code, 2, "{r:#?}");
 }
+
+#[test]
+fn the_stalled_count_agrees_with_the_tasks_on_every_backend() {
+    common::each_backend(the_stalled_count_agrees_with_the_tasks_once);
+}
+
+/// A working task is stalled once its lease lapsed (`until <= now`);
+/// waiting or finished tasks with an old lease, and a working task never
+/// claimed, are not. The count covers the whole store.
+fn the_stalled_count_agrees_with_the_tasks_once() {
+    use chrono::{TimeDelta, Utc};
+    use rudder::store::Backend;
+    use rudder::task::{Task, TaskMap};
+    let dir = tempfile::tempdir().unwrap();
+    let path = common::store_in(dir.path());
+    let store = Store::open(&path);
+    let base = Utc::now();
+    let mut tasks = TaskMap::new();
+    for i in 0..300u32 {
+        let status = [
+            Status::Working,
+            Status::Working,
+            Status::InputRequired,
+            Status::Completed,
+            Status::Failed,
+        ][i as usize % 5];
+        let mut t = Task::new(format!("{i:08x}-0000-4000-8000-000000000000"), status);
+        t.revision = 1;
+        t.created_at = Some(base);
+        t.updated_at = Some(base);
+        // Leases from 150 s ago to 149 s ahead (some at a whole second,
+        // some between), and every seventh task never claimed.
+        if i % 7 != 0 {
+            t.claimed_by = Some("w".into());
+            t.lease_expires_at = Some(
+                base + TimeDelta::seconds(i64::from(i) - 150)
+                    + TimeDelta::microseconds(i64::from(i % 3) * 250),
+            );
+        }
+        tasks.insert(t.task_id.clone(), t);
+    }
+    store
+        .backend()
+        .transact(&mut |all| {
+            *all = tasks.clone();
+            Ok(true)
+        })
+        .unwrap();
+    let loaded = store.load().unwrap();
+    let edge = loaded
+        .values()
+        .find(|t| t.status == Status::Working && t.lease_expires_at.is_some())
+        .and_then(|t| t.lease_expires_at)
+        .unwrap();
+    for now in [
+        base - TimeDelta::hours(1),
+        base,
+        edge,
+        edge - TimeDelta::microseconds(1),
+        base + TimeDelta::seconds(30),
+        base + TimeDelta::hours(1),
+    ] {
+        let expected = loaded.values().filter(|t| t.stalled(now)).count();
+        assert_eq!(store.stalled(now).unwrap(), expected, "at {now}");
+    }
+    assert!(store.stalled(base).unwrap() > 0);
+    // A lease renewed is no longer stalled; a stalled task that finishes
+    // leaves the count.
+    let stalled: Vec<String> = loaded
+        .values()
+        .filter(|t| t.stalled(base))
+        .map(|t| t.task_id.clone())
+        .take(2)
+        .collect();
+    let before = store.stalled(base).unwrap();
+    store
+        .backend()
+        .transact(&mut |all| {
+            let t = all.get_mut(&stalled[0]).unwrap();
+            t.lease_expires_at = Some(base + TimeDelta::minutes(5));
+            t.revision += 1;
+            let t = all.get_mut(&stalled[1]).unwrap();
+            t.status = Status::Failed;
+            t.revision += 1;
+            Ok(true)
+        })
+        .unwrap();
+    assert_eq!(store.stalled(base).unwrap(), before - 2);
+    // A store that does not exist has none (and is not created).
+    let empty = tempfile::tempdir().unwrap();
+    if common::kind() != common::Kind::Postgres {
+        let missing = Store::open(common::store_in(empty.path()));
+        assert_eq!(missing.stalled(base).unwrap(), 0);
+        assert!(std::fs::read_dir(empty.path()).unwrap().next().is_none());
+    }
+}
+
+/// The stalled count (asked by the TUI once a second) is a range of the
+/// (status, lease) index, not a walk over the working tasks.
+#[test]
+fn the_stalled_count_is_a_range_of_an_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.db");
+    Store::open(&path).create(NewTask::default()).unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let plan: Vec<String> = conn
+        .prepare(
+            "EXPLAIN QUERY PLAN SELECT COUNT(*) FROM tasks \
+             WHERE status = 'working' AND lease_expires_at <= ?1",
+        )
+        .unwrap()
+        .query_map(["2026-01-01T00:00:00.000000000Z"], |r| {
+            r.get::<_, String>(3)
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        plan.iter()
+            .any(|p| p.contains("tasks_by_status_lease") && p.contains("lease_expires_at<?")),
+        "{plan:?}"
+    );
+}

@@ -10,7 +10,6 @@ use proptest::prelude::*;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use rudder::task::Status;
-use rudder::tui::app::StoreUpdate as FeedEvent;
 use rudder::tui::view::{self, Theme};
 
 #[derive(Debug, Clone)]
@@ -60,48 +59,65 @@ fn steps() -> impl Strategy<Value = Step> {
     ]
 }
 
+/// Run `seq` over a store of `kind`: the app never panics and its
+/// selection is always a row it shows.
+fn check(kind: Kind, seq: Vec<Step>) -> Result<(), TestCaseError> {
+    common::stores::set_kind(kind);
+    let mut tasks = fixture();
+    let fx = Fixture::new(tasks.clone());
+    let mut app = fx.app();
+    let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
+    for step in seq {
+        match step {
+            Step::Key(k) => {
+                // 'q' is not generated: the sequence goes on.
+                let _ = app.handle_key(k);
+            }
+            Step::Store(n, status) => {
+                match status {
+                    Some(s) => {
+                        let t = tasks
+                            .entry(id(n))
+                            .or_insert_with(|| task(n, s, "back", 1, 0));
+                        t.status = s;
+                        t.revision += 1;
+                    }
+                    None => {
+                        tasks.shift_remove(&id(n));
+                    }
+                }
+                app.on_feed(fx.set(tasks.clone()));
+            }
+            Step::Missing => {
+                app.on_feed(fx.remove());
+                tasks.clear();
+            }
+            Step::Unreadable => app.on_feed(unreadable("bad")),
+            Step::Resize(w, h) => terminal.backend_mut().resize(w, h),
+        }
+        terminal
+            .draw(|f| view::draw(f, &mut app, &Theme::DEFAULT))
+            .expect("draw");
+        match &app.selected {
+            Some(sel) => {
+                let row = app.row_task(app.cursor).map(|t| t.task_id.clone());
+                prop_assert_eq!(row.as_deref(), Some(sel.as_str()));
+            }
+            None => prop_assert!(app.rows.is_empty()),
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
     #[test]
     fn never_panics_and_the_selection_is_always_a_shown_task(seq in prop::collection::vec(steps(), 1..60)) {
-        let mut app = app_with(fixture());
-        let mut tasks = fixture();
-        let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
-        for step in seq {
-            match step {
-                Step::Key(k) => {
-                    // 'q' is not generated: the sequence goes on.
-                    let _ = app.handle_key(k);
-                }
-                Step::Store(n, status) => {
-                    let before = tasks.clone();
-                    match status {
-                        Some(s) => {
-                            let t = tasks.entry(id(n)).or_insert_with(|| task(n, s, "back", 1, 0));
-                            t.status = s;
-                            t.revision += 1;
-                        }
-                        None => {
-                            tasks.shift_remove(&id(n));
-                        }
-                    }
-                    app.on_feed(snapshot_after(&before, tasks.clone()));
-                }
-                Step::Missing => {
-                    app.on_feed(FeedEvent::Missing);
-                    tasks.clear();
-                }
-                Step::Unreadable => app.on_feed(FeedEvent::Unreadable { message: "bad".into() }),
-                Step::Resize(w, h) => terminal.backend_mut().resize(w, h),
-            }
-            terminal.draw(|f| view::draw(f, &mut app, &Theme::DEFAULT)).expect("draw");
-            match &app.selected {
-                Some(sel) => {
-                    let row = app.row_task(app.cursor).map(|t| t.task_id.clone());
-                    prop_assert_eq!(row.as_deref(), Some(sel.as_str()));
-                }
-                None => prop_assert!(app.rows.is_empty()),
-            }
-        }
+        check(Kind::File, seq)?;
+    }
+
+    #[test]
+    fn over_sqlite_never_panics_and_the_selection_is_always_a_shown_task(seq in prop::collection::vec(steps(), 1..60)) {
+        check(Kind::Sqlite, seq)?;
     }
 }

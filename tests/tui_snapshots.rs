@@ -11,7 +11,6 @@ use ratatui::backend::TestBackend;
 use ratatui::style::Color;
 use rudder::store::{ReclaimReport, Reclaimed, Skipped};
 use rudder::task::Status;
-use rudder::tui::app::StoreUpdate as FeedEvent;
 use rudder::tui::app::{App, Popup};
 use rudder::tui::view::{self, Theme};
 
@@ -34,57 +33,78 @@ fn render(app: &mut App) -> String {
 
 #[test]
 fn list() {
-    let mut app = app_with(fixture());
-    // A second snapshot with a transition fills the log and flashes a row.
-    let mut tasks = fixture();
-    tasks.get_mut(&id(5)).expect("fixture").status = Status::Cancelled;
-    let t = tasks.get_mut(&id(2)).expect("fixture");
-    t.status_message = Some("checking lag on replica 3".into());
-    app.on_feed(snapshot_after(&fixture(), tasks.clone()));
-    let mut later = tasks.clone();
-    later.get_mut(&id(6)).expect("fixture").status = Status::Failed;
-    app.on_feed(snapshot_after(&tasks, later));
-    insta::assert_snapshot!(render(&mut app));
+    each_store(|| {
+        insta::allow_duplicates! {
+            let fx = Fixture::new(fixture());
+            let mut app = fx.app();
+            // A second snapshot with a transition fills the log and flashes a row.
+            let mut tasks = fixture();
+            tasks.get_mut(&id(5)).expect("fixture").status = Status::Cancelled;
+            let t = tasks.get_mut(&id(2)).expect("fixture");
+            t.status_message = Some("checking lag on replica 3".into());
+            app.on_feed(fx.set(tasks.clone()));
+            let mut later = tasks.clone();
+            later.get_mut(&id(6)).expect("fixture").status = Status::Failed;
+            app.on_feed(fx.set(later));
+            insta::assert_snapshot!(render(&mut app));
+        }
+    });
 }
 
 #[test]
 fn detail_of_a_finished_task() {
-    let mut app = app_with(fixture());
-    app.handle_key(ch('/'));
-    type_text(&mut app, "cache");
-    app.handle_key(key(KeyCode::Enter));
-    insta::assert_snapshot!(render(&mut app));
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(fixture());
+            app.handle_key(ch('/'));
+            type_text(&mut app, "cache");
+            app.handle_key(key(KeyCode::Enter));
+            insta::assert_snapshot!(render(&mut app));
+        }
+    });
 }
 
 #[test]
 fn detail_of_a_working_task_with_a_lease() {
-    let mut app = app_with(fixture());
-    app.handle_key(ch('j'));
-    app.handle_key(ch('j'));
-    insta::assert_snapshot!(render(&mut app));
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(fixture());
+            app.handle_key(ch('j'));
+            app.handle_key(ch('j'));
+            insta::assert_snapshot!(render(&mut app));
+        }
+    });
 }
 
 #[test]
 fn form_with_inline_errors() {
-    let mut app = app_with(fixture());
-    app.handle_key(ch('i'));
-    app.handle_key(key(KeyCode::Tab));
-    type_text(&mut app, "x");
-    app.handle_key(key(KeyCode::Tab));
-    app.handle_key(key(KeyCode::Right));
-    app.handle_key(key(KeyCode::Tab));
-    app.handle_key(ch(' '));
-    app.handle_key(key(KeyCode::Tab));
-    type_text(&mut app, "[1, \"a\"]");
-    assert!(app.handle_key(ctrl('s')).is_empty());
-    insta::assert_snapshot!(render(&mut app));
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(fixture());
+            app.handle_key(ch('i'));
+            app.handle_key(key(KeyCode::Tab));
+            type_text(&mut app, "x");
+            app.handle_key(key(KeyCode::Tab));
+            app.handle_key(key(KeyCode::Right));
+            app.handle_key(key(KeyCode::Tab));
+            app.handle_key(ch(' '));
+            app.handle_key(key(KeyCode::Tab));
+            type_text(&mut app, "[1, \"a\"]");
+            assert!(app.handle_key(ctrl('s')).is_empty());
+            insta::assert_snapshot!(render(&mut app));
+        }
+    });
 }
 
 #[test]
 fn cancel_confirmation() {
-    let mut app = app_with(fixture());
-    app.handle_key(ch('c'));
-    insta::assert_snapshot!(render(&mut app));
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(fixture());
+            app.handle_key(ch('c'));
+            insta::assert_snapshot!(render(&mut app));
+        }
+    });
 }
 
 fn report(dry_run: bool) -> ReclaimReport {
@@ -123,200 +143,254 @@ fn report(dry_run: bool) -> ReclaimReport {
 
 #[test]
 fn reclaim_age_prompt() {
-    let mut app = app_with(fixture());
-    app.handle_key(ch('R'));
-    insta::assert_snapshot!(render(&mut app));
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(fixture());
+            app.handle_key(ch('R'));
+            insta::assert_snapshot!(render(&mut app));
+        }
+    });
 }
 
 #[test]
 fn reclaim_preview_confirmation() {
-    let mut app = app_with(fixture());
-    app.popup = Popup::ReclaimPreview {
-        older_than: std::time::Duration::from_secs(900),
-        age: "15m".into(),
-        report: report(true),
-        tasks: vec![(id(2), 2), (id(1), 2)],
-    };
-    insta::assert_snapshot!(render(&mut app));
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(fixture());
+            app.popup = Popup::ReclaimPreview {
+                older_than: std::time::Duration::from_secs(900),
+                age: "15m".into(),
+                report: report(true),
+                tasks: vec![(id(2), 2), (id(1), 2)],
+            };
+            insta::assert_snapshot!(render(&mut app));
+        }
+    });
 }
 
 #[test]
 fn reclaim_report() {
-    let mut app = app_with(fixture());
-    // After the y: one previewed task changed meanwhile and was left alone.
-    let mut done = report(false);
-    let changed = done.reclaimed.remove(1);
-    done.skipped = vec![Skipped {
-        task_id: changed.task_id,
-        status: Status::InputRequired,
-        reason: "changed since the preview (revision 5, now 7)".into(),
-    }];
-    app.popup = Popup::ReclaimDone { report: done };
-    let text = render(&mut app);
-    assert!(
-        text.contains("1 previewed task(s) not reclaimed:"),
-        "{text}"
-    );
-    assert!(
-        text.contains("changed since the preview (revision 5, now 7)"),
-        "{text}"
-    );
-    insta::assert_snapshot!(text);
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(fixture());
+            // After the y: one previewed task changed meanwhile and was left alone.
+            let mut done = report(false);
+            let changed = done.reclaimed.remove(1);
+            done.skipped = vec![Skipped {
+                task_id: changed.task_id,
+                status: Status::InputRequired,
+                reason: "changed since the preview (revision 5, now 7)".into(),
+            }];
+            app.popup = Popup::ReclaimDone { report: done };
+            let text = render(&mut app);
+            assert!(
+                text.contains("1 previewed task(s) not reclaimed:"),
+                "{text}"
+            );
+            assert!(
+                text.contains("changed since the preview (revision 5, now 7)"),
+                "{text}"
+            );
+            insta::assert_snapshot!(text);
+        }
+    });
 }
 
 #[test]
 fn help() {
-    let mut app = app_with(fixture());
-    app.handle_key(ch('?'));
-    insta::assert_snapshot!(render(&mut app));
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(fixture());
+            app.handle_key(ch('?'));
+            insta::assert_snapshot!(render(&mut app));
+        }
+    });
 }
 
 #[test]
 fn help_in_demo_mode_lists_the_worker_keys() {
-    let mut app = app_with(fixture());
-    app.worker = Some(rudder::tui::WorkerState::Killed { pid: 4242 });
-    app.handle_key(ch('?'));
-    insta::assert_snapshot!(render(&mut app));
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(fixture());
+            app.worker = Some(rudder::tui::WorkerState::Killed { pid: 4242 });
+            app.handle_key(ch('?'));
+            insta::assert_snapshot!(render(&mut app));
+        }
+    });
 }
 
 #[test]
 fn missing_store_banner() {
-    let mut app = App::new(std::path::Path::new("/srv/rudder/tasks.json"), false, now());
-    app.on_feed(FeedEvent::Missing);
-    insta::assert_snapshot!(render(&mut app));
+    each_store(|| {
+        insta::allow_duplicates! {
+            let fx = Fixture::new(fixture());
+            let mut app = fx.app();
+            app.on_feed(fx.remove());
+            insta::assert_snapshot!(render(&mut app));
+        }
+    });
 }
 
 #[test]
 fn unreadable_store_banner() {
-    let mut app = app_with(fixture());
-    app.on_feed(FeedEvent::Unreadable {
-        message: "/srv/rudder/tasks.json: store file is corrupt at line 3 column 7: expected `,` or `}`; it was left untouched".into(),
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(fixture());
+            app.on_feed(unreadable(
+                "/srv/rudder/tasks.json: store file is corrupt at line 3 column 7: expected `,` or `}`; it was left untouched",
+            ));
+            insta::assert_snapshot!(render(&mut app));
+        }
     });
-    insta::assert_snapshot!(render(&mut app));
 }
 
 #[test]
 fn paused_with_changes_pending() {
-    let mut app = app_with(fixture());
-    app.handle_key(ch('p'));
-    app.on_feed(task_2_completed());
-    insta::assert_snapshot!(render(&mut app));
+    each_store(|| {
+        insta::allow_duplicates! {
+            let fx = Fixture::new(fixture());
+            let mut app = fx.app();
+            app.handle_key(ch('p'));
+            app.on_feed(fx.set(task_2_completed()));
+            insta::assert_snapshot!(render(&mut app));
+        }
+    });
 }
 
 #[test]
 fn too_small_terminal() {
-    let mut app = app_with(fixture());
-    let t = render_with(&mut app, 20, 5, COLOR);
-    insta::assert_snapshot!(screen(&t));
-    // Every size down to nothing draws without panicking.
-    for (w, h) in [(0, 0), (1, 1), (59, 40), (60, 12), (61, 13), (200, 12)] {
-        render_with(&mut app, w, h, COLOR);
-    }
-    app.handle_key(ch('i'));
-    for (w, h) in [(60, 12), (70, 14)] {
-        render_with(&mut app, w, h, COLOR);
-    }
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(fixture());
+            let t = render_with(&mut app, 20, 5, COLOR);
+            insta::assert_snapshot!(screen(&t));
+            // Every size down to nothing draws without panicking.
+            for (w, h) in [(0, 0), (1, 1), (59, 40), (60, 12), (61, 13), (200, 12)] {
+                render_with(&mut app, w, h, COLOR);
+            }
+            app.handle_key(ch('i'));
+            for (w, h) in [(60, 12), (70, 14)] {
+                render_with(&mut app, w, h, COLOR);
+            }
+        }
+    });
 }
 
 #[test]
 fn hostile_task_text_is_drawn_inert() {
-    let mut app = app_with(fixture());
-    app.handle_key(ch('j'));
-    let t = render_with(&mut app, 120, 35, COLOR);
-    let text = screen(&t);
-    for bad in ['\u{1b}', '\u{7}', '\u{202E}', '\r', '\u{9b}'] {
-        assert!(!text.contains(bad), "{bad:?} reached the screen");
-    }
-    assert!(text.contains("msgcleared?reversed end next"), "{text}");
-    insta::assert_snapshot!(text);
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(fixture());
+            app.handle_key(ch('j'));
+            let t = render_with(&mut app, 120, 35, COLOR);
+            let text = screen(&t);
+            for bad in ['\u{1b}', '\u{7}', '\u{202E}', '\r', '\u{9b}'] {
+                assert!(!text.contains(bad), "{bad:?} reached the screen");
+            }
+            assert!(text.contains("msgcleared?reversed end next"), "{text}");
+            insta::assert_snapshot!(text);
+        }
+    });
 }
 
 #[test]
 fn no_color_draws_no_colours_but_keeps_the_symbols() {
-    let mut app = app_with(fixture());
-    let t = render_with(&mut app, 120, 35, Theme::MONO);
-    let buf = t.backend().buffer();
-    for cell in buf.content() {
-        assert_eq!(
-            cell.fg,
-            Color::Reset,
-            "a foreground colour at {:?}",
-            cell.symbol()
-        );
-        assert_eq!(
-            cell.bg,
-            Color::Reset,
-            "a background colour at {:?}",
-            cell.symbol()
-        );
-    }
-    let text = screen(&t);
-    for sym in ["◆", "▶", "✔", "✖", "⊘"] {
-        assert!(text.contains(sym), "{sym} missing");
-    }
-    // With colour, waiting tasks stand out in the header.
-    let t = render_with(&mut app, 120, 35, COLOR);
-    let buf = t.backend().buffer();
-    let x = (0..120u16)
-        .find(|&x| buf[(x, 1)].symbol() == "◆")
-        .expect("the input_required count");
-    assert_eq!(buf[(x, 1)].bg, Color::Yellow);
+    each_store(|| {
+        let mut app = app_with(fixture());
+        let t = render_with(&mut app, 120, 35, Theme::MONO);
+        let buf = t.backend().buffer();
+        for cell in buf.content() {
+            assert_eq!(
+                cell.fg,
+                Color::Reset,
+                "a foreground colour at {:?}",
+                cell.symbol()
+            );
+            assert_eq!(
+                cell.bg,
+                Color::Reset,
+                "a background colour at {:?}",
+                cell.symbol()
+            );
+        }
+        let text = screen(&t);
+        for sym in ["◆", "▶", "✔", "✖", "⊘"] {
+            assert!(text.contains(sym), "{sym} missing");
+        }
+        // With colour, waiting tasks stand out in the header.
+        let t = render_with(&mut app, 120, 35, COLOR);
+        let buf = t.backend().buffer();
+        let x = (0..120u16)
+            .find(|&x| buf[(x, 1)].symbol() == "◆")
+            .expect("the input_required count");
+        assert_eq!(buf[(x, 1)].bg, Color::Yellow);
+    });
 }
 
 #[test]
 fn only_visible_rows_are_drawn_and_selection_scrolls_into_view() {
-    let mut tasks = rudder::task::TaskMap::new();
-    for n in 0..5_000u32 {
-        let t = task(
-            100 + n,
-            Status::Working,
-            &format!("task {n:05}"),
-            10,
-            i64::from(n % 60),
-        );
-        tasks.insert(t.task_id.clone(), t);
-    }
-    let mut app = app_with(tasks);
-    render_with(&mut app, 120, 35, COLOR);
-    app.handle_key(ch('G'));
-    let text = screen(&render_with(&mut app, 120, 35, COLOR));
-    let last = app
-        .row_task(app.rows.len() - 1)
-        .expect("a last row")
-        .short_id()
-        .to_string();
-    assert!(text.contains(&last), "the last row is on screen");
-    assert!(app.offset > 0 && app.offset + app.page >= app.rows.len());
+    each_store(|| {
+        let mut tasks = rudder::task::TaskMap::new();
+        for n in 0..5_000u32 {
+            let t = task(
+                100 + n,
+                Status::Working,
+                &format!("task {n:05}"),
+                10,
+                i64::from(n % 60),
+            );
+            tasks.insert(t.task_id.clone(), t);
+        }
+        let mut app = app_with(tasks);
+        render_with(&mut app, 120, 35, COLOR);
+        app.handle_key(ch('G'));
+        let text = screen(&render_with(&mut app, 120, 35, COLOR));
+        let last = app
+            .row_task(app.rows.len() - 1)
+            .expect("a last row")
+            .short_id()
+            .to_string();
+        assert!(text.contains(&last), "the last row is on screen");
+        assert!(app.offset > 0 && app.offset + app.page >= app.rows.len());
+    });
 }
 
 #[test]
 fn list_on_an_80x24_terminal() {
-    let mut app = app_with(fixture());
-    insta::assert_snapshot!(screen(&render_with(&mut app, 80, 24, COLOR)));
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(fixture());
+            insta::assert_snapshot!(screen(&render_with(&mut app, 80, 24, COLOR)));
+        }
+    });
 }
 
 #[test]
 fn form_with_hostile_defaults_shows_what_it_submits() {
-    let mut tasks = fixture();
-    let waiting = tasks.get_mut(&id(1)).expect("fixture");
-    waiting.input_schema = Some(serde_json::json!({
-        "type": "object",
-        "properties": {
-            "name": {"type": "string", "default": "x\u{1b}[2Jy\u{202E}z"},
-            "mode": {"enum": ["a\u{1b}[31m", "b"], "default": "a\u{1b}[31m"},
-            "blob": {"type": "object", "default": {"k": "v\u{9b}1m"}}
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut tasks = fixture();
+            let waiting = tasks.get_mut(&id(1)).expect("fixture");
+            waiting.input_schema = Some(serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "default": "x\u{1b}[2Jy\u{202E}z"},
+                    "mode": {"enum": ["a\u{1b}[31m", "b"], "default": "a\u{1b}[31m"},
+                    "blob": {"type": "object", "default": {"k": "v\u{9b}1m"}}
+                }
+            }));
+            let mut app = app_with(tasks);
+            app.handle_key(ch('i'));
+            let text = render(&mut app);
+            for bad in ['\u{1b}', '\u{202E}', '\u{9b}'] {
+                assert!(!text.contains(bad), "{bad:?} reached the screen");
+            }
+            assert!(text.contains("[ xyz "), "{text}");
+            assert!(text.contains(r"◀ a\u001b[31m ▶"), "{text}");
+            assert!(text.contains(r#"{"k":"v\u009b1m"}"#), "{text}");
+            insta::assert_snapshot!(text);
         }
-    }));
-    let mut app = app_with(tasks);
-    app.handle_key(ch('i'));
-    let text = render(&mut app);
-    for bad in ['\u{1b}', '\u{202E}', '\u{9b}'] {
-        assert!(!text.contains(bad), "{bad:?} reached the screen");
-    }
-    assert!(text.contains("[ xyz "), "{text}");
-    assert!(text.contains(r"◀ a\u001b[31m ▶"), "{text}");
-    assert!(text.contains(r#"{"k":"v\u009b1m"}"#), "{text}");
-    insta::assert_snapshot!(text);
+    });
 }
 
 /// A task with huge texts (title, message, result, a history note, a field
@@ -325,58 +399,61 @@ fn form_with_hostile_defaults_shows_what_it_submits() {
 /// relative times, and sanitizing 25 MB each time cost seconds of CPU.
 #[test]
 fn huge_texts_are_sanitized_once_per_change_not_per_frame() {
-    const HUGE: usize = 2 << 20;
-    let mut tasks = fixture();
-    let big = tasks.get_mut(&id(2)).expect("fixture");
-    big.title = Some(format!("HUGE-TITLE {}", "t\u{1b}[31m".repeat(HUGE / 6)));
-    big.status_message = Some("m".repeat(HUGE));
-    big.result = Some(serde_json::json!({ "log": "r".repeat(HUGE) }));
-    big.history[0].note = Some("n".repeat(HUGE));
-    big.extra
-        .insert("trace".into(), serde_json::json!("x".repeat(HUGE)));
-    let mut app = app_with(tasks.clone());
-    let row = app
-        .rows
-        .iter()
-        .position(|&pos| app.tasks.get_index(pos).is_some_and(|(k, _)| k == &id(2)))
-        .expect("the task has a row");
-    app.select_row(row);
-    let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("test terminal");
-    let mut frame = |app: &mut App| {
-        terminal.draw(|f| view::draw(f, app, &COLOR)).expect("draw");
-        screen(&terminal)
-    };
-    let first = frame(&mut app);
-    assert!(first.contains("HUGE-TITLE tttt"), "{first}");
-    assert!(!first.contains('\u{1b}'), "{first}");
+    each_store(|| {
+        const HUGE: usize = 2 << 20;
+        let mut tasks = fixture();
+        let big = tasks.get_mut(&id(2)).expect("fixture");
+        big.title = Some(format!("HUGE-TITLE {}", "t\u{1b}[31m".repeat(HUGE / 6)));
+        big.status_message = Some("m".repeat(HUGE));
+        big.result = Some(serde_json::json!({ "log": "r".repeat(HUGE) }));
+        big.history[0].note = Some("n".repeat(HUGE));
+        big.extra
+            .insert("trace".into(), serde_json::json!("x".repeat(HUGE)));
+        let fx = Fixture::new(tasks.clone());
+        let mut app = fx.app();
+        let row = app
+            .rows
+            .iter()
+            .position(|&pos| app.tasks.get_index(pos).is_some_and(|(k, _)| k == &id(2)))
+            .expect("the task has a row");
+        app.select_row(row);
+        let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("test terminal");
+        let mut frame = |app: &mut App| {
+            terminal.draw(|f| view::draw(f, app, &COLOR)).expect("draw");
+            screen(&terminal)
+        };
+        let first = frame(&mut app);
+        assert!(first.contains("HUGE-TITLE tttt"), "{first}");
+        assert!(!first.contains('\u{1b}'), "{first}");
 
-    let before = rudder::text::sanitized_bytes();
-    for s in 1..=10 {
-        app.tick(now() + chrono::TimeDelta::seconds(s));
+        let before = rudder::text::sanitized_bytes();
+        for s in 1..=10 {
+            app.tick(now() + chrono::TimeDelta::seconds(s));
+            frame(&mut app);
+        }
+        let per_frame = (rudder::text::sanitized_bytes() - before) / 10;
+        assert!(
+            per_frame < 64 << 10,
+            "{per_frame} bytes sanitized per idle frame"
+        );
+
+        // A change of the task is sanitized (once) and shown.
+        let mut changed = tasks.clone();
+        let t = changed.get_mut(&id(2)).expect("fixture");
+        t.title = Some("RENAMED \u{1b}]0;pwned\u{7}incident".into());
+        t.revision += 1;
+        app.on_feed(fx.set(changed));
+        let before = rudder::text::sanitized_bytes();
+        let shown = frame(&mut app);
+        assert!(shown.contains("RENAMED incident"), "{shown}");
+        assert!(
+            rudder::text::sanitized_bytes() - before >= HUGE as u64,
+            "the changed task was not sanitized again"
+        );
+        let before = rudder::text::sanitized_bytes();
         frame(&mut app);
-    }
-    let per_frame = (rudder::text::sanitized_bytes() - before) / 10;
-    assert!(
-        per_frame < 64 << 10,
-        "{per_frame} bytes sanitized per idle frame"
-    );
-
-    // A change of the task is sanitized (once) and shown.
-    let mut changed = tasks.clone();
-    let t = changed.get_mut(&id(2)).expect("fixture");
-    t.title = Some("RENAMED \u{1b}]0;pwned\u{7}incident".into());
-    t.revision += 1;
-    app.on_feed(snapshot_after(&tasks, changed));
-    let before = rudder::text::sanitized_bytes();
-    let shown = frame(&mut app);
-    assert!(shown.contains("RENAMED incident"), "{shown}");
-    assert!(
-        rudder::text::sanitized_bytes() - before >= HUGE as u64,
-        "the changed task was not sanitized again"
-    );
-    let before = rudder::text::sanitized_bytes();
-    frame(&mut app);
-    assert!(rudder::text::sanitized_bytes() - before < 64 << 10);
+        assert!(rudder::text::sanitized_bytes() - before < 64 << 10);
+    });
 }
 
 /// Snapshots of `app` at 80×24 and 140×42, named `NAME_80x24`, `NAME_140x42`.
@@ -410,70 +487,80 @@ fn diagnosed() -> rudder::task::TaskMap {
 
 #[test]
 fn task_view_shows_every_word_wrapped() {
-    let mut app = app_with(diagnosed());
-    app.handle_key(ch('/'));
-    type_text(&mut app, "cache misses");
-    app.handle_key(key(KeyCode::Enter));
-    app.handle_key(ch('v'));
-    assert!(matches!(&app.popup, Popup::View(v) if v.task_id == id(3)));
-    let text = screen(&render_with(&mut app, 80, 24, COLOR));
-    // The root cause is there in full, over several rows, no word cut.
-    assert!(
-        text.contains("\"root_cause\": \"v4.18.2 (deploy-8812), deployed 12"),
-        "{text}"
-    );
-    assert!(!text.contains('…'), "{text}");
-    both_sizes("task_view", &mut app);
-    // Scrolled to the end, the history's long note is whole too.
-    render_with(&mut app, 80, 24, COLOR);
-    app.handle_key(ch('G'));
-    let text = screen(&render_with(&mut app, 80, 24, COLOR));
-    assert!(text.contains("third time in an"), "{text}");
-    insta::assert_snapshot!("task_view_end_80x24", text);
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(diagnosed());
+            app.handle_key(ch('/'));
+            type_text(&mut app, "cache misses");
+            app.handle_key(key(KeyCode::Enter));
+            app.handle_key(ch('v'));
+            assert!(matches!(&app.popup, Popup::View(v) if v.task_id == id(3)));
+            let text = screen(&render_with(&mut app, 80, 24, COLOR));
+            // The root cause is there in full, over several rows, no word cut.
+            assert!(
+                text.contains("\"root_cause\": \"v4.18.2 (deploy-8812), deployed 12"),
+                "{text}"
+            );
+            assert!(!text.contains('…'), "{text}");
+            both_sizes("task_view", &mut app);
+            // Scrolled to the end, the history's long note is whole too.
+            render_with(&mut app, 80, 24, COLOR);
+            app.handle_key(ch('G'));
+            let text = screen(&render_with(&mut app, 80, 24, COLOR));
+            assert!(text.contains("third time in an"), "{text}");
+            insta::assert_snapshot!("task_view_end_80x24", text);
+        }
+    });
 }
 
 #[test]
 fn task_view_search_highlights_and_steps_through_matches() {
-    let mut app = app_with(diagnosed());
-    app.handle_key(ch('/'));
-    type_text(&mut app, "cache misses");
-    app.handle_key(key(KeyCode::Enter));
-    app.handle_key(ch('v'));
-    app.handle_key(ch('/'));
-    type_text(&mut app, "deploy");
-    app.handle_key(key(KeyCode::Enter));
-    let t = render_with(&mut app, 80, 24, COLOR);
-    let text = screen(&t);
-    assert!(text.contains("/deploy: match 1 of 5"), "{text}");
-    // The matches are highlighted, the current one differently.
-    let buf = t.backend().buffer();
-    let highlighted: Vec<(u16, u16)> = (0..24)
-        .flat_map(|y| (0..80).map(move |x| (x, y)))
-        .filter(|&(x, y)| buf[(x, y)].bg == Color::Yellow)
-        .collect();
-    assert!(highlighted.len() >= 6 * 2, "{highlighted:?}");
-    insta::assert_snapshot!("task_view_search_80x24", text);
-    app.handle_key(ch('n'));
-    app.handle_key(ch('n'));
-    let text = screen(&render_with(&mut app, 80, 24, COLOR));
-    assert!(text.contains("match 3 of 5"), "{text}");
-    app.handle_key(ch('N'));
-    app.handle_key(ch('N'));
-    app.handle_key(ch('N'));
-    let text = screen(&render_with(&mut app, 80, 24, COLOR));
-    assert!(text.contains("match 5 of 5"), "wraps around: {text}");
-    // q goes back to the list, keeping the selection.
-    app.handle_key(ch('q'));
-    assert!(matches!(app.popup, Popup::None));
-    assert!(!app.quit);
-    assert_eq!(app.selected.as_deref(), Some(id(3).as_str()));
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(diagnosed());
+            app.handle_key(ch('/'));
+            type_text(&mut app, "cache misses");
+            app.handle_key(key(KeyCode::Enter));
+            app.handle_key(ch('v'));
+            app.handle_key(ch('/'));
+            type_text(&mut app, "deploy");
+            app.handle_key(key(KeyCode::Enter));
+            let t = render_with(&mut app, 80, 24, COLOR);
+            let text = screen(&t);
+            assert!(text.contains("/deploy: match 1 of 5"), "{text}");
+            // The matches are highlighted, the current one differently.
+            let buf = t.backend().buffer();
+            let highlighted: Vec<(u16, u16)> = (0..24)
+                .flat_map(|y| (0..80).map(move |x| (x, y)))
+                .filter(|&(x, y)| buf[(x, y)].bg == Color::Yellow)
+                .collect();
+            assert!(highlighted.len() >= 6 * 2, "{highlighted:?}");
+            insta::assert_snapshot!("task_view_search_80x24", text);
+            app.handle_key(ch('n'));
+            app.handle_key(ch('n'));
+            let text = screen(&render_with(&mut app, 80, 24, COLOR));
+            assert!(text.contains("match 3 of 5"), "{text}");
+            app.handle_key(ch('N'));
+            app.handle_key(ch('N'));
+            app.handle_key(ch('N'));
+            let text = screen(&render_with(&mut app, 80, 24, COLOR));
+            assert!(text.contains("match 5 of 5"), "wraps around: {text}");
+            // q goes back to the list, keeping the selection.
+            app.handle_key(ch('q'));
+            assert!(matches!(app.popup, Popup::None));
+            assert!(!app.quit);
+            assert_eq!(app.selected.as_deref(), Some(id(3).as_str()));
+        }
+    });
 }
 
 #[test]
 fn help_at_80x24_and_140x42() {
-    let mut app = app_with(fixture());
-    app.handle_key(ch('?'));
-    both_sizes("help", &mut app);
+    each_store(|| {
+        let mut app = app_with(fixture());
+        app.handle_key(ch('?'));
+        both_sizes("help", &mut app);
+    });
 }
 
 /// Three of the six marked, one of them finished.
@@ -491,107 +578,188 @@ fn marked() -> App {
 
 #[test]
 fn marked_table() {
-    let mut app = marked();
-    let text = screen(&render_with(&mut app, 80, 24, COLOR));
-    assert!(text.contains("✓ 3 marked"), "{text}");
-    assert_eq!(
-        text.matches('✓').count(),
-        4,
-        "three rows and the header: {text}"
-    );
-    both_sizes("marked_table", &mut app);
+    each_store(|| {
+        let mut app = marked();
+        let text = screen(&render_with(&mut app, 80, 24, COLOR));
+        assert!(text.contains("✓ 3 marked"), "{text}");
+        assert_eq!(
+            text.matches('✓').count(),
+            4,
+            "three rows and the header: {text}"
+        );
+        both_sizes("marked_table", &mut app);
+    });
 }
 
 #[test]
 fn bulk_cancel_confirmation_names_how_many_and_which() {
-    let mut app = marked();
-    app.handle_key(ch('c'));
-    let text = screen(&render_with(&mut app, 80, 24, COLOR));
-    assert!(text.contains("Cancel these 2 marked task(s)?"), "{text}");
-    assert!(
-        text.contains("1 marked task(s) are finished and left alone"),
-        "{text}"
-    );
-    both_sizes("bulk_cancel_confirmation", &mut app);
+    each_store(|| {
+        let mut app = marked();
+        app.handle_key(ch('c'));
+        let text = screen(&render_with(&mut app, 80, 24, COLOR));
+        assert!(text.contains("Cancel these 2 marked task(s)?"), "{text}");
+        assert!(
+            text.contains("1 marked task(s) are finished and left alone"),
+            "{text}"
+        );
+        both_sizes("bulk_cancel_confirmation", &mut app);
+    });
 }
 
 #[test]
 fn bulk_cancel_report_shows_each_task() {
-    use rudder::store::{Outcome, StoreError};
-    use rudder::task::Change;
-    let mut app = marked();
-    app.handle_key(ch('c'));
-    let effects = app.handle_key(ch('y'));
-    assert_eq!(
-        effects,
-        [rudder::tui::update::Effect::CancelMany {
-            task_ids: vec![id(1), id(2)]
-        }]
-    );
-    let mut t1 = fixture()[&id(1)].clone();
-    t1.status = Status::Cancelled;
-    let t2 = fixture()[&id(2)].clone();
-    app.apply_result(rudder::tui::update::EffectResult::CancelMany {
-        results: vec![
-            (
-                id(1),
-                Ok(Outcome {
-                    task: t1,
-                    change: Change::Applied,
-                }),
-            ),
-            (
-                id(2),
-                Err(StoreError::Refused {
-                    op: rudder::task::OpKind::Cancel,
-                    task: Box::new(t2),
-                    reason: "it changed meanwhile".into(),
-                }),
-            ),
-        ],
+    each_store(|| {
+        use rudder::store::{Outcome, StoreError};
+        use rudder::task::Change;
+        let mut app = marked();
+        app.handle_key(ch('c'));
+        let effects = app.handle_key(ch('y'));
+        assert_eq!(
+            effects,
+            [rudder::tui::update::Effect::CancelMany {
+                task_ids: vec![id(1), id(2)]
+            }]
+        );
+        let mut t1 = fixture()[&id(1)].clone();
+        t1.status = Status::Cancelled;
+        let t2 = fixture()[&id(2)].clone();
+        app.apply_result(rudder::tui::update::EffectResult::CancelMany {
+            results: vec![
+                (
+                    id(1),
+                    Ok(Outcome {
+                        task: t1,
+                        change: Change::Applied,
+                    }),
+                ),
+                (
+                    id(2),
+                    Err(StoreError::Refused {
+                        op: rudder::task::OpKind::Cancel,
+                        task: Box::new(t2),
+                        reason: "it changed meanwhile".into(),
+                    }),
+                ),
+            ],
+        });
+        let text = screen(&render_with(&mut app, 80, 24, COLOR));
+        assert!(text.contains("✖ 00000002 refused"), "{text}");
+        assert!(text.contains("✔ 00000001 cancelled"), "{text}");
+        both_sizes("bulk_cancel_report", &mut app);
     });
-    let text = screen(&render_with(&mut app, 80, 24, COLOR));
-    assert!(text.contains("✖ 00000002 refused"), "{text}");
-    assert!(text.contains("✔ 00000001 cancelled"), "{text}");
-    both_sizes("bulk_cancel_report", &mut app);
 }
 
 #[test]
 fn stalled_tasks_stand_out() {
-    let mut tasks = fixture();
-    let t = tasks.get_mut(&id(2)).expect("fixture");
-    t.lease_expires_at = Some(ago(4));
-    let mut app = app_with(tasks);
-    let text = screen(&render_with(&mut app, 80, 24, COLOR));
-    assert!(text.contains("⚠ 1 stalled (R reclaims)"), "{text}");
-    app.select_row(2);
-    both_sizes("stalled", &mut app);
+    each_store(|| {
+        let mut tasks = fixture();
+        let t = tasks.get_mut(&id(2)).expect("fixture");
+        t.lease_expires_at = Some(ago(4));
+        let mut app = app_with(tasks);
+        let text = screen(&render_with(&mut app, 80, 24, COLOR));
+        assert!(text.contains("⚠ 1 stalled (R reclaims)"), "{text}");
+        app.select_row(2);
+        both_sizes("stalled", &mut app);
+    });
 }
 
 #[test]
 fn transition_log_at_80x24_never_cuts_a_status() {
-    let mut app = app_with(fixture());
-    let mut tasks = fixture();
-    tasks.get_mut(&id(2)).expect("fixture").status = Status::InputRequired;
-    tasks.get_mut(&id(6)).expect("fixture").status = Status::Completed;
-    app.on_feed(snapshot_after(&fixture(), tasks));
-    let text = screen(&render_with(&mut app, 80, 24, COLOR));
-    assert!(text.contains("▶→◆ input_required"), "{text}");
-    assert!(text.contains("▶→✔ completed"), "{text}");
-    both_sizes("log", &mut app);
+    each_store(|| {
+        let fx = Fixture::new(fixture());
+        let mut app = fx.app();
+        let mut tasks = fixture();
+        tasks.get_mut(&id(2)).expect("fixture").status = Status::InputRequired;
+        tasks.get_mut(&id(6)).expect("fixture").status = Status::Completed;
+        app.on_feed(fx.set(tasks));
+        let text = screen(&render_with(&mut app, 80, 24, COLOR));
+        assert!(text.contains("▶→◆ input_required"), "{text}");
+        assert!(text.contains("▶→✔ completed"), "{text}");
+        both_sizes("log", &mut app);
+    });
 }
 
 #[test]
 fn dialogs_at_80x24_and_140x42() {
+    each_store(|| {
+        let mut app = app_with(fixture());
+        app.handle_key(ch('c'));
+        both_sizes("cancel_dialog", &mut app);
+        app.handle_key(ch('n'));
+        app.popup = Popup::ReclaimPreview {
+            older_than: std::time::Duration::from_secs(900),
+            age: "15m".into(),
+            report: report(true),
+            tasks: vec![(id(2), 2), (id(1), 2)],
+        };
+        both_sizes("reclaim_preview_dialog", &mut app);
+    });
+}
+
+/// The header counts the stalled tasks of the whole store, not only of the
+/// rows fetched around the selection; a lease that lapses with no write
+/// is counted at the next tick.
+#[test]
+fn the_stalled_count_covers_tasks_outside_the_window() {
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut tasks = fixture();
+            // 150 more working tasks, the oldest last in the table: the
+            // ten oldest lapsed, one more lapses in 90 seconds.
+            for n in 0..150u32 {
+                let mut t = task(100 + n, Status::Working, &format!("INC-2{n:03} batch"), 600 + i64::from(n), 1);
+                t.claimed_by = Some("worker-9".into());
+                t.lease_expires_at = Some(match n {
+                    140.. => ago(2),
+                    139 => now() + chrono::TimeDelta::seconds(90),
+                    _ => now() + chrono::TimeDelta::minutes(10),
+                });
+                tasks.insert(t.task_id.clone(), t);
+            }
+            let fx = Fixture::new(tasks);
+            let mut app = fx.app();
+            app.window_side = 10;
+            app.rebuild();
+            let text = screen(&render_with(&mut app, 80, 24, COLOR));
+            assert!(
+                (140..150).all(|n| !app.tasks.contains_key(&id(100 + n))),
+                "the stalled tasks are outside the window"
+            );
+            assert_eq!(app.stalled, 10);
+            insta::assert_snapshot!(text);
+            // No write: the leases of task 2 (30 s) and task 239 (90 s)
+            // lapse, seen at a tick.
+            app.tick(now() + chrono::TimeDelta::seconds(91));
+            assert_eq!(app.stalled, 12);
+            // Not counted again within the second (the store is not asked
+            // at every tick), but at the next one.
+            let _ = fx.set(fixture());
+            app.tick(now() + chrono::TimeDelta::milliseconds(91_500));
+            assert_eq!(app.stalled, 12);
+            app.tick(now() + chrono::TimeDelta::seconds(92));
+            // Of the fixture, task 2's lease (30 s) lapsed too.
+            assert_eq!(app.stalled, 1);
+        }
+    });
+}
+
+/// A demo worker stopped with SIGSTOP (or Ctrl-Z in its own terminal) is
+/// alive but does nothing: the header says so rather than "running", and
+/// its end is still announced.
+#[test]
+fn a_stopped_worker_is_not_said_to_be_running() {
+    use rudder::tui::WorkerState;
     let mut app = app_with(fixture());
-    app.handle_key(ch('c'));
-    both_sizes("cancel_dialog", &mut app);
-    app.handle_key(ch('n'));
-    app.popup = Popup::ReclaimPreview {
-        older_than: std::time::Duration::from_secs(900),
-        age: "15m".into(),
-        report: report(true),
-        tasks: vec![(id(2), 2), (id(1), 2)],
-    };
-    both_sizes("reclaim_preview_dialog", &mut app);
+    app.worker_polled(WorkerState::Running { pid: 9 });
+    assert!(render(&mut app).contains("worker: pid 9 running (K kills)"));
+    app.worker_polled(WorkerState::Stopped { pid: 9 });
+    let text = render(&mut app);
+    assert!(
+        text.contains("worker: pid 9 stopped by a signal (K kills)"),
+        "{text}"
+    );
+    assert!(!text.contains("running"), "{text}");
+    app.worker_polled(WorkerState::Exited { pid: 9, code: None });
+    let said = app.status.clone().expect("announced").text;
+    assert!(said.contains("pid 9 exited by a signal"), "{said}");
 }

@@ -8,7 +8,7 @@ mod common;
 
 use chrono::TimeDelta;
 use common::*;
-use rudder::task::Status;
+use rudder::task::{Status, TaskMap};
 use rudder::tui::app::{App, Popup, Tone};
 use rudder::tui::update::Effect;
 
@@ -26,216 +26,227 @@ fn last_status(app: &App) -> (Tone, String) {
 
 #[test]
 fn a_heartbeat_neither_moves_nor_flashes_a_row() {
-    let mut app = app_with(fixture());
-    let before = order(&app);
-    let mut tasks = fixture();
-    // Task 6 is the most recently created working task; task 2 heartbeats.
-    let t = tasks.get_mut(&id(2)).expect("task 2");
-    t.updated_at = Some(now() + TimeDelta::seconds(1));
-    t.revision += 1;
-    app.on_feed(snapshot_after(&fixture(), tasks.clone()));
-    assert_eq!(order(&app), before, "the rows held still");
-    assert!(!app.flashing(&id(2)), "a heartbeat is not news");
+    each_store(|| {
+        let fx = Fixture::new(fixture());
+        let mut app = fx.app();
+        let before = order(&app);
+        let mut tasks = fixture();
+        // Task 6 is the most recently created working task; task 2 heartbeats.
+        let t = tasks.get_mut(&id(2)).expect("task 2");
+        t.updated_at = Some(now() + TimeDelta::seconds(1));
+        t.revision += 1;
+        app.on_feed(fx.set(tasks.clone()));
+        assert_eq!(order(&app), before, "the rows held still");
+        assert!(!app.flashing(&id(2)), "a heartbeat is not news");
 
-    // A new message is news, and so is a transition.
-    let mut next = tasks.clone();
-    next.get_mut(&id(2)).expect("task 2").status_message = Some("step 4/7".into());
-    app.on_feed(snapshot_after(&tasks, next.clone()));
-    assert!(app.flashing(&id(2)), "a new message flashes");
-    assert_eq!(order(&app), before);
+        // A new message is news, and so is a transition.
+        let mut next = tasks.clone();
+        next.get_mut(&id(2)).expect("task 2").status_message = Some("step 4/7".into());
+        app.on_feed(fx.set(next.clone()));
+        assert!(app.flashing(&id(2)), "a new message flashes");
+        assert_eq!(order(&app), before);
 
-    let mut done = next.clone();
-    done.get_mut(&id(6)).expect("task 6").status = Status::Completed;
-    app.on_feed(snapshot_after(&next, done));
-    assert!(app.flashing(&id(6)), "a transition flashes");
+        let mut done = next.clone();
+        done.get_mut(&id(6)).expect("task 6").status = Status::Completed;
+        app.on_feed(fx.set(done));
+        assert!(app.flashing(&id(6)), "a transition flashes");
+    });
 }
 
 #[test]
 fn help_closes_on_any_key_and_q_does_not_quit() {
-    let mut app = app_with(fixture());
-    for k in [ch('q'), ch('x'), key(crossterm::event::KeyCode::Esc)] {
-        app.handle_key(ch('?'));
-        assert!(matches!(app.popup, Popup::Help));
-        assert!(app.handle_key(k).is_empty());
-        assert!(matches!(app.popup, Popup::None), "{k:?} closes help");
-        assert!(!app.quit, "{k:?} in help does not quit");
-    }
-    app.handle_key(ch('q'));
-    assert!(app.quit, "q quits from the table");
+    each_store(|| {
+        let mut app = app_with(fixture());
+        for k in [ch('q'), ch('x'), key(crossterm::event::KeyCode::Esc)] {
+            app.handle_key(ch('?'));
+            assert!(matches!(app.popup, Popup::Help));
+            assert!(app.handle_key(k).is_empty());
+            assert!(matches!(app.popup, Popup::None), "{k:?} closes help");
+            assert!(!app.quit, "{k:?} in help does not quit");
+        }
+        app.handle_key(ch('q'));
+        assert!(app.quit, "q quits from the table");
+    });
 }
 
 #[test]
 fn cancel_on_a_finished_task_is_refused_at_once() {
-    let mut app = app_with(fixture());
-    let row = (0..app.rows.len())
-        .find(|&r| app.row_task(r).map(|t| t.status) == Some(Status::Completed))
-        .expect("a completed row");
-    app.select_row(row);
-    assert!(app.handle_key(ch('c')).is_empty());
-    assert!(
-        matches!(app.popup, Popup::None),
-        "no y/n for a cancel that cannot happen"
-    );
-    let (tone, text) = last_status(&app);
-    assert_eq!(tone, Tone::Warning);
-    assert!(
-        text.contains("cannot cancel") && text.contains("completed"),
-        "{text}"
-    );
-    // A working task still asks first.
-    let row = (0..app.rows.len())
-        .find(|&r| app.row_task(r).map(|t| t.task_id.clone()) == Some(id(2)))
-        .expect("task 2");
-    app.select_row(row);
-    app.handle_key(ch('c'));
-    assert!(matches!(app.popup, Popup::ConfirmCancel { .. }));
+    each_store(|| {
+        let mut app = app_with(fixture());
+        let row = (0..app.rows.len())
+            .find(|&r| app.row_task(r).map(|t| t.status) == Some(Status::Completed))
+            .expect("a completed row");
+        app.select_row(row);
+        assert!(app.handle_key(ch('c')).is_empty());
+        assert!(
+            matches!(app.popup, Popup::None),
+            "no y/n for a cancel that cannot happen"
+        );
+        let (tone, text) = last_status(&app);
+        assert_eq!(tone, Tone::Warning);
+        assert!(
+            text.contains("cannot cancel") && text.contains("completed"),
+            "{text}"
+        );
+        // A working task still asks first.
+        let row = (0..app.rows.len())
+            .find(|&r| app.row_task(r).map(|t| t.task_id.clone()) == Some(id(2)))
+            .expect("task 2");
+        app.select_row(row);
+        app.handle_key(ch('c'));
+        assert!(matches!(app.popup, Popup::ConfirmCancel { .. }));
+    });
 }
 
 #[test]
 fn y_copies_only_an_id_that_is_what_the_screen_shows() {
-    let mut tasks = fixture();
-    let crafted = "abc\u{1b}]52;c;cm0gLXJmIH4=\u{7}\nrm -rf ~".to_string();
-    let mut t = tasks.shift_remove(&id(5)).expect("task 5");
-    t.task_id = crafted.clone();
-    tasks.insert(crafted.clone(), t);
-    let mut app = app_with(tasks);
-    let row = (0..app.rows.len())
-        .find(|&r| app.row_task(r).map(|t| t.task_id.clone()) == Some(crafted.clone()))
-        .expect("the crafted row");
-    app.select_row(row);
-    let effects = app.handle_key(ch('y'));
-    assert!(effects.is_empty(), "nothing copied: {effects:?}");
-    let (tone, text) = last_status(&app);
-    assert_eq!(tone, Tone::Warning);
-    assert!(text.contains("not copied"), "{text}");
-    assert!(!text.contains('\u{1b}') && !text.contains('\n'), "{text:?}");
-    // A plain id is copied as it is.
-    let row = (0..app.rows.len())
-        .find(|&r| app.row_task(r).map(|t| t.task_id.clone()) == Some(id(2)))
-        .expect("task 2");
-    app.select_row(row);
-    assert_eq!(app.handle_key(ch('y')), vec![Effect::Copy(id(2))]);
+    each_store(|| {
+        let mut tasks = fixture();
+        let crafted = "abc\u{1b}]52;c;cm0gLXJmIH4=\u{7}\nrm -rf ~".to_string();
+        let mut t = tasks.shift_remove(&id(5)).expect("task 5");
+        t.task_id = crafted.clone();
+        tasks.insert(crafted.clone(), t);
+        let mut app = app_with(tasks);
+        let row = (0..app.rows.len())
+            .find(|&r| app.row_task(r).map(|t| t.task_id.clone()) == Some(crafted.clone()))
+            .expect("the crafted row");
+        app.select_row(row);
+        let effects = app.handle_key(ch('y'));
+        assert!(effects.is_empty(), "nothing copied: {effects:?}");
+        let (tone, text) = last_status(&app);
+        assert_eq!(tone, Tone::Warning);
+        assert!(text.contains("not copied"), "{text}");
+        assert!(!text.contains('\u{1b}') && !text.contains('\n'), "{text:?}");
+        // A plain id is copied as it is.
+        let row = (0..app.rows.len())
+            .find(|&r| app.row_task(r).map(|t| t.task_id.clone()) == Some(id(2)))
+            .expect("task 2");
+        app.select_row(row);
+        assert_eq!(app.handle_key(ch('y')), vec![Effect::Copy(id(2))]);
+    });
 }
 
 #[test]
 fn esc_while_the_input_is_being_sent_says_it_cannot_call_it_back() {
-    use rudder::store::{NewTask, Store};
-    use rudder::tui::update::{EffectResult, execute};
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path().join("tasks.json"));
-    let task = store
-        .create(NewTask {
-            input_schema: Some(serde_json::json!({
-                "type": "object",
-                "properties": {"service": {"type": "string"}}
-            })),
-            ..NewTask::default()
-        })
-        .expect("create")
-        .task;
-    let mut app = App::new(store.path(), false, now());
-    app.on_feed(snapshot(store.load().expect("load")));
-    app.handle_key(ch('i'));
-    type_text(&mut app, "payments");
-    let effects = app.handle_key(ctrl('s'));
-    assert!(matches!(effects.as_slice(), [Effect::ProvideInput { .. }]));
-    // The store has not answered yet (say it waits for the lock): Esc.
-    assert!(
-        app.handle_key(key(crossterm::event::KeyCode::Esc))
-            .is_empty()
-    );
-    assert!(matches!(app.popup, Popup::Form(_)), "the form stays");
-    let (tone, text) = last_status(&app);
-    assert_eq!(tone, Tone::Warning);
-    assert!(text.contains("cannot be called back"), "{text}");
-    assert!(!text.contains("nothing sent"), "{text}");
-    // The answer lands and closes the form, saying what happened.
-    for e in effects {
-        if let Some(r @ EffectResult::Input { .. }) = execute(&store, e) {
-            app.apply_result(r);
+    each_store(|| {
+        use rudder::store::NewTask;
+        use rudder::tui::update::{EffectResult, execute};
+        let fx = Fixture::new(TaskMap::new());
+        let store = fx.store();
+        let task = store
+            .create(NewTask {
+                input_schema: Some(serde_json::json!({
+                    "type": "object",
+                    "properties": {"service": {"type": "string"}}
+                })),
+                ..NewTask::default()
+            })
+            .expect("create")
+            .task;
+        let mut app = fx.app_now(now());
+        app.handle_key(ch('i'));
+        type_text(&mut app, "payments");
+        let effects = app.handle_key(ctrl('s'));
+        assert!(matches!(effects.as_slice(), [Effect::ProvideInput { .. }]));
+        // The store has not answered yet (say it waits for the lock): Esc.
+        assert!(
+            app.handle_key(key(crossterm::event::KeyCode::Esc))
+                .is_empty()
+        );
+        assert!(matches!(app.popup, Popup::Form(_)), "the form stays");
+        let (tone, text) = last_status(&app);
+        assert_eq!(tone, Tone::Warning);
+        assert!(text.contains("cannot be called back"), "{text}");
+        assert!(!text.contains("nothing sent"), "{text}");
+        // The answer lands and closes the form, saying what happened.
+        for e in effects {
+            if let Some(r @ EffectResult::Input { .. }) = execute(&store, e) {
+                app.apply_result(r);
+            }
         }
-    }
-    assert!(matches!(app.popup, Popup::None));
-    assert!(last_status(&app).1.contains("input sent"));
-    assert_eq!(
-        store.get(&task.task_id).expect("get").input_value,
-        Some(serde_json::json!({"service": "payments"}))
-    );
+        assert!(matches!(app.popup, Popup::None));
+        assert!(last_status(&app).1.contains("input sent"));
+        assert_eq!(
+            store.get(&task.task_id).expect("get").input_value,
+            Some(serde_json::json!({"service": "payments"}))
+        );
+    });
 }
 
 #[test]
 fn a_message_is_never_stale_in_the_store_the_table_or_list() {
-    use rudder::store::{NewTask, Store};
-    use rudder::task::Actor;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tasks.json");
-    let store = Store::open(&path);
-    let question = "which service should the diagnosis follow?";
-    let waiting = store
-        .create(NewTask {
-            input_schema: Some(serde_json::json!({"type": "object", "required": ["service"]})),
-            status_message: Some(question.into()),
-            ..NewTask::default()
-        })
-        .expect("create")
-        .task;
-    let answered = store
-        .provide_input(
-            &waiting.task_id,
-            serde_json::json!({"service": "payments"}),
-            None,
-        )
-        .expect("input")
-        .task;
-    assert_eq!(answered.status, Status::Working);
-    assert_eq!(
-        answered.status_message, None,
-        "the question no longer stands"
-    );
-    let note = answered.history.last().and_then(|h| h.note.clone());
-    assert_eq!(
-        note.as_deref(),
-        Some(format!("input provided (asked: {question})").as_str()),
-        "it stays in the history"
-    );
-    let failing = store
-        .create(NewTask {
-            status_message: Some("step 2/4: following call traces".into()),
-            ..NewTask::default()
-        })
-        .expect("create")
-        .task;
-    let failed = store
-        .fail(
-            &failing.task_id,
-            "no call traces for notifications",
-            Actor::Anyone,
-        )
-        .expect("fail")
-        .task;
-    assert_eq!(
-        failed.current_message(),
-        Some("no call traces for notifications")
-    );
-    // The TUI's table and the CLI's list show the same.
-    let mut app = App::new(&path, false, now());
-    app.on_feed(snapshot(store.load().expect("load")));
-    let row = (0..app.rows.len())
-        .find(|&r| app.row_task(r).map(|t| t.task_id.clone()) == Some(failed.task_id.clone()))
-        .expect("the failed row");
-    assert_eq!(
-        app.row_task(row).and_then(|t| t.current_message()),
-        Some("no call traces for notifications")
-    );
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
-        .arg("--store")
-        .arg(&path)
-        .arg("list")
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("rudder list");
-    let out = String::from_utf8_lossy(&out.stdout);
-    assert!(out.contains("no call traces for notifications"), "{out}");
-    assert!(!out.contains("following call traces"), "{out}");
-    assert!(!out.contains(question), "{out}");
+    each_store(|| {
+        use rudder::store::{NewTask, Store};
+        use rudder::task::Actor;
+        let fx = Fixture::new(TaskMap::new());
+        let path = fx.path().to_path_buf();
+        let store = Store::open(&path);
+        let question = "which service should the diagnosis follow?";
+        let waiting = store
+            .create(NewTask {
+                input_schema: Some(serde_json::json!({"type": "object", "required": ["service"]})),
+                status_message: Some(question.into()),
+                ..NewTask::default()
+            })
+            .expect("create")
+            .task;
+        let answered = store
+            .provide_input(
+                &waiting.task_id,
+                serde_json::json!({"service": "payments"}),
+                None,
+            )
+            .expect("input")
+            .task;
+        assert_eq!(answered.status, Status::Working);
+        assert_eq!(
+            answered.status_message, None,
+            "the question no longer stands"
+        );
+        let note = answered.history.last().and_then(|h| h.note.clone());
+        assert_eq!(
+            note.as_deref(),
+            Some(format!("input provided (asked: {question})").as_str()),
+            "it stays in the history"
+        );
+        let failing = store
+            .create(NewTask {
+                status_message: Some("step 2/4: following call traces".into()),
+                ..NewTask::default()
+            })
+            .expect("create")
+            .task;
+        let failed = store
+            .fail(
+                &failing.task_id,
+                "no call traces for notifications",
+                Actor::Anyone,
+            )
+            .expect("fail")
+            .task;
+        assert_eq!(
+            failed.current_message(),
+            Some("no call traces for notifications")
+        );
+        // The TUI's table and the CLI's list show the same.
+        let app = fx.app_now(now());
+        let row = (0..app.rows.len())
+            .find(|&r| app.row_task(r).map(|t| t.task_id.clone()) == Some(failed.task_id.clone()))
+            .expect("the failed row");
+        assert_eq!(
+            app.row_task(row).and_then(|t| t.current_message()),
+            Some("no call traces for notifications")
+        );
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+            .arg("--store")
+            .arg(&path)
+            .arg("list")
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("rudder list");
+        let out = String::from_utf8_lossy(&out.stdout);
+        assert!(out.contains("no call traces for notifications"), "{out}");
+        assert!(!out.contains("following call traces"), "{out}");
+        assert!(!out.contains(question), "{out}");
+    });
 }

@@ -1,6 +1,10 @@
-//! Tasks as rudder really writes them, for the benchmarks that compare
-//! backends and sizes: 40% working, 30% waiting, 30% finished, about 600
-//! bytes each as the file stores them.
+//! Tasks as rudder really writes them, for every benchmark: 40% working,
+//! 30% waiting, 30% finished. [`task`] is about 600 bytes as the file
+//! stores it (what the backend and scale benchmarks compare); [`rich_task`]
+//! adds what rudder writes as a task moves on (the input schema of a waiting
+//! task, the input and result of a completed one, a failed one's error, the
+//! second history entry), about 960 bytes (the store benchmark, behind the
+//! README's first Performance table).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -44,16 +48,64 @@ pub fn task(i: usize, n: usize, now: DateTime<Utc>) -> Task {
     t
 }
 
-/// `n` such tasks.
+/// The input schema a waiting task asks for.
 #[allow(dead_code)]
-pub fn generate(n: usize) -> TaskMap {
+pub fn schema() -> serde_json::Value {
+    json!({"type": "object", "required": ["service"], "properties": {
+        "service": {"type": "string", "description": "the affected service"},
+        "window_minutes": {"type": "integer", "minimum": 1, "default": 30}}})
+}
+
+/// [`task`] with what its status brings: a waiting task's input schema, a
+/// completed task's input and result, a failed task's error, and the
+/// history entry of the move out of `working`.
+#[allow(dead_code)]
+pub fn rich_task(i: usize, n: usize, now: DateTime<Utc>) -> Task {
+    let mut t = task(i, n, now);
+    let status = t.status;
+    match status {
+        Status::InputRequired => t.input_schema = Some(schema()),
+        Status::Completed => {
+            t.input_value = Some(json!({"service": "payments"}));
+            t.result = Some(json!({"summary": "a deploy at 14:02 raised p99 latency",
+                "citations": ["deploy #88", "trace 4f2a"]}));
+        }
+        Status::Failed => t.error = Some(json!({"message": "trace store unavailable"})),
+        _ => {}
+    }
+    if status != Status::Working {
+        let at = t.history[0].at + TimeDelta::seconds(30);
+        t.history.push(HistoryEntry {
+            status,
+            at,
+            note: None,
+        });
+    }
+    t
+}
+
+#[allow(dead_code)]
+/// `n` tasks made by `make` (one of [`task`], [`rich_task`]).
+fn generate_with(n: usize, make: fn(usize, usize, DateTime<Utc>) -> Task) -> TaskMap {
     let now = Utc::now();
     (0..n)
         .map(|i| {
-            let t = task(i, n, now);
+            let t = make(i, n, now);
             (t.task_id.clone(), t)
         })
         .collect()
+}
+
+/// `n` [`task`]s.
+#[allow(dead_code)]
+pub fn generate(n: usize) -> TaskMap {
+    generate_with(n, task)
+}
+
+/// `n` [`rich_task`]s.
+#[allow(dead_code)]
+pub fn generate_rich(n: usize) -> TaskMap {
+    generate_with(n, rich_task)
 }
 
 #[allow(dead_code)]

@@ -400,16 +400,30 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
     Ok(0)
 }
 
+/// The terminal's width: `$COLUMNS` when it is a positive number, else what
+/// the terminal says.
+fn terminal_width() -> Option<usize> {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&c| c > 0)
+        .or_else(|| {
+            crossterm::terminal::size()
+                .ok()
+                .map(|(columns, _)| usize::from(columns))
+        })
+}
+
 /// `rudder list`: the tasks written out one by one as the store yields
 /// them (never the whole answer held twice, or more than a batch of tasks
 /// for a database), with the same bytes as the whole array at once.
 fn list(store: &Store, query: &crate::store::PageQuery, json: bool) -> Result<(), CliError> {
     let now = store.now();
-    // On a terminal the rows fit its width; a pipe or a file gets them whole.
+    // On a terminal the rows fit its width ($COLUMNS first, as `ls` does);
+    // a pipe or a file gets them whole.
     let width = std::io::IsTerminal::is_terminal(&std::io::stdout())
-        .then(|| crossterm::terminal::size().ok())
-        .flatten()
-        .map(|(columns, _)| usize::from(columns));
+        .then(terminal_width)
+        .flatten();
     let layout = output::TableLayout::fit(width);
     let mut out = output::Stream::default();
     let mut written = 0usize;

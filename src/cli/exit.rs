@@ -190,6 +190,17 @@ pub fn store_error_json(e: &StoreError) -> Value {
     if let Some(task) = e.task() {
         v["task"] = serde_json::to_value(task).unwrap_or(Value::Null);
     }
+    // Every error about the store itself names it the same way, whatever
+    // the backend: `store` as messages show it, and `path`, the store's
+    // file, when it is one (what `corrupt_store` and `too_large` always
+    // carried for the JSON file).
+    if let Some(location) = e.location() {
+        v["store"] = json!(location.as_str());
+        if let Some(path) = location.path() {
+            // A path that is not UTF-8 would make `json!` panic.
+            v["path"] = json!(path.to_string_lossy());
+        }
+    }
     match e {
         StoreError::InvalidInput { violations, .. } => {
             v["violations"] = serde_json::to_value(violations).unwrap_or(Value::Null);
@@ -197,10 +208,7 @@ pub fn store_error_json(e: &StoreError) -> Value {
         StoreError::AmbiguousId { candidates, .. } => {
             v["candidates"] = json!(candidates);
         }
-        StoreError::Corrupt {
-            path, line, column, ..
-        } => {
-            v["path"] = json!(path);
+        StoreError::Corrupt { line, column, .. } => {
             v["line"] = json!(line);
             v["column"] = json!(column);
         }
@@ -212,8 +220,7 @@ pub fn store_error_json(e: &StoreError) -> Value {
             v["field"] = json!(field);
             v["pointer"] = json!(pointer);
         }
-        StoreError::TooLarge { path, size, limit } => {
-            v["path"] = json!(path);
+        StoreError::TooLarge { size, limit, .. } => {
             v["size"] = json!(size);
             v["limit"] = json!(limit);
         }

@@ -122,6 +122,23 @@ fn terminate(child: &Child) -> std::io::Result<()> {
     }
 }
 
+/// Whether process `pid` is stopped by a signal, as `/proc/PID/stat` says
+/// (state `T`, or `t` when a tracer stopped it); `false` where there is no
+/// `/proc` to ask.
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat_state(&stat))
+        .is_some_and(|state| matches!(state, 'T' | 't'))
+}
+
+/// The state letter of a `/proc/PID/stat` line: the field after the
+/// command name, which is in parentheses and may itself hold `)`.
+fn stat_state(stat: &str) -> Option<char> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.trim_start().chars().next()
+}
+
 /// Wait up to `grace` for `child` to exit; its status if it did.
 fn wait_until_exited(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + grace;
@@ -139,6 +156,7 @@ impl WorkerControl for Supervisor {
         if let Some(child) = &mut self.child {
             let pid = child.id();
             match child.try_wait() {
+                Ok(None) if stopped(pid) => self.state = WorkerState::Stopped { pid },
                 Ok(None) => self.state = WorkerState::Running { pid },
                 Ok(Some(status)) => {
                     self.child = None;
@@ -175,8 +193,16 @@ impl WorkerControl for Supervisor {
     }
 
     fn start(&mut self) -> Result<(), String> {
-        if let WorkerState::Running { pid } = self.state() {
-            return Err(format!("worker {pid} is already running"));
+        match self.state() {
+            WorkerState::Running { pid } => {
+                return Err(format!("worker {pid} is already running"));
+            }
+            WorkerState::Stopped { pid } => {
+                return Err(format!(
+                    "worker {pid} is stopped by a signal (SIGCONT resumes it, K kills it)"
+                ));
+            }
+            _ => {}
         }
         let (stdout, stderr) = self.output().map_err(|e| {
             let log = self.log.as_deref().unwrap_or(Path::new("-"));
@@ -235,5 +261,19 @@ impl WorkerControl for SharedSupervisor {
 
     fn start(&mut self) -> Result<(), String> {
         self.lock().start()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_letter_follows_the_last_parenthesis() {
+        assert_eq!(stat_state("4242 (rudder) T 1 4242 4242 0 -1"), Some('T'));
+        assert_eq!(stat_state("7 (a) b) S 1 7"), Some('S'));
+        assert_eq!(stat_state("7 (x)"), None);
+        assert_eq!(stat_state("garbage"), None);
+        assert!(!stopped(u32::MAX), "no such process");
     }
 }

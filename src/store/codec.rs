@@ -4,7 +4,7 @@ use std::path::Path;
 
 use std::io::{self, Write};
 
-use super::{StoreError, index, scan};
+use super::{Location, StoreError, index, scan};
 use crate::task::{Task, TaskMap};
 
 /// Files larger than this are refused instead of being read into memory.
@@ -92,7 +92,7 @@ impl<'de> serde::Deserialize<'de> for UniqueTasks {
 /// The whole file through serde_json: the reference parse.
 pub(super) fn decode_whole(path: &Path, bytes: &[u8]) -> Result<TaskMap, StoreError> {
     let corrupt = |line, column, message: String| StoreError::Corrupt {
-        path: path.to_path_buf(),
+        location: Location::file(path),
         line,
         column,
         message,
@@ -133,7 +133,7 @@ pub(super) fn corrupt_at(path: &Path, e: &serde_json::Error) -> StoreError {
         line => (Some(line), Some(e.column())),
     };
     StoreError::Corrupt {
-        path: path.to_path_buf(),
+        location: Location::file(path),
         line,
         column,
         message: message.to_string(),

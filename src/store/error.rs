@@ -1,18 +1,88 @@
+use std::fmt;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::schema::Violation;
 use crate::task::{OpKind, Task};
 
+/// Where a store is, as every error about the store itself names it, the
+/// same for every backend: the store's display form ([`super::StoreUrl`]'s
+/// `Display`) — a JSON file's path, `sqlite:PATH`, or a PostgreSQL URL with
+/// its password redacted — and, for a store in a local file, that file.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Location {
+    shown: String,
+    path: Option<PathBuf>,
+}
+
+impl Location {
+    /// A JSON file store at `path`.
+    pub fn file(path: impl Into<PathBuf>) -> Location {
+        let path = path.into();
+        Location {
+            shown: path.display().to_string(),
+            path: Some(path),
+        }
+    }
+
+    /// A SQLite store at `path`: shown as `sqlite:PATH`.
+    pub fn sqlite(path: impl Into<PathBuf>) -> Location {
+        let path = path.into();
+        Location {
+            shown: format!("sqlite:{}", path.display()),
+            path: Some(path),
+        }
+    }
+
+    /// A store on a server, shown as `shown` (a URL already redacted).
+    pub fn remote(shown: impl Into<String>) -> Location {
+        Location {
+            shown: shown.into(),
+            path: None,
+        }
+    }
+
+    /// The store's local file (the JSON file, the SQLite database); `None`
+    /// for a database server.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The location as messages show it.
+    pub fn as_str(&self) -> &str {
+        &self.shown
+    }
+}
+
+impl From<&super::StoreUrl> for Location {
+    fn from(url: &super::StoreUrl) -> Location {
+        match url {
+            super::StoreUrl::File(p) => Location::file(p),
+            super::StoreUrl::Sqlite(p) => Location::sqlite(p),
+            super::StoreUrl::Postgres(u) => Location::remote(u.shown()),
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
 /// Everything a store operation can fail with.
+///
+/// Errors about the store itself (corrupt, too large, an I/O or database
+/// error, the lock, not a store) name it by its [`Location`], whatever the
+/// backend: "what was wrong and where".
 ///
 /// Refusals carry the task's current snapshot so that a caller can read the
 /// real state instead of assuming its write won. The CLI maps each kind to
 /// its exit code and JSON shape (`cli::exit`); nothing here knows of either.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("unknown task: {id}")]
+    #[error("unknown task: {}", if id.is_empty() { "\"\" (the id is empty)" } else { id })]
     UnknownTask { id: String },
 
     #[error(
@@ -87,11 +157,11 @@ pub enum StoreError {
 
     /// The store file would grow past the size every reader accepts.
     #[error(
-        "{}: the store would grow to {size} bytes, more than the {} a store may hold; nothing was written (prune finished tasks)",
-        path.display(), human_bytes(*limit)
+        "{location}: the store would grow to {size} bytes, more than the {} a store may hold; nothing was written (prune finished tasks)",
+        human_bytes(*limit)
     )]
     TooLarge {
-        path: PathBuf,
+        location: Location,
         size: u64,
         limit: u64,
     },
@@ -108,17 +178,27 @@ pub enum StoreError {
     #[error("{0}")]
     InvalidSchema(String),
 
-    #[error("{}: store file is corrupt{}: {message}; it was left untouched", path.display(), position(*line, *column))]
+    /// The store does not read back: a file that does not parse, a task
+    /// document that does not deserialize, a damaged database.
+    #[error("{location}: {} is corrupt{}: {message}; it was left untouched",
+        if location.path().is_some() { "store file" } else { "store" },
+        position(*line, *column))]
     Corrupt {
-        path: PathBuf,
+        location: Location,
+        /// Where in the store file, when it is a text file.
         line: Option<usize>,
         column: Option<usize>,
         message: String,
     },
 
-    #[error("{}: cannot {action}: {source}", path.display())]
+    /// A file-system call on the store's files failed.
+    #[error("{location}: cannot {action}{}: {source}", other_file(location, file))]
     Io {
-        path: PathBuf,
+        location: Location,
+        /// The file the call was on: the store's own, or one beside it (the
+        /// lock file, a temporary file, the directory), which the message
+        /// then names too.
+        file: PathBuf,
         action: &'static str,
         source: io::Error,
     },
@@ -130,26 +210,36 @@ pub enum StoreError {
     /// A store that is readable but not one rudder may use: not a SQLite
     /// database, another application's database, a newer schema.
     #[error("{location}: {message}; it was left untouched")]
-    NotAStore { location: String, message: String },
+    NotAStore { location: Location, message: String },
 
     /// A database refused an operation (disk full, I/O error, corruption
     /// found mid-query).
     #[error("{location}: cannot {action}: {message}")]
     Database {
-        location: String,
+        location: Location,
         action: &'static str,
         message: String,
     },
 
+    /// Another writer held the store's lock for longer than the lock timeout.
     #[error(
-        "{}: gave up after {} waiting for the store lock{}",
-        path.display(), readable_wait(*waited), holder.as_ref().map(|h| format!(" (last taken by {h})")).unwrap_or_default()
+        "{location}: gave up after {} waiting for the store lock{}",
+        readable_wait(*waited), holder.as_ref().map(|h| format!(" (last taken by {h})")).unwrap_or_default()
     )]
     LockTimeout {
-        path: PathBuf,
+        location: Location,
         waited: Duration,
         holder: Option<String>,
     },
+}
+
+/// `: FILE` when an I/O error's file is not the store's own.
+fn other_file(location: &Location, file: &Path) -> String {
+    if location.path() == Some(file) {
+        String::new()
+    } else {
+        format!(": {}", file.display())
+    }
 }
 
 /// A wait as a person reads it: `250ms` below a second, else seconds with
@@ -218,9 +308,28 @@ impl StoreError {
         }
     }
 
-    pub(crate) fn io(path: impl Into<PathBuf>, action: &'static str, source: io::Error) -> Self {
+    /// Where the store is, for the errors about the store itself.
+    pub fn location(&self) -> Option<&Location> {
+        match self {
+            StoreError::TooLarge { location, .. }
+            | StoreError::Corrupt { location, .. }
+            | StoreError::Io { location, .. }
+            | StoreError::NotAStore { location, .. }
+            | StoreError::Database { location, .. }
+            | StoreError::LockTimeout { location, .. } => Some(location),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn io(
+        location: Location,
+        file: impl Into<PathBuf>,
+        action: &'static str,
+        source: io::Error,
+    ) -> Self {
         StoreError::Io {
-            path: path.into(),
+            location,
+            file: file.into(),
             action,
             source,
         }
@@ -234,13 +343,13 @@ mod tests {
     #[test]
     fn a_lock_timeout_says_how_long_in_readable_units() {
         let error = |waited| StoreError::LockTimeout {
-            path: PathBuf::from("/srv/tasks.json.lock"),
+            location: Location::file("/srv/tasks.json"),
             waited,
             holder: Some("pid 42 (rudder)".into()),
         };
         assert_eq!(
             error(Duration::new(30, 123_456_789)).to_string(),
-            "/srv/tasks.json.lock: gave up after 30.1s waiting for the store lock (last taken by pid 42 (rudder))"
+            "/srv/tasks.json: gave up after 30.1s waiting for the store lock (last taken by pid 42 (rudder))"
         );
         assert!(
             error(Duration::new(5, 7))

@@ -26,7 +26,7 @@ use std::time::Duration;
 use indexmap::IndexMap;
 
 use super::codec::{self, MAX_STORE_BYTES};
-use super::error::human_bytes;
+use super::error::{Location, human_bytes};
 use super::fs::{FileMeta, Fs, Identity, LockFailure, LockGuard, ReadFile, ReadSeek, RealFs};
 use super::index::TaskIndex;
 use super::limits;
@@ -184,6 +184,11 @@ impl FileBackend {
         &self.path
     }
 
+    /// The store as errors name it: its path as given.
+    pub fn location(&self) -> Location {
+        Location::file(&self.path)
+    }
+
     /// The directory the data lives in (writes and watching happen there).
     pub fn dir(&self) -> PathBuf {
         match self.target.parent() {
@@ -240,7 +245,7 @@ impl FileBackend {
     /// What a failed read of the store is.
     fn read_error(&self, e: std::io::Error) -> StoreError {
         let corrupt = |message| StoreError::Corrupt {
-            path: self.path.clone(),
+            location: self.location(),
             line: None,
             column: None,
             message,
@@ -251,7 +256,7 @@ impl FileBackend {
                 human_bytes(self.max_bytes)
             )),
             std::io::ErrorKind::InvalidInput => corrupt(e.to_string()),
-            _ => StoreError::io(&self.path, "read the store", e),
+            _ => StoreError::io(self.location(), &self.path, "read the store", e),
         }
     }
 
@@ -355,6 +360,7 @@ impl FileBackend {
         match &self.unsafe_link {
             None => Ok(()),
             Some(why) => Err(StoreError::io(
+                self.location(),
                 &self.path,
                 "follow the store path",
                 std::io::Error::new(std::io::ErrorKind::PermissionDenied, why.to_string()),
@@ -368,7 +374,14 @@ impl FileBackend {
         Ok(self
             .fs
             .meta(&self.target)
-            .map_err(|e| StoreError::io(&self.path, "stat the store for its permissions", e))?
+            .map_err(|e| {
+                StoreError::io(
+                    self.location(),
+                    &self.path,
+                    "stat the store for its permissions",
+                    e,
+                )
+            })?
             .unwrap_or_else(FileMeta::private))
     }
 
@@ -377,18 +390,21 @@ impl FileBackend {
         let dir = self.dir();
         self.fs
             .create_dir_all(&dir)
-            .map_err(|e| StoreError::io(&dir, "create the store directory", e))?;
+            .map_err(|e| StoreError::io(self.location(), &dir, "create the store directory", e))?;
         self.fs
             .lock(&self.lock_path, self.lock_timeout, &self.target)
             .map_err(|failure| match failure {
                 LockFailure::Timeout { waited, holder } => StoreError::LockTimeout {
-                    path: self.lock_path.clone(),
+                    location: self.location(),
                     waited,
                     holder,
                 },
-                LockFailure::Io(e) => {
-                    StoreError::io(&self.lock_path, "open and lock the lock file", e)
-                }
+                LockFailure::Io(e) => StoreError::io(
+                    self.location(),
+                    &self.lock_path,
+                    "open and lock the lock file",
+                    e,
+                ),
             })
     }
 
@@ -404,23 +420,29 @@ impl FileBackend {
             std::process::id(),
             &uuid::Uuid::new_v4().simple().to_string(),
         ));
-        let mut file = self
-            .fs
-            .create_new(&tmp, &meta)
-            .map_err(|e| StoreError::io(&tmp, "create a temporary file beside the store", e))?;
+        let mut file = self.fs.create_new(&tmp, &meta).map_err(|e| {
+            StoreError::io(
+                self.location(),
+                &tmp,
+                "create a temporary file beside the store",
+                e,
+            )
+        })?;
         let mut settled = None;
         let written = file
             .write_all_vectored(parts)
-            .map_err(|e| StoreError::io(&tmp, "write the temporary file", e))
+            .map_err(|e| StoreError::io(self.location(), &tmp, "write the temporary file", e))
             .and_then(|()| {
-                file.sync()
-                    .map_err(|e| StoreError::io(&tmp, "fsync the temporary file", e))
+                file.sync().map_err(|e| {
+                    StoreError::io(self.location(), &tmp, "fsync the temporary file", e)
+                })
             })
             .and_then(|()| {
                 // Best effort: without it, the next writer checks every task.
                 settled = file.settle().ok().flatten();
-                lock.still_held()
-                    .map_err(|e| StoreError::io(&self.lock_path, "stat the lock file", e))
+                lock.still_held().map_err(|e| {
+                    StoreError::io(self.location(), &self.lock_path, "stat the lock file", e)
+                })
             })
             .and_then(|held| {
                 if !held {
@@ -437,6 +459,7 @@ impl FileBackend {
                         Ok(false)
                     }
                     Err(e) => Err(StoreError::io(
+                        self.location(),
                         &self.path,
                         "rename the temporary file over the store",
                         e,
@@ -474,6 +497,7 @@ impl FileBackend {
         }
         self.fs.sync_dir(&dir).map_err(|e| {
             StoreError::io(
+                self.location(),
                 &dir,
                 "fsync the store directory (the change is visible but may not survive a power loss)",
                 e,
@@ -533,7 +557,14 @@ impl Backend for FileBackend {
         self.fs
             .meta(&self.target)
             .map(|meta| meta.is_some())
-            .map_err(|e| StoreError::io(&self.path, "stat the store to see whether it exists", e))
+            .map_err(|e| {
+                StoreError::io(
+                    self.location(),
+                    &self.path,
+                    "stat the store to see whether it exists",
+                    e,
+                )
+            })
     }
 
     /// Every task is checked (a file that is not a valid store is refused
@@ -576,6 +607,7 @@ impl Backend for FileBackend {
             }
         }
         Err(StoreError::io(
+            self.location(),
             &self.lock_path,
             "keep the store lock",
             std::io::Error::other(format!(
@@ -706,7 +738,7 @@ impl FileBackend {
         let size: u64 = parts.iter().map(|p| p.len() as u64).sum();
         if size > self.max_bytes {
             return Err(StoreError::TooLarge {
-                path: self.path.clone(),
+                location: self.location(),
                 size,
                 limit: self.max_bytes,
             });

@@ -598,6 +598,12 @@ impl FileRows {
         counts
     }
 
+    /// How many tasks are stalled at `now` ([`Task::stalled`]).
+    pub fn stalled(&self, now: chrono::DateTime<chrono::Utc>) -> usize {
+        let state = self.state();
+        state.rows.values().filter(|r| r.light.stalled(now)).count()
+    }
+
     /// One task in full, by its full id.
     pub fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
         self.full(&self.state(), id)
@@ -613,7 +619,7 @@ impl FileRows {
                 .map(Some)
                 // It parsed when the rows were read.
                 .map_err(|e| StoreError::Corrupt {
-                    path: self.backend.path().to_path_buf(),
+                    location: self.backend.location(),
                     line: None,
                     column: None,
                     message: e.to_string(),

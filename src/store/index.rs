@@ -66,34 +66,7 @@ impl<'a> Summary<'a> {
 
 /// A task's summary fields, borrowed from the file's text where possible,
 /// read from JSON that is known to deserialize as a [`Task`].
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct TaskIndex<'a> {
-    pub task_id: Cow<'a, str>,
-    pub status: Status,
-    pub idempotency_key: Option<Cow<'a, str>>,
-    pub title: Option<Cow<'a, str>>,
-    pub updated_at: Option<DateTime<Utc>>,
-    pub claimed_by: Option<Cow<'a, str>>,
-    pub lease_expires_at: Option<DateTime<Utc>>,
-    pub ttl_ms: Option<u64>,
-    pub revision: u64,
-}
-
-impl<'a> TaskIndex<'a> {
-    pub fn summary(&self) -> Summary<'_> {
-        Summary {
-            task_id: &self.task_id,
-            status: self.status,
-            idempotency_key: self.idempotency_key.as_deref(),
-            title: self.title.as_deref(),
-            updated_at: self.updated_at,
-            claimed_by: self.claimed_by.as_deref(),
-            lease_expires_at: self.lease_expires_at,
-            ttl_ms: self.ttl_ms,
-            revision: self.revision,
-        }
-    }
-}
+pub(super) type TaskIndex<'a> = super::query::SummaryFields<Cow<'a, str>>;
 
 /// No opaque value may hold a container at this level or deeper, counting
 /// the store's top-level object as 1 and the task as 2: serde_json's

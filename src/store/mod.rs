@@ -38,7 +38,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use codec::{MAX_STORE_BYTES, decode, encode};
-pub use error::{StoreError, human_bytes};
+pub use error::{Location, StoreError, human_bytes};
 pub use file::{DEFAULT_LOCK_TIMEOUT, FileBackend, TaskDigest, parse_max_bytes};
 pub use file_rows::{FileRows, RowChange};
 pub use index::Summary;
@@ -178,10 +178,21 @@ impl AnyBackend {
     /// redacted).
     pub fn location(&self) -> String {
         match self {
-            AnyBackend::File(b) => b.path().display().to_string(),
+            AnyBackend::Unsupported(e) => e.to_string(),
+            _ => self.store_location().to_string(),
+        }
+    }
+
+    /// The store as its errors name it (for a URL this build cannot open,
+    /// the URL as given, password redacted).
+    pub fn store_location(&self) -> Location {
+        match self {
+            AnyBackend::File(b) => b.location(),
             AnyBackend::Sqlite(b) => b.location(),
             AnyBackend::Postgres(b) => b.location(),
-            AnyBackend::Unsupported(e) => e.to_string(),
+            AnyBackend::Unsupported(UrlError::Postgres { url, .. } | UrlError::Empty { url }) => {
+                Location::remote(url.clone())
+            }
         }
     }
 
@@ -191,9 +202,7 @@ impl AnyBackend {
             AnyBackend::Sqlite(b) => Ok(b),
             AnyBackend::Postgres(b) => Ok(b),
             AnyBackend::Unsupported(e) => Err(StoreError::NotAStore {
-                location: match e {
-                    UrlError::Postgres { url, .. } | UrlError::Empty { url } => url.clone(),
-                },
+                location: self.store_location(),
                 message: e.to_string(),
             }),
         }
@@ -394,6 +403,17 @@ impl<B: Backend> Store<B> {
             Ok(())
         })?;
         Ok(counts)
+    }
+
+    /// How many tasks are stalled at `now` in the whole store: working,
+    /// with a lease that lapsed ([`crate::task::Task::stalled`]).
+    pub fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        let mut n = 0;
+        self.backend.snapshot(&mut |tasks| {
+            n = tasks.stalled(now)?;
+            Ok(())
+        })?;
+        Ok(n)
     }
 
     /// Run `f` under the backend's exclusive access with the current time.

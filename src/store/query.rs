@@ -32,18 +32,72 @@ pub(crate) fn parse_time(text: Option<String>) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
-/// An owned [`Summary`], for answers that outlive the transaction's borrows.
+/// The columns a [`SummaryBuf`] is read from, in [`summary_of_row`]'s
+/// order: both database backends' task tables have them.
+pub(crate) const SUMMARY_COLUMNS: &str = "task_id, status, idempotency_key, title, updated_at, \
+                                          claimed_by, lease_expires_at, ttl_ms, revision";
+
+/// A database row as [`summary_of_row`] reads it, whatever the driver.
+pub(crate) trait SummaryRow {
+    type Error;
+    fn text(&self, i: usize) -> Result<String, Self::Error>;
+    fn opt_text(&self, i: usize) -> Result<Option<String>, Self::Error>;
+    fn int(&self, i: usize) -> Result<i64, Self::Error>;
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, Self::Error>;
+    /// The `status` column's text as a status (each backend says what an
+    /// unknown one is).
+    fn status(&self, text: &str) -> Result<Status, Self::Error>;
+}
+
+/// The summary in the [`SUMMARY_COLUMNS`] of `row` starting at column `at`.
+pub(crate) fn summary_of_row<R: SummaryRow>(row: &R, at: usize) -> Result<SummaryBuf, R::Error> {
+    Ok(SummaryBuf {
+        task_id: row.text(at)?,
+        status: row.status(&row.text(at + 1)?)?,
+        idempotency_key: row.opt_text(at + 2)?,
+        title: row.opt_text(at + 3)?,
+        updated_at: parse_time(row.opt_text(at + 4)?),
+        claimed_by: row.opt_text(at + 5)?,
+        lease_expires_at: parse_time(row.opt_text(at + 6)?),
+        ttl_ms: row.opt_int(at + 7)?.map(|v| v.max(0) as u64),
+        revision: row.int(at + 8)?.max(0) as u64,
+    })
+}
+
+/// A task's summary fields, held as `S`: owned ([`SummaryBuf`]), or
+/// borrowed from a store file's text where it can be (the file backend's
+/// index).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SummaryBuf {
-    pub task_id: String,
+pub struct SummaryFields<S> {
+    pub task_id: S,
     pub status: Status,
-    pub idempotency_key: Option<String>,
-    pub title: Option<String>,
+    pub idempotency_key: Option<S>,
+    pub title: Option<S>,
     pub updated_at: Option<DateTime<Utc>>,
-    pub claimed_by: Option<String>,
+    pub claimed_by: Option<S>,
     pub lease_expires_at: Option<DateTime<Utc>>,
     pub ttl_ms: Option<u64>,
     pub revision: u64,
+}
+
+/// An owned [`Summary`], for answers that outlive the transaction's borrows.
+pub type SummaryBuf = SummaryFields<String>;
+
+impl<S: AsRef<str>> SummaryFields<S> {
+    /// The borrowed view the reports are made from.
+    pub fn summary(&self) -> Summary<'_> {
+        Summary {
+            task_id: self.task_id.as_ref(),
+            status: self.status,
+            idempotency_key: self.idempotency_key.as_ref().map(AsRef::as_ref),
+            title: self.title.as_ref().map(AsRef::as_ref),
+            updated_at: self.updated_at,
+            claimed_by: self.claimed_by.as_ref().map(AsRef::as_ref),
+            lease_expires_at: self.lease_expires_at,
+            ttl_ms: self.ttl_ms,
+            revision: self.revision,
+        }
+    }
 }
 
 impl SummaryBuf {
@@ -59,21 +113,6 @@ impl SummaryBuf {
             lease_expires_at: s.lease_expires_at,
             ttl_ms: s.ttl_ms,
             revision: s.revision,
-        }
-    }
-
-    /// The borrowed view the reports are made from.
-    pub fn summary(&self) -> Summary<'_> {
-        Summary {
-            task_id: &self.task_id,
-            status: self.status,
-            idempotency_key: self.idempotency_key.as_deref(),
-            title: self.title.as_deref(),
-            updated_at: self.updated_at,
-            claimed_by: self.claimed_by.as_deref(),
-            lease_expires_at: self.lease_expires_at,
-            ttl_ms: self.ttl_ms,
-            revision: self.revision,
         }
     }
 }
@@ -214,6 +253,13 @@ pub fn reclaim_candidate(t: &Summary<'_>, now: DateTime<Utc>, older_than: Durati
     updated > now + chrono::TimeDelta::seconds(1)
         || t.lease_live(now)
         || ms(now - updated) >= older_than.as_millis() as u64
+}
+
+/// Whether a task is stalled at `now`: working, with a lease that lapsed
+/// (its worker stopped renewing it), as [`Task::stalled`] says of a whole
+/// task. A working task never claimed (no lease) is not stalled.
+pub fn stalled(t: &Summary<'_>, now: DateTime<Utc>) -> bool {
+    t.status == Status::Working && t.lease_expires_at.is_some_and(|until| until <= now)
 }
 
 /// Whether `prune` must look at a finished task: no `updated_at` (reported

@@ -25,6 +25,7 @@ use std::io::{self, Read, SeekFrom};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use super::error::Location;
 use super::fs::ReadSeek;
 use super::{FileBackend, StoreError, codec, index, scan};
 use crate::task::Task;
@@ -120,7 +121,7 @@ impl FileStream {
             // place (by something that does not follow the protocol) gets
             // here.
             return Err(StoreError::Corrupt {
-                path: self.path.clone(),
+                location: Location::file(&self.path),
                 line: None,
                 column: None,
                 message: "the file changed while it was read".into(),
@@ -145,7 +146,7 @@ impl FileStream {
     }
 
     fn io(&self, e: io::Error) -> StoreError {
-        StoreError::io(&self.path, "read the store", e)
+        StoreError::io(Location::file(&self.path), &self.path, "read the store", e)
     }
 
     /// The file through the boundary scanner, each run of tasks to `f`:
@@ -189,7 +190,7 @@ impl FileStream {
         let path = self.path.as_path();
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Err(StoreError::Corrupt {
-                path: path.to_path_buf(),
+                location: Location::file(path),
                 line: None,
                 column: None,
                 message: "the file is empty".into(),
@@ -237,7 +238,7 @@ impl<'de> serde::de::Visitor<'de> for Tasks<'_, '_> {
                 (self.f)(task)
             } else {
                 Err(StoreError::Corrupt {
-                    path: self.path.to_path_buf(),
+                    location: Location::file(self.path),
                     line: None,
                     column: None,
                     message: codec::wrong_id(&key, &task.task_id),

@@ -137,6 +137,11 @@ pub trait Transaction {
         }
         Ok(counts)
     }
+    /// How many tasks are stalled at `now` ([`query::stalled`]: working,
+    /// with a lease that lapsed), in the whole store.
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        Ok(self.summaries().filter(|t| query::stalled(t, now)).count())
+    }
 }
 
 impl Transaction for TaskMap {
@@ -616,7 +621,7 @@ fn read_task(path: &Path, bytes: &[u8], key: &str, span: Span) -> Result<Task, S
         let suffix = format!(" at line {} column {}", e.line(), e.column());
         let message = message.strip_suffix(&suffix).unwrap_or(&message);
         StoreError::Corrupt {
-            path: path.to_path_buf(),
+            location: super::Location::file(path),
             line: Some(line),
             column: Some(column),
             message: format!("the task {key:?} does not read back: {message}"),

@@ -13,7 +13,6 @@ use tui_input::Input;
 use crate::store::ReclaimReport;
 use crate::task::{Status, Task, TaskMap};
 use crate::tui::WorkerState;
-use crate::tui::diff::Diff;
 use crate::tui::form::Form;
 use crate::tui::keys::KeyMap;
 use crate::tui::marks::Marks;
@@ -26,7 +25,7 @@ use crate::watch::{FeedEvent, TaskChange, Unavailable};
 pub const FLASH: TimeDelta = TimeDelta::seconds(2);
 /// How many transitions the log keeps.
 pub const LOG_CAPACITY: usize = 500;
-/// How many rows a windowed app fetches on each side of the selection.
+/// How many rows the app fetches on each side of the selection.
 pub const WINDOW_SIDE: usize = 200;
 /// How many tasks outside the window one batch of changes looks up for
 /// the log's labels (the rest are logged by id alone).
@@ -37,27 +36,12 @@ const PENDING_CAPACITY: usize = 10_000;
 /// The reclaim age offered by default.
 pub const DEFAULT_RECLAIM_AGE: &str = "15m";
 
-/// What the TUI learns about the store: the tasks as they now are, or
-/// why they cannot be read.
+/// What the TUI learns about the store, as [`crate::tui::live`] delivers
+/// it: the rows are then fetched from the app's source
+/// ([`App::with_source`]).
 #[derive(Debug, Clone)]
 pub enum StoreUpdate {
-    /// The tasks as they now are, and what changed since the previous
-    /// snapshot.
-    Snapshot {
-        /// Every task.
-        tasks: Arc<TaskMap>,
-        /// What changed.
-        diff: Diff,
-    },
-    /// The store does not exist (yet, or any more).
-    Missing,
-    /// The store cannot be read; the last good tasks stay shown.
-    Unreadable {
-        /// Why.
-        message: String,
-    },
-    /// What the change feed said, for an app that fetches its rows a
-    /// window at a time ([`App::with_source`]).
+    /// What the change feed said.
     Feed(FeedEvent),
 }
 
@@ -245,18 +229,13 @@ pub struct App {
     pub read_only: bool,
     /// The clock the screen is drawn at; set by the loop, fixed in tests.
     pub now: DateTime<Utc>,
-    /// The tasks shown (the last good snapshot, or the one paused on).
+    /// The rows of the window around the selection (the selected task in
+    /// full), in the table's order: never the whole store.
     pub tasks: Arc<TaskMap>,
     /// What the feed last said about the file.
     pub watch: WatchState,
     /// Live updates are held back (`p`).
     pub paused: bool,
-    /// The newest snapshot held back while paused, with the diffs of every
-    /// snapshot held back merged into one, so the log misses no transition.
-    pending_snapshot: Option<(Arc<TaskMap>, Diff)>,
-    /// A missing or unreadable file reported after the newest held-back
-    /// snapshot: applied after it on resume.
-    pending_state: Option<StoreUpdate>,
     /// Changes (tasks appeared, changed or vanished) held back while paused.
     pub pending_changes: usize,
     /// Positions in `tasks` of the rows shown, in display order.
@@ -296,27 +275,31 @@ pub struct App {
     /// Each drawn task's text, sanitized once per change of the task.
     pub shown: ShownCache,
     /// Where the rows are fetched from, a window around the selection at a
-    /// time (a database); `None`: `tasks` holds the whole store.
+    /// time; `None` (no store given yet): nothing to show.
     source: Option<Arc<dyn RowSource>>,
-    /// Rows fetched on each side of the selection (windowed; at least two
-    /// pages).
+    /// Rows fetched on each side of the selection (at least two pages).
     pub window_side: usize,
-    /// The window holds the first row of the table (windowed).
+    /// The window holds the first row of the table.
     at_start: bool,
-    /// The window holds the last row of the table (windowed).
+    /// The window holds the last row of the table.
     at_end: bool,
-    /// Tasks in the store (windowed: from the counts).
+    /// Tasks in the store (from the counts).
     total: usize,
-    /// Feed events held back while paused (windowed).
+    /// Feed events held back while paused.
     pending_feed: Vec<FeedEvent>,
-    /// Marked tasks outside the window, as last fetched (windowed).
+    /// Marked tasks outside the window, as last fetched.
     pub(crate) marked_outside: TaskMap,
     /// The keys in force (the key table with the user's rebindings).
     pub keys: KeyMap,
     /// The marked tasks (Space, `*`), by id.
     pub marks: Marks,
-    /// Working tasks whose lease lapsed, at `now` ([`crate::task::Task::stalled`]).
+    /// Working tasks whose lease lapsed, at `now`, in the whole store
+    /// ([`crate::task::Task::stalled`], [`RowSource::stalled`]).
     pub stalled: usize,
+    /// The clock of the last stalled count: counted again when the store
+    /// changes, and as time passes (a lease lapses without any write) at
+    /// most once a second.
+    stalled_at: Option<DateTime<Utc>>,
     /// What was wrong with the config file, shown at start and in the help.
     pub config_problems: Vec<String>,
 }
@@ -340,8 +323,6 @@ impl App {
             tasks: Arc::new(TaskMap::new()),
             watch: WatchState::Starting,
             paused: false,
-            pending_snapshot: None,
-            pending_state: None,
             pending_changes: 0,
             rows: Vec::new(),
             counts: [0; 5],
@@ -371,27 +352,24 @@ impl App {
             keys: KeyMap::default(),
             marks: Marks::default(),
             stalled: 0,
+            stalled_at: None,
             config_problems: Vec::new(),
         }
     }
 
     /// Fetch the rows from `source` a window around the selection at a
-    /// time (with the counts and the selected task), instead of holding
-    /// the whole store: the app then takes [`StoreUpdate::Feed`] events.
+    /// time (with the counts and the selected task), never the whole
+    /// store; the app then takes the feed's events ([`App::on_feed`]).
     pub fn with_source(mut self, source: Arc<dyn RowSource>) -> App {
         self.source = Some(source);
         self
     }
 
-    /// Whether rows are fetched a window at a time.
-    pub fn windowed(&self) -> bool {
-        self.source.is_some()
-    }
-
-    /// How many rows the table has (the filters applied), if known: a
-    /// windowed table with a text filter knows only the rows it fetched.
+    /// How many rows the table has (the filters applied), if known: with a
+    /// text filter, a table larger than its window knows only the rows it
+    /// fetched.
     pub fn table_len(&self) -> Option<usize> {
-        if !self.windowed() || (self.at_start && self.at_end) {
+        if self.at_start && self.at_end {
             return Some(self.rows.len());
         }
         if !self.filter.text.is_empty() {
@@ -408,11 +386,7 @@ impl App {
 
     /// How many tasks the store holds.
     pub fn store_len(&self) -> usize {
-        if self.windowed() {
-            self.total
-        } else {
-            self.tasks.len()
-        }
+        self.total
     }
 
     /// Set the status line.
@@ -435,75 +409,36 @@ impl App {
     }
 
     /// Take in what the change feed observed (held back while paused).
-    pub fn on_feed(&mut self, event: StoreUpdate) {
-        if let StoreUpdate::Feed(event) = event {
-            if !self.paused {
-                self.apply_events(event);
-                return;
-            }
-            if let FeedEvent::Changes(list) = &event {
-                self.pending_changes += list.len();
-            }
-            self.pending_feed.push(event);
-            let held: usize = self
-                .pending_feed
-                .iter()
-                .map(|e| match e {
-                    FeedEvent::Changes(l) => l.len(),
-                    _ => 1,
-                })
-                .sum();
-            if held > PENDING_CAPACITY {
-                // Too much to replay: one re-read on resume instead.
-                self.pending_feed = vec![FeedEvent::Reset(crate::watch::ResetReason::Overflow)];
-            }
+    pub fn on_feed(&mut self, update: StoreUpdate) {
+        let StoreUpdate::Feed(event) = update;
+        if !self.paused {
+            self.apply_events(event);
             return;
         }
-        if self.paused {
-            match event {
-                StoreUpdate::Snapshot { tasks, diff } => {
-                    self.pending_changes +=
-                        diff.appeared.len() + diff.changed.len() + diff.vanished.len();
-                    // A snapshot is newer than any missing/unreadable state
-                    // before it.
-                    self.pending_state = None;
-                    self.pending_snapshot = Some(match self.pending_snapshot.take() {
-                        // Diffs accumulate so the log misses no transition.
-                        Some((_, mut old)) => {
-                            old.transitions.extend(diff.transitions);
-                            old.appeared.extend(diff.appeared);
-                            old.changed.extend(diff.changed);
-                            old.vanished.extend(diff.vanished);
-                            (tasks, old)
-                        }
-                        None => (tasks, diff),
-                    });
-                }
-                // Kept apart from the snapshot: a file that went missing or
-                // unreadable must not drop the transitions seen before.
-                state @ (StoreUpdate::Missing | StoreUpdate::Unreadable { .. }) => {
-                    self.pending_state = Some(state)
-                }
-                StoreUpdate::Feed(_) => unreachable!("handled above"),
-            }
-            return;
+        if let FeedEvent::Changes(list) = &event {
+            self.pending_changes += list.len();
         }
-        self.apply_feed(event);
+        self.pending_feed.push(event);
+        let held: usize = self
+            .pending_feed
+            .iter()
+            .map(|e| match e {
+                FeedEvent::Changes(l) => l.len(),
+                _ => 1,
+            })
+            .sum();
+        if held > PENDING_CAPACITY {
+            // Too much to replay: one re-read on resume instead.
+            self.pending_feed = vec![FeedEvent::Reset(crate::watch::ResetReason::Overflow)];
+        }
     }
 
-    /// Pause or resume live updates; resuming applies what was held back.
+    /// Pause or resume live updates; resuming applies what was held back,
+    /// in the order it came (so the log misses no transition).
     pub fn toggle_pause(&mut self) {
         if self.paused {
             self.paused = false;
             self.pending_changes = 0;
-            // In the order they came: the snapshot (logging its
-            // transitions), then the file's state after it.
-            if let Some((tasks, diff)) = self.pending_snapshot.take() {
-                self.apply_feed(StoreUpdate::Snapshot { tasks, diff });
-            }
-            if let Some(state) = self.pending_state.take() {
-                self.apply_feed(state);
-            }
             for event in std::mem::take(&mut self.pending_feed) {
                 self.apply_events(event);
             }
@@ -518,42 +453,7 @@ impl App {
         }
     }
 
-    fn apply_feed(&mut self, event: StoreUpdate) {
-        match event {
-            StoreUpdate::Snapshot { tasks, diff } => {
-                let first = self.watch == WatchState::Starting;
-                for id in diff
-                    .appeared
-                    .iter()
-                    .chain(&diff.changed)
-                    .chain(&diff.vanished)
-                {
-                    self.shown.forget(id);
-                }
-                self.record(&diff, &tasks, first);
-                self.tasks = tasks;
-                self.watch = WatchState::Live;
-            }
-            StoreUpdate::Missing => {
-                // The file is gone: nothing is known about any task any more.
-                // The feed starts over from empty, so a re-created store shows
-                // its tasks as appearing.
-                self.tasks = Arc::new(TaskMap::new());
-                self.shown.clear();
-                self.watch = WatchState::Missing;
-            }
-            StoreUpdate::Unreadable { message } => {
-                self.watch = WatchState::Unreadable(crate::text::sanitize(&message).into_owned());
-            }
-            StoreUpdate::Feed(event) => return self.apply_events(event),
-        }
-        self.rebuild();
-        self.prune_marks();
-        self.count_stalled();
-        self.check_form();
-    }
-
-    /// Take in a feed event (windowed): fetch the window again when the
+    /// Take in a feed event: fetch the window again when the
     /// changes could move it or the counts, log the transitions, flash
     /// the rows with news.
     fn apply_events(&mut self, event: FeedEvent) {
@@ -595,14 +495,18 @@ impl App {
                 self.counts = [0; 5];
                 self.total = 0;
                 self.shown.clear();
+                self.stalled = 0;
                 self.watch = WatchState::Missing;
-                self.reselect();
+                self.cursor = 0;
+                self.offset = 0;
+                self.selected = None;
             }
             FeedEvent::Unavailable(Unavailable::Unreadable { message }) => {
                 self.watch = WatchState::Unreadable(crate::text::sanitize(&message).into_owned());
             }
         }
         self.prune_marks();
+        // The store changed (or is gone): count again.
         self.count_stalled();
         self.check_form();
     }
@@ -672,7 +576,7 @@ impl App {
         ids
     }
 
-    /// Fetch the window again (windowed), keeping the selected row on the
+    /// Fetch the window again, keeping the selected row on the
     /// same line of the screen.
     fn refetch(&mut self, anchor: Anchor) {
         let Some(source) = self.source.clone() else {
@@ -730,51 +634,6 @@ impl App {
         self.scroll_to_cursor();
     }
 
-    /// Log transitions and flash changed rows. The first snapshot is the
-    /// starting point, not news: nothing is logged or flashed for it.
-    fn record(&mut self, diff: &Diff, tasks: &TaskMap, first: bool) {
-        if first {
-            return;
-        }
-        let until = self.now + FLASH;
-        // A flash means news: a new task, a transition, a new title or
-        // message. A heartbeat alone changes none of these.
-        let news = |id: &&String| match (self.tasks.get(*id), tasks.get(*id)) {
-            (Some(old), Some(new)) => {
-                old.status != new.status
-                    || old.title != new.title
-                    || old.status_message != new.status_message
-            }
-            _ => true,
-        };
-        for id in diff.appeared.iter().chain(diff.changed.iter().filter(news)) {
-            self.flashes.insert(id.clone(), until);
-        }
-        let label = |id: &str, old: &TaskMap| {
-            let t = tasks.get(id).or_else(|| old.get(id));
-            crate::tui::shown::shown(t.and_then(Task::label).unwrap_or(""))
-        };
-        for t in &diff.transitions {
-            self.log.push_front(LogEntry {
-                at: t.at,
-                task_id: t.task_id.clone(),
-                label: label(&t.task_id, &self.tasks),
-                from: t.from,
-                to: Some(t.to),
-            });
-        }
-        for id in &diff.vanished {
-            self.log.push_front(LogEntry {
-                at: self.now,
-                task_id: id.clone(),
-                label: label(id, &self.tasks),
-                from: self.tasks.get(id).map(|t| t.status),
-                to: None,
-            });
-        }
-        self.log.truncate(LOG_CAPACITY);
-    }
-
     /// Tell an open form that its task moved on (it keeps what was typed).
     fn check_form(&mut self) {
         let Popup::Form(form) = &mut self.popup else {
@@ -794,11 +653,32 @@ impl App {
         };
     }
 
-    /// Advance the clock and drop expired flashes.
+    /// Advance the clock and drop expired flashes; count the stalled
+    /// tasks again once a second has passed since the last count (a lease
+    /// lapses without any write to the store, so no change tells of it).
     pub fn tick(&mut self, now: DateTime<Utc>) {
         self.now = now;
         self.flashes.retain(|_, until| *until > now);
-        self.count_stalled();
+        if self
+            .stalled_at
+            .is_none_or(|at| now < at || now - at >= TimeDelta::seconds(1))
+        {
+            self.count_stalled();
+        }
+    }
+
+    /// Count the stalled tasks of the whole store at `now` (one count
+    /// query); a store that cannot answer keeps the last count, and the
+    /// next fetch says why.
+    fn count_stalled(&mut self) {
+        self.stalled_at = Some(self.now);
+        let Some(source) = &self.source else {
+            self.stalled = 0;
+            return;
+        };
+        if let Ok(n) = source.stalled(self.now) {
+            self.stalled = n;
+        }
     }
 
     /// Whether `task_id` is flashing.
@@ -808,105 +688,20 @@ impl App {
             .is_some_and(|until| *until > self.now)
     }
 
-    /// Recompute the rows (filter, sort) and the counts, keeping the
-    /// selection on the same task id. Called only when the snapshot, the
-    /// filter or the sort changed, never per frame.
+    /// Fetch the rows again (the filter or the sort changed), keeping the
+    /// selection on the same task id, or on the row that took its place.
     pub fn rebuild(&mut self) {
-        if self.windowed() {
-            return self.refetch(Anchor::Tasks(self.anchors()));
-        }
-        let mut counts = [0; 5];
-        for t in self.tasks.values() {
-            counts[status_index(t.status)] += 1;
-        }
-        self.counts = counts;
-        let any_status = self.filter.statuses.iter().any(|s| *s);
-        let needle = self.filter.text.as_str();
-        let mut rows: Vec<usize> = self
-            .tasks
-            .values()
-            .enumerate()
-            .filter(|(_, t)| !any_status || self.filter.statuses[status_index(t.status)])
-            .filter(|(_, t)| needle.is_empty() || matches_text(t, needle))
-            .map(|(i, _)| i)
-            .collect();
-        let tasks = &self.tasks;
-        // Ties are broken by file position so that equal rows never swap
-        // places between rebuilds (which would make the screen jitter).
-        match self.sort {
-            SortKey::Updated | SortKey::Created => {
-                // Sorting plain integer keys is several times faster than
-                // comparing tasks, which matters at 100k tasks.
-                let updated = self.sort == SortKey::Updated;
-                let mut keyed: Vec<(u8, i64, usize)> = rows
-                    .iter()
-                    .map(|&i| {
-                        let t = &tasks[i];
-                        let at = if updated { t.updated_at } else { t.created_at };
-                        // Newest first; tasks without a time last.
-                        let key = at.map_or(i64::MAX, |d| d.timestamp_micros().saturating_neg());
-                        (rank(t.status), key, i)
-                    })
-                    .collect();
-                keyed.sort_unstable();
-                rows = keyed.into_iter().map(|(_, _, i)| i).collect();
-            }
-            SortKey::Title => rows.sort_unstable_by(|&a, &b| {
-                let (ta, tb) = (&tasks[a], &tasks[b]);
-                rank(ta.status)
-                    .cmp(&rank(tb.status))
-                    .then_with(|| {
-                        ta.label()
-                            .unwrap_or("\u{10FFFF}")
-                            .cmp(tb.label().unwrap_or("\u{10FFFF}"))
-                    })
-                    .then(a.cmp(&b))
-            }),
-            SortKey::Id => rows.sort_unstable_by(|&a, &b| {
-                let (ta, tb) = (&tasks[a], &tasks[b]);
-                rank(ta.status)
-                    .cmp(&rank(tb.status))
-                    .then_with(|| ta.task_id.cmp(&tb.task_id))
-            }),
-        }
-        self.rows = rows;
-        self.reselect();
-    }
-
-    /// Put the cursor back on the selected id, or on the nearest row when
-    /// that task is gone or filtered out.
-    fn reselect(&mut self) {
-        if self.windowed() && self.rows.is_empty() {
-            self.cursor = 0;
-            self.offset = 0;
-            self.selected = None;
-            return;
-        }
-        let found = self.selected.as_deref().and_then(|id| {
-            let pos = self.tasks.get_index_of(id)?;
-            self.rows.iter().position(|&r| r == pos)
-        });
-        match found {
-            Some(row) => self.cursor = row,
-            None => {
-                self.cursor = self.cursor.min(self.rows.len().saturating_sub(1));
-                self.selected = self.row_task(self.cursor).map(|t| t.task_id.clone());
-                self.detail_scroll = 0;
-            }
-        }
-        self.scroll_to_cursor();
+        self.refetch(Anchor::Tasks(self.anchors()));
     }
 
     /// Move the cursor to `row` (clamped) and select its task.
     pub fn select_row(&mut self, row: usize) {
-        if self.windowed() {
-            // The top and the bottom of the table may be outside the window.
-            if row == usize::MAX && !self.at_end {
-                return self.refetch(Anchor::End);
-            }
-            if row == 0 && !self.at_start {
-                return self.refetch(Anchor::Start);
-            }
+        // The top and the bottom of the table may be outside the window.
+        if row == usize::MAX && !self.at_end {
+            return self.refetch(Anchor::End);
+        }
+        if row == 0 && !self.at_start {
+            return self.refetch(Anchor::Start);
         }
         if self.rows.is_empty() {
             self.cursor = 0;
@@ -927,7 +722,7 @@ impl App {
         let margin = self.page.max(1);
         let near_top = self.cursor <= margin && !self.at_start;
         let near_bottom = self.cursor + margin + 1 >= self.rows.len() && !self.at_end;
-        if self.windowed() && (near_top || near_bottom) {
+        if near_top || near_bottom {
             self.refetch(Anchor::Tasks(self.selected.iter().cloned().collect()));
         }
     }
@@ -951,32 +746,4 @@ pub fn status_index(status: Status) -> usize {
         .iter()
         .position(|s| *s == status)
         .unwrap_or_default()
-}
-
-/// Waiting tasks first, then running ones, then finished ones.
-fn rank(status: Status) -> u8 {
-    match status {
-        Status::InputRequired => 0,
-        Status::Working => 1,
-        _ => 2,
-    }
-}
-
-/// Case-insensitive match of the (lower-case) `needle` on what the table shows.
-fn matches_text(task: &Task, needle: &str) -> bool {
-    let hit = |s: &str| {
-        if s.is_ascii() {
-            s.as_bytes()
-                .windows(needle.len().max(1))
-                .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
-                || needle.is_empty()
-        } else {
-            s.to_lowercase().contains(needle)
-        }
-    };
-    hit(&task.task_id)
-        || task.title.as_deref().is_some_and(hit)
-        || task.idempotency_key.as_deref().is_some_and(hit)
-        || task.status_message.as_deref().is_some_and(hit)
-        || hit(task.status.as_str())
 }

@@ -117,13 +117,6 @@ impl App {
         marks.ids.retain(|id| self.task_by_id(id).is_some());
         self.marks = marks;
     }
-
-    /// Count the working tasks whose lease lapsed ([`crate::task::Task::stalled`])
-    /// (over a database: among the rows fetched around the selection).
-    pub(crate) fn count_stalled(&mut self) {
-        let now = self.now;
-        self.stalled = self.tasks.values().filter(|t| t.stalled(now)).count();
-    }
 }
 
 /// How many tasks a dialog names before "… and N more".

@@ -17,10 +17,8 @@
 //!   from a database's indexes, or from a JSON file's rows kept between
 //!   changes ([`crate::store::FileRows`]: each task without its payloads,
 //!   only the tasks whose text changed read again). Under the title order
-//!   the windowed table sorts by title alone (tasks without one first, as
-//!   the store's order has it); the app that holds a whole store (the
-//!   reference the tests compare with, fed by [`snapshots`]) by title or
-//!   key (those without either last).
+//!   the table sorts by title alone (tasks without one first, as the
+//!   store's order has it). The app never holds the whole store.
 //! - `d`/`u` (and the mouse wheel over the pane) scroll the detail pane; `Esc`
 //!   on the list clears every filter.
 //! - A deleted store empties the table (nothing is known any more) and shows
@@ -33,9 +31,13 @@
 //!   it is still at the revision the preview saw (and still idle, without a
 //!   live lease); a task that went idle after the preview is never touched.
 //!   Previewed tasks left alone are listed in the report with the reason.
-//! - While paused, snapshots are merged (their transitions all reach the log
-//!   on resume) and a later "file missing/unreadable" is kept apart and
-//!   applied after them.
+//! - While paused, the feed's events are held back and applied in order on
+//!   resume (their transitions all reach the log); past 10 000 of them,
+//!   one re-read replaces them.
+//! - The header's stalled count covers the whole store (one count query,
+//!   [`window::RowSource::stalled`]): counted again at each change the feed
+//!   reports, and once a second as the clock moves, since a lease lapses
+//!   without any write.
 //! - The form shows exactly what it submits: string defaults are cleaned of
 //!   control characters and escape sequences when the form is built, JSON
 //!   defaults and enum choices show such characters as `\uXXXX` escapes (the
@@ -63,7 +65,6 @@
 
 pub mod app;
 pub mod config;
-pub mod diff;
 pub mod form;
 pub mod keys;
 pub mod marks;
@@ -74,7 +75,7 @@ pub mod update;
 pub mod view;
 pub mod window;
 
-pub use run::{live, snapshots};
+pub use run::live;
 
 use std::path::PathBuf;
 
@@ -95,6 +96,14 @@ pub enum WorkerState {
     NotStarted,
     /// The worker runs.
     Running {
+        /// Its process id.
+        pid: u32,
+    },
+    /// Alive but stopped by a signal (SIGSTOP, or SIGTSTP from a
+    /// terminal): it does nothing until SIGCONT, and its leases lapse.
+    /// Known where the system tells a process's state (`/proc`, Linux);
+    /// elsewhere a stopped worker shows as running.
+    Stopped {
         /// Its process id.
         pid: u32,
     },

@@ -28,8 +28,7 @@ use super::update::{Effect, EffectResult, execute};
 use super::view::{self, Theme};
 use super::window::RowSource;
 use crate::store::{AnyBackend, FileRows, Store};
-use crate::task::TaskMap;
-use crate::watch::{ChangeFeed, FeedEvent, FeedOptions, FileSource, Unavailable};
+use crate::watch::{ChangeFeed, FeedOptions, FileSource};
 
 /// The shortest time between two frames (~60 per second).
 const FRAME: Duration = Duration::from_millis(16);
@@ -193,63 +192,6 @@ fn draw(terminal: &mut Term, app: &mut App, theme: &Theme) -> io::Result<()> {
     terminal.draw(|f| view::draw(f, app, theme))?;
     queue!(terminal.backend_mut(), EndSynchronizedUpdate)?;
     terminal.backend_mut().flush()
-}
-
-/// The tasks as they change: the store read whole at each change the feed
-/// reports (a burst of events is one read), compared with the last read.
-/// For an app that holds the whole store (tests, and the baseline of
-/// benches/tui_scale.rs); `rudder watch` pages ([`live`]).
-/// Must be called from within a tokio runtime.
-pub fn snapshots(url: std::path::PathBuf, store: Arc<Store>) -> mpsc::Receiver<StoreUpdate> {
-    let (tx, rx) = mpsc::channel(4);
-    tokio::spawn(async move {
-        let mut feed = ChangeFeed::start(url, FeedOptions::default());
-        let mut last = Arc::new(TaskMap::new());
-        let mut first = true;
-        while let Some(event) = feed.next().await {
-            // Only the newest state matters to a whole read.
-            let mut event = event;
-            while let Some(newer) = feed.try_next() {
-                event = newer;
-            }
-            let update = match event {
-                FeedEvent::Reset(_) | FeedEvent::Changes(_) => {
-                    let store = Arc::clone(&store);
-                    let Ok(read) = tokio::task::spawn_blocking(move || store.load()).await else {
-                        return;
-                    };
-                    match read {
-                        Ok(tasks) => {
-                            let diff = super::diff::diff(&last, &tasks, Utc::now());
-                            if !first && diff.is_empty() {
-                                continue;
-                            }
-                            first = false;
-                            last = Arc::new(tasks);
-                            StoreUpdate::Snapshot {
-                                tasks: Arc::clone(&last),
-                                diff,
-                            }
-                        }
-                        Err(e) => StoreUpdate::Unreadable {
-                            message: e.to_string(),
-                        },
-                    }
-                }
-                FeedEvent::Unavailable(Unavailable::Missing) => {
-                    last = Arc::new(TaskMap::new());
-                    StoreUpdate::Missing
-                }
-                FeedEvent::Unavailable(Unavailable::Unreadable { message }) => {
-                    StoreUpdate::Unreadable { message }
-                }
-            };
-            if tx.send(update).await.is_err() {
-                return;
-            }
-        }
-    });
-    rx
 }
 
 /// The change feed's events as they come, for an app that fetches its

@@ -833,7 +833,7 @@ impl App {
             return;
         }
         if let WorkerState::Exited { pid, code } = &state
-            && matches!(self.worker, Some(WorkerState::Running { pid: p }) if p == *pid)
+            && matches!(self.worker, Some(WorkerState::Running { pid: p } | WorkerState::Stopped { pid: p }) if p == *pid)
         {
             let how = match code {
                 Some(c) => format!("with code {c}"),

@@ -11,6 +11,8 @@
 
 use std::sync::RwLock;
 
+use chrono::{DateTime, Utc};
+
 use crate::store::query::{self, PageQuery, StatusCounts};
 use crate::store::{Backend, SortKey as StoreSort, Store, StoreError, Transaction};
 use crate::task::{Status, Task, TaskMap};
@@ -24,6 +26,9 @@ pub trait RowSource: Send + Sync {
     fn counts(&self) -> Result<StatusCounts, StoreError>;
     /// One task by its full id.
     fn task(&self, id: &str) -> Result<Option<Task>, StoreError>;
+    /// How many tasks of the whole store are stalled at `now`
+    /// ([`Task::stalled`]), not only those of the window.
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError>;
 }
 
 impl<B: Backend> RowSource for Store<B> {
@@ -41,6 +46,9 @@ impl<B: Backend> RowSource for Store<B> {
         })?;
         Ok(task)
     }
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        Store::stalled(self, now)
+    }
 }
 
 /// A JSON file's rows, kept between changes by its feed
@@ -54,6 +62,9 @@ impl RowSource for crate::store::FileRows {
     }
     fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
         crate::store::FileRows::task(self, id)
+    }
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        Ok(crate::store::FileRows::stalled(self, now))
     }
 }
 
@@ -70,6 +81,10 @@ impl RowSource for RwLock<TaskMap> {
     fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
         let tasks = self.read().unwrap_or_else(|p| p.into_inner());
         Ok(tasks.get(id).cloned())
+    }
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        let tasks = self.read().unwrap_or_else(|p| p.into_inner());
+        Transaction::stalled(&*tasks, now)
     }
 }
 
@@ -259,7 +274,7 @@ pub fn fetch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::{DateTime, TimeDelta};
+    use chrono::TimeDelta;
 
     fn store(n: usize) -> RwLock<TaskMap> {
         let base = DateTime::from_timestamp(1_700_000_000, 0).expect("a time");

@@ -1,17 +1,24 @@
 //! Fixtures shared by the TUI tests: fixed ids, fixed times, a fixed clock,
-//! so snapshots are stable.
+//! so snapshots are stable; real stores (a JSON file, SQLite) in temp
+//! dirs that the app fetches its rows from, as `rudder watch` does.
 #![allow(dead_code)]
 
-use std::path::Path;
-use std::sync::Arc;
+#[path = "../common/mod.rs"]
+pub mod stores;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use rudder::store::query::{PageQuery, StatusCounts};
+use rudder::store::{AnyBackend, Backend, FileRows, Store, StoreError};
 use rudder::task::{HistoryEntry, Progress, Status, Task, TaskMap};
-use rudder::tui::app::App;
-use rudder::tui::app::StoreUpdate as FeedEvent;
-use rudder::tui::diff::Diff;
+use rudder::tui::app::{App, StoreUpdate};
+use rudder::tui::window::RowSource;
+use rudder::watch::{FeedEvent, ResetReason, TaskChange, Unavailable};
 use serde_json::json;
+pub use stores::Kind;
 
 /// The screen of a `TestBackend` terminal as text, one line per row,
 /// trailing spaces trimmed.
@@ -121,35 +128,220 @@ pub fn fixture() -> TaskMap {
     tasks.into_iter().map(|t| (t.task_id.clone(), t)).collect()
 }
 
-/// A snapshot event for `tasks` with no transitions.
-pub fn snapshot(tasks: TaskMap) -> FeedEvent {
-    FeedEvent::Snapshot {
-        tasks: Arc::new(tasks),
-        diff: Diff::default(),
-    }
-}
-
-/// A snapshot event for `to`, with its diff from `from` at [`now`].
-pub fn snapshot_after(from: &TaskMap, to: TaskMap) -> FeedEvent {
-    let diff = rudder::tui::diff::diff(from, &to, now());
-    FeedEvent::Snapshot {
-        tasks: Arc::new(to),
-        diff,
-    }
-}
-
-/// The [`fixture`] after task 2 completed, as a snapshot event.
-pub fn task_2_completed() -> FeedEvent {
+/// The [`fixture`] after task 2 completed.
+pub fn task_2_completed() -> TaskMap {
     let mut tasks = fixture();
     tasks.get_mut(&id(2)).expect("fixture").status = Status::Completed;
-    snapshot_after(&fixture(), tasks)
+    tasks
 }
 
-/// An app at [`now`] showing `tasks`.
+/// The backends the TUI tests run over: the JSON file and SQLite
+/// (`$RUDDER_TEST_STORE` narrows to one, as for the conformance suites;
+/// narrowed to PostgreSQL, which the pty tests cover, the JSON file).
+pub fn store_kinds() -> Vec<Kind> {
+    let kinds: Vec<Kind> = stores::kinds()
+        .into_iter()
+        .filter(|k| *k != Kind::Postgres)
+        .collect();
+    if kinds.is_empty() {
+        vec![Kind::File]
+    } else {
+        kinds
+    }
+}
+
+/// Run `f` once over each of [`store_kinds`]: inside, [`Fixture::new`]
+/// makes a store of that backend. Snapshots taken inside must be the same
+/// on every backend (`insta::allow_duplicates!` checks that).
+pub fn each_store(mut f: impl FnMut()) {
+    for kind in store_kinds() {
+        stores::set_kind(kind);
+        f();
+    }
+    stores::set_kind(Kind::File);
+}
+
+/// A real store in a temp dir, of the backend [`each_store`] chose, which
+/// an app fetches its rows from as `rudder watch` does: a JSON file's
+/// rows kept between changes ([`FileRows`]), a database asked directly.
+/// Tests change it whole with [`Fixture::set`], which gives the change
+/// feed's event for what changed.
+pub struct Fixture {
+    dir: tempfile::TempDir,
+    path: PathBuf,
+    store: RwLock<Arc<Store>>,
+    rows: RwLock<Option<Arc<FileRows>>>,
+    /// The tasks last written (what the next change is compared with).
+    last: Mutex<TaskMap>,
+}
+
+impl Fixture {
+    /// A store holding `tasks`.
+    pub fn new(tasks: TaskMap) -> Arc<Fixture> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(stores::store_file());
+        let fx = Arc::new(Fixture {
+            store: RwLock::new(Arc::new(Store::open(&path))),
+            rows: RwLock::new(None),
+            last: Mutex::new(TaskMap::new()),
+            dir,
+            path,
+        });
+        fx.reopen();
+        let _ = fx.set(tasks);
+        fx
+    }
+
+    /// The store's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A store handle (for the app's effects and for checking what it holds).
+    pub fn store(&self) -> Arc<Store> {
+        Arc::clone(&self.store.read().expect("lock"))
+    }
+
+    fn reopen(&self) {
+        let store = Arc::new(Store::open(&self.path));
+        *self.rows.write().expect("lock") = match store.backend() {
+            AnyBackend::File(b) => Some(Arc::new(FileRows::new(b.clone()))),
+            _ => None,
+        };
+        *self.store.write().expect("lock") = store;
+    }
+
+    fn refresh(&self) {
+        if let Some(rows) = &*self.rows.read().expect("lock") {
+            rows.refresh().expect("read the rows");
+        }
+    }
+
+    /// An app at [`now`] (its header naming `/srv/rudder/tasks.json`, so
+    /// that screens are the same on every backend) over this store, after
+    /// the feed's first event.
+    pub fn app(self: &Arc<Self>) -> App {
+        self.app_at(Path::new("/srv/rudder/tasks.json"), false)
+    }
+
+    /// An app at `now` over the store as other writers left it (what is
+    /// there is the starting point, not news), its header naming its path.
+    pub fn app_now(self: &Arc<Self>, now: DateTime<Utc>) -> App {
+        let _ = self.reread();
+        let mut app = self.app_at(&self.path, false);
+        app.now = now;
+        app
+    }
+
+    /// An app over this store whose header names `label`.
+    pub fn app_at(self: &Arc<Self>, label: &Path, read_only: bool) -> App {
+        let mut app =
+            App::new(label, read_only, now()).with_source(Arc::clone(self) as Arc<dyn RowSource>);
+        app.on_feed(StoreUpdate::Feed(FeedEvent::Reset(ResetReason::Start)));
+        app
+    }
+
+    /// Make the store hold `tasks` (and nothing else); the feed's event for
+    /// what changed since the last [`Fixture::set`] or [`Fixture::reread`].
+    pub fn set(&self, tasks: TaskMap) -> StoreUpdate {
+        let store = self.store();
+        store
+            .backend()
+            .transact(&mut |all| {
+                *all = tasks.clone();
+                Ok(true)
+            })
+            .expect("write the store");
+        self.changes_to(tasks)
+    }
+
+    /// What another writer did to the store meanwhile (through a
+    /// [`Store`]), as the feed's event.
+    pub fn reread(&self) -> StoreUpdate {
+        let tasks = self.store().load().expect("load the store");
+        self.changes_to(tasks)
+    }
+
+    fn changes_to(&self, tasks: TaskMap) -> StoreUpdate {
+        self.refresh();
+        let mut last = self.last.lock().expect("lock");
+        let mut list = Vec::new();
+        for (id, t) in &tasks {
+            match last.get(id) {
+                Some(before) if before == t => {}
+                before => list.push(TaskChange {
+                    task_id: id.clone(),
+                    revision: t.revision,
+                    from: before.map(|b| b.status),
+                    to: Some(t.status),
+                    at: t.updated_at,
+                }),
+            }
+        }
+        for (id, t) in last.iter().filter(|(id, _)| !tasks.contains_key(*id)) {
+            list.push(TaskChange {
+                task_id: id.clone(),
+                revision: t.revision,
+                from: Some(t.status),
+                to: None,
+                at: None,
+            });
+        }
+        *last = tasks;
+        StoreUpdate::Feed(FeedEvent::Changes(list))
+    }
+
+    /// Delete the store; the feed's event for it.
+    pub fn remove(&self) -> StoreUpdate {
+        for name in std::fs::read_dir(self.dir.path()).expect("read dir") {
+            std::fs::remove_file(name.expect("entry").path()).expect("remove");
+        }
+        // A database's connection would go on with the deleted file.
+        self.reopen();
+        self.refresh();
+        self.last.lock().expect("lock").clear();
+        StoreUpdate::Feed(FeedEvent::Unavailable(Unavailable::Missing))
+    }
+}
+
+impl RowSource for Fixture {
+    fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
+        match &*self.rows.read().expect("lock") {
+            Some(rows) => rows.page(q),
+            None => self.store().page(q),
+        }
+    }
+    fn counts(&self) -> Result<StatusCounts, StoreError> {
+        match &*self.rows.read().expect("lock") {
+            Some(rows) => Ok(rows.counts()),
+            None => self.store().counts(),
+        }
+    }
+    fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
+        match &*self.rows.read().expect("lock") {
+            Some(rows) => rows.task(id),
+            None => RowSource::task(&*self.store(), id),
+        }
+    }
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        match &*self.rows.read().expect("lock") {
+            Some(rows) => Ok(rows.stalled(now)),
+            None => self.store().stalled(now),
+        }
+    }
+}
+
+/// The feed's event for a store that cannot be read (the rows fetched
+/// last stay shown).
+pub fn unreadable(message: &str) -> StoreUpdate {
+    StoreUpdate::Feed(FeedEvent::Unavailable(Unavailable::Unreadable {
+        message: message.into(),
+    }))
+}
+
+/// An app at [`now`] over a store holding `tasks`.
 pub fn app_with(tasks: TaskMap) -> App {
-    let mut app = App::new(Path::new("/srv/rudder/tasks.json"), false, now());
-    app.on_feed(snapshot(tasks));
-    app
+    Fixture::new(tasks).app()
 }
 
 /// A plain key press.

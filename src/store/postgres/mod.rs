@@ -36,7 +36,7 @@ use postgres::{Client, IsolationLevel, Statement};
 
 use super::file::DEFAULT_LOCK_TIMEOUT;
 use super::url::{PgUrl, SslMode};
-use super::{Backend, StoreError, Transaction};
+use super::{Backend, Location, StoreError, Transaction};
 use crate::task::TaskMap;
 pub use schema::{CHANNEL, VERSION as SCHEMA_VERSION};
 use txn::PgTxn;
@@ -84,6 +84,18 @@ pub(crate) struct Conn {
     version: Option<i32>,
 }
 
+/// A transaction [`PostgresBackend::begin`] started, with the rest of its
+/// connection.
+struct Begun<'c> {
+    tx: postgres::Transaction<'c>,
+    statements: &'c mut HashMap<String, Statement>,
+    /// What the connection knows of the schema version (a write that
+    /// migrated sets it once committed).
+    known: &'c mut Option<i32>,
+    /// The schema version found (`None`: no tables yet).
+    version: Option<i32>,
+}
+
 /// Whether a failed attempt may be run again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Retry {
@@ -115,8 +127,8 @@ impl PostgresBackend {
     }
 
     /// The URL, password redacted, as messages name the store.
-    pub fn location(&self) -> String {
-        self.url.redacted()
+    pub fn location(&self) -> Location {
+        Location::remote(self.url.shown())
     }
 
     pub fn url(&self) -> &PgUrl {
@@ -328,6 +340,40 @@ impl PostgresBackend {
         }
     }
 
+    /// Begin a transaction on `conn` (read only for a read) and check the
+    /// schema version once per connection.
+    fn begin<'c>(
+        &self,
+        conn: &'c mut Conn,
+        isolation: IsolationLevel,
+        read_only: bool,
+    ) -> Result<Begun<'c>, (StoreError, Retry, bool)> {
+        let Conn {
+            client,
+            statements,
+            version: known,
+        } = conn;
+        let mut begin = client.build_transaction().isolation_level(isolation);
+        if read_only {
+            begin = begin.read_only(true);
+        }
+        let action = if read_only {
+            "begin a read"
+        } else {
+            "begin a write"
+        };
+        let mut tx = begin
+            .start()
+            .map_err(|e| classify(self.error(action, &e), &e))?;
+        let version = self.check_version(known, &mut tx)?;
+        Ok(Begun {
+            tx,
+            statements,
+            known,
+            version,
+        })
+    }
+
     /// Run a read on a consistent snapshot: `None` when the schema does not
     /// exist yet. A connection found broken is replaced once.
     fn read<T>(
@@ -338,19 +384,13 @@ impl PostgresBackend {
         loop {
             tries += 1;
             let result = self.with_conn(|conn| {
-                let Conn {
-                    client,
+                let Begun {
+                    tx,
                     statements,
                     version,
-                } = &mut **conn;
-                let mut tx = client
-                    .build_transaction()
-                    .isolation_level(IsolationLevel::RepeatableRead)
-                    .read_only(true)
-                    .start()
-                    .map_err(|e| classify(self.error("begin a read", &e), &e))?;
-                let v = self.check_version(version, &mut tx)?;
-                if v.is_none() {
+                    ..
+                } = self.begin(conn, IsolationLevel::RepeatableRead, true)?;
+                if version.is_none() {
                     return Ok(None);
                 }
                 let txn = PgTxn::new(tx, statements, self, false);
@@ -435,17 +475,12 @@ impl PostgresBackend {
         loop {
             attempt += 1;
             let result = self.with_conn(|conn| {
-                let Conn {
-                    client,
+                let Begun {
+                    mut tx,
                     statements,
-                    version,
-                } = &mut **conn;
-                let mut tx = client
-                    .build_transaction()
-                    .isolation_level(IsolationLevel::ReadCommitted)
-                    .start()
-                    .map_err(|e| classify(self.error("begin a write", &e), &e))?;
-                let v = self.check_version(version, &mut tx)?;
+                    known: version,
+                    version: v,
+                } = self.begin(conn, IsolationLevel::ReadCommitted, false)?;
                 let found = if v == Some(schema::VERSION) {
                     v
                 } else {

@@ -44,7 +44,8 @@ pub const CHANNEL: &str = "rudder_changes";
 /// - `rudder_changes`: one row per change of a task, in commit order, for
 ///   the change feed, with the task's `updated_at` as written (`at`; none
 ///   for a removal).
-pub const MIGRATIONS: &[&str] = &[r#"
+pub const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE rudder_tasks (
     seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     task_id text COLLATE "C" NOT NULL UNIQUE,
@@ -78,7 +79,14 @@ CREATE TABLE rudder_changes (
     status_after text,
     at text
 );
-"#];
+"#,
+    // Version 2: the working tasks by lease, so that the TUI's count of
+    // stalled tasks (`lease_expires_at <= now`, asked once a second) is a
+    // range of this index, not a walk over every working task.
+    r#"
+CREATE INDEX rudder_tasks_by_status_lease ON rudder_tasks (status, lease_expires_at);
+"#,
+];
 
 /// The schema version this rudder writes.
 pub const VERSION: i32 = MIGRATIONS.len() as i32;

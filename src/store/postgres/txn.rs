@@ -36,15 +36,12 @@ use postgres::{Row, Statement};
 use super::schema::{CHANGES_LOCK, CHANNEL};
 use super::{PostgresBackend, Retry, transient};
 use crate::store::query::{
-    self, PageQuery, SortKey, Stale, StatusCounts, SummaryBuf, parse_time, time_text,
+    self, PageQuery, SUMMARY_COLUMNS, SortKey, Stale, StatusCounts, SummaryBuf, SummaryRow,
+    parse_time, time_text,
 };
 use crate::store::sqlite::{ChangeLog, RecordedChange};
 use crate::store::{StoreError, Summary, Transaction};
 use crate::task::{Status, Task, TaskMap};
-
-/// The columns a [`SummaryBuf`] is read from, in [`summary_of_row`]'s order.
-const SUMMARY_COLUMNS: &str = "task_id, status, idempotency_key, title, updated_at, claimed_by, \
-                               lease_expires_at, ttl_ms, revision";
 
 type Param = dyn ToSql + Sync;
 
@@ -106,17 +103,31 @@ fn to_i64(v: u64) -> i64 {
     v.min(i64::MAX as u64) as i64
 }
 
+/// The columns are typed by the schema, so reading them cannot fail.
+impl SummaryRow for Row {
+    type Error = std::convert::Infallible;
+    fn text(&self, i: usize) -> Result<String, Self::Error> {
+        Ok(self.get(i))
+    }
+    fn opt_text(&self, i: usize) -> Result<Option<String>, Self::Error> {
+        Ok(self.get(i))
+    }
+    fn int(&self, i: usize) -> Result<i64, Self::Error> {
+        Ok(self.get(i))
+    }
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, Self::Error> {
+        Ok(self.get(i))
+    }
+    fn status(&self, text: &str) -> Result<Status, Self::Error> {
+        Ok(status_of(text))
+    }
+}
+
+/// [`query::summary_of_row`], which cannot fail on a PostgreSQL row.
 fn summary_of_row(row: &Row, at: usize) -> SummaryBuf {
-    SummaryBuf {
-        task_id: row.get(at),
-        status: status_of(row.get(at + 1)),
-        idempotency_key: row.get(at + 2),
-        title: row.get(at + 3),
-        updated_at: parse_time(row.get(at + 4)),
-        claimed_by: row.get(at + 5),
-        lease_expires_at: parse_time(row.get(at + 6)),
-        ttl_ms: row.get::<_, Option<i64>>(at + 7).map(|v| v.max(0) as u64),
-        revision: row.get::<_, i64>(at + 8).max(0) as u64,
+    match query::summary_of_row(row, at) {
+        Ok(s) => s,
+        Err(never) => match never {},
     }
 }
 
@@ -221,9 +232,11 @@ impl<'c> PgTxn<'c> {
     }
 
     fn parse(&self, id: &str, doc: &str) -> Result<Task, StoreError> {
-        serde_json::from_str(doc).map_err(|e| StoreError::Database {
+        // As SQLite says of a row whose document does not parse.
+        serde_json::from_str(doc).map_err(|e| StoreError::Corrupt {
             location: self.backend.location(),
-            action: "read a task",
+            line: None,
+            column: None,
             message: format!("the task {id:?} does not read back: {e}"),
         })
     }
@@ -993,5 +1006,18 @@ impl Transaction for PgTxn<'_> {
             }
         }
         Ok(counts)
+    }
+
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        self.flush()?;
+        // A range of the (status, lease) index: the stalled tasks only.
+        // The times are stored as text whose order is time order
+        // (`time_text`).
+        let rows = self.query(
+            "SELECT COUNT(*) FROM rudder_tasks WHERE status = 'working' AND lease_expires_at <= $1",
+            &[&time_text(now)],
+            "count the stalled tasks",
+        )?;
+        Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)).max(0) as usize)
     }
 }

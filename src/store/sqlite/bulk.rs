@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use rusqlite::{OptionalExtension, params};
 
 use super::SqliteBackend;
+use super::schema::{TaskRow, clamp, insert_task_sql, update_task_sql};
 use crate::store::StoreError;
 use crate::store::query::time_text;
 use crate::task::{Status, Task};
@@ -43,10 +44,6 @@ pub struct NewerInStore {
 /// fit SQLite's default 2 MiB, and every insert would read pages back.
 const COPY_CACHE_KIB: i64 = 64 * 1024;
 
-fn clamp(v: u64) -> i64 {
-    v.min(i64::MAX as u64) as i64
-}
-
 impl SqliteBackend {
     /// Write `tasks` (in this order, new ones at the end of the store
     /// order) in one durable transaction, with their `changes` rows and the
@@ -74,24 +71,13 @@ impl SqliteBackend {
         tx.pragma_update(None, "cache_size", -COPY_CACHE_KIB)
             .map_err(err("size the page cache"))?;
         let mut insert = tx
-            .prepare_cached(
-                "INSERT INTO tasks (task_id, status, idempotency_key, title, created_at, \
-                 updated_at, claimed_by, lease_expires_at, ttl_ms, revision, doc, \
-                 status_message) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
-                 ON CONFLICT (task_id) DO NOTHING",
-            )
+            .prepare_cached(&insert_task_sql(" ON CONFLICT (task_id) DO NOTHING"))
             .map_err(err("insert a task"))?;
         let mut existing = tx
             .prepare_cached("SELECT status, revision, doc FROM tasks WHERE task_id = ?1")
             .map_err(err("read a task"))?;
         let mut update = tx
-            .prepare_cached(
-                "UPDATE tasks SET status = ?2, idempotency_key = ?3, title = ?4, \
-                 created_at = ?5, updated_at = ?6, claimed_by = ?7, lease_expires_at = ?8, \
-                 ttl_ms = ?9, revision = ?10, doc = ?11, status_message = ?12 \
-                 WHERE task_id = ?1",
-            )
+            .prepare_cached(&update_task_sql(""))
             .map_err(err("update a task"))?;
         let mut change = tx
             .prepare_cached(
@@ -109,21 +95,8 @@ impl SqliteBackend {
                 action: "encode a task",
                 message: e.to_string(),
             })?;
-            let time = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(time_text);
-            let row = params![
-                task.task_id,
-                task.status.as_str(),
-                task.idempotency_key,
-                task.title,
-                time(task.created_at),
-                time(task.updated_at),
-                task.claimed_by,
-                time(task.lease_expires_at),
-                task.ttl_ms.map(clamp),
-                clamp(task.revision),
-                doc,
-                task.status_message,
-            ];
+            let row = TaskRow::new(&task.task_id, task, &doc);
+            let row = &row.params()[..];
             let before = if insert.execute(row).map_err(err("insert a task"))? == 1 {
                 counts.copied += 1;
                 None
@@ -150,7 +123,7 @@ impl SqliteBackend {
                 update.execute(row).map_err(err("update a task"))?;
                 counts.updated += 1;
                 let status: Status = status.parse().map_err(|e| StoreError::Corrupt {
-                    path: self.path().to_path_buf(),
+                    location: self.location(),
                     line: None,
                     column: None,
                     message: format!("the task {:?} has status {status:?}: {e}", task.task_id),
@@ -163,7 +136,7 @@ impl SqliteBackend {
                     clamp(task.revision),
                     before.map(Status::as_str),
                     task.status.as_str(),
-                    time(task.updated_at),
+                    task.updated_at.map(time_text),
                 ])
                 .map_err(err("record a change"))?;
             if before != Some(task.status) {

@@ -26,7 +26,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use super::file::DEFAULT_LOCK_TIMEOUT;
-use super::{Backend, StoreError, Transaction};
+use super::{Backend, Location, StoreError, Transaction};
 use crate::task::TaskMap;
 pub use bulk::{CopyCounts, NewerInStore};
 pub use schema::{APPLICATION_ID, VERSION as SCHEMA_VERSION};
@@ -89,9 +89,9 @@ impl SqliteBackend {
         &self.path
     }
 
-    /// The store's location as messages name it.
-    pub fn location(&self) -> String {
-        format!("sqlite:{}", self.path.display())
+    /// The store's location as messages name it: `sqlite:PATH`.
+    pub fn location(&self) -> Location {
+        Location::sqlite(&self.path)
     }
 
     /// The write-ahead log beside the database, whose changes wake the feed.
@@ -102,14 +102,19 @@ impl SqliteBackend {
     }
 
     pub(crate) fn error(&self, action: &'static str, e: rusqlite::Error) -> StoreError {
-        sql_error(&self.location(), &self.path, self.lock_timeout, action, e)
+        sql_error(self.location(), self.lock_timeout, action, e)
     }
 
     fn identity(&self) -> Result<Option<(u64, u64)>, StoreError> {
         match std::fs::metadata(&self.path) {
             Ok(m) => Ok(Some((m.dev(), m.ino()))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(StoreError::io(&self.path, "stat the database", e)),
+            Err(e) => Err(StoreError::io(
+                self.location(),
+                &self.path,
+                "stat the database",
+                e,
+            )),
         }
     }
 
@@ -117,7 +122,7 @@ impl SqliteBackend {
     /// one (an empty file is a new database). Returns whether it is empty.
     fn check_header(&self) -> Result<bool, StoreError> {
         let mut file = std::fs::File::open(&self.path)
-            .map_err(|e| StoreError::io(&self.path, "open the database", e))?;
+            .map_err(|e| StoreError::io(self.location(), &self.path, "open the database", e))?;
         let mut head = [0u8; 16];
         let mut got = 0;
         while got < head.len() {
@@ -125,7 +130,14 @@ impl SqliteBackend {
                 Ok(0) => break,
                 Ok(n) => got += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(StoreError::io(&self.path, "read the database", e)),
+                Err(e) => {
+                    return Err(StoreError::io(
+                        self.location(),
+                        &self.path,
+                        "read the database",
+                        e,
+                    ));
+                }
             }
         }
         if got == 0 {
@@ -199,8 +211,9 @@ impl SqliteBackend {
         if let Some(dir) = self.path.parent()
             && !dir.as_os_str().is_empty()
         {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| StoreError::io(dir, "create the store directory", e))?;
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::io(self.location(), dir, "create the store directory", e)
+            })?;
         }
         match OpenOptions::new()
             .write(true)
@@ -210,7 +223,12 @@ impl SqliteBackend {
         {
             Ok(_) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-            Err(e) => Err(StoreError::io(&self.path, "create the database", e)),
+            Err(e) => Err(StoreError::io(
+                self.location(),
+                &self.path,
+                "create the database",
+                e,
+            )),
         }
     }
 
@@ -438,30 +456,29 @@ impl SqliteBackend {
 
 /// A rusqlite error as a store error naming the database.
 fn sql_error(
-    location: &str,
-    path: &Path,
+    location: Location,
     lock_timeout: Duration,
     action: &'static str,
     e: rusqlite::Error,
 ) -> StoreError {
     match e.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::LockTimeout {
-            path: path.to_path_buf(),
+            location,
             waited: lock_timeout,
             holder: None,
         },
         Some(ErrorCode::NotADatabase) => StoreError::NotAStore {
-            location: location.to_string(),
+            location,
             message: "the file is not a SQLite database".into(),
         },
         Some(ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
-            path: path.to_path_buf(),
+            location,
             line: None,
             column: None,
             message: format!("the database is damaged ({e})"),
         },
         _ => StoreError::Database {
-            location: location.to_string(),
+            location,
             action,
             message: e.to_string(),
         },

@@ -7,7 +7,10 @@
 //! A database of a newer version, or one that is not rudder's, is refused
 //! before anything is written to it.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, ToSql};
+
+use crate::store::query::time_text;
+use crate::task::Task;
 
 /// `application_id` of a rudder store: "Rudr" in ASCII.
 pub const APPLICATION_ID: i32 = 0x5275_6472;
@@ -33,6 +36,9 @@ pub const APPLICATION_ID: i32 = 0x5275_6472;
 ///   removal), so that a transition carries the writer's time.
 /// - Version 2 also adds `tasks.status_message`, for the text filter of a
 ///   page (`LIKE` on the columns a person reads, without parsing `doc`).
+/// - Version 3 indexes the working tasks by lease, so that the TUI's count
+///   of stalled tasks (`lease_expires_at <= now`, asked once a second) is
+///   a range of that index, not a walk over every working task.
 pub const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE tasks (
@@ -73,10 +79,108 @@ ALTER TABLE tasks ADD COLUMN status_message TEXT;
 UPDATE tasks SET status_message = json_extract(doc, '$.status_message')
     WHERE json_type(doc, '$.status_message') = 'text';
 "#,
+    r#"
+CREATE INDEX tasks_by_status_lease ON tasks(status, lease_expires_at);
+"#,
 ];
 
 /// The schema version this rudder writes.
 pub const VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The columns of a task's row that every write sets, in the order of
+/// [`TaskRow::params`] (`?1` is the id).
+const TASK_COLUMNS: [&str; 12] = [
+    "task_id",
+    "status",
+    "idempotency_key",
+    "title",
+    "created_at",
+    "updated_at",
+    "claimed_by",
+    "lease_expires_at",
+    "ttl_ms",
+    "revision",
+    "doc",
+    "status_message",
+];
+
+/// `INSERT INTO tasks (COLUMNS) VALUES (?1, …, ?12)`, then `tail`.
+pub(super) fn insert_task_sql(tail: &str) -> String {
+    let values: Vec<String> = (1..=TASK_COLUMNS.len()).map(|i| format!("?{i}")).collect();
+    format!(
+        "INSERT INTO tasks ({}) VALUES ({}){tail}",
+        TASK_COLUMNS.join(", "),
+        values.join(", ")
+    )
+}
+
+/// `UPDATE tasks SET` every column but the id `WHERE task_id = ?1`, then
+/// `tail` (whose parameters start at `?13`).
+pub(super) fn update_task_sql(tail: &str) -> String {
+    let set: Vec<String> = TASK_COLUMNS
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, c)| format!("{c} = ?{}", i + 1))
+        .collect();
+    format!(
+        "UPDATE tasks SET {} WHERE task_id = ?1{tail}",
+        set.join(", ")
+    )
+}
+
+/// A task's row as every write binds it (`TASK_COLUMNS`): `id` is the
+/// task's id, `doc` its JSON text.
+pub(super) struct TaskRow<'a> {
+    id: &'a str,
+    task: &'a Task,
+    doc: &'a str,
+    status: &'static str,
+    created_at: Option<String>,
+    updated_at: Option<String>,
+    lease_expires_at: Option<String>,
+    ttl_ms: Option<i64>,
+    revision: i64,
+}
+
+/// A `u64` as SQLite's signed integer, saturated.
+pub(super) fn clamp(v: u64) -> i64 {
+    v.min(i64::MAX as u64) as i64
+}
+
+impl<'a> TaskRow<'a> {
+    pub(super) fn new(id: &'a str, task: &'a Task, doc: &'a str) -> Self {
+        TaskRow {
+            id,
+            task,
+            doc,
+            status: task.status.as_str(),
+            created_at: task.created_at.map(time_text),
+            updated_at: task.updated_at.map(time_text),
+            lease_expires_at: task.lease_expires_at.map(time_text),
+            ttl_ms: task.ttl_ms.map(clamp),
+            revision: clamp(task.revision),
+        }
+    }
+
+    /// `?1` to `?12`, in `TASK_COLUMNS` order.
+    pub(super) fn params(&self) -> [&dyn ToSql; 12] {
+        [
+            &self.id,
+            &self.status,
+            &self.task.idempotency_key,
+            &self.task.title,
+            &self.created_at,
+            &self.updated_at,
+            &self.task.claimed_by,
+            &self.lease_expires_at,
+            &self.ttl_ms,
+            &self.revision,
+            &self.doc,
+            &self.task.status_message,
+        ]
+    }
+}
 
 /// What a database holds, as far as rudder is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

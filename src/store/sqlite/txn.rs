@@ -6,22 +6,21 @@
 //! so that every query sees the transaction's own changes.
 
 use std::cell::{OnceCell, RefCell};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use indexmap::IndexMap;
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, OptionalExtension, Row, ToSql, params};
 
 use super::SqliteBackend;
+use super::schema::{TaskRow, clamp, insert_task_sql, update_task_sql};
 use crate::store::query::{
-    self, PageQuery, SortKey, Stale, StatusCounts, SummaryBuf, parse_time, time_text,
+    self, PageQuery, SUMMARY_COLUMNS, SortKey, Stale, StatusCounts, SummaryBuf, SummaryRow,
+    parse_time, summary_of_row, time_text,
 };
 use crate::store::{StoreError, Summary, Transaction};
 use crate::task::{Status, Task, TaskMap};
-
-/// The columns a [`SummaryBuf`] is read from, in [`summary_of_row`]'s order.
-const SUMMARY_COLUMNS: &str = "task_id, status, idempotency_key, title, updated_at, claimed_by, \
-                               lease_expires_at, ttl_ms, revision";
 
 /// What the database held of a task when this transaction first read it.
 #[derive(Debug, Clone)]
@@ -43,6 +42,12 @@ enum Pending {
     },
 }
 
+/// A new task's row.
+static INSERT: LazyLock<String> = LazyLock::new(|| insert_task_sql(""));
+/// A task's row, if it is still at the revision `?13` this transaction read.
+static UPDATE_AT_REVISION: LazyLock<String> =
+    LazyLock::new(|| update_task_sql(" AND revision = ?13"));
+
 pub(super) struct SqlTxn<'c> {
     conn: &'c Connection,
     backend: &'c SqliteBackend,
@@ -60,18 +65,23 @@ fn status_of(text: &str) -> rusqlite::Result<Status> {
     })
 }
 
-fn summary_of_row(row: &Row<'_>) -> rusqlite::Result<SummaryBuf> {
-    Ok(SummaryBuf {
-        task_id: row.get(0)?,
-        status: status_of(&row.get::<_, String>(1)?)?,
-        idempotency_key: row.get(2)?,
-        title: row.get(3)?,
-        updated_at: parse_time(row.get(4)?),
-        claimed_by: row.get(5)?,
-        lease_expires_at: parse_time(row.get(6)?),
-        ttl_ms: row.get::<_, Option<i64>>(7)?.map(|v| v.max(0) as u64),
-        revision: row.get::<_, i64>(8)?.max(0) as u64,
-    })
+impl SummaryRow for Row<'_> {
+    type Error = rusqlite::Error;
+    fn text(&self, i: usize) -> rusqlite::Result<String> {
+        self.get(i)
+    }
+    fn opt_text(&self, i: usize) -> rusqlite::Result<Option<String>> {
+        self.get(i)
+    }
+    fn int(&self, i: usize) -> rusqlite::Result<i64> {
+        self.get(i)
+    }
+    fn opt_int(&self, i: usize) -> rusqlite::Result<Option<i64>> {
+        self.get(i)
+    }
+    fn status(&self, text: &str) -> rusqlite::Result<Status> {
+        status_of(text)
+    }
 }
 
 impl<'c> SqlTxn<'c> {
@@ -95,7 +105,7 @@ impl<'c> SqlTxn<'c> {
 
     fn parse(&self, id: &str, doc: &str) -> Result<Task, StoreError> {
         serde_json::from_str(doc).map_err(|e| StoreError::Corrupt {
-            path: self.backend.path().to_path_buf(),
+            location: self.backend.location(),
             line: None,
             column: None,
             message: format!("the task {id:?} does not read back: {e}"),
@@ -198,60 +208,24 @@ impl<'c> SqlTxn<'c> {
             // Read for a change that did not happen.
             return Ok(());
         }
-        let time = |t: Option<DateTime<Utc>>| t.map(time_text);
-        let ttl = task.ttl_ms.map(|v| v.min(i64::MAX as u64) as i64);
-        let revision = task.revision.min(i64::MAX as u64) as i64;
+        let row = TaskRow::new(id, task, &doc);
         let n = match before {
-            Some(b) => self
-                .conn
-                .prepare_cached(
-                    "UPDATE tasks SET status = ?2, idempotency_key = ?3, title = ?4, \
-                     created_at = ?5, updated_at = ?6, claimed_by = ?7, lease_expires_at = ?8, \
-                     ttl_ms = ?9, revision = ?10, doc = ?11, status_message = ?13 \
-                     WHERE task_id = ?1 AND revision = ?12",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
-                        id,
-                        task.status.as_str(),
-                        task.idempotency_key,
-                        task.title,
-                        time(task.created_at),
-                        time(task.updated_at),
-                        task.claimed_by,
-                        time(task.lease_expires_at),
-                        ttl,
-                        revision,
-                        doc,
-                        b.revision.min(i64::MAX as u64) as i64,
-                        task.status_message,
-                    ])
-                })
-                .map_err(self.err("update a task"))?,
+            Some(b) => {
+                let revision = clamp(b.revision);
+                let params: Vec<&dyn ToSql> = row
+                    .params()
+                    .into_iter()
+                    .chain([&revision as &dyn ToSql])
+                    .collect();
+                self.conn
+                    .prepare_cached(&UPDATE_AT_REVISION)
+                    .and_then(|mut s| s.execute(&params[..]))
+                    .map_err(self.err("update a task"))?
+            }
             None => self
                 .conn
-                .prepare_cached(
-                    "INSERT INTO tasks (task_id, status, idempotency_key, title, created_at, \
-                     updated_at, claimed_by, lease_expires_at, ttl_ms, revision, doc, \
-                     status_message) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
-                        id,
-                        task.status.as_str(),
-                        task.idempotency_key,
-                        task.title,
-                        time(task.created_at),
-                        time(task.updated_at),
-                        task.claimed_by,
-                        time(task.lease_expires_at),
-                        ttl,
-                        revision,
-                        doc,
-                        task.status_message,
-                    ])
-                })
+                .prepare_cached(&INSERT)
+                .and_then(|mut s| s.execute(&row.params()[..]))
                 .map_err(self.err("insert a task"))?,
         };
         if n != 1 {
@@ -324,7 +298,7 @@ impl<'c> SqlTxn<'c> {
             .prepare_cached(&sql)
             .map_err(self.err("query the tasks"))?;
         let rows = stmt
-            .query_map(params, summary_of_row)
+            .query_map(params, |r| summary_of_row(r, 0))
             .map_err(self.err("query the tasks"))?;
         rows.collect::<Result<Vec<_>, _>>()
             .map_err(self.err("query the tasks"))
@@ -567,22 +541,8 @@ impl Transaction for SqlTxn<'_> {
                 .map_err(self.err("look for a claimable task"))?;
             let rows: Vec<(i64, SummaryBuf)> = stmt
                 .query_map(params![now_text, after], |r| {
-                    let seq: i64 = r.get(0)?;
                     // Columns shift by one for `seq`.
-                    Ok((
-                        seq,
-                        SummaryBuf {
-                            task_id: r.get(1)?,
-                            status: status_of(&r.get::<_, String>(2)?)?,
-                            idempotency_key: r.get(3)?,
-                            title: r.get(4)?,
-                            updated_at: parse_time(r.get(5)?),
-                            claimed_by: r.get(6)?,
-                            lease_expires_at: parse_time(r.get(7)?),
-                            ttl_ms: r.get::<_, Option<i64>>(8)?.map(|v| v.max(0) as u64),
-                            revision: r.get::<_, i64>(9)?.max(0) as u64,
-                        },
-                    ))
+                    Ok((r.get(0)?, summary_of_row(r, 1)?))
                 })
                 .and_then(|rows| rows.collect())
                 .map_err(self.err("look for a claimable task"))?;
@@ -783,6 +743,21 @@ impl Transaction for SqlTxn<'_> {
             counts.0.insert(status, n);
         }
         Ok(counts)
+    }
+
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        self.flush()?;
+        // A range of the (status, lease) index: the stalled tasks only.
+        // The times are stored as text whose order is time order
+        // (`time_text`).
+        let n: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM tasks WHERE status = 'working' AND lease_expires_at <= ?1",
+            )
+            .and_then(|mut stmt| stmt.query_row([time_text(now)], |r| r.get(0)))
+            .map_err(self.err("count the stalled tasks"))?;
+        Ok(n.max(0) as usize)
     }
 }
 

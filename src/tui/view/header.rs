@@ -138,6 +138,7 @@ fn worker_text(w: &WorkerState, keys: &crate::tui::keys::KeyMap) -> String {
     match w {
         WorkerState::NotStarted => format!("not started ({start} starts)"),
         WorkerState::Running { pid } => format!("pid {pid} running ({kill} kills)"),
+        WorkerState::Stopped { pid } => format!("pid {pid} stopped by a signal ({kill} kills)"),
         WorkerState::Killed { pid } => format!("pid {pid} killed ({start} restarts)"),
         WorkerState::Exited { pid, code } => match code {
             Some(c) => format!("pid {pid} exited {c} ({start} restarts)"),
