@@ -681,6 +681,17 @@ fn a_lock_held_elsewhere_is_waited_for_at_most_the_lock_timeout() {
         .into();
     assert_eq!(r.code, 6, "{r:#?}");
     assert!(r.stderr.contains("RUDDER_LOCK_TIMEOUT"), "{r:#?}");
+    // The same kind as a lock timeout on the file or SQLite.
+    let r: common::Run = common::rudder()
+        .env("RUDDER_LOCK_TIMEOUT", "300ms")
+        .args(["--store", &url, "heartbeat", &id, "--json"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 6, "{r:#?}");
+    let v = r.json();
+    assert_eq!(v["error"], "lock_timeout", "{v}");
+    assert!(v["message"].as_str().unwrap().contains("300ms"), "{v}");
     // Not a timing assertion: only that it did not wait for the holder.
     assert!(started.elapsed() < Duration::from_secs(60));
     tx.rollback().unwrap();

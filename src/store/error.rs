@@ -223,7 +223,7 @@ pub enum StoreError {
 
     /// Another writer held the store's lock for longer than the lock timeout.
     #[error(
-        "{location}: gave up after {} waiting for the store lock{}",
+        "{location}: gave up after {} waiting for the store lock{} ($RUDDER_LOCK_TIMEOUT sets how long)",
         readable_wait(*waited), holder.as_ref().map(|h| format!(" (last taken by {h})")).unwrap_or_default()
     )]
     LockTimeout {

@@ -174,6 +174,20 @@ impl PostgresBackend {
 
     /// A driver error as a store error naming the database.
     pub(crate) fn error(&self, action: &'static str, e: &postgres::Error) -> StoreError {
+        // Waiting past $RUDDER_LOCK_TIMEOUT (on a row lock, or a statement
+        // bounded by it) is the same kind as on the file and SQLite.
+        if let Some(db) = e.as_db_error() {
+            let timed_out = *db.code() == SqlState::LOCK_NOT_AVAILABLE
+                || (*db.code() == SqlState::QUERY_CANCELED
+                    && db.message().contains("statement timeout"));
+            if timed_out {
+                return StoreError::LockTimeout {
+                    location: self.location(),
+                    waited: self.lock_timeout,
+                    holder: None,
+                };
+            }
+        }
         let message = match e.as_db_error() {
             Some(db) => {
                 let mut m = format!("{} ({})", db.message(), db.code().code());
@@ -193,14 +207,6 @@ impl PostgresBackend {
                     m = format!("{m} ({})", self.target());
                 }
                 match *db.code() {
-                    SqlState::QUERY_CANCELED => format!(
-                        "{m}; gave up after the lock timeout ({}, $RUDDER_LOCK_TIMEOUT)",
-                        humantime::format_duration(self.lock_timeout)
-                    ),
-                    SqlState::LOCK_NOT_AVAILABLE => format!(
-                        "{m}; gave up after waiting {} for a lock ($RUDDER_LOCK_TIMEOUT)",
-                        humantime::format_duration(self.lock_timeout)
-                    ),
                     SqlState::INSUFFICIENT_PRIVILEGE => {
                         format!("{m} (see README \"Many machines\" for the grants rudder needs)")
                     }
