@@ -23,18 +23,18 @@
 //! side and queue only for that last moment; the counts, updated under
 //! the same lock, never deadlock.
 
-use std::cell::{Cell, OnceCell, RefCell};
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use indexmap::IndexMap;
 use postgres::error::SqlState;
 use postgres::types::ToSql;
 use postgres::{Row, Statement};
 
 use super::schema::{CHANGES_LOCK, CHANNEL};
 use super::{PostgresBackend, Retry, transient};
+use crate::store::pending::{self, Change, Database, Pending};
 use crate::store::query::{
     self, PageQuery, SUMMARY_COLUMNS, SortKey, Stale, StatusCounts, SummaryBuf, SummaryRow,
     parse_time, time_text,
@@ -47,22 +47,11 @@ type Param = dyn ToSql + Sync;
 
 /// What the database held of a task when this transaction first read it.
 #[derive(Debug, Clone)]
-struct Before {
+pub(crate) struct Before {
     status: Status,
     revision: i64,
     claimed_by: Option<String>,
     doc: String,
-}
-
-/// A change not yet written to the database.
-enum Pending {
-    Put {
-        task: Box<Task>,
-        before: Option<Before>,
-    },
-    Delete {
-        before: Before,
-    },
 }
 
 /// A change to record at commit.
@@ -81,10 +70,7 @@ pub(crate) struct PgTxn<'c> {
     backend: &'c PostgresBackend,
     /// A write transaction (locks what it changes) or a read.
     write: bool,
-    pending: RefCell<IndexMap<String, Pending>>,
-    all: OnceCell<Vec<SummaryBuf>>,
-    /// An error met where the trait cannot return one; reported at flush.
-    deferred: RefCell<Option<StoreError>>,
+    pending: Pending<Before>,
     /// The first driver failure: whether to run the operation again, and
     /// whether the connection broke.
     failure: Cell<Option<(Retry, bool)>>,
@@ -143,9 +129,7 @@ impl<'c> PgTxn<'c> {
             statements: RefCell::new(statements),
             backend,
             write,
-            pending: RefCell::new(IndexMap::new()),
-            all: OnceCell::new(),
-            deferred: RefCell::new(None),
+            pending: Pending::new(),
             failure: Cell::new(None),
             changes: RefCell::new(Vec::new()),
             deltas: RefCell::new(BTreeMap::new()),
@@ -184,10 +168,6 @@ impl<'c> PgTxn<'c> {
             action: "write a task",
             message: format!("the task {id} changed while it was being written"),
         }
-    }
-
-    fn defer(&self, e: StoreError) {
-        self.deferred.borrow_mut().get_or_insert(e);
     }
 
     fn statement(&self, sql: &str, action: &'static str) -> Result<Statement, StoreError> {
@@ -352,20 +332,12 @@ impl<'c> PgTxn<'c> {
         )))
     }
 
-    fn read_before(&self, id: &str) -> Result<Option<Before>, StoreError> {
-        Ok(self.read_row(id, false)?.map(|(_, b)| b))
-    }
-
     /// Write out every pending change.
     pub fn flush(&self) -> Result<(), StoreError> {
-        if let Some(e) = self.deferred.borrow_mut().take() {
-            return Err(e);
-        }
-        let pending = std::mem::take(&mut *self.pending.borrow_mut());
-        for (id, change) in pending {
+        for (id, change) in self.pending.take()? {
             match change {
-                Pending::Put { task, before } => self.write_put(&id, &task, before.as_ref())?,
-                Pending::Delete { before } => {
+                Change::Put { task, before } => self.write_put(&id, &task, before.as_ref())?,
+                Change::Delete { before } => {
                     let n = self.execute(
                         "DELETE FROM rudder_tasks WHERE task_id = $1 AND revision = $2",
                         &[&id, &before.revision],
@@ -594,25 +566,6 @@ impl<'c> PgTxn<'c> {
         Ok(rows.iter().map(|r| summary_of_row(r, 0)).collect())
     }
 
-    fn all(&self) -> &[SummaryBuf] {
-        if self.all.get().is_none() {
-            match self.summaries_where("ORDER BY seq", &[]) {
-                Ok(all) => {
-                    let _ = self.all.set(all);
-                }
-                Err(e) => {
-                    self.defer(e);
-                    let _ = self.all.set(Vec::new());
-                }
-            }
-        }
-        self.all.get().expect("set above")
-    }
-
-    fn changed(&mut self) {
-        self.all = OnceCell::new();
-    }
-
     /// Lock the task `id` at `revision` unless another transaction holds
     /// it (a claim never waits for another worker).
     fn try_lock(&self, id: &str, revision: i64) -> Result<bool, StoreError> {
@@ -643,147 +596,87 @@ fn after_nulls_first(
     }
 }
 
+impl Database for PgTxn<'_> {
+    type Before = Before;
+    fn pending(&self) -> &Pending<Before> {
+        &self.pending
+    }
+    fn pending_mut(&mut self) -> &mut Pending<Before> {
+        &mut self.pending
+    }
+    fn read(&self, id: &str) -> Result<Option<(Task, Before)>, StoreError> {
+        self.read_row(id, false)
+    }
+    /// Locked until the commit in a write: another machine changing the
+    /// same task waits for this one, then reads what it wrote.
+    fn read_to_change(&self, id: &str) -> Result<Option<(Task, Before)>, StoreError> {
+        self.read_row(id, self.write)
+    }
+    fn exists(&self, id: &str) -> Result<bool, StoreError> {
+        let rows = self.query(
+            "SELECT 1 FROM rudder_tasks WHERE task_id = $1",
+            &[&id],
+            "look a task up",
+        )?;
+        Ok(!rows.is_empty())
+    }
+    fn read_summaries(&self) -> Result<Vec<SummaryBuf>, StoreError> {
+        self.summaries_where("ORDER BY seq", &[])
+    }
+    fn read_tasks(&self) -> Result<TaskMap, StoreError> {
+        self.load_all()
+    }
+}
+
 impl Transaction for PgTxn<'_> {
     fn len(&self) -> usize {
         match self.counts() {
             Ok(c) => c.total(),
             Err(e) => {
-                self.defer(e);
+                self.pending.defer(e);
                 0
             }
         }
     }
 
     fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_> {
-        Box::new(self.all().iter().map(|t| t.task_id.as_str()))
+        pending::ids(self)
     }
 
     fn contains(&self, id: &str) -> bool {
-        match self.pending.borrow().get(id) {
-            Some(Pending::Put { .. }) => return true,
-            Some(Pending::Delete { .. }) => return false,
-            None => {}
-        }
-        match self.query(
-            "SELECT 1 FROM rudder_tasks WHERE task_id = $1",
-            &[&id],
-            "look a task up",
-        ) {
-            Ok(rows) => !rows.is_empty(),
-            Err(e) => {
-                self.defer(e);
-                false
-            }
-        }
+        pending::contains(self, id)
     }
 
     fn summaries(&self) -> Box<dyn Iterator<Item = Summary<'_>> + '_> {
-        Box::new(self.all().iter().map(SummaryBuf::summary))
+        pending::summaries(self)
     }
 
     fn summary(&self, id: &str) -> Option<Summary<'_>> {
-        self.all()
-            .iter()
-            .find(|t| t.task_id == id)
-            .map(SummaryBuf::summary)
+        pending::summary(self, id)
     }
 
     fn get(&self, id: &str) -> Result<Option<Task>, StoreError> {
-        match self.pending.borrow().get(id) {
-            Some(Pending::Put { task, .. }) => return Ok(Some(Task::clone(task))),
-            Some(Pending::Delete { .. }) => return Ok(None),
-            None => {}
-        }
-        Ok(self.read_row(id, false)?.map(|(t, _)| t))
+        pending::get(self, id)
     }
 
     fn get_where(&self, keep: &dyn Fn(&Summary) -> bool) -> Result<Vec<Task>, StoreError> {
-        let tasks = self.load_all()?;
-        Ok(tasks
-            .into_values()
-            .filter(|t| keep(&Summary::of(t)))
-            .collect())
+        pending::get_where(self, keep)
     }
 
     fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError> {
-        self.changed();
-        if !self.pending.get_mut().contains_key(id) {
-            // Locked until the commit: another machine changing the same
-            // task waits for this one, then reads what it wrote.
-            let Some((task, before)) = self.read_row(id, self.write)? else {
-                return Ok(None);
-            };
-            self.pending.get_mut().insert(
-                id.to_string(),
-                Pending::Put {
-                    task: Box::new(task),
-                    before: Some(before),
-                },
-            );
-        }
-        match self.pending.get_mut().get_mut(id) {
-            Some(Pending::Put { task, .. }) => Ok(Some(task)),
-            _ => Ok(None),
-        }
+        pending::get_mut(self, id)
     }
 
     fn insert(&mut self, task: Task) {
-        self.changed();
-        let id = task.task_id.clone();
-        let before = match self.pending.get_mut().shift_remove(&id) {
-            Some(Pending::Put { before, .. }) => before,
-            Some(Pending::Delete { before }) => Some(before),
-            None => match self.read_before(&id) {
-                Ok(b) => b,
-                Err(e) => {
-                    self.defer(e);
-                    return;
-                }
-            },
-        };
-        self.pending.get_mut().insert(
-            id,
-            Pending::Put {
-                task: Box::new(task),
-                before,
-            },
-        );
+        pending::insert(self, task)
     }
 
     fn remove(&mut self, id: &str) -> bool {
-        self.changed();
-        let before = match self.pending.get_mut().shift_remove(id) {
-            Some(Pending::Put { before, .. }) => before,
-            Some(Pending::Delete { before }) => {
-                self.pending
-                    .get_mut()
-                    .insert(id.to_string(), Pending::Delete { before });
-                return false;
-            }
-            None => match self.read_before(id) {
-                Ok(b) => b,
-                Err(e) => {
-                    self.defer(e);
-                    return false;
-                }
-            },
-        };
-        match before {
-            Some(before) => {
-                self.pending
-                    .get_mut()
-                    .insert(id.to_string(), Pending::Delete { before });
-                true
-            }
-            None => true,
-        }
+        pending::remove(self, id)
     }
 
     fn clear(&mut self) {
-        let ids: Vec<String> = self.ids().map(str::to_string).collect();
-        for id in ids {
-            self.remove(&id);
-        }
+        pending::clear(self)
     }
 
     fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {

@@ -5,16 +5,16 @@
 //! and at commit, each with its row in `changes` and its effect on `counts`,
 //! so that every query sees the transaction's own changes.
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::RefCell;
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use indexmap::IndexMap;
 use rusqlite::{Connection, OptionalExtension, Row, ToSql, params};
 
 use super::SqliteBackend;
 use super::schema::{TaskRow, clamp, insert_task_sql, update_task_sql};
+use crate::store::pending::{self, Change, Database, Pending};
 use crate::store::query::{
     self, PageQuery, SUMMARY_COLUMNS, SortKey, Stale, StatusCounts, SummaryBuf, SummaryRow,
     parse_time, summary_of_row, time_text,
@@ -24,22 +24,10 @@ use crate::task::{Status, Task, TaskMap};
 
 /// What the database held of a task when this transaction first read it.
 #[derive(Debug, Clone)]
-struct Before {
+pub(super) struct Before {
     status: Status,
     revision: u64,
     doc: String,
-}
-
-/// A change not yet written to the database.
-enum Pending {
-    /// The task as it is to be: `before` is `None` for a new task.
-    Put {
-        task: Box<Task>,
-        before: Option<Before>,
-    },
-    Delete {
-        before: Before,
-    },
 }
 
 /// A new task's row.
@@ -51,12 +39,7 @@ static UPDATE_AT_REVISION: LazyLock<String> =
 pub(super) struct SqlTxn<'c> {
     conn: &'c Connection,
     backend: &'c SqliteBackend,
-    pending: RefCell<IndexMap<String, Pending>>,
-    /// Every task's summary, for the whole-store iterators (which the
-    /// policy does not use: they exist for callers that want everything).
-    all: OnceCell<Vec<SummaryBuf>>,
-    /// An error met where the trait cannot return one; reported at commit.
-    deferred: RefCell<Option<StoreError>>,
+    pending: Pending<Before>,
 }
 
 fn status_of(text: &str) -> rusqlite::Result<Status> {
@@ -89,18 +72,12 @@ impl<'c> SqlTxn<'c> {
         SqlTxn {
             conn,
             backend,
-            pending: RefCell::new(IndexMap::new()),
-            all: OnceCell::new(),
-            deferred: RefCell::new(None),
+            pending: Pending::new(),
         }
     }
 
     fn err(&self, action: &'static str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
         move |e| self.backend.error(action, e)
-    }
-
-    fn defer(&self, e: StoreError) {
-        self.deferred.borrow_mut().get_or_insert(e);
     }
 
     fn parse(&self, id: &str, doc: &str) -> Result<Task, StoreError> {
@@ -160,21 +137,12 @@ impl<'c> SqlTxn<'c> {
         )))
     }
 
-    /// What the database holds of `id` (status, revision, text), if anything.
-    fn read_before(&self, id: &str) -> Result<Option<Before>, StoreError> {
-        Ok(self.read_row(id)?.map(|(_, b)| b))
-    }
-
     /// Write out every pending change, with its `changes` row and counts.
     pub fn flush(&self) -> Result<(), StoreError> {
-        if let Some(e) = self.deferred.borrow_mut().take() {
-            return Err(e);
-        }
-        let pending = std::mem::take(&mut *self.pending.borrow_mut());
-        for (id, change) in pending {
+        for (id, change) in self.pending.take()? {
             match change {
-                Pending::Put { task, before } => self.write_put(&id, &task, before.as_ref())?,
-                Pending::Delete { before } => {
+                Change::Put { task, before } => self.write_put(&id, &task, before.as_ref())?,
+                Change::Delete { before } => {
                     let n = self
                         .conn
                         .prepare_cached("DELETE FROM tasks WHERE task_id = ?1")
@@ -303,25 +271,6 @@ impl<'c> SqlTxn<'c> {
         rows.collect::<Result<Vec<_>, _>>()
             .map_err(self.err("query the tasks"))
     }
-
-    fn all(&self) -> &[SummaryBuf] {
-        if self.all.get().is_none() {
-            match self.summaries_where("ORDER BY seq", &[]) {
-                Ok(all) => {
-                    let _ = self.all.set(all);
-                }
-                Err(e) => {
-                    self.defer(e);
-                    let _ = self.all.set(Vec::new());
-                }
-            }
-        }
-        self.all.get().expect("set above")
-    }
-
-    fn changed(&mut self) {
-        self.all = OnceCell::new();
-    }
 }
 
 /// The rows after an anchor whose `col` is `value` in the order (`col`
@@ -348,145 +297,80 @@ fn after_in(
     }
 }
 
+impl Database for SqlTxn<'_> {
+    type Before = Before;
+    fn pending(&self) -> &Pending<Before> {
+        &self.pending
+    }
+    fn pending_mut(&mut self) -> &mut Pending<Before> {
+        &mut self.pending
+    }
+    fn read(&self, id: &str) -> Result<Option<(Task, Before)>, StoreError> {
+        self.read_row(id)
+    }
+    fn exists(&self, id: &str) -> Result<bool, StoreError> {
+        self.conn
+            .prepare_cached("SELECT 1 FROM tasks WHERE task_id = ?1")
+            .and_then(|mut s| s.exists([id]))
+            .map_err(self.err("look a task up"))
+    }
+    fn read_summaries(&self) -> Result<Vec<SummaryBuf>, StoreError> {
+        self.summaries_where("ORDER BY seq", &[])
+    }
+    fn read_tasks(&self) -> Result<TaskMap, StoreError> {
+        self.load_all()
+    }
+}
+
 impl Transaction for SqlTxn<'_> {
     fn len(&self) -> usize {
         match self.counts() {
             Ok(c) => c.total(),
             Err(e) => {
-                self.defer(e);
+                self.pending.defer(e);
                 0
             }
         }
     }
 
     fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_> {
-        Box::new(self.all().iter().map(|t| t.task_id.as_str()))
+        pending::ids(self)
     }
 
     fn contains(&self, id: &str) -> bool {
-        match self.pending.borrow().get(id) {
-            Some(Pending::Put { .. }) => return true,
-            Some(Pending::Delete { .. }) => return false,
-            None => {}
-        }
-        let found = self
-            .conn
-            .prepare_cached("SELECT 1 FROM tasks WHERE task_id = ?1")
-            .and_then(|mut s| s.exists([id]))
-            .map_err(self.err("look a task up"));
-        found.unwrap_or_else(|e| {
-            self.defer(e);
-            false
-        })
+        pending::contains(self, id)
     }
 
     fn summaries(&self) -> Box<dyn Iterator<Item = Summary<'_>> + '_> {
-        Box::new(self.all().iter().map(SummaryBuf::summary))
+        pending::summaries(self)
     }
 
     fn summary(&self, id: &str) -> Option<Summary<'_>> {
-        self.all()
-            .iter()
-            .find(|t| t.task_id == id)
-            .map(SummaryBuf::summary)
+        pending::summary(self, id)
     }
 
     fn get(&self, id: &str) -> Result<Option<Task>, StoreError> {
-        match self.pending.borrow().get(id) {
-            Some(Pending::Put { task, .. }) => return Ok(Some(Task::clone(task))),
-            Some(Pending::Delete { .. }) => return Ok(None),
-            None => {}
-        }
-        Ok(self.read_row(id)?.map(|(t, _)| t))
+        pending::get(self, id)
     }
 
     fn get_where(&self, keep: &dyn Fn(&Summary) -> bool) -> Result<Vec<Task>, StoreError> {
-        let tasks = self.load_all()?;
-        Ok(tasks
-            .into_values()
-            .filter(|t| keep(&Summary::of(t)))
-            .collect())
+        pending::get_where(self, keep)
     }
 
     fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError> {
-        self.changed();
-        let pending = self.pending.get_mut();
-        if !pending.contains_key(id) {
-            let Some((task, before)) = self.read_row(id)? else {
-                return Ok(None);
-            };
-            self.pending.get_mut().insert(
-                id.to_string(),
-                Pending::Put {
-                    task: Box::new(task),
-                    before: Some(before),
-                },
-            );
-        }
-        match self.pending.get_mut().get_mut(id) {
-            Some(Pending::Put { task, .. }) => Ok(Some(task)),
-            _ => Ok(None),
-        }
+        pending::get_mut(self, id)
     }
 
     fn insert(&mut self, task: Task) {
-        self.changed();
-        let id = task.task_id.clone();
-        let before = match self.pending.get_mut().shift_remove(&id) {
-            Some(Pending::Put { before, .. }) => before,
-            Some(Pending::Delete { before }) => Some(before),
-            None => match self.read_before(&id) {
-                Ok(b) => b,
-                Err(e) => {
-                    self.defer(e);
-                    return;
-                }
-            },
-        };
-        self.pending.get_mut().insert(
-            id,
-            Pending::Put {
-                task: Box::new(task),
-                before,
-            },
-        );
+        pending::insert(self, task)
     }
 
     fn remove(&mut self, id: &str) -> bool {
-        self.changed();
-        let before = match self.pending.get_mut().shift_remove(id) {
-            Some(Pending::Put { before, .. }) => before,
-            Some(Pending::Delete { before }) => {
-                self.pending
-                    .get_mut()
-                    .insert(id.to_string(), Pending::Delete { before });
-                return false;
-            }
-            None => match self.read_before(id) {
-                Ok(b) => b,
-                Err(e) => {
-                    self.defer(e);
-                    return false;
-                }
-            },
-        };
-        match before {
-            Some(before) => {
-                self.pending
-                    .get_mut()
-                    .insert(id.to_string(), Pending::Delete { before });
-                true
-            }
-            // Added in this transaction and never written: nothing to undo.
-            None => true,
-        }
+        pending::remove(self, id)
     }
 
     fn clear(&mut self) {
-        let ids: Vec<String> = self.ids().map(str::to_string).collect();
-        for id in ids {
-            self.remove(&id);
-        }
+        pending::clear(self)
     }
 
     fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {

@@ -1,0 +1,260 @@
+//! What the database transactions (SQLite, PostgreSQL) share: the changes
+//! they hold until they write them out, and the [`Transaction`] methods
+//! that answer from those changes first and from the database second.
+//!
+//! Reads go to the database; changes are kept here (the policy changes a
+//! task in place through `get_mut`) and written out by the backend before
+//! its next query and at commit, so that every query sees the
+//! transaction's own changes. Each backend reads its rows through
+//! [`Database`]; the functions here hold no borrow of the changes while
+//! they call it, since a read may write the changes out first.
+//!
+//! [`Transaction`]: crate::store::Transaction
+
+use std::cell::{OnceCell, RefCell};
+
+use indexmap::IndexMap;
+
+use crate::store::query::SummaryBuf;
+use crate::store::{StoreError, Summary};
+use crate::task::Task;
+
+/// A change not yet written to the database; `B` is what the backend
+/// read of the row before (to write on condition that it is unchanged).
+pub(crate) enum Change<B> {
+    /// The task as it is to be: `before` is `None` for a new task.
+    Put {
+        task: Box<Task>,
+        before: Option<B>,
+    },
+    Delete {
+        before: B,
+    },
+}
+
+/// The state a database transaction keeps beside its connection.
+pub(crate) struct Pending<B> {
+    changes: RefCell<IndexMap<String, Change<B>>>,
+    /// Every task's summary, for the whole-store iterators (which the
+    /// policy does not use: they exist for callers that want everything).
+    all: OnceCell<Vec<SummaryBuf>>,
+    /// An error met where the trait cannot return one; reported at flush.
+    deferred: RefCell<Option<StoreError>>,
+}
+
+impl<B> Pending<B> {
+    pub fn new() -> Self {
+        Pending {
+            changes: RefCell::new(IndexMap::new()),
+            all: OnceCell::new(),
+            deferred: RefCell::new(None),
+        }
+    }
+
+    /// Keep `e` (the first one only) for the next flush to report.
+    pub fn defer(&self, e: StoreError) {
+        self.deferred.borrow_mut().get_or_insert(e);
+    }
+
+    /// The changes to write out, oldest first, leaving none; or the error
+    /// deferred since the last flush, which stops the write.
+    pub fn take(&self) -> Result<IndexMap<String, Change<B>>, StoreError> {
+        if let Some(e) = self.deferred.borrow_mut().take() {
+            return Err(e);
+        }
+        Ok(std::mem::take(&mut *self.changes.borrow_mut()))
+    }
+
+    /// Whether this transaction put (`Some(true)`) or deleted
+    /// (`Some(false)`) the task `id`; `None`: it did not change it.
+    fn holds(&self, id: &str) -> Option<bool> {
+        self.changes
+            .borrow()
+            .get(id)
+            .map(|c| matches!(c, Change::Put { .. }))
+    }
+
+    /// The task `id` as this transaction changed it (`Some(None)`: deleted).
+    fn task(&self, id: &str) -> Option<Option<Task>> {
+        self.changes.borrow().get(id).map(|c| match c {
+            Change::Put { task, .. } => Some(Task::clone(task)),
+            Change::Delete { .. } => None,
+        })
+    }
+
+    /// The changes, for a change: the summaries read before no longer hold.
+    fn changing(&mut self) -> &mut IndexMap<String, Change<B>> {
+        self.all = OnceCell::new();
+        self.changes.get_mut()
+    }
+}
+
+/// A backend's own reads, for the functions of this module.
+pub(crate) trait Database {
+    /// What the backend keeps of a row it read, to write it back on condition.
+    type Before;
+    fn pending(&self) -> &Pending<Self::Before>;
+    fn pending_mut(&mut self) -> &mut Pending<Self::Before>;
+    /// The row of `id` as the database holds it now.
+    fn read(&self, id: &str) -> Result<Option<(Task, Self::Before)>, StoreError>;
+    /// The row of `id`, to change in place (a backend may lock it).
+    fn read_to_change(&self, id: &str) -> Result<Option<(Task, Self::Before)>, StoreError> {
+        self.read(id)
+    }
+    /// Whether the database holds a task `id`.
+    fn exists(&self, id: &str) -> Result<bool, StoreError>;
+    /// Every task's summary, in store order (after writing the changes out).
+    fn read_summaries(&self) -> Result<Vec<SummaryBuf>, StoreError>;
+    /// Every task in full, in store order (after writing the changes out).
+    fn read_tasks(&self) -> Result<crate::task::TaskMap, StoreError>;
+}
+
+/// Every task's summary, read once until the next change; an error is
+/// deferred (the iterators cannot return one) and reads as no tasks.
+pub(crate) fn all<D: Database + ?Sized>(db: &D) -> &[SummaryBuf] {
+    let cache = &db.pending().all;
+    if cache.get().is_none() {
+        let all = db.read_summaries().unwrap_or_else(|e| {
+            db.pending().defer(e);
+            Vec::new()
+        });
+        let _ = cache.set(all);
+    }
+    cache.get().expect("set above")
+}
+
+/// [`Transaction::ids`](crate::store::Transaction::ids).
+pub(crate) fn ids<D: Database + ?Sized>(db: &D) -> Box<dyn Iterator<Item = &str> + '_> {
+    Box::new(all(db).iter().map(|t| t.task_id.as_str()))
+}
+
+/// [`Transaction::summaries`](crate::store::Transaction::summaries).
+pub(crate) fn summaries<D: Database + ?Sized>(
+    db: &D,
+) -> Box<dyn Iterator<Item = Summary<'_>> + '_> {
+    Box::new(all(db).iter().map(SummaryBuf::summary))
+}
+
+/// [`Transaction::summary`](crate::store::Transaction::summary).
+pub(crate) fn summary<'a, D: Database + ?Sized>(db: &'a D, id: &str) -> Option<Summary<'a>> {
+    all(db)
+        .iter()
+        .find(|t| t.task_id == id)
+        .map(SummaryBuf::summary)
+}
+
+/// [`Transaction::contains`](crate::store::Transaction::contains): an error
+/// is deferred and reads as absent.
+pub(crate) fn contains<D: Database + ?Sized>(db: &D, id: &str) -> bool {
+    if let Some(put) = db.pending().holds(id) {
+        return put;
+    }
+    db.exists(id).unwrap_or_else(|e| {
+        db.pending().defer(e);
+        false
+    })
+}
+
+/// [`Transaction::get`](crate::store::Transaction::get).
+pub(crate) fn get<D: Database + ?Sized>(db: &D, id: &str) -> Result<Option<Task>, StoreError> {
+    if let Some(task) = db.pending().task(id) {
+        return Ok(task);
+    }
+    Ok(db.read(id)?.map(|(t, _)| t))
+}
+
+/// [`Transaction::get_where`](crate::store::Transaction::get_where).
+pub(crate) fn get_where<D: Database + ?Sized>(
+    db: &D,
+    keep: &dyn Fn(&Summary) -> bool,
+) -> Result<Vec<Task>, StoreError> {
+    let tasks = db.read_tasks()?;
+    Ok(tasks
+        .into_values()
+        .filter(|t| keep(&Summary::of(t)))
+        .collect())
+}
+
+/// [`Transaction::get_mut`](crate::store::Transaction::get_mut).
+pub(crate) fn get_mut<'a, D: Database + ?Sized>(
+    db: &'a mut D,
+    id: &str,
+) -> Result<Option<&'a mut Task>, StoreError> {
+    if !db.pending_mut().changing().contains_key(id) {
+        let Some((task, before)) = db.read_to_change(id)? else {
+            return Ok(None);
+        };
+        db.pending_mut().changing().insert(
+            id.to_string(),
+            Change::Put {
+                task: Box::new(task),
+                before: Some(before),
+            },
+        );
+    }
+    match db.pending_mut().changing().get_mut(id) {
+        Some(Change::Put { task, .. }) => Ok(Some(task)),
+        _ => Ok(None),
+    }
+}
+
+/// What the database held of `id` before this transaction, taking out
+/// the change this transaction made to it, if any: whether that change
+/// was a removal, and the row read before. `Err(())`: the read failed, and
+/// its error is deferred.
+fn take_before<D: Database + ?Sized>(
+    db: &mut D,
+    id: &str,
+) -> Result<(bool, Option<D::Before>), ()> {
+    match db.pending_mut().changing().shift_remove(id) {
+        Some(Change::Put { before, .. }) => Ok((false, before)),
+        Some(Change::Delete { before }) => Ok((true, Some(before))),
+        None => match db.read(id) {
+            Ok(row) => Ok((false, row.map(|(_, b)| b))),
+            Err(e) => {
+                db.pending().defer(e);
+                Err(())
+            }
+        },
+    }
+}
+
+/// [`Transaction::insert`](crate::store::Transaction::insert): a failed
+/// read is deferred and the task not inserted.
+pub(crate) fn insert<D: Database + ?Sized>(db: &mut D, task: Task) {
+    let id = task.task_id.clone();
+    let Ok((_, before)) = take_before(db, &id) else {
+        return;
+    };
+    db.pending_mut().changing().insert(
+        id,
+        Change::Put {
+            task: Box::new(task),
+            before,
+        },
+    );
+}
+
+/// [`Transaction::remove`](crate::store::Transaction::remove): a failed
+/// read is deferred and reads as no task.
+pub(crate) fn remove<D: Database + ?Sized>(db: &mut D, id: &str) -> bool {
+    let Ok((removed, before)) = take_before(db, id) else {
+        return false;
+    };
+    // Without `before` the task was added in this transaction and never
+    // written: nothing to undo. A task removed already stays removed.
+    if let Some(before) = before {
+        db.pending_mut()
+            .changing()
+            .insert(id.to_string(), Change::Delete { before });
+    }
+    !removed
+}
+
+/// [`Transaction::clear`](crate::store::Transaction::clear).
+pub(crate) fn clear<D: Database + ?Sized>(db: &mut D) {
+    let ids: Vec<String> = all(db).iter().map(|t| t.task_id.clone()).collect();
+    for id in ids {
+        remove(db, &id);
+    }
+}
