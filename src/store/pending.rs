@@ -258,3 +258,67 @@ pub(crate) fn clear<D: Database + ?Sized>(db: &mut D) {
         remove(db, &id);
     }
 }
+
+/// The [`Transaction`](crate::store::Transaction) methods a database
+/// transaction answers through this module (and `len` from its counts),
+/// written once for every backend: expands inside its `impl Transaction`.
+macro_rules! transaction_methods {
+    () => {
+        fn len(&self) -> usize {
+            match self.counts() {
+                Ok(c) => c.total(),
+                Err(e) => {
+                    $crate::store::pending::Database::pending(self).defer(e);
+                    0
+                }
+            }
+        }
+
+        fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_> {
+            $crate::store::pending::ids(self)
+        }
+
+        fn contains(&self, id: &str) -> bool {
+            $crate::store::pending::contains(self, id)
+        }
+
+        fn summaries(&self) -> Box<dyn Iterator<Item = $crate::store::Summary<'_>> + '_> {
+            $crate::store::pending::summaries(self)
+        }
+
+        fn summary(&self, id: &str) -> Option<$crate::store::Summary<'_>> {
+            $crate::store::pending::summary(self, id)
+        }
+
+        fn get(&self, id: &str) -> Result<Option<$crate::task::Task>, $crate::store::StoreError> {
+            $crate::store::pending::get(self, id)
+        }
+
+        fn get_where(
+            &self,
+            keep: &dyn Fn(&$crate::store::Summary) -> bool,
+        ) -> Result<Vec<$crate::task::Task>, $crate::store::StoreError> {
+            $crate::store::pending::get_where(self, keep)
+        }
+
+        fn get_mut(
+            &mut self,
+            id: &str,
+        ) -> Result<Option<&mut $crate::task::Task>, $crate::store::StoreError> {
+            $crate::store::pending::get_mut(self, id)
+        }
+
+        fn insert(&mut self, task: $crate::task::Task) {
+            $crate::store::pending::insert(self, task)
+        }
+
+        fn remove(&mut self, id: &str) -> bool {
+            $crate::store::pending::remove(self, id)
+        }
+
+        fn clear(&mut self) {
+            $crate::store::pending::clear(self)
+        }
+    };
+}
+pub(crate) use transaction_methods;

@@ -629,55 +629,7 @@ impl Database for PgTxn<'_> {
 }
 
 impl Transaction for PgTxn<'_> {
-    fn len(&self) -> usize {
-        match self.counts() {
-            Ok(c) => c.total(),
-            Err(e) => {
-                self.pending.defer(e);
-                0
-            }
-        }
-    }
-
-    fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_> {
-        pending::ids(self)
-    }
-
-    fn contains(&self, id: &str) -> bool {
-        pending::contains(self, id)
-    }
-
-    fn summaries(&self) -> Box<dyn Iterator<Item = Summary<'_>> + '_> {
-        pending::summaries(self)
-    }
-
-    fn summary(&self, id: &str) -> Option<Summary<'_>> {
-        pending::summary(self, id)
-    }
-
-    fn get(&self, id: &str) -> Result<Option<Task>, StoreError> {
-        pending::get(self, id)
-    }
-
-    fn get_where(&self, keep: &dyn Fn(&Summary) -> bool) -> Result<Vec<Task>, StoreError> {
-        pending::get_where(self, keep)
-    }
-
-    fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError> {
-        pending::get_mut(self, id)
-    }
-
-    fn insert(&mut self, task: Task) {
-        pending::insert(self, task)
-    }
-
-    fn remove(&mut self, id: &str) -> bool {
-        pending::remove(self, id)
-    }
-
-    fn clear(&mut self) {
-        pending::clear(self)
-    }
+    pending::transaction_methods!();
 
     fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.flush()?;
