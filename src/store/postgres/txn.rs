@@ -371,46 +371,40 @@ impl<'c> PgTxn<'c> {
             time(task.updated_at),
             time(task.lease_expires_at),
         );
+        // The row's columns in order: `$1` to `$11` of both statements.
+        let row: [&(dyn ToSql + Sync); 11] = [
+            &id,
+            &status,
+            &task.idempotency_key,
+            &task.title,
+            &created,
+            &updated,
+            &task.claimed_by,
+            &lease,
+            &ttl,
+            &revision,
+            &doc,
+        ];
         let n = match before {
-            Some(b) => self.execute(
-                "UPDATE rudder_tasks SET status = $2, idempotency_key = $3, title = $4, \
-                 created_at = $5, updated_at = $6, claimed_by = $7, lease_expires_at = $8, \
-                 ttl_ms = $9, revision = $10, doc = $11 \
-                 WHERE task_id = $1 AND revision = $12 AND claimed_by IS NOT DISTINCT FROM $13",
-                &[
-                    &id,
-                    &status,
-                    &task.idempotency_key,
-                    &task.title,
-                    &created,
-                    &updated,
-                    &task.claimed_by,
-                    &lease,
-                    &ttl,
-                    &revision,
-                    &doc,
-                    &b.revision,
-                    &b.claimed_by,
-                ],
-                "update a task",
-            )?,
+            Some(b) => {
+                let params: Vec<&(dyn ToSql + Sync)> = row
+                    .into_iter()
+                    .chain([&b.revision as &(dyn ToSql + Sync), &b.claimed_by])
+                    .collect();
+                self.execute(
+                    "UPDATE rudder_tasks SET status = $2, idempotency_key = $3, title = $4, \
+                     created_at = $5, updated_at = $6, claimed_by = $7, lease_expires_at = $8, \
+                     ttl_ms = $9, revision = $10, doc = $11 \
+                     WHERE task_id = $1 AND revision = $12 AND claimed_by IS NOT DISTINCT FROM $13",
+                    &params,
+                    "update a task",
+                )?
+            }
             None => self.execute(
                 "INSERT INTO rudder_tasks (task_id, status, idempotency_key, title, created_at, \
                  updated_at, claimed_by, lease_expires_at, ttl_ms, revision, doc) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                &[
-                    &id,
-                    &status,
-                    &task.idempotency_key,
-                    &task.title,
-                    &created,
-                    &updated,
-                    &task.claimed_by,
-                    &lease,
-                    &ttl,
-                    &revision,
-                    &doc,
-                ],
+                &row,
                 "insert a task",
             )?,
         };
