@@ -16,7 +16,7 @@ use std::cell::{OnceCell, RefCell};
 use indexmap::IndexMap;
 
 use crate::store::query::SummaryBuf;
-use crate::store::{StoreError, Summary};
+use crate::store::{Location, StoreError, Summary};
 use crate::task::Task;
 
 /// A change not yet written to the database; `B` is what the backend
@@ -107,6 +107,43 @@ pub(crate) trait Database {
     fn read_summaries(&self) -> Result<Vec<SummaryBuf>, StoreError>;
     /// Every task in full, in store order (after writing the changes out).
     fn read_tasks(&self) -> Result<crate::task::TaskMap, StoreError>;
+    /// Where the store is, for errors.
+    fn location(&self) -> Location;
+    /// Write the task `id` (`before`: on condition the row is as read).
+    fn put(&self, id: &str, task: &Task, before: Option<&Self::Before>) -> Result<(), StoreError>;
+    /// Delete the row `id`, on condition it is as read.
+    fn delete(&self, id: &str, before: &Self::Before) -> Result<(), StoreError>;
+}
+
+/// Write out every pending change, oldest first; or report the error
+/// deferred since the last flush, writing nothing.
+pub(crate) fn flush<D: Database + ?Sized>(db: &D) -> Result<(), StoreError> {
+    for (id, change) in db.pending().take()? {
+        match change {
+            Change::Put { task, before } => db.put(&id, &task, before.as_ref())?,
+            Change::Delete { before } => db.delete(&id, &before)?,
+        }
+    }
+    Ok(())
+}
+
+/// The task `id` from the document the database holds of it.
+pub(crate) fn parse<D: Database + ?Sized>(db: &D, id: &str, doc: &str) -> Result<Task, StoreError> {
+    serde_json::from_str(doc).map_err(|e| StoreError::Corrupt {
+        location: db.location(),
+        line: None,
+        column: None,
+        message: format!("the task {id:?} does not read back: {e}"),
+    })
+}
+
+/// The document to store of `task`.
+pub(crate) fn encode<D: Database + ?Sized>(db: &D, task: &Task) -> Result<String, StoreError> {
+    serde_json::to_string(task).map_err(|e| StoreError::Database {
+        location: db.location(),
+        action: "encode a task",
+        message: e.to_string(),
+    })
 }
 
 /// Every task's summary, read once until the next change; an error is

@@ -34,13 +34,13 @@ use postgres::{Row, Statement};
 
 use super::schema::{CHANGES_LOCK, CHANNEL};
 use super::{PostgresBackend, Retry, transient};
-use crate::store::pending::{self, Change, Database, Pending};
+use crate::store::pending::{self, Database, Pending};
 use crate::store::query::{
     self, PageQuery, SUMMARY_COLUMNS, SortKey, Stale, StatusCounts, SummaryBuf, SummaryRow,
     parse_time, time_text,
 };
 use crate::store::sqlite::{ChangeLog, RecordedChange};
-use crate::store::{StoreError, Summary, Transaction};
+use crate::store::{Location, StoreError, Summary, Transaction};
 use crate::task::{Status, Task, TaskMap};
 
 type Param = dyn ToSql + Sync;
@@ -212,13 +212,7 @@ impl<'c> PgTxn<'c> {
     }
 
     fn parse(&self, id: &str, doc: &str) -> Result<Task, StoreError> {
-        // As SQLite says of a row whose document does not parse.
-        serde_json::from_str(doc).map_err(|e| StoreError::Corrupt {
-            location: self.backend.location(),
-            line: None,
-            column: None,
-            message: format!("the task {id:?} does not read back: {e}"),
-        })
+        pending::parse(self, id, doc)
     }
 
     /// Every task in full, in store order.
@@ -334,31 +328,24 @@ impl<'c> PgTxn<'c> {
 
     /// Write out every pending change.
     pub fn flush(&self) -> Result<(), StoreError> {
-        for (id, change) in self.pending.take()? {
-            match change {
-                Change::Put { task, before } => self.write_put(&id, &task, before.as_ref())?,
-                Change::Delete { before } => {
-                    let n = self.execute(
-                        "DELETE FROM rudder_tasks WHERE task_id = $1 AND revision = $2",
-                        &[&id, &before.revision],
-                        "delete a task",
-                    )?;
-                    if n != 1 {
-                        return Err(self.conflict(&id));
-                    }
-                    self.record(&id, before.revision, None, Some(before.status), None);
-                }
-            }
+        pending::flush(self)
+    }
+
+    fn write_delete(&self, id: &str, before: &Before) -> Result<(), StoreError> {
+        let n = self.execute(
+            "DELETE FROM rudder_tasks WHERE task_id = $1 AND revision = $2",
+            &[&id, &before.revision],
+            "delete a task",
+        )?;
+        if n != 1 {
+            return Err(self.conflict(id));
         }
+        self.record(id, before.revision, None, Some(before.status), None);
         Ok(())
     }
 
     fn write_put(&self, id: &str, task: &Task, before: Option<&Before>) -> Result<(), StoreError> {
-        let doc = serde_json::to_string(task).map_err(|e| StoreError::Database {
-            location: self.backend.location(),
-            action: "encode a task",
-            message: e.to_string(),
-        })?;
+        let doc = pending::encode(self, task)?;
         if before.is_some_and(|b| b.doc == doc) {
             return Ok(());
         }
@@ -619,6 +606,15 @@ impl Database for PgTxn<'_> {
     }
     fn read_tasks(&self) -> Result<TaskMap, StoreError> {
         self.load_all()
+    }
+    fn location(&self) -> Location {
+        self.backend.location()
+    }
+    fn put(&self, id: &str, task: &Task, before: Option<&Before>) -> Result<(), StoreError> {
+        self.write_put(id, task, before)
+    }
+    fn delete(&self, id: &str, before: &Before) -> Result<(), StoreError> {
+        self.write_delete(id, before)
     }
 }
 

@@ -14,12 +14,12 @@ use rusqlite::{Connection, OptionalExtension, Row, ToSql, params};
 
 use super::SqliteBackend;
 use super::schema::{TaskRow, clamp, insert_task_sql, update_task_sql};
-use crate::store::pending::{self, Change, Database, Pending};
+use crate::store::pending::{self, Database, Pending};
 use crate::store::query::{
     self, PageQuery, SUMMARY_COLUMNS, SortKey, Stale, StatusCounts, SummaryBuf, SummaryRow,
     parse_time, summary_of_row, time_text,
 };
-use crate::store::{StoreError, Summary, Transaction};
+use crate::store::{Location, StoreError, Summary, Transaction};
 use crate::task::{Status, Task, TaskMap};
 
 /// What the database held of a task when this transaction first read it.
@@ -81,12 +81,7 @@ impl<'c> SqlTxn<'c> {
     }
 
     fn parse(&self, id: &str, doc: &str) -> Result<Task, StoreError> {
-        serde_json::from_str(doc).map_err(|e| StoreError::Corrupt {
-            location: self.backend.location(),
-            line: None,
-            column: None,
-            message: format!("the task {id:?} does not read back: {e}"),
-        })
+        pending::parse(self, id, doc)
     }
 
     /// Every task in full, in store order.
@@ -139,23 +134,19 @@ impl<'c> SqlTxn<'c> {
 
     /// Write out every pending change, with its `changes` row and counts.
     pub fn flush(&self) -> Result<(), StoreError> {
-        for (id, change) in self.pending.take()? {
-            match change {
-                Change::Put { task, before } => self.write_put(&id, &task, before.as_ref())?,
-                Change::Delete { before } => {
-                    let n = self
-                        .conn
-                        .prepare_cached("DELETE FROM tasks WHERE task_id = ?1")
-                        .and_then(|mut s| s.execute([&id]))
-                        .map_err(self.err("delete a task"))?;
-                    if n != 1 {
-                        return Err(self.vanished(&id));
-                    }
-                    self.record(&id, before.revision, Some(before.status), None, None)?;
-                }
-            }
+        pending::flush(self)
+    }
+
+    fn write_delete(&self, id: &str, before: &Before) -> Result<(), StoreError> {
+        let n = self
+            .conn
+            .prepare_cached("DELETE FROM tasks WHERE task_id = ?1")
+            .and_then(|mut s| s.execute([id]))
+            .map_err(self.err("delete a task"))?;
+        if n != 1 {
+            return Err(self.vanished(id));
         }
-        Ok(())
+        self.record(id, before.revision, Some(before.status), None, None)
     }
 
     fn vanished(&self, id: &str) -> StoreError {
@@ -167,11 +158,7 @@ impl<'c> SqlTxn<'c> {
     }
 
     fn write_put(&self, id: &str, task: &Task, before: Option<&Before>) -> Result<(), StoreError> {
-        let doc = serde_json::to_string(task).map_err(|e| StoreError::Database {
-            location: self.backend.location(),
-            action: "encode a task",
-            message: e.to_string(),
-        })?;
+        let doc = pending::encode(self, task)?;
         if before.is_some_and(|b| b.doc == doc) {
             // Read for a change that did not happen.
             return Ok(());
@@ -319,6 +306,15 @@ impl Database for SqlTxn<'_> {
     }
     fn read_tasks(&self) -> Result<TaskMap, StoreError> {
         self.load_all()
+    }
+    fn location(&self) -> Location {
+        self.backend.location()
+    }
+    fn put(&self, id: &str, task: &Task, before: Option<&Before>) -> Result<(), StoreError> {
+        self.write_put(id, task, before)
+    }
+    fn delete(&self, id: &str, before: &Before) -> Result<(), StoreError> {
+        self.write_delete(id, before)
     }
 }
 
