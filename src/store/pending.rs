@@ -359,3 +359,194 @@ macro_rules! transaction_methods {
     };
 }
 pub(crate) use transaction_methods;
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+
+    use indexmap::IndexMap;
+
+    use super::*;
+    use crate::store::Summary;
+    use crate::task::{Status, TaskMap};
+
+    const A: &str = "aaaaaaaa-0000-4000-8000-000000000001";
+    const B: &str = "bbbbbbbb-0000-4000-8000-000000000002";
+
+    /// Rows held in memory, each with its revision as what a write is
+    /// conditional on; every write out is logged.
+    struct Memory {
+        pending: Pending<u64>,
+        rows: RefCell<IndexMap<String, (Task, u64)>>,
+        /// `(id, before)` of each put, `(id, Some(before))` of each delete.
+        writes: RefCell<Vec<(String, Option<u64>, bool)>>,
+        reads: Cell<usize>,
+        fail_reads: bool,
+    }
+
+    impl Memory {
+        fn with(ids: &[&str]) -> Self {
+            let rows = ids
+                .iter()
+                .map(|id| (id.to_string(), (Task::new(*id, Status::Working), 7)))
+                .collect();
+            Memory {
+                pending: Pending::new(),
+                rows: RefCell::new(rows),
+                writes: RefCell::new(Vec::new()),
+                reads: Cell::new(0),
+                fail_reads: false,
+            }
+        }
+        fn failure() -> StoreError {
+            StoreError::Database {
+                location: Location::remote("test".to_string()),
+                action: "read a task",
+                message: "the read failed".to_string(),
+            }
+        }
+    }
+
+    impl Database for Memory {
+        type Before = u64;
+        fn pending(&self) -> &Pending<u64> {
+            &self.pending
+        }
+        fn pending_mut(&mut self) -> &mut Pending<u64> {
+            &mut self.pending
+        }
+        fn read(&self, id: &str) -> Result<Option<(Task, u64)>, StoreError> {
+            if self.fail_reads {
+                return Err(Self::failure());
+            }
+            self.reads.set(self.reads.get() + 1);
+            Ok(self.rows.borrow().get(id).cloned())
+        }
+        fn exists(&self, id: &str) -> Result<bool, StoreError> {
+            if self.fail_reads {
+                return Err(Self::failure());
+            }
+            Ok(self.rows.borrow().contains_key(id))
+        }
+        fn read_summaries(&self) -> Result<Vec<SummaryBuf>, StoreError> {
+            // As the backends' queries do: the changes are written out first.
+            flush(self)?;
+            let rows = self.rows.borrow();
+            Ok(rows
+                .values()
+                .map(|(t, _)| SummaryBuf::of(&Summary::of(t)))
+                .collect())
+        }
+        fn read_tasks(&self) -> Result<TaskMap, StoreError> {
+            flush(self)?;
+            let rows = self.rows.borrow();
+            Ok(rows
+                .iter()
+                .map(|(id, (t, _))| (id.clone(), t.clone()))
+                .collect())
+        }
+        fn location(&self) -> Location {
+            Location::remote("test".to_string())
+        }
+        fn put(&self, id: &str, task: &Task, before: Option<&u64>) -> Result<(), StoreError> {
+            self.writes
+                .borrow_mut()
+                .push((id.to_string(), before.copied(), true));
+            let revision = before.map_or(1, |b| b + 1);
+            self.rows
+                .borrow_mut()
+                .insert(id.to_string(), (task.clone(), revision));
+            Ok(())
+        }
+        fn delete(&self, id: &str, before: &u64) -> Result<(), StoreError> {
+            self.writes
+                .borrow_mut()
+                .push((id.to_string(), Some(*before), false));
+            self.rows.borrow_mut().shift_remove(id);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn reads_see_the_changes_before_they_are_written() {
+        let mut db = Memory::with(&[A]);
+        insert(&mut db, Task::new(B, Status::Completed));
+        assert!(remove(&mut db, A));
+        assert!(contains(&db, B) && !contains(&db, A));
+        assert_eq!(
+            get(&db, B).unwrap().map(|t| t.status),
+            Some(Status::Completed)
+        );
+        assert_eq!(get(&db, A).unwrap(), None);
+        assert!(
+            db.writes.borrow().is_empty(),
+            "nothing written before a flush"
+        );
+        flush(&db).unwrap();
+        // Oldest change first; the new task unconditional, the removal at
+        // the revision read.
+        assert_eq!(
+            *db.writes.borrow(),
+            [(B.to_string(), None, true), (A.to_string(), Some(7), false)]
+        );
+        flush(&db).unwrap();
+        assert_eq!(db.writes.borrow().len(), 2, "a flush takes the changes");
+    }
+
+    #[test]
+    fn get_mut_reads_once_and_changes_in_place() {
+        let mut db = Memory::with(&[A]);
+        get_mut(&mut db, A).unwrap().unwrap().title = Some("first".into());
+        get_mut(&mut db, A).unwrap().unwrap().status = Status::Cancelled;
+        assert_eq!(db.reads.get(), 1);
+        assert_eq!(get_mut(&mut db, B).unwrap(), None);
+        flush(&db).unwrap();
+        assert_eq!(*db.writes.borrow(), [(A.to_string(), Some(7), true)]);
+        let (task, _) = &db.rows.borrow()[A];
+        assert_eq!(
+            (task.title.as_deref(), task.status),
+            (Some("first"), Status::Cancelled)
+        );
+    }
+
+    #[test]
+    fn a_removal_stays_and_a_new_task_removed_writes_nothing() {
+        let mut db = Memory::with(&[A]);
+        assert!(remove(&mut db, A));
+        assert!(!remove(&mut db, A), "removed already");
+        assert_eq!(get_mut(&mut db, A).unwrap(), None);
+        insert(&mut db, Task::new(B, Status::Working));
+        assert!(remove(&mut db, B));
+        // Put back after its removal: written on condition of the row read.
+        insert(&mut db, Task::new(A, Status::Failed));
+        flush(&db).unwrap();
+        assert_eq!(*db.writes.borrow(), [(A.to_string(), Some(7), true)]);
+    }
+
+    #[test]
+    fn the_summaries_are_read_again_after_a_change() {
+        let mut db = Memory::with(&[A]);
+        assert_eq!(ids(&db).collect::<Vec<_>>(), [A]);
+        insert(&mut db, Task::new(B, Status::Working));
+        // Reading them writes the change out, without a borrow conflict.
+        assert_eq!(ids(&db).collect::<Vec<_>>(), [A, B]);
+        assert_eq!(summary(&db, B).map(|s| s.status), Some(Status::Working));
+        clear(&mut db);
+        assert_eq!(ids(&db).count(), 0);
+        assert!(db.rows.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_failed_read_is_reported_at_the_flush_and_stops_it() {
+        let mut db = Memory::with(&[A]);
+        db.fail_reads = true;
+        insert(&mut db, Task::new(B, Status::Working));
+        assert!(!contains(&db, A));
+        assert!(matches!(
+            flush(&db),
+            Err(StoreError::Database { message, .. }) if message == "the read failed"
+        ));
+        assert!(db.writes.borrow().is_empty());
+        assert_eq!(db.pending.holds(B), None, "the insert did not happen");
+    }
+}

@@ -1,8 +1,9 @@
 //! [`Transaction`] over an open PostgreSQL transaction.
 //!
-//! As for SQLite, reads go to the database and changes are kept here (the
-//! policy changes a task in place through `get_mut`), written out before
-//! the next query and at commit. Every update and delete is conditional on
+//! As for SQLite, reads go to the database and changes are kept in a
+//! [`Pending`](crate::store::pending::Pending) (the policy changes a task
+//! in place through `get_mut`), written out before the next query and at
+//! commit. Every update and delete is conditional on
 //! the revision (and claim) it read: a row that moved in between makes the
 //! write fail whole, and the operation is run again on fresh data.
 //!

@@ -1,9 +1,10 @@
 //! [`Transaction`] over an open SQLite transaction.
 //!
-//! Reads go to the database; changes are kept here (the policy changes a
-//! task in place through `get_mut`) and written out before the next query
-//! and at commit, each with its row in `changes` and its effect on `counts`,
-//! so that every query sees the transaction's own changes.
+//! Reads go to the database; changes are kept in a
+//! [`Pending`](crate::store::pending::Pending) (the policy changes a task
+//! in place through `get_mut`) and written out before the next query and at
+//! commit, each with its row in `changes` and its effect on `counts`, so
+//! that every query sees the transaction's own changes.
 
 use std::cell::RefCell;
 use std::sync::LazyLock;
