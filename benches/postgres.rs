@@ -8,6 +8,8 @@
 //! - `claim throughput`: W workers (threads, each its own connection, as
 //!   W machines) claiming and completing 200 tasks (report: time per batch;
 //!   tasks per second = 200 / time);
+//! - `page ...`: `Store::page` as the TUI asks it (newest first after a
+//!   task, the same backwards, the text filter);
 //! - `feed latency`: a heartbeat on one connection until the change feed
 //!   (LISTEN woken) delivers its change on another.
 //!
@@ -92,6 +94,43 @@ fn postgres(c: &mut Criterion) {
             )
         })
     });
+
+    // Pages as the TUI asks them: forwards and backwards from a task in
+    // the middle, and the text filter (a rare text: one task in 1,000).
+    use rudder::store::query::{PageQuery, SortKey};
+    for (name, q) in [
+        (
+            "page of 50 newest first",
+            PageQuery {
+                sort: SortKey::Updated,
+                after: Some(target.clone()),
+                limit: Some(50),
+                ..PageQuery::default()
+            },
+        ),
+        (
+            "page of 50 backwards",
+            PageQuery {
+                sort: SortKey::Updated,
+                after: Some(target.clone()),
+                limit: Some(50),
+                descending: true,
+                ..PageQuery::default()
+            },
+        ),
+        (
+            "text filter, page of 50",
+            PageQuery {
+                text: Some("TASK 777".into()),
+                limit: Some(50),
+                ..PageQuery::default()
+            },
+        ),
+    ] {
+        g.bench_function(BenchmarkId::new(name, TASKS), |b| {
+            b.iter(|| black_box(store.page(&q).unwrap()))
+        });
+    }
 
     // Claims in a database of their own: they complete every task.
     g.sample_size(10);

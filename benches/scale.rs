@@ -11,7 +11,7 @@
 //!   JSON file at 100k only;
 //! - `copy/N` (printed, not criterion: one copy of 1M takes tens of
 //!   seconds): a JSON file of N tasks into a new SQLite database as a whole
-//!   `rudder copy` process, median of three.
+//!   `rudder copy` process, median of three, with its peak resident memory.
 //!
 //! `cargo bench --bench scale` (`-- copy`, `-- feed`, `-- sqlite` for one).
 
@@ -180,18 +180,21 @@ fn copy() {
         let from = json_fixture(dir.path(), n);
         let bytes = std::fs::metadata(&from).map(|m| m.len()).unwrap_or(0);
         let mut times = Vec::new();
+        let mut peaks = Vec::new();
         for round in 0..3 {
             let to = dir.path().join(format!("to-{round}.db"));
             let started = Instant::now();
-            let status = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+            let child = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
                 .arg("copy")
                 .arg(&from)
                 .arg(&to)
                 .stdout(std::process::Stdio::null())
-                .status()
+                .spawn()
                 .expect("run rudder copy");
-            assert!(status.success());
+            let (ok, peak_kib) = wait_with_peak(child);
+            assert!(ok, "rudder copy failed");
             times.push(started.elapsed());
+            peaks.push(peak_kib);
             for ext in ["", "-wal", "-shm"] {
                 let mut p = to.clone().into_os_string();
                 p.push(ext);
@@ -199,14 +202,34 @@ fn copy() {
             }
         }
         times.sort();
+        peaks.sort();
         println!(
-            "copy/{n}: JSON file ({:.0} MB) -> SQLite, whole process: median {:.2?} ({:.0} tasks/s); runs {:?}",
+            "copy/{n}: JSON file ({:.0} MB) -> SQLite, whole process: median {:.2?} ({:.0} tasks/s); \
+             peak RSS median {:.0} MiB; runs {:?}",
             bytes as f64 / 1e6,
             times[1],
             n as f64 / times[1].as_secs_f64(),
+            peaks[1] as f64 / 1024.0,
             times
         );
     }
+}
+
+/// Wait for `child`: whether it succeeded, and its peak resident memory
+/// in KiB (`ru_maxrss`).
+fn wait_with_peak(child: std::process::Child) -> (bool, i64) {
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: plain out-parameters; the child is ours and not yet reaped
+    // (`child` is never waited on through std).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(got, pid, "wait4");
+    std::mem::forget(child);
+    (
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        usage.ru_maxrss,
+    )
 }
 
 fn main() {

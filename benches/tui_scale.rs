@@ -79,20 +79,84 @@ fn change_to_drawn(
     }
 }
 
+/// The live app a benchmark drives: the app, its terminal, and the feed's
+/// updates on the runtime that runs the feed.
+struct Live {
+    rt: tokio::runtime::Runtime,
+    updates: tokio::sync::mpsc::Receiver<StoreUpdate>,
+    app: App,
+    terminal: Terminal<TestBackend>,
+}
+
+impl Live {
+    /// The first event taken and drawn.
+    fn start(
+        rt: tokio::runtime::Runtime,
+        mut updates: tokio::sync::mpsc::Receiver<StoreUpdate>,
+        mut app: App,
+    ) -> Live {
+        let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
+        let first = rt.block_on(updates.recv()).expect("the first event");
+        app.on_feed(first);
+        terminal
+            .draw(|f| view::draw(f, &mut app, &Theme::DEFAULT))
+            .expect("draw");
+        Live {
+            rt,
+            updates,
+            app,
+            terminal,
+        }
+    }
+
+    /// `change to drawn/n`: a heartbeat by `writer` on `id` (the selected
+    /// task) to its message drawn, once per iteration.
+    fn bench_change(
+        &mut self,
+        g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+        n: usize,
+        writer: &Store,
+        id: &str,
+    ) {
+        let mut seq = 0;
+        g.bench_function(BenchmarkId::new("change to drawn", n), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    seq += 1;
+                    total += change_to_drawn(
+                        &self.rt,
+                        &mut self.updates,
+                        &mut self.app,
+                        &mut self.terminal,
+                        writer,
+                        id,
+                        seq,
+                    )
+                    .expect("heartbeat");
+                }
+                total
+            })
+        });
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
 fn sqlite(c: &mut Criterion) {
     let n = size();
     let (path, _) = tasks::sqlite_fixture(n);
     let store = Arc::new(Store::open(&path));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let theme = Theme::DEFAULT;
-    let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
-    let mut app =
+    let rt = runtime();
+    let app =
         App::new(&path, false, Utc::now()).with_source(Arc::clone(&store) as Arc<dyn RowSource>);
-    let mut updates = rt.block_on(async {
+    let updates = rt.block_on(async {
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let mut feed = ChangeFeed::start(path.clone(), FeedOptions::default());
         tokio::spawn(async move {
@@ -104,18 +168,14 @@ fn sqlite(c: &mut Criterion) {
         });
         rx
     });
-    let first = rt.block_on(updates.recv()).expect("the first event");
-    app.on_feed(first);
-    terminal
-        .draw(|f| view::draw(f, &mut app, &theme))
-        .expect("draw");
+    let mut live = Live::start(rt, updates, app);
+    let theme = Theme::DEFAULT;
     let mut g = c.benchmark_group("tui_sqlite");
     g.sample_size(30);
+    let Live { app, terminal, .. } = &mut live;
     g.bench_function(BenchmarkId::new("frame", n), |b| {
         b.iter(|| {
-            terminal
-                .draw(|f| view::draw(f, &mut app, &theme))
-                .expect("draw");
+            terminal.draw(|f| view::draw(f, app, &theme)).expect("draw");
         })
     });
     for (name, code) in [
@@ -125,9 +185,7 @@ fn sqlite(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new(name, n), |b| {
             b.iter(|| {
                 app.handle_key(key(code));
-                terminal
-                    .draw(|f| view::draw(f, &mut app, &theme))
-                    .expect("draw");
+                terminal.draw(|f| view::draw(f, app, &theme)).expect("draw");
             })
         });
     }
@@ -137,27 +195,7 @@ fn sqlite(c: &mut Criterion) {
     let id = app.selected.clone().expect("a selected task");
     assert_eq!(app.selected_task().map(|t| t.status), Some(Status::Working));
     app.handle_key(key(KeyCode::Char('2')));
-    let writer = Store::open(&path);
-    let mut seq = 0;
-    g.bench_function(BenchmarkId::new("change to drawn", n), |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                seq += 1;
-                total += change_to_drawn(
-                    &rt,
-                    &mut updates,
-                    &mut app,
-                    &mut terminal,
-                    &writer,
-                    &id,
-                    seq,
-                )
-                .expect("heartbeat");
-            }
-            total
-        })
-    });
+    live.bench_change(&mut g, n, &Store::open(&path), &id);
     g.finish();
 }
 
@@ -174,58 +212,27 @@ fn json_fixture() -> std::path::PathBuf {
 fn file(c: &mut Criterion) {
     let path = json_fixture();
     let store = Arc::new(Store::open(&path));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = runtime();
+    let (source, updates) = rt.block_on(async { rudder::tui::live(&path, &store) });
+    let app = App::new(&path, false, Utc::now()).with_source(source);
+    let mut live = Live::start(rt, updates, app);
     let theme = Theme::DEFAULT;
-    let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
-    let (source, mut updates) = rt.block_on(async { rudder::tui::live(&path, &store) });
-    let mut app = App::new(&path, false, Utc::now()).with_source(source);
-    let first = rt.block_on(updates.recv()).expect("the first event");
-    app.on_feed(first);
-    terminal
-        .draw(|f| view::draw(f, &mut app, &theme))
-        .expect("draw");
     let mut g = c.benchmark_group("tui_file");
     g.sample_size(10);
-
+    let Live { app, terminal, .. } = &mut live;
     // A page key near the window's edge: the rows queried again.
     g.bench_function(BenchmarkId::new("key PgDn", 100_000), |b| {
         b.iter(|| {
             app.handle_key(key(KeyCode::PageDown));
-            terminal
-                .draw(|f| view::draw(f, &mut app, &theme))
-                .expect("draw");
+            terminal.draw(|f| view::draw(f, app, &theme)).expect("draw");
         })
     });
-    app.handle_key(key(KeyCode::Char('g')));
     // The first working task on screen.
+    app.handle_key(key(KeyCode::Char('g')));
     app.handle_key(key(KeyCode::Char('2')));
     let id = app.selected.clone().expect("a selected task");
     app.handle_key(key(KeyCode::Char('2')));
-    let writer = Store::open(&path);
-    let mut seq = 0;
-    g.bench_function(BenchmarkId::new("change to drawn", 100_000), |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                seq += 1;
-                total += change_to_drawn(
-                    &rt,
-                    &mut updates,
-                    &mut app,
-                    &mut terminal,
-                    &writer,
-                    &id,
-                    seq,
-                )
-                .expect("heartbeat");
-            }
-            total
-        })
-    });
+    live.bench_change(&mut g, 100_000, &Store::open(&path), &id);
     g.finish();
 }
 

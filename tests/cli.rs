@@ -719,12 +719,7 @@ fn wait_returns_when_another_process_acts_once() {
     assert_eq!(r.json()["status_message"], "which service?");
 
     // A store deleted while a task in it is waited for: the task vanished,
-    // and the answer says how it was last seen. (PostgreSQL: not yet, a
-    // known gap in docs/stores.md: `wait` on a current-thread runtime does
-    // not see the tables dropped.)
-    if common::is_postgres(&path) {
-        return;
-    }
+    // and the answer says how it was last seen.
     let id = create(&path, &[]);
     let mut child = spawn_wait(&path, &id);
     still_waiting(&mut child);

@@ -216,3 +216,51 @@ fn a_copy_killed_midway_then_run_again_gives_the_same_store() {
     let r = copy(&from, &to);
     assert_eq!(r["unchanged"].as_u64(), Some(n as u64));
 }
+
+/// A FROM that breaks past the first read buffer (its tasks read a buffer
+/// at a time) is refused with where it breaks, before anything is written:
+/// TO is not even created, and a TO that exists keeps what it had.
+#[test]
+fn a_corrupt_source_is_refused_with_its_place_and_nothing_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = dir.path().join("big.json");
+    let mut tasks = TaskMap::new();
+    for i in 0..12_000 {
+        let mut t = rudder::task::Task::new(format!("task-{i:06}"), rudder::task::Status::Working);
+        t.request = Some(json!({"pad": "x".repeat(900), "i": i}));
+        tasks.insert(t.task_id.clone(), t);
+    }
+    let mut text = String::from_utf8(rudder::store::encode(&tasks, 0)).unwrap();
+    assert!(text.len() > 10 << 20, "more than one buffer");
+    // The last task's status is not one.
+    let at = text.rfind("\"status\": \"working\"").unwrap();
+    text.replace_range(at..at + 19, "\"status\": \"wonking\"");
+    std::fs::write(&from, &text).unwrap();
+    let line = text[..at].matches('\n').count() + 1;
+
+    let to = dir.path().join("to.db");
+    let r = run_plain(&[
+        "copy",
+        from.to_str().unwrap(),
+        to.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(r.code, 6, "{r:#?}");
+    assert_eq!(r.json()["error"], "corrupt_store");
+    assert_eq!(r.json()["line"].as_u64(), Some(line as u64), "{r:#?}");
+    assert!(!to.exists(), "TO was created");
+
+    let used = common::store_in(&dir.path().join("used"));
+    let kept = Store::open(&used).create(NewTask::default()).unwrap().task;
+    let before = store_state(&used);
+    let r = run_plain(&["copy", from.to_str().unwrap(), used.to_str().unwrap()]);
+    assert_eq!(r.code, 6, "{r:#?}");
+    assert!(r.stderr.contains(&format!("line {line}")), "{}", r.stderr);
+    assert_eq!(store_state(&used), before);
+    assert!(
+        Store::open(&used)
+            .load()
+            .unwrap()
+            .contains_key(&kept.task_id)
+    );
+}

@@ -396,9 +396,12 @@ fn backends_terminated_mid_transaction_are_retried_or_reported_never_doubled() {
     let db = cluster.create_database();
     let url = cluster.url(&db);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Creates answered so far (applied or refused).
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let writer = {
         let url = url.clone();
         let stop = stop.clone();
+        let answered = answered.clone();
         std::thread::spawn(move || {
             let store = Store::open(&url);
             let (mut ok, mut failed) = (Vec::new(), Vec::new());
@@ -412,6 +415,7 @@ fn backends_terminated_mid_transaction_are_retried_or_reported_never_doubled() {
                     Ok(_) => ok.push(title),
                     Err(e) => failed.push((title, e.to_string())),
                 }
+                answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 i += 1;
             }
             (ok, failed)
@@ -419,8 +423,15 @@ fn backends_terminated_mid_transaction_are_retried_or_reported_never_doubled() {
     };
     let mut killed = 0;
     for _ in 0..30 {
+        // One termination per create at most: a create whose every
+        // attempt is terminated (ten, under a loaded machine) would be
+        // reported as the termination, which is not what this tests.
+        let before = answered.load(std::sync::atomic::Ordering::Relaxed);
         killed += cluster.terminate_backends(&db);
-        std::thread::sleep(Duration::from_millis(7));
+        let next = common::wait_for(Duration::from_secs(20), || {
+            (answered.load(std::sync::atomic::Ordering::Relaxed) > before).then_some(())
+        });
+        assert!(next.is_some(), "the writer stopped answering");
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (ok, failed) = writer.join().unwrap();
@@ -545,20 +556,48 @@ fn a_least_privileged_role_runs_everything_once_the_owner_migrated() {
     assert_eq!(r.code, 2, "{r:#?}");
 }
 
+/// A certificate authority made for one test.
+struct Ca {
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    /// Its certificate (PEM).
+    pem: String,
+}
+
+impl Ca {
+    fn new() -> Ca {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let pem = params.self_signed(&key).unwrap().pem();
+        Ca {
+            issuer: rcgen::Issuer::new(params, key),
+            pem,
+        }
+    }
+
+    /// A certificate it signed for the host `names` (or, for a client,
+    /// common name `cn`): PEM certificate and key.
+    fn sign(&self, names: &[&str], cn: Option<&str>) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        if let Some(cn) = cn {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, cn);
+        }
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
 /// A CA, and a server certificate it signed for `names` (PEM: CA cert,
 /// server cert, server key).
 fn certificates(names: &[&str]) -> (String, String, String) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let params =
-        rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-            .unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let cert = params.signed_by(&key, &issuer).unwrap();
-    (ca.pem(), cert.pem(), key.serialize_pem())
+    let ca = Ca::new();
+    let (cert, key) = ca.sign(names, None);
+    (ca.pem, cert, key)
 }
 
 #[test]
@@ -649,6 +688,22 @@ fn a_lock_held_elsewhere_is_waited_for_at_most_the_lock_timeout() {
     assert_eq!(r.code, 0, "{r:#?}");
 }
 
+/// Drop the store at `url`: `feed` says it is missing (within 20 s).
+async fn removed_is_missing(feed: &mut rudder::watch::ChangeFeed, url: &str) {
+    let path = PathBuf::from(url);
+    pg::off_runtime(|| common::remove_store(&path));
+    let ev = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
+    assert!(
+        matches!(
+            ev,
+            Ok(Some(rudder::watch::FeedEvent::Unavailable(
+                rudder::watch::Unavailable::Missing
+            )))
+        ),
+        "{ev:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_feed_of_one_task_reports_its_changes() {
     if !pg::available() {
@@ -678,16 +733,545 @@ async fn the_feed_of_one_task_reports_its_changes() {
     };
     assert_eq!(changes.len(), 1, "{changes:?}");
     assert_eq!(changes[0].task_id, id);
-    let path = PathBuf::from(&url);
-    pg::off_runtime(|| common::remove_store(&path));
-    let ev = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
+    removed_is_missing(&mut feed, &url).await;
+}
+
+/// `rudder wait`'s case: a store dropped right after the feed's first read
+/// (before its safety net ever looked) is reported missing. The safety net
+/// used to compare each look with the one before, and "no store" before
+/// the first look equalled "no store" after the drop: `wait` waited to its
+/// timeout. A current-thread runtime, as `wait`'s; no `LISTEN` wake-ups
+/// (a drop sends none anyway), so only the safety net can tell.
+#[tokio::test(flavor = "current_thread")]
+async fn a_store_dropped_before_the_feeds_first_look_is_reported_missing() {
+    if !pg::available() {
+        return;
+    }
+    let url = pg::off_runtime(pg::store_url);
+    let store = Store::open(&url);
+    let id = store.create(NewTask::default()).unwrap().task.task_id;
+    let mut feed = rudder::watch::ChangeFeed::start(
+        PathBuf::from(&url),
+        rudder::watch::FeedOptions {
+            task: Some(id),
+            notify: false,
+            // Long enough for the drop to be done before the first look.
+            stat_interval: Duration::from_secs(2),
+            ..Default::default()
+        },
+    );
+    let first = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
     assert!(
-        matches!(
-            ev,
-            Ok(Some(rudder::watch::FeedEvent::Unavailable(
-                rudder::watch::Unavailable::Missing
-            )))
+        matches!(first, Ok(Some(rudder::watch::FeedEvent::Reset(_)))),
+        "{first:?}"
+    );
+    removed_is_missing(&mut feed, &url).await;
+}
+
+/// DESIGN/issue 11: bad credentials, a missing database and a permission
+/// denied are exit 6, say what was wrong, name the host and database, and
+/// never show the password (in the human message or in `--json`).
+#[test]
+fn bad_credentials_a_missing_database_and_a_denied_permission_are_exit_6() {
+    need_pg!();
+    let cluster = pg::Cluster::start_with_password("right-pw-7f3a").expect("a cluster");
+    let db = cluster.create_database();
+    // The owner (the superuser, over the trusted socket) makes the tables;
+    // a role without grants cannot read them.
+    let r = common::run(&PathBuf::from(cluster.url(&db)), &["migrate"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    cluster.sql(
+        &db,
+        "CREATE ROLE nogrants LOGIN PASSWORD 'nogrants-pw-91c2'",
+    );
+    let port = cluster.port;
+    let tcp = |user: &str, pw: &str, db: &str| {
+        PathBuf::from(format!("postgres://{user}:{pw}@127.0.0.1:{port}/{db}"))
+    };
+    // The right password works: what fails below are the credentials.
+    let r = common::run(&PathBuf::from(cluster.tcp_url(&db)), &["list", "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    // ... given in the URL, in PGPASSWORD or in ~/.pgpass (as libpq), the
+    // URL's winning over the variable, the variable over the file.
+    let home = tempfile::tempdir().unwrap();
+    let pgpass = home.path().join(".pgpass");
+    std::fs::write(&pgpass, format!("127.0.0.1:{port}:*:*:right-pw-7f3a\n")).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let without = format!("postgres://{}@127.0.0.1:{port}/{db}", pg::SUPERUSER);
+    let with_url_pw = format!(
+        "postgres://{}:right-pw-7f3a@127.0.0.1:{port}/{db}",
+        pg::SUPERUSER
+    );
+    for (url, pgpassword, code) in [
+        (&without, Some("right-pw-7f3a"), 0),
+        (&without, None, 0),
+        (&without, Some("wrong-pw-0b9d"), 6),
+        (&with_url_pw, Some("wrong-pw-0b9d"), 0),
+    ] {
+        let mut c = common::rudder();
+        c.env("HOME", home.path()).env_remove("PGPASSWORD");
+        if let Some(pw) = pgpassword {
+            c.env("PGPASSWORD", pw);
+        }
+        let r: common::Run = c.args(["--store", url, "list"]).output().unwrap().into();
+        assert_eq!(r.code, code, "{url} PGPASSWORD={pgpassword:?}: {r:#?}");
+        assert!(!r.stderr.contains("-pw-"), "{r:#?}");
+    }
+    let socket = cluster.dir().display().to_string();
+    let unknown_on_socket = PathBuf::from(format!(
+        "postgres://nobody:sock-pw-55e1@/{db}?host={}&port={port}",
+        pg::encode(&socket)
+    ));
+    let cases = [
+        (
+            tcp(pg::SUPERUSER, "wrong-pw-0b9d", &db),
+            "wrong-pw-0b9d",
+            "127.0.0.1",
+            db.as_str(),
+            "password authentication failed for user \"rudder\"",
         ),
-        "{ev:?}"
+        // Over a password-checked line the server does not say whether
+        // the role exists (it fakes the exchange); over a trusted one it
+        // does.
+        (
+            tcp("nobody", "nobody-pw-3c8e", &db),
+            "nobody-pw-3c8e",
+            "127.0.0.1",
+            &db,
+            "password authentication failed for user \"nobody\"",
+        ),
+        (
+            unknown_on_socket,
+            "sock-pw-55e1",
+            &socket,
+            &db,
+            "role \"nobody\" does not exist",
+        ),
+        (
+            tcp(pg::SUPERUSER, "right-pw-7f3a", "no_such_db"),
+            "right-pw-7f3a",
+            "127.0.0.1",
+            "no_such_db",
+            "database \"no_such_db\" does not exist",
+        ),
+        (
+            tcp("nogrants", "nogrants-pw-91c2", &db),
+            "nogrants-pw-91c2",
+            "127.0.0.1",
+            &db,
+            "permission denied for table rudder_schema",
+        ),
+    ];
+    for (url, password, host, db, why) in cases {
+        let named = format!("host {host} port {port}, database \"{db}\"");
+        for args in [
+            &["list"][..],
+            &["create", "--title", "x"],
+            &["list", "--json"],
+            &["create", "--title", "x", "--json"],
+        ] {
+            let r = common::run(&url, args);
+            assert_eq!(r.code, 6, "{url:?} {args:?}: {r:#?}");
+            let message = if args.contains(&"--json") {
+                let v = r.json();
+                assert_eq!(v["exit_code"], 6, "{v}");
+                v["message"].as_str().unwrap_or_default().to_string()
+            } else {
+                r.stderr.clone()
+            };
+            assert!(message.contains(why), "{args:?}: {message}");
+            assert!(message.contains(&named), "{args:?}: {message}");
+            assert!(
+                !r.stdout.contains(password) && !r.stderr.contains(password),
+                "{args:?}: {r:#?}"
+            );
+        }
+    }
+}
+
+/// A server that authenticates by client certificate (`pg_hba` method
+/// `cert`): `sslcert`/`sslkey` in the URL, or `PGSSLCERT`/`PGSSLKEY`
+/// (and `PGSSLROOTCERT`, `PGSSLMODE`) in the environment, are presented;
+/// without one, or with one for another role, the connection is refused
+/// (exit 6, naming the server).
+#[test]
+fn a_client_certificate_authenticates_from_the_url_or_the_pg_variables() {
+    need_pg!();
+    let cluster = pg::Cluster::start().expect("a cluster of its own");
+    let server_ca = Ca::new();
+    let (cert, key) = server_ca.sign(&["127.0.0.1"], None);
+    let client_ca = Ca::new();
+    cluster.require_client_certificates(&cert, &key, &client_ca.pem);
+    let db = cluster.create_database();
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        path.display().to_string()
+    };
+    let root = file("root.pem", &server_ca.pem);
+    let (mine, mine_key) = client_ca.sign(&[], Some(pg::SUPERUSER));
+    let (cert_file, key_file) = (file("me.crt", &mine), file("me.key", &mine_key));
+    let (other, other_key) = client_ca.sign(&[], Some("someone_else"));
+    let (other_file, other_key_file) = (file("other.crt", &other), file("other.key", &other_key));
+    let base = format!(
+        "postgres://{}@127.0.0.1:{}/{db}",
+        pg::SUPERUSER,
+        cluster.port
+    );
+    let url = |q: String| PathBuf::from(format!("{base}?sslmode=verify-full&{q}"));
+    let enc = |p: &str| pg::encode(p);
+
+    let with_cert = url(format!(
+        "sslrootcert={}&sslcert={}&sslkey={}",
+        enc(&root),
+        enc(&cert_file),
+        enc(&key_file)
+    ));
+    let r = common::run(&with_cert, &["create", "--title", "by certificate"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+
+    // No certificate: the server refuses, and the message says why and where.
+    let r = common::run(&url(format!("sslrootcert={}", enc(&root))), &["list"]);
+    assert_eq!(r.code, 6, "{r:#?}");
+    assert!(r.stderr.contains("certificate"), "{r:#?}");
+    assert!(
+        r.stderr
+            .contains(&format!("host 127.0.0.1 port {}", cluster.port)),
+        "{r:#?}"
+    );
+    // A certificate for another role.
+    let r = common::run(
+        &url(format!(
+            "sslrootcert={}&sslcert={}&sslkey={}",
+            enc(&root),
+            enc(&other_file),
+            enc(&other_key_file)
+        )),
+        &["list"],
+    );
+    assert_eq!(r.code, 6, "{r:#?}");
+    assert!(
+        r.stderr.contains("certificate authentication failed"),
+        "{r:#?}"
+    );
+
+    // The same from the PG* variables, the URL naming only the server.
+    let r: common::Run = common::rudder()
+        .env("PGSSLMODE", "verify-full")
+        .env("PGSSLROOTCERT", &root)
+        .env("PGSSLCERT", &cert_file)
+        .env("PGSSLKEY", &key_file)
+        .env("PGUSER", pg::SUPERUSER)
+        .env("PGDATABASE", &db)
+        .args(["--store", &format!("postgres://127.0.0.1:{}", cluster.port)])
+        .args(["list", "--json"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.json()[0]["title"], "by certificate");
+    // ... where the URL's own setting wins: `sslmode=disable` is refused.
+    let r: common::Run = common::rudder()
+        .env("PGSSLMODE", "verify-full")
+        .env("PGSSLROOTCERT", &root)
+        .env("PGSSLCERT", &cert_file)
+        .env("PGSSLKEY", &key_file)
+        .args(["--store", &format!("{base}?sslmode=disable")])
+        .args(["list"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 6, "{r:#?}");
+    assert!(r.stderr.contains("no encryption"), "{r:#?}");
+}
+
+/// How many times the index `name` was scanned, as the statistics say once
+/// every other session flushed them (a session flushes when it ends).
+fn index_scans(cluster: &pg::Cluster, db: &str, name: &str) -> i64 {
+    let url = cluster.url(db);
+    let name = name.to_string();
+    pg::off_runtime(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls)?;
+        c.query_one(
+            "SELECT coalesce(sum(idx_scan), 0)::int8 FROM pg_stat_user_indexes \
+             WHERE indexrelname = $1",
+            &[&name],
+        )
+        .map(|r| r.get(0))
+    })
+    .expect("read the index statistics")
+}
+
+/// Issue 11: pages walking backwards and the text filter are index scans
+/// over PostgreSQL (and give what the reference gives). The session says
+/// `enable_seqscan=off`, so the planner takes an index wherever one fits
+/// the query; the statistics then show which index each query read.
+#[test]
+fn backwards_pages_and_the_text_filter_read_an_index() {
+    need_pg!();
+    let cluster = pg::shared();
+    let db = cluster.create_database();
+    let url = format!(
+        "{}&options={}",
+        cluster.url(&db),
+        pg::encode("-c enable_seqscan=off")
+    );
+    // 2000 tasks (copied in from a file: quicker than 2000 creates), two
+    // of them with a rare text, as one searches for.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tasks.json");
+    let mut tasks = serde_json::Map::new();
+    for i in 0..2000u32 {
+        let id = format!(
+            "{:08x}-0000-4000-8000-{:012x}",
+            i.wrapping_mul(2654435761),
+            i
+        );
+        let at = format!("2026-01-01T00:{:02}:{:02}.{:06}Z", i / 60 % 60, i % 60, i);
+        let title = match i {
+            7 | 1777 => json!(format!("the NEEDLE in {i}")),
+            _ if i % 3 == 0 => json!(null),
+            _ => json!(format!("incident {i}")),
+        };
+        tasks.insert(
+            id.clone(),
+            json!({"task_id": id, "status": "working", "title": title, "created_at": at,
+                   "updated_at": at, "revision": 1, "history": []}),
+        );
+    }
+    std::fs::write(&file, serde_json::Value::Object(tasks).to_string()).unwrap();
+    let r = common::run(&file, &["copy", file.to_str().unwrap(), &url]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let store = Store::open(&url);
+    let all: Vec<_> = store.load().unwrap().into_values().collect();
+    // A task with a title ("incident 61"), so that the title page is a
+    // range of that index.
+    let anchor = all[61].task_id.clone();
+    assert!(all[61].title.is_some());
+    drop(store);
+    // As autovacuum would: statistics, and the trigram index's pending
+    // list (where a GIN index keeps recent entries) merged.
+    cluster.sql(&db, "VACUUM ANALYZE rudder_tasks");
+    use rudder::store::query::{PageQuery, SortKey, page_in_memory};
+    let queries = [
+        (
+            "rudder_tasks_by_updated",
+            PageQuery {
+                sort: SortKey::Updated,
+                descending: true,
+                after: Some(anchor.clone()),
+                limit: Some(10),
+                ..PageQuery::default()
+            },
+        ),
+        (
+            "rudder_tasks_by_created",
+            PageQuery {
+                sort: SortKey::Created,
+                descending: true,
+                limit: Some(10),
+                ..PageQuery::default()
+            },
+        ),
+        (
+            "rudder_tasks_by_title",
+            PageQuery {
+                sort: SortKey::Title,
+                descending: true,
+                after: Some(anchor.clone()),
+                limit: Some(50),
+                ..PageQuery::default()
+            },
+        ),
+        (
+            "rudder_tasks_by_text",
+            PageQuery {
+                text: Some("needle".into()),
+                limit: Some(10),
+                ..PageQuery::default()
+            },
+        ),
+    ];
+    for (index, q) in queries {
+        let before = index_scans(cluster, &db, index);
+        let store = Store::open(&url);
+        let ids = |v: Vec<rudder::Task>| v.into_iter().map(|t| t.task_id).collect::<Vec<_>>();
+        let page = ids(store.page(&q).unwrap());
+        assert_eq!(page, ids(page_in_memory(all.clone(), &q)), "{q:?}");
+        assert!(!page.is_empty(), "{q:?}");
+        // Closing the connection flushes its statistics.
+        drop(store);
+        let read = common::wait_for(Duration::from_secs(20), || {
+            (index_scans(cluster, &db, index) > before).then_some(())
+        });
+        assert!(read.is_some(), "{q:?} did not read {index}");
+    }
+}
+
+/// Where `pg_trgm` cannot be installed by the role that migrates (no
+/// `CREATE` on the database), the tables are made without the trigram
+/// index, `migrate` says so and what to do, and the text filter still
+/// answers right; once an administrator installed the extension, `migrate`
+/// adds the index.
+#[test]
+fn without_pg_trgm_the_text_filter_is_unindexed_and_migrate_says_so() {
+    need_pg!();
+    let cluster = pg::shared();
+    let db = cluster.create_database();
+    cluster.sql(
+        &db,
+        "CREATE ROLE lowowner LOGIN; GRANT CREATE, USAGE ON SCHEMA public TO lowowner",
+    );
+    let url = PathBuf::from(cluster.url(&db).replacen(
+        &format!("{}@", pg::SUPERUSER),
+        "lowowner@",
+        1,
+    ));
+    let r = common::run(&url, &["migrate", "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.json()["text_index"], json!(false), "{r:#?}");
+    let why = r.json()["text_index_missing"].as_str().unwrap().to_string();
+    assert!(why.contains("permission denied"), "{why}");
+    let r = common::run(&url, &["migrate"]);
+    assert!(
+        r.stdout.contains("not indexed") && r.stdout.contains("CREATE EXTENSION pg_trgm"),
+        "{r:#?}"
+    );
+    common::create(&url, &["--title", "find the needle"]);
+    common::create(&url, &["--title", "hay"]);
+    let store = Store::open(&url);
+    let found = store
+        .page(&rudder::store::query::PageQuery {
+            text: Some("NEEDLE".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].title.as_deref(), Some("find the needle"));
+    drop(store);
+    cluster.sql(&db, "CREATE EXTENSION pg_trgm");
+    let r = common::run(&url, &["migrate", "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.json()["text_index"], json!(true), "{r:#?}");
+    assert_eq!(r.json()["text_index_missing"], json!(null), "{r:#?}");
+}
+
+/// A store of schema version 2 (no `status_message` column, no trigram
+/// index, indexes `NULLS LAST`): a reader's text filter still answers from
+/// the tasks; the first write migrates it to version 3, the column filled
+/// from the documents already there.
+#[test]
+fn a_version_2_store_is_read_and_then_migrated_by_the_first_write() {
+    need_pg!();
+    let url = pg::store_url();
+    let store = Store::open(&url);
+    let id = store.create(NewTask::default()).unwrap().task.task_id;
+    store
+        .heartbeat(
+            &id,
+            Some("looking for the needle".into()),
+            None,
+            Actor::Anyone,
+        )
+        .unwrap();
+    drop(store);
+    let StoreUrl::Postgres(u) = StoreUrl::parse(&url).unwrap() else {
+        unreachable!()
+    };
+    let mut admin = postgres::Client::connect(u.secret_text(), postgres::NoTls).expect("connect");
+    admin
+        .batch_execute(
+            "DROP INDEX rudder_tasks_by_text; \
+             ALTER TABLE rudder_tasks DROP COLUMN status_message; \
+             UPDATE rudder_schema SET version = 2",
+        )
+        .unwrap();
+    let needle = rudder::store::query::PageQuery {
+        text: Some("NEEDLE".into()),
+        ..Default::default()
+    };
+    let store = Store::open(&url);
+    let found = store.page(&needle).unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].task_id, id);
+    store.create(NewTask::default()).unwrap();
+    let (version, message): (i32, Option<String>) = {
+        let v = admin
+            .query_one("SELECT version FROM rudder_schema", &[])
+            .unwrap()
+            .get(0);
+        let m = admin
+            .query_one(
+                "SELECT status_message FROM rudder_tasks WHERE task_id = $1",
+                &[&id],
+            )
+            .unwrap()
+            .get(0);
+        (v, m)
+    };
+    assert_eq!(version, rudder::store::postgres::SCHEMA_VERSION);
+    assert_eq!(message.as_deref(), Some("looking for the needle"));
+    let found = Store::open(&url).page(&needle).unwrap();
+    assert_eq!(found.len(), 1);
+}
+
+/// `rudder wait` on a PostgreSQL store outlives the server's restart (a
+/// deploy restarting the database is waited out, and said on stderr):
+/// once the server is back, the task's completion ends the wait with 0.
+#[test]
+fn wait_outlives_a_restart_of_the_server() {
+    need_pg!();
+    let cluster = pg::Cluster::start().expect("a cluster of its own");
+    let db = cluster.create_database();
+    let url = cluster.url(&db);
+    let id = Store::open(&url)
+        .create(NewTask {
+            title: Some("outlives a restart".into()),
+            ..NewTask::default()
+        })
+        .unwrap()
+        .task
+        .task_id;
+    let err = cluster.dir().join("wait.err");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+        .args(["--store", &url, "wait", &id, "--timeout", "600s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let said = |what: &str| {
+        common::wait_for(Duration::from_secs(60), || {
+            std::fs::read_to_string(&err)
+                .unwrap_or_default()
+                .contains(what)
+                .then_some(())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "wait never said {what:?}: {}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            )
+        })
+    };
+    said(&format!("rudder: waiting for task {id}"));
+    cluster.stop_immediate();
+    said("still waiting");
+    cluster.start_server().expect("restart");
+    Store::open(&url)
+        .complete(&id, json!({"ok": true}), Actor::Anyone)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&id),
+        "the completed task is printed: {stdout}"
     );
 }

@@ -31,6 +31,12 @@ impl Tui {
 
     /// [`Tui::start`] with these environment variables set.
     fn start_with(store: &Path, env: &[(&str, &str)]) -> Tui {
+        let store = store.to_str().expect("a UTF-8 path");
+        Tui::spawn(&["--store", store, "watch"], env, None)
+    }
+
+    /// `rudder ARGS` in a pseudo-terminal, in directory `cwd` if given.
+    fn spawn(args: &[&str], env: &[(&str, &str)], cwd: Option<&Path>) -> Tui {
         let pty = native_pty_system()
             .openpty(PtySize {
                 rows: 35,
@@ -40,7 +46,10 @@ impl Tui {
             })
             .expect("a pseudo-terminal");
         let mut cmd = CommandBuilder::new(BIN);
-        cmd.args(["--store", store.to_str().expect("a UTF-8 path"), "watch"]);
+        cmd.args(args);
+        if let Some(dir) = cwd {
+            cmd.cwd(dir);
+        }
         cmd.env("TERM", "xterm-256color");
         cmd.env_remove("NO_COLOR");
         for (name, value) in env {
@@ -369,6 +378,7 @@ fn over_postgres_another_process_shows_and_an_outage_is_survived() {
     // The server goes away: said so, with the reason, last rows kept.
     cluster.stop_immediate();
     tui.wait_for("store unreachable");
+    tui.wait_for("✖ unreachable");
     let screen = tui.contents();
     assert!(screen.contains("alpha-on-postgres"), "{screen}");
     assert!(screen.contains("beta-from-elsewhere"), "{screen}");
@@ -389,6 +399,42 @@ fn over_postgres_another_process_shows_and_an_outage_is_survived() {
     assert_eq!(cancelled.trim(), "[]", "{cancelled}");
     tui.send("q");
     tui.wait_exit();
+}
+
+/// `rudder demo` over PostgreSQL in a pseudo-terminal: it seeds its
+/// incidents, its worker (a child process on the same URL) works them, a
+/// change by another process appears, and `q` ends it all.
+#[test]
+fn the_demo_over_postgres_runs_its_worker_and_shows_another_process() {
+    if !common::pg::available() {
+        return;
+    }
+    let url = common::pg::store_url();
+    // The worker's log goes to the working directory for a database URL.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut tui = Tui::spawn(
+        &["--store", &url, "demo", "--speed", "20"],
+        &[],
+        Some(dir.path()),
+    );
+    tui.wait_for("INC-1042");
+    tui.wait_for("running");
+    // The worker got on with it: a step of a diagnosis is shown.
+    tui.wait_for("step ");
+    let url = std::path::PathBuf::from(url);
+    cli(&url, &["create", "--title", "zeta-from-elsewhere"]);
+    tui.wait_for("zeta-from-elsewhere");
+    tui.send("q");
+    tui.wait_exit();
+    assert!(dir.path().join("rudder-demo.worker.log").is_file());
+    // Every incident is in the database, the worker's work with them.
+    let listed: Value = serde_json::from_str(&cli(&url, &["list", "--json"])).expect("JSON");
+    let tasks = listed.as_array().expect("an array");
+    assert_eq!(tasks.len(), 7, "{listed}");
+    assert!(
+        tasks.iter().any(|t| t["revision"].as_u64() > Some(1)),
+        "{listed}"
+    );
 }
 
 /// The TUI over a large SQLite store holds a window of rows: it shows the

@@ -244,6 +244,23 @@ fn unreadable_store_banner() {
     });
 }
 
+/// A database server gone (a restart under a deploy): the header and the
+/// banner say unreachable, not unreadable, and the last rows stay.
+#[test]
+fn unreachable_server_banner() {
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(fixture());
+            app.on_feed(unreachable_server(
+                "postgresql://rudder@db.internal:5432/rudder: cannot connect: connection refused (host db.internal port 5432, database \"rudder\")",
+            ));
+            let text = render(&mut app);
+            assert!(text.contains("✖ unreachable"), "{text}");
+            insta::assert_snapshot!(text);
+        }
+    });
+}
+
 #[test]
 fn paused_with_changes_pending() {
     each_store(|| {

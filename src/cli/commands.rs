@@ -529,16 +529,32 @@ fn migrate(store: &Store, json: bool) -> Result<(), CliError> {
         });
     };
     let found = pg.migrate()?;
+    // Tried again at every `migrate`: an administrator may have installed
+    // pg_trgm since.
+    let text_index_missing = pg.ensure_text_index()?;
     let now = crate::store::postgres::SCHEMA_VERSION;
     let answer = serde_json::json!({
         "store": store.location(),
         "schema_version_before": found,
         "schema_version": now,
+        "text_index": text_index_missing.is_none(),
+        "text_index_missing": text_index_missing,
     });
-    print_answer(json, &answer, || match found {
-        Some(v) if v == now => format!("the store is at schema version {now} already\n"),
-        Some(v) => format!("migrated the store from schema version {v} to {now}\n"),
-        None => format!("created the store's tables (schema version {now})\n"),
+    print_answer(json, &answer, || {
+        let mut out = match found {
+            Some(v) if v == now => format!("the store is at schema version {now} already\n"),
+            Some(v) => format!("migrated the store from schema version {v} to {now}\n"),
+            None => format!("created the store's tables (schema version {now})\n"),
+        };
+        out.push_str(&match &text_index_missing {
+            None => "the text filter is indexed (pg_trgm)\n".to_string(),
+            Some(why) => format!(
+                "the text filter is not indexed (it reads every task): {why}; an administrator's \
+                 `CREATE EXTENSION pg_trgm` in this database, then `rudder migrate` again, adds \
+                 the index\n"
+            ),
+        });
+        out
     })
 }
 
@@ -604,6 +620,18 @@ fn wait(
                 let read = match event {
                     FeedEvent::Unavailable(Unavailable::Missing) => {
                         return Err(vanished(&last, true));
+                    }
+                    // A database restarting under a deploy is waited out
+                    // (the timeout still bounds it): the feed resets when
+                    // the server is back, and the task is read again then.
+                    FeedEvent::Unavailable(Unavailable::Unreachable { message }) => {
+                        if announce {
+                            output::note(&format!(
+                                "rudder: {}; still waiting",
+                                output::sanitize_line(&message)
+                            ));
+                        }
+                        continue;
                     }
                     FeedEvent::Changes(changes) => {
                         let Some(change) = changes.last() else {

@@ -56,7 +56,7 @@ pub enum CliError {
         path.display(),
         last.status,
         last.revision,
-        if *store_gone { ", and the store file no longer exists" } else { "" }
+        if *store_gone { ", and the store itself no longer exists" } else { "" }
     )]
     Vanished {
         /// The task as last seen.

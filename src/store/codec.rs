@@ -77,9 +77,7 @@ impl<'de> serde::Deserialize<'de> for UniqueTasks {
                 let mut tasks = TaskMap::with_capacity(map.size_hint().unwrap_or(0));
                 while let Some(key) = map.next_key::<String>()? {
                     if tasks.contains_key(&key) {
-                        return Err(serde::de::Error::custom(format!(
-                            "the task id {key:?} appears twice"
-                        )));
+                        return Err(serde::de::Error::custom(repeated_id(&key)));
                     }
                     let task = map.next_value()?;
                     tasks.insert(key, task);
@@ -104,30 +102,42 @@ pub(super) fn decode_whole(path: &Path, bytes: &[u8]) -> Result<TaskMap, StoreEr
     }
     let tasks: TaskMap = serde_json::from_slice::<UniqueTasks>(bytes)
         .map(|u| u.0)
-        .map_err(|e| {
-            // serde_json's message ends with the position, which the error
-            // already states: keep it once.
-            let message = e.to_string();
-            let suffix = format!(" at line {} column {}", e.line(), e.column());
-            let message = message
-                .strip_suffix(&suffix)
-                .unwrap_or(&message)
-                .to_string();
-            corrupt(Some(e.line()), Some(e.column()), message)
-        })?;
+        .map_err(|e| corrupt_at(path, &e))?;
     for (key, task) in &tasks {
         if *key != task.task_id {
-            return Err(corrupt(
-                None,
-                None,
-                format!(
-                    "the entry {key:?} holds a task whose task_id is {:?}",
-                    task.task_id
-                ),
-            ));
+            return Err(corrupt(None, None, wrong_id(key, &task.task_id)));
         }
     }
     Ok(tasks)
+}
+
+/// The task id `id` repeated in the file: what the error says.
+pub(super) fn repeated_id(id: &str) -> String {
+    format!("the task id {id:?} appears twice")
+}
+
+/// The entry `key` holding the task `task_id`: what the error says.
+pub(super) fn wrong_id(key: &str, task_id: &str) -> String {
+    format!("the entry {key:?} holds a task whose task_id is {task_id:?}")
+}
+
+/// serde_json's verdict on the file at `path`, placed at its line and column.
+pub(super) fn corrupt_at(path: &Path, e: &serde_json::Error) -> StoreError {
+    // serde_json's message ends with the position, which the error already
+    // states: keep it once.
+    let message = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    let message = message.strip_suffix(&suffix).unwrap_or(&message);
+    let (line, column) = match e.line() {
+        0 => (None, None),
+        line => (Some(line), Some(e.column())),
+    };
+    StoreError::Corrupt {
+        location: Location::file(path),
+        line,
+        column,
+        message: message.to_string(),
+    }
 }
 
 /// Serialize the tasks the way the seed's Python store did: UTF-8, two-space

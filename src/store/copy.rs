@@ -1,10 +1,14 @@
 //! `rudder copy FROM TO`: every task of one store into another, in store
 //! order, all fields kept (history and unknown fields included).
 //!
-//! - Streaming: a database is read a page at a time and every store is
-//!   written in batches, so a million tasks are never held twice. (A JSON
-//!   file is read whole, once: that is how it is read anyway; its tasks are
-//!   moved out of it batch by batch.)
+//! - Streaming: a database is read a page at a time, a JSON file a buffer
+//!   at a time (src/store/stream.rs), and every store is written in
+//!   batches, so FROM's tasks are never all in memory (only a JSON TO,
+//!   which is written whole, holds them once).
+//! - Consistent: a JSON FROM is opened once and read twice through that
+//!   descriptor (one version of the file: writers rename a new one into
+//!   place), first to check every task, so that a FROM that does not read
+//!   is refused, with where it is wrong, before anything is written.
 //! - Idempotent: running it again (say, after an interruption) skips the
 //!   tasks already there, and brings forward those that changed in FROM
 //!   since (a higher revision).
@@ -15,8 +19,9 @@
 use serde::Serialize;
 
 use super::sqlite::CopyCounts;
+use super::stream::{FileStream, Revisions};
 use super::{AnyBackend, Backend, PageQuery, SortKey, Store, StoreError};
-use crate::task::{Task, TaskMap};
+use crate::task::Task;
 
 /// How many tasks one read (a page of a database) moves.
 pub const BATCH: usize = 1000;
@@ -43,21 +48,19 @@ impl CopyReport {
     }
 }
 
-/// Read FROM's tasks in store order, `BATCH` at a time.
+/// Read FROM's tasks in store order: a JSON file a run at a time (as many
+/// as its read buffer holds), a database `BATCH` at a time.
 fn for_each_batch(
     from: &Store<AnyBackend>,
-    whole: Option<TaskMap>,
+    file: Option<FileStream>,
     mut f: impl FnMut(Vec<Task>) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
-    if let Some(whole) = whole {
-        let mut batch = Vec::with_capacity(BATCH);
-        for task in whole.into_values() {
-            batch.push(task);
-            if batch.len() == BATCH {
-                f(std::mem::take(&mut batch))?;
-            }
-        }
-        return if batch.is_empty() { Ok(()) } else { f(batch) };
+    if let AnyBackend::File(_) = from.backend() {
+        return match file {
+            Some(mut stream) => stream.for_each_run(f),
+            // No file: nothing to copy.
+            None => Ok(()),
+        };
     }
     let mut after = None;
     loop {
@@ -95,11 +98,19 @@ pub fn copy(
         to: to.location(),
         reason,
     };
-    // A JSON file is read whole (that is how it is read anyway), once: the
-    // check below looks tasks up in it, and the copy moves them out of it.
-    let whole = match from.backend() {
-        AnyBackend::File(_) => Some(from.load()?),
-        _ => None,
+    // A JSON file is opened once (one version of it, whatever writers do
+    // meanwhile) and read through twice as a stream: first every task is
+    // checked, before anything is written, keeping each id's revision for
+    // the check below; then the tasks are copied.
+    let (file, revisions) = match from.backend() {
+        AnyBackend::File(backend) => match FileStream::open(backend)? {
+            Some(mut stream) => {
+                let revisions = stream.check()?;
+                (Some(stream), Some(revisions))
+            }
+            None => (None, Some(Revisions::new())),
+        },
+        _ => (None, None),
     };
     // First, without writing: every task TO holds must be FROM's, at the
     // same or an older revision.
@@ -143,8 +154,8 @@ pub fn copy(
                 }
                 Ok(())
             };
-            match &whole {
-                Some(tasks) => check(&|id| Ok(tasks.get(id).map(|t| t.revision)))?,
+            match &revisions {
+                Some(revisions) => check(&|id| Ok(revisions.get(id).copied()))?,
                 None => from
                     .backend()
                     .snapshot(&mut |src| check(&|id| Ok(src.get(id)?.map(|t| t.revision))))?,
@@ -178,13 +189,15 @@ pub fn copy(
         progress(report.total());
         Ok(())
     };
-    for_each_batch(from, whole, |batch| {
-        if pending.is_empty() && batch.len() >= write_batch {
+    for_each_batch(from, file, |batch| {
+        if pending.is_empty() && batch.len() == write_batch {
             return write(batch);
         }
         pending.extend(batch);
-        if pending.len() >= write_batch {
-            write(std::mem::take(&mut pending))?;
+        // A run of a file may be longer than a batch.
+        while pending.len() >= write_batch {
+            let rest = pending.split_off(write_batch);
+            write(std::mem::replace(&mut pending, rest))?;
         }
         Ok(())
     })?;

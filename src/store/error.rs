@@ -308,6 +308,23 @@ impl StoreError {
         }
     }
 
+    /// Whether this says the store's database server cannot be reached now
+    /// (down, restarting, the connection cut), rather than that the store is
+    /// wrong: worth waiting out.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            StoreError::Database {
+                action, message, ..
+            } => {
+                *action == "connect"
+                    || message.contains("error communicating with the server")
+                    || message.contains("connection closed")
+                    || message.contains("terminating connection")
+            }
+            _ => false,
+        }
+    }
+
     /// Where the store is, for the errors about the store itself.
     pub fn location(&self) -> Option<&Location> {
         match self {

@@ -27,7 +27,7 @@ use indexmap::IndexMap;
 
 use super::codec::{self, MAX_STORE_BYTES};
 use super::error::{Location, human_bytes};
-use super::fs::{FileMeta, Fs, Identity, LockFailure, LockGuard, ReadFile, RealFs};
+use super::fs::{FileMeta, Fs, Identity, LockFailure, LockGuard, ReadFile, ReadSeek, RealFs};
 use super::index::TaskIndex;
 use super::limits;
 use super::scan;
@@ -204,32 +204,59 @@ impl FileBackend {
         Ok(self.read_file()?.map(|r| r.bytes))
     }
 
+    /// [`FileBackend::read_bytes`] into `buf` (its allocation kept, for a
+    /// reader that reads the file again at every change): `None` when it
+    /// does not exist, else the identity of what was read, if known.
+    pub(super) fn read_bytes_into(
+        &self,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<Option<Identity>>, StoreError> {
+        self.check_link()?;
+        self.fs
+            .read_into(&self.target, self.max_bytes, buf)
+            .map_err(|e| self.read_error(e))
+    }
+
+    /// The identity of the store file now, if the file system tells it
+    /// (`None` for a missing file too).
+    pub(super) fn identity(&self) -> Option<Identity> {
+        self.fs.identity(&self.target).ok().flatten()
+    }
+
     /// [`FileBackend::read_bytes`], with the identity of what was read.
     fn read_file(&self) -> Result<Option<ReadFile>, StoreError> {
         self.check_link()?;
-        match self.fs.read_identified(&self.target, self.max_bytes) {
-            Ok(read) => Ok(read),
-            Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => Err(StoreError::Corrupt {
-                location: self.location(),
-                line: None,
-                column: None,
-                message: format!(
-                    "the file is larger than the {} a store may hold",
-                    human_bytes(self.max_bytes)
-                ),
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Err(StoreError::Corrupt {
-                location: self.location(),
-                line: None,
-                column: None,
-                message: e.to_string(),
-            }),
-            Err(e) => Err(StoreError::io(
-                self.location(),
-                &self.path,
-                "read the store",
-                e,
+        self.fs
+            .read_identified(&self.target, self.max_bytes)
+            .map_err(|e| self.read_error(e))
+    }
+
+    /// The file opened to be read a part at a time (a stable version of it:
+    /// writers rename a new file into place), refused as
+    /// [`FileBackend::read_bytes`] refuses it; `None` when it does not
+    /// exist.
+    pub(super) fn open_read(&self) -> Result<Option<Box<dyn ReadSeek>>, StoreError> {
+        self.check_link()?;
+        self.fs
+            .open_read(&self.target, self.max_bytes)
+            .map_err(|e| self.read_error(e))
+    }
+
+    /// What a failed read of the store is.
+    fn read_error(&self, e: std::io::Error) -> StoreError {
+        let corrupt = |message| StoreError::Corrupt {
+            location: self.location(),
+            line: None,
+            column: None,
+            message,
+        };
+        match e.kind() {
+            std::io::ErrorKind::FileTooLarge => corrupt(format!(
+                "the file is larger than the {} a store may hold",
+                human_bytes(self.max_bytes)
             )),
+            std::io::ErrorKind::InvalidInput => corrupt(e.to_string()),
+            _ => StoreError::io(self.location(), &self.path, "read the store", e),
         }
     }
 

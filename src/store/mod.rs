@@ -24,6 +24,9 @@ pub mod query;
 mod report;
 mod scan;
 pub mod sqlite;
+mod stream;
+#[cfg(test)]
+mod tricky;
 mod txn;
 pub mod url;
 
@@ -38,7 +41,7 @@ use serde_json::Value;
 pub use codec::{MAX_STORE_BYTES, decode, encode};
 pub use error::{Location, StoreError, human_bytes};
 pub use file::{DEFAULT_LOCK_TIMEOUT, FileBackend, TaskDigest, parse_max_bytes};
-pub use file_rows::FileRows;
+pub use file_rows::{FileRows, RowChange};
 pub use index::Summary;
 pub use limits::{MAX_VALUE_DEPTH, RESERVED_KEY, check_value};
 pub use postgres::PostgresBackend;

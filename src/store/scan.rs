@@ -19,11 +19,11 @@ pub(super) type RawEntry<'a> = (Cow<'a, str>, &'a str);
 pub(super) type Runs<'a, R> = Vec<Vec<(Cow<'a, str>, &'a str, R)>>;
 
 /// JSON's four whitespace bytes, exactly those serde_json skips.
-fn is_ws(b: u8) -> bool {
+pub(super) fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\n' | b'\t' | b'\r')
 }
 
-fn skip_ws(b: &[u8], mut i: usize) -> usize {
+pub(super) fn skip_ws(b: &[u8], mut i: usize) -> usize {
     while i < b.len() && is_ws(b[i]) {
         i += 1;
     }
@@ -32,7 +32,7 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 
 /// `b[i]` is the opening quote of a string: the index just after its closing
 /// quote. Escapes are skipped, not checked (serde_json checks them later).
-fn skip_str(b: &[u8], mut i: usize) -> Option<usize> {
+pub(super) fn skip_str(b: &[u8], mut i: usize) -> Option<usize> {
     i += 1;
     loop {
         // Eight bytes at a time while none of them can end the string or
@@ -197,6 +197,15 @@ pub(super) fn parse_one<'a, T: serde::Deserialize<'a>>(text: &'a str) -> Option<
     Some((value, values.byte_offset()))
 }
 
+/// [`parse_one`] of bytes (which serde_json checks are UTF-8 as it goes).
+pub(super) fn parse_one_bytes<'a, T: serde::Deserialize<'a>>(
+    bytes: &'a [u8],
+) -> Option<(T, usize)> {
+    let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<T>();
+    let value = values.next()?.ok()?;
+    Some((value, values.byte_offset()))
+}
+
 /// [`split`], reading every value with `f` (see [`entries_from`]; for
 /// example [`parse_one`]), spread over the available cores: the text is cut
 /// where a line seems to start a top-level key (`\n  "`, as rudder writes
@@ -268,7 +277,7 @@ pub(super) fn split_map<'a, R: Send>(
 }
 
 /// The text of a quoted key, unescaped; `None` if it is not a valid JSON string.
-fn key(quoted: &str) -> Option<Cow<'_, str>> {
+pub(super) fn key(quoted: &str) -> Option<Cow<'_, str>> {
     let inner = &quoted[1..quoted.len() - 1];
     if inner.bytes().all(|c| c >= 0x20 && c != b'\\') {
         Some(Cow::Borrowed(inner))

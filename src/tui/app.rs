@@ -56,6 +56,9 @@ pub enum WatchState {
     Missing,
     /// The file cannot be read or parsed; the last good tasks stay shown.
     Unreadable(String),
+    /// The database server cannot be reached; the last good tasks stay
+    /// shown and writes are refused until it is back.
+    Unreachable(String),
 }
 
 /// The order of the table (waiting tasks always come first).
@@ -504,6 +507,9 @@ impl App {
             FeedEvent::Unavailable(Unavailable::Unreadable { message }) => {
                 self.watch = WatchState::Unreadable(crate::text::sanitize(&message).into_owned());
             }
+            FeedEvent::Unavailable(Unavailable::Unreachable { message }) => {
+                self.watch = WatchState::Unreachable(crate::text::sanitize(&message).into_owned());
+            }
         }
         self.prune_marks();
         // The store changed (or is gone): count again.
@@ -593,8 +599,12 @@ impl App {
         let w = match window::fetch(&*source, &view, &anchor, side) {
             Ok(w) => w,
             Err(e) => {
-                self.watch =
-                    WatchState::Unreadable(crate::text::sanitize(&e.to_string()).into_owned());
+                let reason = crate::text::sanitize(&e.to_string()).into_owned();
+                self.watch = if e.is_unreachable() {
+                    WatchState::Unreachable(reason)
+                } else {
+                    WatchState::Unreadable(reason)
+                };
                 return;
             }
         };

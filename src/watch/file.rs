@@ -9,7 +9,7 @@ use indexmap::IndexMap;
 use super::{Catchup, FeedSource, MAX_BATCH, ResetReason, TaskChange, Unavailable, Wake};
 use std::sync::Arc;
 
-use crate::store::{FileBackend, FileRows, StoreError, TaskDigest};
+use crate::store::{FileBackend, FileRows, RowChange, StoreError, TaskDigest};
 
 /// What identifies one version of the file cheaply.
 type Stamp = Option<(u64, u64, SystemTime)>;
@@ -36,8 +36,11 @@ pub struct FileSource {
     stamp: Stamp,
     reads: u64,
     /// The rows a reader pages through, read again by the feed itself at
-    /// each change (one read of the file serves both).
+    /// each change (one read of the file serves both), which then tell
+    /// what changed (`known` is not kept).
     rows: Option<Arc<FileRows>>,
+    /// Whether the rows had a good read.
+    started: bool,
 }
 
 impl FileSource {
@@ -50,6 +53,7 @@ impl FileSource {
             stamp: None,
             reads: 0,
             rows: None,
+            started: false,
         }
     }
 
@@ -67,9 +71,6 @@ impl FileSource {
     /// task in full (and of every task, only those whose text changed since
     /// the last read); `None` when the file does not exist.
     fn read(&self) -> Result<Option<IndexMap<String, Known>>, StoreError> {
-        if let Some(rows) = &self.rows {
-            return rows.refresh();
-        }
         let Some(id) = self.task.as_deref() else {
             let empty = IndexMap::new();
             return self.backend.digests(self.known.as_ref().unwrap_or(&empty));
@@ -94,6 +95,33 @@ impl FileSource {
             Ok(())
         })?;
         Ok(existed.then_some(now))
+    }
+}
+
+impl FileSource {
+    /// The catch-up of a good read of the rows, which found `changes`.
+    fn changes(&mut self, changes: Vec<RowChange>) -> Catchup {
+        if !std::mem::replace(&mut self.started, true) {
+            return Catchup::Reset(ResetReason::Start);
+        }
+        if changes.len() > MAX_BATCH {
+            return Catchup::Reset(ResetReason::Overflow);
+        }
+        Catchup::Changes(
+            changes
+                .into_iter()
+                .map(|c| {
+                    let now = c.after.or(c.before).expect("a digest on one side");
+                    TaskChange {
+                        task_id: c.task_id,
+                        revision: now.revision,
+                        from: c.before.map(|b| b.status),
+                        to: c.after.map(|a| a.status),
+                        at: c.after.and_then(|a| a.updated_at),
+                    }
+                })
+                .collect(),
+        )
     }
 }
 
@@ -145,6 +173,16 @@ impl FeedSource for FileSource {
     fn catch_up(&mut self) -> Catchup {
         self.reads += 1;
         self.stamp = stamp(self.backend.target());
+        if let Some(rows) = &self.rows {
+            // The rows tell what changed since their last good read.
+            return match rows.refresh() {
+                Ok(Some(changes)) => self.changes(changes),
+                Ok(None) => Catchup::Unavailable(Unavailable::Missing),
+                Err(e) => Catchup::Unavailable(Unavailable::Unreadable {
+                    message: e.to_string(),
+                }),
+            };
+        }
         let new = match self.read() {
             Ok(Some(new)) => new,
             // The last good state is kept: a store that comes back is
@@ -167,7 +205,8 @@ impl FeedSource for FileSource {
     }
 
     fn reads(&self) -> u64 {
-        self.reads
+        // The rows skip a read of a file they know unchanged.
+        self.rows.as_ref().map_or(self.reads, |r| r.reads())
     }
 }
 

@@ -91,8 +91,11 @@ pub enum ResetReason {
 pub enum Unavailable {
     /// The store does not exist (yet, or any more).
     Missing,
-    /// It exists but cannot be read or parsed, or the database is down.
+    /// It exists but cannot be read or parsed.
     Unreadable { message: String },
+    /// Its database server cannot be reached now (stopped, restarting, the
+    /// network): a `reset` follows when it is back.
+    Unreachable { message: String },
 }
 
 /// One thing the feed observed.

@@ -3,8 +3,8 @@
 //! `PostgresBackend::listen`: every commit notifies, and so does the
 //! listener when it connects again), with `max(seq)` as the safety net.
 //! The cursor is safe in commit order (see `store/postgres/txn.rs`). A
-//! server that cannot be reached is "store unreachable: …"; when it is
-//! back, the loop reports a reset and the changes since.
+//! server that cannot be reached is [`Unavailable::Unreachable`]; when it
+//! is back, the loop reports a reset and the changes since.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,8 +20,6 @@ pub struct PostgresSource {
     /// The last change reported, in the changes table it was read from
     /// (its oid: a store dropped and created again is another table).
     cursor: Option<(i64, i64)>,
-    /// The last `max(seq)` the safety net saw.
-    last: Option<(i64, i64)>,
     reads: u64,
 }
 
@@ -32,7 +30,6 @@ impl PostgresSource {
             backend: PostgresBackend::new(url),
             task,
             cursor: None,
-            last: None,
             reads: 0,
         }
     }
@@ -49,23 +46,12 @@ impl Drop for Listening {
 
 /// A failure to read, as the feed reports it.
 fn unavailable(e: &StoreError) -> Catchup {
-    let unreachable = match e {
-        StoreError::Database {
-            action, message, ..
-        } => {
-            *action == "connect"
-                || message.contains("error communicating with the server")
-                || message.contains("connection closed")
-                || message.contains("terminating connection")
-        }
-        _ => false,
-    };
-    let message = if unreachable {
-        format!("store unreachable: {e}")
+    let message = e.to_string();
+    Catchup::Unavailable(if e.is_unreachable() {
+        Unavailable::Unreachable { message }
     } else {
-        e.to_string()
-    };
-    Catchup::Unavailable(Unavailable::Unreadable { message })
+        Unavailable::Unreadable { message }
+    })
 }
 
 impl FeedSource for PostgresSource {
@@ -88,8 +74,13 @@ impl FeedSource for PostgresSource {
 
     fn may_have_changed(&mut self) -> bool {
         self.backend.forget_schema();
+        // Against the cursor (what the reader was last told), not against
+        // the previous look: a store dropped before the first look would
+        // otherwise read "missing" twice, as "no change", and never be
+        // reported (`rudder wait` waited to its timeout). The cursor's
+        // `seq` is the table's last one whatever the task filter.
         match self.backend.last_change_at() {
-            Ok(now) => std::mem::replace(&mut self.last, now) != now || self.cursor.is_none(),
+            Ok(now) => now != self.cursor,
             Err(_) => true,
         }
     }

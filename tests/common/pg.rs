@@ -104,6 +104,8 @@ pub struct Cluster {
     watchdog: Option<std::process::Child>,
     /// Whether the server fsyncs (benchmarks); off for tests.
     fsync: bool,
+    /// The superuser's password, when TCP connections need one.
+    password: Option<String>,
 }
 
 /// The cluster shared by the tests of this process (started on first use).
@@ -121,6 +123,18 @@ fn as_server_user(program: &Path) -> Command {
     } else {
         Command::new(program)
     }
+}
+
+/// Give `path` to the server's user (when running as root, the server
+/// runs as `postgres` and must read it).
+fn chown_to_server_user(path: &Path) -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let mut c = Command::new("chown");
+        c.arg("postgres:").arg(path);
+        run(c, "chown to the server's user")?;
+    }
+    Ok(())
 }
 
 fn free_port() -> u16 {
@@ -149,46 +163,58 @@ fn run(mut c: Command, what: &str) -> Result<(), String> {
 impl Cluster {
     /// `initdb` and start a new cluster (fsync off: see `start_server`).
     pub fn start() -> Result<Cluster, String> {
-        Cluster::start_with(false)
+        Cluster::start_with(false, None)
     }
 
     /// A new cluster whose server fsyncs every commit, as a real one does
     /// (for benchmarks).
     pub fn start_durable() -> Result<Cluster, String> {
-        Cluster::start_with(true)
+        Cluster::start_with(true, None)
     }
 
-    fn start_with(fsync: bool) -> Result<Cluster, String> {
+    /// A new cluster whose TCP connections need a password (SCRAM-SHA-256,
+    /// `password` for the superuser; roles made later get their own); its
+    /// unix socket still trusts, so the helpers here connect as before.
+    pub fn start_with_password(password: &str) -> Result<Cluster, String> {
+        Cluster::start_with(false, Some(password))
+    }
+
+    fn start_with(fsync: bool, password: Option<&str>) -> Result<Cluster, String> {
         let bin = bindir().ok_or("no PostgreSQL binaries")?;
         let root = tempfile::Builder::new()
             .prefix("rudder-pg-")
             .tempdir()
             .map_err(|e| e.to_string())?;
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            run(
-                {
-                    let mut c = Command::new("chown");
-                    c.arg("postgres:").arg(root.path());
-                    c
-                },
-                "chown the cluster dir",
-            )?;
-        }
+        chown_to_server_user(root.path())?;
         let data = root.path().join("data");
         let mut initdb = as_server_user(&bin.join("initdb"));
         initdb
             .arg("-D")
             .arg(&data)
-            .args(["-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--no-sync"])
+            .args(["-U", SUPERUSER, "-E", "UTF8", "--no-sync"])
             .args(["--no-instructions", "--locale=C"]);
+        let pwfile = root.path().join("pwfile");
+        match password {
+            None => {
+                initdb.arg("--auth=trust");
+            }
+            Some(pw) => {
+                std::fs::write(&pwfile, pw).map_err(|e| format!("write the pwfile: {e}"))?;
+                chown_to_server_user(&pwfile)?;
+                initdb
+                    .args(["--auth-local=trust", "--auth-host=scram-sha-256"])
+                    .arg(format!("--pwfile={}", pwfile.display()));
+            }
+        }
         run(initdb, "initdb")?;
+        let _ = std::fs::remove_file(&pwfile);
         let mut cluster = Cluster {
             root,
             bin,
             port: 0,
             watchdog: None,
             fsync,
+            password: password.map(str::to_string),
         };
         cluster.watchdog = Some(cluster.spawn_watchdog()?);
         // A port found free may be taken before the server binds it.
@@ -279,9 +305,18 @@ impl Cluster {
         )
     }
 
-    /// The URL of database `db` over TCP on 127.0.0.1.
+    /// The URL of database `db` over TCP on 127.0.0.1 (as the superuser,
+    /// with its password if the cluster has one).
     pub fn tcp_url(&self, db: &str) -> String {
-        format!("postgres://{SUPERUSER}@127.0.0.1:{}/{db}", self.port)
+        let password = self
+            .password
+            .as_ref()
+            .map(|p| format!(":{}", encode(p)))
+            .unwrap_or_default();
+        format!(
+            "postgres://{SUPERUSER}{password}@127.0.0.1:{}/{db}",
+            self.port
+        )
     }
 
     /// A superuser connection to the `postgres` database.
@@ -330,28 +365,44 @@ impl Cluster {
     /// connections without it (so a connection that works used TLS).
     /// Restarts the server.
     pub fn enable_tls(&self, cert_pem: &str, key_pem: &str) {
+        self.serve_tls(cert_pem, key_pem, None);
+    }
+
+    /// [`Cluster::enable_tls`], and TCP connections authenticated by a
+    /// client certificate that `client_ca_pem` signed, whose common name
+    /// is the role (`pg_hba.conf` method `cert`).
+    pub fn require_client_certificates(&self, cert_pem: &str, key_pem: &str, client_ca_pem: &str) {
+        self.serve_tls(cert_pem, key_pem, Some(client_ca_pem));
+    }
+
+    fn serve_tls(&self, cert_pem: &str, key_pem: &str, client_ca_pem: Option<&str>) {
         let data = self.data();
         let write = |name: &str, text: &str, mode: u32| {
             use std::os::unix::fs::PermissionsExt;
             let path = data.join(name);
             std::fs::write(&path, text).expect("write a TLS file");
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
-            // SAFETY: geteuid has no preconditions.
-            if unsafe { libc::geteuid() } == 0 {
-                let mut c = Command::new("chown");
-                c.arg("postgres:").arg(&path);
-                run(c, "chown a TLS file").expect("chown");
-            }
+            chown_to_server_user(&path).expect("chown a TLS file");
         };
         write("server.crt", cert_pem, 0o644);
         write("server.key", key_pem, 0o600);
         let conf = data.join("postgresql.conf");
         let mut text = std::fs::read_to_string(&conf).expect("postgresql.conf");
         text.push_str("\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n");
+        let method = match client_ca_pem {
+            Some(ca) => {
+                write("client_ca.crt", ca, 0o644);
+                text.push_str("ssl_ca_file = 'client_ca.crt'\n");
+                "cert"
+            }
+            None => "trust",
+        };
         std::fs::write(&conf, text).expect("write postgresql.conf");
-        let hba = "local all all trust\n\
-                   hostssl all all 127.0.0.1/32 trust\n\
-                   hostnossl all all 127.0.0.1/32 reject\n";
+        let hba = format!(
+            "local all all trust\n\
+             hostssl all all 127.0.0.1/32 {method}\n\
+             hostnossl all all 127.0.0.1/32 reject\n"
+        );
         std::fs::write(data.join("pg_hba.conf"), hba).expect("write pg_hba.conf");
         self.stop_immediate();
         self.start_server().expect("restart with TLS");

@@ -339,6 +339,13 @@ pub fn unreadable(message: &str) -> StoreUpdate {
     }))
 }
 
+/// The feed's event for a database server that cannot be reached.
+pub fn unreachable_server(message: &str) -> StoreUpdate {
+    StoreUpdate::Feed(FeedEvent::Unavailable(Unavailable::Unreachable {
+        message: message.into(),
+    }))
+}
+
 /// An app at [`now`] over a store holding `tasks`.
 pub fn app_with(tasks: TaskMap) -> App {
     Fixture::new(tasks).app()

@@ -14,6 +14,11 @@ use std::time::Duration;
 pub use real::RealFs;
 pub use sim::{CrashMode, FsCall, SimFs};
 
+/// A file being read a part at a time (see [`Fs::open_read`]).
+pub trait ReadSeek: io::Read + io::Seek + Send {}
+
+impl<T: io::Read + io::Seek + Send> ReadSeek for T {}
+
 /// A temporary file being written.
 pub trait FsFile: Send {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()>;
@@ -164,6 +169,36 @@ pub trait Fs: Send + Sync {
     }
     /// [`Fs::read`], with the identity of what was read.
     fn read_identified(&self, path: &Path, limit: u64) -> io::Result<Option<ReadFile>>;
+    /// [`Fs::read_identified`] into `buf` (emptied first, its allocation
+    /// kept: for a reader that reads one large file again and again): `None`
+    /// if the file does not exist, else the identity of what was read.
+    fn read_into(
+        &self,
+        path: &Path,
+        limit: u64,
+        buf: &mut Vec<u8>,
+    ) -> io::Result<Option<Option<Identity>>> {
+        buf.clear();
+        Ok(self.read_identified(path, limit)?.map(|r| {
+            *buf = r.bytes;
+            r.identity
+        }))
+    }
+    /// The identity of the file at `path` now, `None` if it does not exist
+    /// or the file system has no such thing.
+    fn identity(&self, _path: &Path) -> io::Result<Option<Identity>> {
+        Ok(None)
+    }
+    /// The file opened for reading a part at a time, refused as
+    /// [`Fs::read`] refuses it; `None` if it does not exist. Writers
+    /// replace the file by a rename, never change it in place, so what the
+    /// descriptor reads is one version of it, however long that takes.
+    /// (By default it is read whole into memory first.)
+    fn open_read(&self, path: &Path, limit: u64) -> io::Result<Option<Box<dyn ReadSeek>>> {
+        Ok(self
+            .read_identified(path, limit)?
+            .map(|r| Box::new(io::Cursor::new(r.bytes)) as Box<dyn ReadSeek>))
+    }
     /// The verified store identity the lock file at `lock` records (see
     /// [`HeldLock::recorded`]), read without taking the lock: for readers,
     /// to whom a record is as good a proof as to a writer.

@@ -7,7 +7,7 @@ use std::os::unix::fs::{
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::{FileMeta, Fs, FsFile, HeldLock, Identity, LockFailure, LockGuard, ReadFile};
+use super::{FileMeta, Fs, FsFile, HeldLock, Identity, LockFailure, LockGuard, ReadFile, ReadSeek};
 
 /// The real file system.
 #[derive(Debug, Default, Clone, Copy)]
@@ -101,33 +101,70 @@ fn identity(m: &fs::Metadata) -> Identity {
 /// `O_NONBLOCK`: opening a FIFO must never wait for a writer to appear.
 const OPEN_FLAGS: i32 = libc::O_NONBLOCK | libc::O_CLOEXEC;
 
+/// The regular file at `path` opened for reading, and its length; `None`
+/// if it does not exist. Checked on the open descriptor, so nothing can be
+/// swapped in between: a device is never read, a FIFO never waited on.
+fn open_regular(path: &Path, limit: u64) -> io::Result<Option<(File, u64)>> {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(OPEN_FLAGS)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(not_regular(&meta, "the store"));
+    }
+    let len = meta.len();
+    if len > limit {
+        return Err(io::Error::from(io::ErrorKind::FileTooLarge));
+    }
+    Ok(Some((file, len)))
+}
+
 impl Fs for RealFs {
     fn read_identified(&self, path: &Path, limit: u64) -> io::Result<Option<ReadFile>> {
-        let file = match OpenOptions::new()
-            .read(true)
-            .custom_flags(OPEN_FLAGS)
-            .open(path)
-        {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
+        let Some((file, len)) = open_regular(path, limit)? else {
+            return Ok(None);
         };
-        let meta = file.metadata()?;
-        // Checked on the open descriptor, so nothing can be swapped in
-        // between: a device is never read, a FIFO never waited on.
-        if !meta.file_type().is_file() {
-            return Err(not_regular(&meta, "the store"));
-        }
-        let len = meta.len();
-        if len > limit {
-            return Err(io::Error::from(io::ErrorKind::FileTooLarge));
-        }
-        let mut bytes = Vec::with_capacity(len.min(limit) as usize + 1);
+        let mut bytes = Vec::with_capacity(len as usize + 1);
         let mut file = file.take(limit + 1);
         file.read_to_end(&mut bytes)?;
         // After reading: a change made while we read shows here.
         let identity = Some(identity(&file.into_inner().metadata()?));
         Ok(Some(ReadFile { bytes, identity }))
+    }
+
+    fn read_into(
+        &self,
+        path: &Path,
+        limit: u64,
+        buf: &mut Vec<u8>,
+    ) -> io::Result<Option<Option<Identity>>> {
+        buf.clear();
+        let Some((file, len)) = open_regular(path, limit)? else {
+            return Ok(None);
+        };
+        buf.reserve(len as usize + 1);
+        let mut file = file.take(limit + 1);
+        file.read_to_end(buf)?;
+        // After reading: a change made while we read shows here.
+        Ok(Some(Some(identity(&file.into_inner().metadata()?))))
+    }
+
+    fn identity(&self, path: &Path) -> io::Result<Option<Identity>> {
+        match fs::metadata(path) {
+            Ok(m) => Ok(Some(identity(&m))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn open_read(&self, path: &Path, limit: u64) -> io::Result<Option<Box<dyn ReadSeek>>> {
+        Ok(open_regular(path, limit)?.map(|(file, _)| Box::new(file) as Box<dyn ReadSeek>))
     }
 
     fn recorded(&self, lock: &Path) -> Option<Identity> {

@@ -181,6 +181,17 @@ impl PostgresBackend {
                     m.push_str(": ");
                     m.push_str(d);
                 }
+                // Who is refused where: the URL may not say (a socket
+                // directory, the PG* variables), and the user must know
+                // which server and database to fix.
+                let code = db.code().code();
+                if action == "connect"
+                    || code.starts_with("28")
+                    || *db.code() == SqlState::INVALID_CATALOG_NAME
+                    || *db.code() == SqlState::INSUFFICIENT_PRIVILEGE
+                {
+                    m = format!("{m} ({})", self.target());
+                }
                 match *db.code() {
                     SqlState::QUERY_CANCELED => format!(
                         "{m}; gave up after the lock timeout ({}, $RUDDER_LOCK_TIMEOUT)",
@@ -214,8 +225,10 @@ impl PostgresBackend {
         }
     }
 
-    /// Connect and set the session up.
-    fn connect(&self) -> Result<Conn, StoreError> {
+    /// Connect and set the session up; the error says whether trying
+    /// again may help (a server restarting may; a wrong password, an
+    /// unknown role or database will not).
+    fn connect(&self) -> Result<Conn, (StoreError, Retry)> {
         Ok(Conn {
             client: self.connect_as("rudder")?,
             statements: HashMap::new(),
@@ -225,14 +238,14 @@ impl PostgresBackend {
 
     /// A new connection named `name` (`application_name`, unless the URL
     /// names one), its timeouts set.
-    fn connect_as(&self, name: &str) -> Result<Client, StoreError> {
-        let settings = self
-            .url
-            .connect_config()
-            .map_err(|e| StoreError::NotAStore {
+    fn connect_as(&self, name: &str) -> Result<Client, (StoreError, Retry)> {
+        let settings = self.url.connect_config().map_err(|e| {
+            let e = StoreError::NotAStore {
                 location: self.location(),
                 message: e.to_string(),
-            })?;
+            };
+            (e, Retry::No)
+        })?;
         let mut config = settings.config.clone();
         let bound = self.lock_timeout.max(Duration::from_secs(1));
         if config.get_connect_timeout().is_none_or(|t| *t > bound) {
@@ -261,16 +274,31 @@ impl PostgresBackend {
             SslMode::Prefer => postgres::config::SslMode::Prefer,
             _ => postgres::config::SslMode::Require,
         });
-        let connector = tls::connector(mode, settings.root_cert.as_deref()).map_err(|message| {
-            StoreError::Database {
-                location: self.location(),
-                action: "connect",
-                message,
-            }
-        })?;
+        let client_cert = settings
+            .client_cert
+            .as_ref()
+            .map(|(c, k)| (c.as_path(), k.as_path()));
+        let connector = tls::connector(mode, settings.root_cert.as_deref(), client_cert).map_err(
+            |message| {
+                let e = StoreError::Database {
+                    location: self.location(),
+                    action: "connect",
+                    message,
+                };
+                (e, Retry::No)
+            },
+        )?;
+        let classified = |action, e: postgres::Error| {
+            let retry = if tls::refused(&e) {
+                Retry::No
+            } else {
+                transient(&e).0
+            };
+            (self.error(action, &e), retry)
+        };
         let mut client = config
             .connect(connector)
-            .map_err(|e| self.error("connect", &e))?;
+            .map_err(|e| classified("connect", e))?;
         let ms = self.lock_timeout.as_millis().clamp(1, i32::MAX as u128);
         client
             .batch_execute(&format!(
@@ -278,7 +306,7 @@ impl PostgresBackend {
                  SET idle_in_transaction_session_timeout = {}",
                 (ms * 2).min(i32::MAX as u128)
             ))
-            .map_err(|e| self.error("set up the session", &e))?;
+            .map_err(|e| classified("set up the session", e))?;
         Ok(client)
     }
 
@@ -293,8 +321,9 @@ impl PostgresBackend {
             *slot = None;
         }
         if slot.is_none() {
-            // Nothing was sent: a failed connect may be tried again.
-            *slot = Some(Box::new(self.connect().map_err(|e| (e, Retry::Safe))?));
+            // Nothing was sent: a failed connect may be tried again, if
+            // trying again can help.
+            *slot = Some(Box::new(self.connect()?));
         }
         let conn = slot.as_mut().expect("connected above");
         match f(conn) {
@@ -393,7 +422,8 @@ impl PostgresBackend {
                 if version.is_none() {
                     return Ok(None);
                 }
-                let txn = PgTxn::new(tx, statements, self, false);
+                let mut txn = PgTxn::new(tx, statements, self, false);
+                txn.set_schema(version.unwrap_or(schema::VERSION));
                 let out = f(&txn);
                 let failure = txn.failure();
                 match out {
@@ -464,6 +494,23 @@ impl PostgresBackend {
             })
         })?;
         Ok(found.flatten())
+    }
+
+    /// Make the text filter's trigram index if it is missing (`rudder
+    /// migrate`, after [`PostgresBackend::migrate`]): `None` once it is
+    /// there, else why it could not be made (see `schema.rs`).
+    pub fn ensure_text_index(&self) -> Result<Option<String>, StoreError> {
+        off_runtime(|| {
+            self.with_conn(|conn| {
+                let fail =
+                    |e: postgres::Error| classify(self.error("create the text index", &e), &e);
+                let mut tx = conn.client.transaction().map_err(fail)?;
+                let why = schema::ensure_text_index(&mut tx).map_err(fail)?;
+                tx.commit().map_err(fail)?;
+                Ok(why)
+            })
+            .map_err(|(e, _)| e)
+        })
     }
 
     fn write(
@@ -559,6 +606,7 @@ pub(crate) fn transient(e: &postgres::Error) -> (Retry, bool) {
             if *c == SqlState::ADMIN_SHUTDOWN
                 || *c == SqlState::CRASH_SHUTDOWN
                 || *c == SqlState::CANNOT_CONNECT_NOW
+                || *c == SqlState::TOO_MANY_CONNECTIONS
                 || c.code().starts_with("08") =>
         {
             (Retry::Safe, true)

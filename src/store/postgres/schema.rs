@@ -44,8 +44,21 @@ pub const CHANNEL: &str = "rudder_changes";
 /// - `rudder_changes`: one row per change of a task, in commit order, for
 ///   the change feed, with the task's `updated_at` as written (`at`; none
 ///   for a removal).
-pub const MIGRATIONS: &[&str] = &[
-    r#"
+///
+/// Version 2: the working tasks by lease, so that the TUI's count of
+/// stalled tasks (`lease_expires_at <= now`, asked once a second) is a
+/// range of an index, not a walk over every working task.
+///
+/// Version 3 is for the TUI's pages and text filter: the indexes of the
+/// orders are remade `NULLS FIRST`, the order `query::compare` uses (a
+/// default index, `NULLS LAST`, serves neither that order nor its reverse,
+/// so a page walking backwards read the whole table), and `status_message`
+/// becomes a column, generated from the document (so no writer has to
+/// know it), for the text filter; [`ensure_text_index`] adds a trigram
+/// index over the filter's columns when `pg_trgm` can be had.
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3];
+
+const V1: &str = r#"
 CREATE TABLE rudder_tasks (
     seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     task_id text COLLATE "C" NOT NULL UNIQUE,
@@ -79,14 +92,29 @@ CREATE TABLE rudder_changes (
     status_after text,
     at text
 );
-"#,
-    // Version 2: the working tasks by lease, so that the TUI's count of
-    // stalled tasks (`lease_expires_at <= now`, asked once a second) is a
-    // range of this index, not a walk over every working task.
-    r#"
+"#;
+
+const V2: &str = r#"
 CREATE INDEX rudder_tasks_by_status_lease ON rudder_tasks (status, lease_expires_at);
-"#,
-];
+"#;
+
+const V3: &str = r#"
+ALTER TABLE rudder_tasks ADD COLUMN status_message text COLLATE "C"
+    GENERATED ALWAYS AS (doc::json ->> 'status_message') STORED;
+DROP INDEX rudder_tasks_by_status_updated, rudder_tasks_by_updated,
+    rudder_tasks_by_created, rudder_tasks_by_title;
+CREATE INDEX rudder_tasks_by_status_updated
+    ON rudder_tasks (status, updated_at NULLS FIRST, task_id);
+CREATE INDEX rudder_tasks_by_updated ON rudder_tasks (updated_at NULLS FIRST, task_id);
+CREATE INDEX rudder_tasks_by_created ON rudder_tasks (created_at NULLS FIRST, task_id);
+CREATE INDEX rudder_tasks_by_title ON rudder_tasks (title NULLS FIRST, task_id);
+"#;
+
+/// The version that gave the text filter its column and index.
+pub const TEXT_VERSION: i32 = 3;
+
+/// The trigram index of the text filter (see [`ensure_text_index`]).
+pub const TEXT_INDEX: &str = "rudder_tasks_by_text";
 
 /// The schema version this rudder writes.
 pub const VERSION: i32 = MIGRATIONS.len() as i32;
@@ -128,6 +156,7 @@ pub fn migrate(tx: &mut Transaction<'_>) -> Result<i32, postgres::Error> {
                  version integer NOT NULL)",
         )?;
     }
+    let text_index_wanted = from < TEXT_VERSION;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(from.max(0) as usize) {
         tx.batch_execute(sql)?;
         let v = i as i32 + 1;
@@ -137,5 +166,66 @@ pub fn migrate(tx: &mut Transaction<'_>) -> Result<i32, postgres::Error> {
             &[&v],
         )?;
     }
+    if text_index_wanted {
+        // Without it the filter is still right, only not indexed.
+        ensure_text_index(tx)?;
+    }
     Ok(from)
+}
+
+/// Make the trigram index of the text filter if it is not there: a GIN
+/// index (`pg_trgm`'s `gin_trgm_ops`) over the id, title, key and status
+/// message, which the filter's `ILIKE '%…%'` arms use. `pg_trgm` is a
+/// trusted extension (PostgreSQL 13 and later): a role with `CREATE` on
+/// the database may install it; otherwise (or where the extension is not
+/// installed on the server) the index is left out and the reason returned
+/// (`Some`): the filter then reads every row, and an administrator's
+/// `CREATE EXTENSION pg_trgm` followed by `rudder migrate` adds the index.
+/// Runs under the migration lock, in a savepoint, so that a refusal
+/// leaves the caller's transaction as it was.
+pub fn ensure_text_index(tx: &mut Transaction<'_>) -> Result<Option<String>, postgres::Error> {
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATE_LOCK])?;
+    let present: bool = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_indexes \
+             WHERE schemaname = current_schema() AND indexname = $1)",
+            &[&TEXT_INDEX],
+        )?
+        .get(0);
+    if present {
+        return Ok(None);
+    }
+    let mut savepoint = tx.savepoint("rudder_text_index")?;
+    match create_text_index(&mut savepoint) {
+        Ok(()) => {
+            savepoint.commit()?;
+            Ok(None)
+        }
+        Err(e) => {
+            savepoint.rollback()?;
+            Ok(Some(match e.as_db_error() {
+                Some(db) => format!("{} ({})", db.message(), db.code().code()),
+                None => e.to_string(),
+            }))
+        }
+    }
+}
+
+fn create_text_index(tx: &mut Transaction<'_>) -> Result<(), postgres::Error> {
+    tx.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")?;
+    // The extension lives in one schema of the database (the first of the
+    // search path of whoever made it), maybe not this store's.
+    let schema: String = tx
+        .query_one(
+            "SELECT n.nspname::text FROM pg_catalog.pg_extension e \
+             JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
+             WHERE e.extname = 'pg_trgm'",
+            &[],
+        )?
+        .get(0);
+    let ops = format!("\"{}\".gin_trgm_ops", schema.replace('"', "\"\""));
+    tx.batch_execute(&format!(
+        "CREATE INDEX {TEXT_INDEX} ON rudder_tasks USING gin \
+         (task_id {ops}, title {ops}, idempotency_key {ops}, status_message {ops})"
+    ))
 }

@@ -78,6 +78,9 @@ pub(crate) struct PgTxn<'c> {
     changes: RefCell<Vec<ChangeRow>>,
     deltas: RefCell<BTreeMap<Status, i64>>,
     found_version: Option<i32>,
+    /// The version of the tables this transaction works on (a reader may
+    /// find an older one that no writer migrated yet).
+    schema: i32,
 }
 
 fn status_of(text: &str) -> Status {
@@ -135,7 +138,13 @@ impl<'c> PgTxn<'c> {
             changes: RefCell::new(Vec::new()),
             deltas: RefCell::new(BTreeMap::new()),
             found_version: None,
+            schema: super::schema::VERSION,
         }
+    }
+
+    /// The tables are at version `v` (a reader's, older than this rudder's).
+    pub fn set_schema(&mut self, v: i32) {
+        self.schema = v;
     }
 
     pub fn set_found_version(&mut self, v: Option<i32>) {
@@ -563,19 +572,34 @@ impl<'c> PgTxn<'c> {
 
 /// Rows after an anchor whose `col` is `value`, ascending with nulls first
 /// (then by `task_id`, the parameter `id`).
-fn after_nulls_first(
-    col: &str,
-    value: Option<String>,
-    id: String,
-    arg: &dyn Fn(Box<Param>) -> String,
-) -> String {
-    match value {
-        Some(v) => {
-            let v = arg(Box::new(v));
-            format!("({col} > {v} OR ({col} = {v} AND task_id > {id}))")
-        }
-        None => format!("({col} IS NOT NULL OR task_id > {id})"),
+/// The text filter (`query::text_matches`): `ILIKE` under the `C`
+/// collation folds ASCII letters only and matches every other character
+/// exactly, as the reference does. Over the columns a trigram index covers
+/// (schema version 3, when `pg_trgm` could be installed: see `schema.rs`),
+/// each arm is an index scan; the status, one of five words, is matched
+/// here and asked as a list.
+fn text_clause(text: &str, arg: &dyn Fn(String) -> String) -> String {
+    let escaped: String = text
+        .chars()
+        .flat_map(|c| match c {
+            '%' | '_' | '\\' => vec!['\\', c],
+            c => vec![c],
+        })
+        .collect();
+    let pattern = arg(format!("%{escaped}%"));
+    let mut arms: Vec<String> = ["task_id", "title", "idempotency_key", "status_message"]
+        .iter()
+        .map(|col| format!("{col} ILIKE {pattern}"))
+        .collect();
+    let statuses: Vec<String> = Status::ALL
+        .iter()
+        .filter(|s| query::contains_text(s.as_str(), text))
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect();
+    if !statuses.is_empty() {
+        arms.push(format!("status IN ({})", statuses.join(", ")));
     }
+    format!("({})", arms.join(" OR "))
 }
 
 impl Database for PgTxn<'_> {
@@ -725,10 +749,9 @@ impl Transaction for PgTxn<'_> {
     }
 
     fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
-        if q.descending || q.text.is_some() {
-            // Pages walking backwards and the text filter are answered
-            // from all tasks read in full (the reference implementation):
-            // correct, not yet indexed.
+        if self.schema < super::schema::TEXT_VERSION && q.text.is_some() {
+            // Tables no writer has migrated yet have no `status_message`
+            // column: the text filter is answered from the tasks in full.
             let tasks = self.get_where(&|t| {
                 q.statuses.is_empty()
                     || q.statuses.contains(&t.status)
@@ -737,21 +760,51 @@ impl Transaction for PgTxn<'_> {
             return Ok(query::page_in_memory(tasks, q));
         }
         self.flush()?;
-        let mut clauses: Vec<String> = Vec::new();
-        let args: RefCell<Vec<Box<Param>>> = RefCell::new(Vec::new());
-        let arg = |v: Box<Param>| {
+        // Parameters are all text: `$n` is `args[n - 1]`.
+        let args: RefCell<Vec<String>> = RefCell::new(Vec::new());
+        let arg = |v: String| {
             let mut args = args.borrow_mut();
             args.push(v);
             format!("${}", args.len())
         };
+        let mut clauses: Vec<String> = Vec::new();
         if !q.statuses.is_empty() {
             let list: Vec<String> = q
                 .statuses
                 .iter()
-                .map(|s| arg(Box::new(s.as_str().to_string())))
+                .map(|s| arg(s.as_str().to_string()))
                 .collect();
             clauses.push(format!("status IN ({})", list.join(", ")));
         }
+        if let Some(text) = q.text.as_deref().filter(|t| !t.is_empty()) {
+            clauses.push(text_clause(text, &arg));
+        }
+        // Every order but the store's and the id's is (column NULLS FIRST,
+        // task_id) walked forwards or backwards (`Updated` is it
+        // backwards), as `query::compare` orders; the indexes of schema
+        // version 3 are in that order, so either way is an index scan.
+        let backwards = q.descending != (q.sort == SortKey::Updated);
+        let (lt, dir, nulls) = if backwards {
+            ("<", "DESC", "NULLS LAST")
+        } else {
+            (">", "ASC", "NULLS FIRST")
+        };
+        let column = match q.sort {
+            SortKey::Store | SortKey::Id => None,
+            SortKey::Updated => Some("updated_at"),
+            SortKey::Created => Some("created_at"),
+            SortKey::Title => Some("title"),
+        };
+        let order = match (q.sort, column) {
+            (SortKey::Store, _) => format!("seq {dir}"),
+            (_, Some(col)) => format!("{col} {dir} {nulls}, task_id {dir}"),
+            _ => format!("task_id {dir}"),
+        };
+        // Rows after the anchor: one or two segments of that order, each
+        // a range of an index (a row comparison, not an OR, which would
+        // make it a filter over the whole index), read one after the
+        // other until the page is full.
+        let mut segments: Vec<Option<String>> = vec![None];
         if let Some(after) = &q.after {
             let rows = self.query(
                 "SELECT seq, updated_at, created_at, title FROM rudder_tasks WHERE task_id = $1",
@@ -759,65 +812,74 @@ impl Transaction for PgTxn<'_> {
                 "find the page's anchor",
             )?;
             let anchor = rows.first().map(|r| {
-                (
-                    r.get::<_, i64>(0),
-                    r.get::<_, Option<String>>(1),
-                    r.get::<_, Option<String>>(2),
-                    r.get::<_, Option<String>>(3),
-                )
+                let value = match q.sort {
+                    SortKey::Updated => r.get::<_, Option<String>>(1),
+                    SortKey::Created => r.get::<_, Option<String>>(2),
+                    SortKey::Title => r.get::<_, Option<String>>(3),
+                    SortKey::Store | SortKey::Id => None,
+                };
+                (r.get::<_, i64>(0), value)
             });
-            let id = || arg(Box::new(after.clone()));
-            let clause = match (q.sort, anchor) {
-                (SortKey::Id, _) => Some(format!("task_id > {}", id())),
-                (_, None) => None,
-                (SortKey::Store, Some((seq, ..))) => Some(format!("seq > {seq}")),
-                (SortKey::Updated, Some((_, updated, ..))) => {
-                    let id = id();
-                    Some(match updated {
-                        Some(u) => {
-                            let u = arg(Box::new(u));
-                            format!(
-                                "(updated_at IS NULL OR updated_at < {u} \
-                                 OR (updated_at = {u} AND task_id < {id}))"
-                            )
-                        }
-                        None => format!("(updated_at IS NULL AND task_id < {id})"),
-                    })
+            segments = match (q.sort, column, anchor) {
+                (SortKey::Id, ..) => vec![Some(format!("task_id {lt} {}", arg(after.clone())))],
+                (_, _, None) => vec![None],
+                (SortKey::Store, _, Some((seq, _))) => vec![Some(format!("seq {lt} {seq}"))],
+                (_, Some(col), Some((_, Some(v)))) => {
+                    let (v, id) = (arg(v), arg(after.clone()));
+                    let range = format!("({col}, task_id) {lt} ({v}, {id})");
+                    if backwards {
+                        // Below the anchor's value, then every NULL.
+                        vec![Some(range), Some(format!("{col} IS NULL"))]
+                    } else {
+                        vec![Some(range)]
+                    }
                 }
-                (SortKey::Created, Some((_, _, created, _))) => {
-                    Some(after_nulls_first("created_at", created, id(), &arg))
+                (_, Some(col), Some((_, None))) => {
+                    let id = arg(after.clone());
+                    let nulls = format!("{col} IS NULL AND task_id {lt} {id}");
+                    if backwards {
+                        vec![Some(nulls)]
+                    } else {
+                        // The NULLs after the anchor, then every value.
+                        vec![Some(nulls), Some(format!("{col} IS NOT NULL"))]
+                    }
                 }
-                (SortKey::Title, Some((.., title))) => {
-                    Some(after_nulls_first("title", title, id(), &arg))
-                }
+                (_, None, Some(_)) => vec![None],
             };
-            clauses.extend(clause);
         }
-        // NULL sorts last ascending in PostgreSQL (first in SQLite): say
-        // where it goes, as `query::compare` orders.
-        let order = match q.sort {
-            SortKey::Store => "seq",
-            SortKey::Updated => "updated_at DESC NULLS LAST, task_id DESC",
-            SortKey::Created => "created_at NULLS FIRST, task_id",
-            SortKey::Title => "title NULLS FIRST, task_id",
-            SortKey::Id => "task_id",
-        };
-        let filter = if clauses.is_empty() {
-            String::new()
-        } else {
-            format!("WHERE {}", clauses.join(" AND "))
-        };
-        let limit = q
-            .limit
-            .map_or(String::new(), |l| format!("LIMIT {}", to_i64(l as u64)));
-        let sql =
-            format!("SELECT task_id, doc FROM rudder_tasks {filter} ORDER BY {order} {limit}");
         let args = args.into_inner();
-        let params: Vec<&Param> = args.iter().map(|a| a.as_ref()).collect();
-        let rows = self.query(&sql, &params, "read a page of tasks")?;
-        rows.iter()
-            .map(|r| self.parse(r.get(0), r.get(1)))
-            .collect()
+        let params: Vec<&Param> = args.iter().map(|a| a as &Param).collect();
+        let mut tasks = Vec::new();
+        for segment in segments {
+            let left = q.limit.map(|l| l.saturating_sub(tasks.len()));
+            if left == Some(0) {
+                break;
+            }
+            let filter: Vec<&str> = clauses
+                .iter()
+                .map(String::as_str)
+                .chain(segment.as_deref())
+                .collect();
+            let filter = if filter.is_empty() {
+                String::new()
+            } else {
+                format!("WHERE {}", filter.join(" AND "))
+            };
+            let limit = left.map_or(String::new(), |l| format!("LIMIT {}", to_i64(l as u64)));
+            let sql =
+                format!("SELECT task_id, doc FROM rudder_tasks {filter} ORDER BY {order} {limit}");
+            // Only the parameters this statement names (a segment may use
+            // fewer than were made).
+            let used = (1..=params.len())
+                .rev()
+                .find(|n| sql.contains(&format!("${n}")))
+                .unwrap_or(0);
+            let rows = self.query(&sql, &params[..used], "read a page of tasks")?;
+            for r in &rows {
+                tasks.push(self.parse(r.get(0), r.get(1))?);
+            }
+        }
+        Ok(tasks)
     }
 
     fn counts(&self) -> Result<StatusCounts, StoreError> {

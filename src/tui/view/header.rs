@@ -115,6 +115,7 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         (WatchState::Live, false) => ("● live".to_string(), false),
         (WatchState::Missing, false) => (format!("○ {} missing", app.store_name), true),
         (WatchState::Unreadable(_), false) => ("✖ unreadable".to_string(), true),
+        (WatchState::Unreachable(_), false) => ("✖ unreachable".to_string(), true),
     };
     second.push(Span::styled(
         watch,

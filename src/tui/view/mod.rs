@@ -99,6 +99,12 @@ fn banner_text(app: &App) -> Option<(String, bool)> {
             format!(" store unreadable, showing the last good tasks; nothing is written: {reason}"),
             true,
         )),
+        WatchState::Unreachable(reason) => Some((
+            format!(
+                " store unreachable, showing the last good tasks; writes are refused until it is back: {reason}"
+            ),
+            true,
+        )),
         _ if app.paused => Some((
             format!(
                 " paused: {} change(s) pending; press {} to resume",
