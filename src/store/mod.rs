@@ -18,6 +18,7 @@ mod file_rows;
 pub mod fs;
 mod index;
 mod limits;
+mod pending;
 pub mod postgres;
 pub mod query;
 mod report;

@@ -1,8 +1,9 @@
 //! [`Transaction`] over an open PostgreSQL transaction.
 //!
-//! As for SQLite, reads go to the database and changes are kept here (the
-//! policy changes a task in place through `get_mut`), written out before
-//! the next query and at commit. Every update and delete is conditional on
+//! As for SQLite, reads go to the database and changes are kept in a
+//! [`Pending`](crate::store::pending::Pending) (the policy changes a task
+//! in place through `get_mut`), written out before the next query and at
+//! commit. Every update and delete is conditional on
 //! the revision (and claim) it read: a row that moved in between makes the
 //! write fail whole, and the operation is run again on fresh data.
 //!
@@ -23,46 +24,35 @@
 //! side and queue only for that last moment; the counts, updated under
 //! the same lock, never deadlock.
 
-use std::cell::{Cell, OnceCell, RefCell};
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use indexmap::IndexMap;
 use postgres::error::SqlState;
 use postgres::types::ToSql;
 use postgres::{Row, Statement};
 
 use super::schema::{CHANGES_LOCK, CHANNEL};
 use super::{PostgresBackend, Retry, transient};
+use crate::store::pending::{self, Database, Pending};
 use crate::store::query::{
     self, PageQuery, SUMMARY_COLUMNS, SortKey, Stale, StatusCounts, SummaryBuf, SummaryRow,
     parse_time, time_text,
 };
 use crate::store::sqlite::{ChangeLog, RecordedChange};
-use crate::store::{StoreError, Summary, Transaction};
+use crate::store::{Location, StoreError, Summary, Transaction};
 use crate::task::{Status, Task, TaskMap};
 
 type Param = dyn ToSql + Sync;
 
 /// What the database held of a task when this transaction first read it.
 #[derive(Debug, Clone)]
-struct Before {
+pub(crate) struct Before {
     status: Status,
     revision: i64,
     claimed_by: Option<String>,
     doc: String,
-}
-
-/// A change not yet written to the database.
-enum Pending {
-    Put {
-        task: Box<Task>,
-        before: Option<Before>,
-    },
-    Delete {
-        before: Before,
-    },
 }
 
 /// A change to record at commit.
@@ -81,10 +71,7 @@ pub(crate) struct PgTxn<'c> {
     backend: &'c PostgresBackend,
     /// A write transaction (locks what it changes) or a read.
     write: bool,
-    pending: RefCell<IndexMap<String, Pending>>,
-    all: OnceCell<Vec<SummaryBuf>>,
-    /// An error met where the trait cannot return one; reported at flush.
-    deferred: RefCell<Option<StoreError>>,
+    pending: Pending<Before>,
     /// The first driver failure: whether to run the operation again, and
     /// whether the connection broke.
     failure: Cell<Option<(Retry, bool)>>,
@@ -146,9 +133,7 @@ impl<'c> PgTxn<'c> {
             statements: RefCell::new(statements),
             backend,
             write,
-            pending: RefCell::new(IndexMap::new()),
-            all: OnceCell::new(),
-            deferred: RefCell::new(None),
+            pending: Pending::new(),
             failure: Cell::new(None),
             changes: RefCell::new(Vec::new()),
             deltas: RefCell::new(BTreeMap::new()),
@@ -195,10 +180,6 @@ impl<'c> PgTxn<'c> {
         }
     }
 
-    fn defer(&self, e: StoreError) {
-        self.deferred.borrow_mut().get_or_insert(e);
-    }
-
     fn statement(&self, sql: &str, action: &'static str) -> Result<Statement, StoreError> {
         if let Some(s) = self.statements.borrow().get(sql) {
             return Ok(s.clone());
@@ -241,13 +222,7 @@ impl<'c> PgTxn<'c> {
     }
 
     fn parse(&self, id: &str, doc: &str) -> Result<Task, StoreError> {
-        // As SQLite says of a row whose document does not parse.
-        serde_json::from_str(doc).map_err(|e| StoreError::Corrupt {
-            location: self.backend.location(),
-            line: None,
-            column: None,
-            message: format!("the task {id:?} does not read back: {e}"),
-        })
+        pending::parse(self, id, doc)
     }
 
     /// Every task in full, in store order.
@@ -361,41 +336,26 @@ impl<'c> PgTxn<'c> {
         )))
     }
 
-    fn read_before(&self, id: &str) -> Result<Option<Before>, StoreError> {
-        Ok(self.read_row(id, false)?.map(|(_, b)| b))
-    }
-
     /// Write out every pending change.
     pub fn flush(&self) -> Result<(), StoreError> {
-        if let Some(e) = self.deferred.borrow_mut().take() {
-            return Err(e);
+        pending::flush(self)
+    }
+
+    fn write_delete(&self, id: &str, before: &Before) -> Result<(), StoreError> {
+        let n = self.execute(
+            "DELETE FROM rudder_tasks WHERE task_id = $1 AND revision = $2",
+            &[&id, &before.revision],
+            "delete a task",
+        )?;
+        if n != 1 {
+            return Err(self.conflict(id));
         }
-        let pending = std::mem::take(&mut *self.pending.borrow_mut());
-        for (id, change) in pending {
-            match change {
-                Pending::Put { task, before } => self.write_put(&id, &task, before.as_ref())?,
-                Pending::Delete { before } => {
-                    let n = self.execute(
-                        "DELETE FROM rudder_tasks WHERE task_id = $1 AND revision = $2",
-                        &[&id, &before.revision],
-                        "delete a task",
-                    )?;
-                    if n != 1 {
-                        return Err(self.conflict(&id));
-                    }
-                    self.record(&id, before.revision, None, Some(before.status), None);
-                }
-            }
-        }
+        self.record(id, before.revision, None, Some(before.status), None);
         Ok(())
     }
 
     fn write_put(&self, id: &str, task: &Task, before: Option<&Before>) -> Result<(), StoreError> {
-        let doc = serde_json::to_string(task).map_err(|e| StoreError::Database {
-            location: self.backend.location(),
-            action: "encode a task",
-            message: e.to_string(),
-        })?;
+        let doc = pending::encode(self, task)?;
         if before.is_some_and(|b| b.doc == doc) {
             return Ok(());
         }
@@ -408,46 +368,40 @@ impl<'c> PgTxn<'c> {
             time(task.updated_at),
             time(task.lease_expires_at),
         );
+        // The row's columns in order: `$1` to `$11` of both statements.
+        let row: [&(dyn ToSql + Sync); 11] = [
+            &id,
+            &status,
+            &task.idempotency_key,
+            &task.title,
+            &created,
+            &updated,
+            &task.claimed_by,
+            &lease,
+            &ttl,
+            &revision,
+            &doc,
+        ];
         let n = match before {
-            Some(b) => self.execute(
-                "UPDATE rudder_tasks SET status = $2, idempotency_key = $3, title = $4, \
-                 created_at = $5, updated_at = $6, claimed_by = $7, lease_expires_at = $8, \
-                 ttl_ms = $9, revision = $10, doc = $11 \
-                 WHERE task_id = $1 AND revision = $12 AND claimed_by IS NOT DISTINCT FROM $13",
-                &[
-                    &id,
-                    &status,
-                    &task.idempotency_key,
-                    &task.title,
-                    &created,
-                    &updated,
-                    &task.claimed_by,
-                    &lease,
-                    &ttl,
-                    &revision,
-                    &doc,
-                    &b.revision,
-                    &b.claimed_by,
-                ],
-                "update a task",
-            )?,
+            Some(b) => {
+                let params: Vec<&(dyn ToSql + Sync)> = row
+                    .into_iter()
+                    .chain([&b.revision as &(dyn ToSql + Sync), &b.claimed_by])
+                    .collect();
+                self.execute(
+                    "UPDATE rudder_tasks SET status = $2, idempotency_key = $3, title = $4, \
+                     created_at = $5, updated_at = $6, claimed_by = $7, lease_expires_at = $8, \
+                     ttl_ms = $9, revision = $10, doc = $11 \
+                     WHERE task_id = $1 AND revision = $12 AND claimed_by IS NOT DISTINCT FROM $13",
+                    &params,
+                    "update a task",
+                )?
+            }
             None => self.execute(
                 "INSERT INTO rudder_tasks (task_id, status, idempotency_key, title, created_at, \
                  updated_at, claimed_by, lease_expires_at, ttl_ms, revision, doc) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                &[
-                    &id,
-                    &status,
-                    &task.idempotency_key,
-                    &task.title,
-                    &created,
-                    &updated,
-                    &task.claimed_by,
-                    &lease,
-                    &ttl,
-                    &revision,
-                    &doc,
-                ],
+                &row,
                 "insert a task",
             )?,
         };
@@ -603,25 +557,6 @@ impl<'c> PgTxn<'c> {
         Ok(rows.iter().map(|r| summary_of_row(r, 0)).collect())
     }
 
-    fn all(&self) -> &[SummaryBuf] {
-        if self.all.get().is_none() {
-            match self.summaries_where("ORDER BY seq", &[]) {
-                Ok(all) => {
-                    let _ = self.all.set(all);
-                }
-                Err(e) => {
-                    self.defer(e);
-                    let _ = self.all.set(Vec::new());
-                }
-            }
-        }
-        self.all.get().expect("set above")
-    }
-
-    fn changed(&mut self) {
-        self.all = OnceCell::new();
-    }
-
     /// Lock the task `id` at `revision` unless another transaction holds
     /// it (a claim never waits for another worker).
     fn try_lock(&self, id: &str, revision: i64) -> Result<bool, StoreError> {
@@ -667,148 +602,49 @@ fn text_clause(text: &str, arg: &dyn Fn(String) -> String) -> String {
     format!("({})", arms.join(" OR "))
 }
 
-impl Transaction for PgTxn<'_> {
-    fn len(&self) -> usize {
-        match self.counts() {
-            Ok(c) => c.total(),
-            Err(e) => {
-                self.defer(e);
-                0
-            }
-        }
+impl Database for PgTxn<'_> {
+    type Before = Before;
+    fn pending(&self) -> &Pending<Before> {
+        &self.pending
     }
-
-    fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_> {
-        Box::new(self.all().iter().map(|t| t.task_id.as_str()))
+    fn pending_mut(&mut self) -> &mut Pending<Before> {
+        &mut self.pending
     }
-
-    fn contains(&self, id: &str) -> bool {
-        match self.pending.borrow().get(id) {
-            Some(Pending::Put { .. }) => return true,
-            Some(Pending::Delete { .. }) => return false,
-            None => {}
-        }
-        match self.query(
+    fn read(&self, id: &str) -> Result<Option<(Task, Before)>, StoreError> {
+        self.read_row(id, false)
+    }
+    /// Locked until the commit in a write: another machine changing the
+    /// same task waits for this one, then reads what it wrote.
+    fn read_to_change(&self, id: &str) -> Result<Option<(Task, Before)>, StoreError> {
+        self.read_row(id, self.write)
+    }
+    fn exists(&self, id: &str) -> Result<bool, StoreError> {
+        let rows = self.query(
             "SELECT 1 FROM rudder_tasks WHERE task_id = $1",
             &[&id],
             "look a task up",
-        ) {
-            Ok(rows) => !rows.is_empty(),
-            Err(e) => {
-                self.defer(e);
-                false
-            }
-        }
+        )?;
+        Ok(!rows.is_empty())
     }
+    fn read_summaries(&self) -> Result<Vec<SummaryBuf>, StoreError> {
+        self.summaries_where("ORDER BY seq", &[])
+    }
+    fn read_tasks(&self) -> Result<TaskMap, StoreError> {
+        self.load_all()
+    }
+    fn location(&self) -> Location {
+        self.backend.location()
+    }
+    fn put(&self, id: &str, task: &Task, before: Option<&Before>) -> Result<(), StoreError> {
+        self.write_put(id, task, before)
+    }
+    fn delete(&self, id: &str, before: &Before) -> Result<(), StoreError> {
+        self.write_delete(id, before)
+    }
+}
 
-    fn summaries(&self) -> Box<dyn Iterator<Item = Summary<'_>> + '_> {
-        Box::new(self.all().iter().map(SummaryBuf::summary))
-    }
-
-    fn summary(&self, id: &str) -> Option<Summary<'_>> {
-        self.all()
-            .iter()
-            .find(|t| t.task_id == id)
-            .map(SummaryBuf::summary)
-    }
-
-    fn get(&self, id: &str) -> Result<Option<Task>, StoreError> {
-        match self.pending.borrow().get(id) {
-            Some(Pending::Put { task, .. }) => return Ok(Some(Task::clone(task))),
-            Some(Pending::Delete { .. }) => return Ok(None),
-            None => {}
-        }
-        Ok(self.read_row(id, false)?.map(|(t, _)| t))
-    }
-
-    fn get_where(&self, keep: &dyn Fn(&Summary) -> bool) -> Result<Vec<Task>, StoreError> {
-        let tasks = self.load_all()?;
-        Ok(tasks
-            .into_values()
-            .filter(|t| keep(&Summary::of(t)))
-            .collect())
-    }
-
-    fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError> {
-        self.changed();
-        if !self.pending.get_mut().contains_key(id) {
-            // Locked until the commit: another machine changing the same
-            // task waits for this one, then reads what it wrote.
-            let Some((task, before)) = self.read_row(id, self.write)? else {
-                return Ok(None);
-            };
-            self.pending.get_mut().insert(
-                id.to_string(),
-                Pending::Put {
-                    task: Box::new(task),
-                    before: Some(before),
-                },
-            );
-        }
-        match self.pending.get_mut().get_mut(id) {
-            Some(Pending::Put { task, .. }) => Ok(Some(task)),
-            _ => Ok(None),
-        }
-    }
-
-    fn insert(&mut self, task: Task) {
-        self.changed();
-        let id = task.task_id.clone();
-        let before = match self.pending.get_mut().shift_remove(&id) {
-            Some(Pending::Put { before, .. }) => before,
-            Some(Pending::Delete { before }) => Some(before),
-            None => match self.read_before(&id) {
-                Ok(b) => b,
-                Err(e) => {
-                    self.defer(e);
-                    return;
-                }
-            },
-        };
-        self.pending.get_mut().insert(
-            id,
-            Pending::Put {
-                task: Box::new(task),
-                before,
-            },
-        );
-    }
-
-    fn remove(&mut self, id: &str) -> bool {
-        self.changed();
-        let before = match self.pending.get_mut().shift_remove(id) {
-            Some(Pending::Put { before, .. }) => before,
-            Some(Pending::Delete { before }) => {
-                self.pending
-                    .get_mut()
-                    .insert(id.to_string(), Pending::Delete { before });
-                return false;
-            }
-            None => match self.read_before(id) {
-                Ok(b) => b,
-                Err(e) => {
-                    self.defer(e);
-                    return false;
-                }
-            },
-        };
-        match before {
-            Some(before) => {
-                self.pending
-                    .get_mut()
-                    .insert(id.to_string(), Pending::Delete { before });
-                true
-            }
-            None => true,
-        }
-    }
-
-    fn clear(&mut self) {
-        let ids: Vec<String> = self.ids().map(str::to_string).collect();
-        for id in ids {
-            self.remove(&id);
-        }
-    }
+impl Transaction for PgTxn<'_> {
+    pending::transaction_methods!();
 
     fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.flush()?;

@@ -1,45 +1,34 @@
 //! [`Transaction`] over an open SQLite transaction.
 //!
-//! Reads go to the database; changes are kept here (the policy changes a
-//! task in place through `get_mut`) and written out before the next query
-//! and at commit, each with its row in `changes` and its effect on `counts`,
-//! so that every query sees the transaction's own changes.
+//! Reads go to the database; changes are kept in a
+//! [`Pending`](crate::store::pending::Pending) (the policy changes a task
+//! in place through `get_mut`) and written out before the next query and at
+//! commit, each with its row in `changes` and its effect on `counts`, so
+//! that every query sees the transaction's own changes.
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::RefCell;
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use indexmap::IndexMap;
 use rusqlite::{Connection, OptionalExtension, Row, ToSql, params};
 
 use super::SqliteBackend;
 use super::schema::{TaskRow, clamp, insert_task_sql, update_task_sql};
+use crate::store::pending::{self, Database, Pending};
 use crate::store::query::{
     self, PageQuery, SUMMARY_COLUMNS, SortKey, Stale, StatusCounts, SummaryBuf, SummaryRow,
     parse_time, summary_of_row, time_text,
 };
-use crate::store::{StoreError, Summary, Transaction};
+use crate::store::{Location, StoreError, Summary, Transaction};
 use crate::task::{Status, Task, TaskMap};
 
 /// What the database held of a task when this transaction first read it.
 #[derive(Debug, Clone)]
-struct Before {
+pub(super) struct Before {
     status: Status,
     revision: u64,
     doc: String,
-}
-
-/// A change not yet written to the database.
-enum Pending {
-    /// The task as it is to be: `before` is `None` for a new task.
-    Put {
-        task: Box<Task>,
-        before: Option<Before>,
-    },
-    Delete {
-        before: Before,
-    },
 }
 
 /// A new task's row.
@@ -51,12 +40,7 @@ static UPDATE_AT_REVISION: LazyLock<String> =
 pub(super) struct SqlTxn<'c> {
     conn: &'c Connection,
     backend: &'c SqliteBackend,
-    pending: RefCell<IndexMap<String, Pending>>,
-    /// Every task's summary, for the whole-store iterators (which the
-    /// policy does not use: they exist for callers that want everything).
-    all: OnceCell<Vec<SummaryBuf>>,
-    /// An error met where the trait cannot return one; reported at commit.
-    deferred: RefCell<Option<StoreError>>,
+    pending: Pending<Before>,
 }
 
 fn status_of(text: &str) -> rusqlite::Result<Status> {
@@ -89,9 +73,7 @@ impl<'c> SqlTxn<'c> {
         SqlTxn {
             conn,
             backend,
-            pending: RefCell::new(IndexMap::new()),
-            all: OnceCell::new(),
-            deferred: RefCell::new(None),
+            pending: Pending::new(),
         }
     }
 
@@ -99,17 +81,8 @@ impl<'c> SqlTxn<'c> {
         move |e| self.backend.error(action, e)
     }
 
-    fn defer(&self, e: StoreError) {
-        self.deferred.borrow_mut().get_or_insert(e);
-    }
-
     fn parse(&self, id: &str, doc: &str) -> Result<Task, StoreError> {
-        serde_json::from_str(doc).map_err(|e| StoreError::Corrupt {
-            location: self.backend.location(),
-            line: None,
-            column: None,
-            message: format!("the task {id:?} does not read back: {e}"),
-        })
+        pending::parse(self, id, doc)
     }
 
     /// Every task in full, in store order.
@@ -160,34 +133,21 @@ impl<'c> SqlTxn<'c> {
         )))
     }
 
-    /// What the database holds of `id` (status, revision, text), if anything.
-    fn read_before(&self, id: &str) -> Result<Option<Before>, StoreError> {
-        Ok(self.read_row(id)?.map(|(_, b)| b))
-    }
-
     /// Write out every pending change, with its `changes` row and counts.
     pub fn flush(&self) -> Result<(), StoreError> {
-        if let Some(e) = self.deferred.borrow_mut().take() {
-            return Err(e);
+        pending::flush(self)
+    }
+
+    fn write_delete(&self, id: &str, before: &Before) -> Result<(), StoreError> {
+        let n = self
+            .conn
+            .prepare_cached("DELETE FROM tasks WHERE task_id = ?1")
+            .and_then(|mut s| s.execute([id]))
+            .map_err(self.err("delete a task"))?;
+        if n != 1 {
+            return Err(self.vanished(id));
         }
-        let pending = std::mem::take(&mut *self.pending.borrow_mut());
-        for (id, change) in pending {
-            match change {
-                Pending::Put { task, before } => self.write_put(&id, &task, before.as_ref())?,
-                Pending::Delete { before } => {
-                    let n = self
-                        .conn
-                        .prepare_cached("DELETE FROM tasks WHERE task_id = ?1")
-                        .and_then(|mut s| s.execute([&id]))
-                        .map_err(self.err("delete a task"))?;
-                    if n != 1 {
-                        return Err(self.vanished(&id));
-                    }
-                    self.record(&id, before.revision, Some(before.status), None, None)?;
-                }
-            }
-        }
-        Ok(())
+        self.record(id, before.revision, Some(before.status), None, None)
     }
 
     fn vanished(&self, id: &str) -> StoreError {
@@ -199,11 +159,7 @@ impl<'c> SqlTxn<'c> {
     }
 
     fn write_put(&self, id: &str, task: &Task, before: Option<&Before>) -> Result<(), StoreError> {
-        let doc = serde_json::to_string(task).map_err(|e| StoreError::Database {
-            location: self.backend.location(),
-            action: "encode a task",
-            message: e.to_string(),
-        })?;
+        let doc = pending::encode(self, task)?;
         if before.is_some_and(|b| b.doc == doc) {
             // Read for a change that did not happen.
             return Ok(());
@@ -303,25 +259,6 @@ impl<'c> SqlTxn<'c> {
         rows.collect::<Result<Vec<_>, _>>()
             .map_err(self.err("query the tasks"))
     }
-
-    fn all(&self) -> &[SummaryBuf] {
-        if self.all.get().is_none() {
-            match self.summaries_where("ORDER BY seq", &[]) {
-                Ok(all) => {
-                    let _ = self.all.set(all);
-                }
-                Err(e) => {
-                    self.defer(e);
-                    let _ = self.all.set(Vec::new());
-                }
-            }
-        }
-        self.all.get().expect("set above")
-    }
-
-    fn changed(&mut self) {
-        self.all = OnceCell::new();
-    }
 }
 
 /// The rows after an anchor whose `col` is `value` in the order (`col`
@@ -348,146 +285,42 @@ fn after_in(
     }
 }
 
-impl Transaction for SqlTxn<'_> {
-    fn len(&self) -> usize {
-        match self.counts() {
-            Ok(c) => c.total(),
-            Err(e) => {
-                self.defer(e);
-                0
-            }
-        }
+impl Database for SqlTxn<'_> {
+    type Before = Before;
+    fn pending(&self) -> &Pending<Before> {
+        &self.pending
     }
-
-    fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_> {
-        Box::new(self.all().iter().map(|t| t.task_id.as_str()))
+    fn pending_mut(&mut self) -> &mut Pending<Before> {
+        &mut self.pending
     }
-
-    fn contains(&self, id: &str) -> bool {
-        match self.pending.borrow().get(id) {
-            Some(Pending::Put { .. }) => return true,
-            Some(Pending::Delete { .. }) => return false,
-            None => {}
-        }
-        let found = self
-            .conn
+    fn read(&self, id: &str) -> Result<Option<(Task, Before)>, StoreError> {
+        self.read_row(id)
+    }
+    fn exists(&self, id: &str) -> Result<bool, StoreError> {
+        self.conn
             .prepare_cached("SELECT 1 FROM tasks WHERE task_id = ?1")
             .and_then(|mut s| s.exists([id]))
-            .map_err(self.err("look a task up"));
-        found.unwrap_or_else(|e| {
-            self.defer(e);
-            false
-        })
+            .map_err(self.err("look a task up"))
     }
+    fn read_summaries(&self) -> Result<Vec<SummaryBuf>, StoreError> {
+        self.summaries_where("ORDER BY seq", &[])
+    }
+    fn read_tasks(&self) -> Result<TaskMap, StoreError> {
+        self.load_all()
+    }
+    fn location(&self) -> Location {
+        self.backend.location()
+    }
+    fn put(&self, id: &str, task: &Task, before: Option<&Before>) -> Result<(), StoreError> {
+        self.write_put(id, task, before)
+    }
+    fn delete(&self, id: &str, before: &Before) -> Result<(), StoreError> {
+        self.write_delete(id, before)
+    }
+}
 
-    fn summaries(&self) -> Box<dyn Iterator<Item = Summary<'_>> + '_> {
-        Box::new(self.all().iter().map(SummaryBuf::summary))
-    }
-
-    fn summary(&self, id: &str) -> Option<Summary<'_>> {
-        self.all()
-            .iter()
-            .find(|t| t.task_id == id)
-            .map(SummaryBuf::summary)
-    }
-
-    fn get(&self, id: &str) -> Result<Option<Task>, StoreError> {
-        match self.pending.borrow().get(id) {
-            Some(Pending::Put { task, .. }) => return Ok(Some(Task::clone(task))),
-            Some(Pending::Delete { .. }) => return Ok(None),
-            None => {}
-        }
-        Ok(self.read_row(id)?.map(|(t, _)| t))
-    }
-
-    fn get_where(&self, keep: &dyn Fn(&Summary) -> bool) -> Result<Vec<Task>, StoreError> {
-        let tasks = self.load_all()?;
-        Ok(tasks
-            .into_values()
-            .filter(|t| keep(&Summary::of(t)))
-            .collect())
-    }
-
-    fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError> {
-        self.changed();
-        let pending = self.pending.get_mut();
-        if !pending.contains_key(id) {
-            let Some((task, before)) = self.read_row(id)? else {
-                return Ok(None);
-            };
-            self.pending.get_mut().insert(
-                id.to_string(),
-                Pending::Put {
-                    task: Box::new(task),
-                    before: Some(before),
-                },
-            );
-        }
-        match self.pending.get_mut().get_mut(id) {
-            Some(Pending::Put { task, .. }) => Ok(Some(task)),
-            _ => Ok(None),
-        }
-    }
-
-    fn insert(&mut self, task: Task) {
-        self.changed();
-        let id = task.task_id.clone();
-        let before = match self.pending.get_mut().shift_remove(&id) {
-            Some(Pending::Put { before, .. }) => before,
-            Some(Pending::Delete { before }) => Some(before),
-            None => match self.read_before(&id) {
-                Ok(b) => b,
-                Err(e) => {
-                    self.defer(e);
-                    return;
-                }
-            },
-        };
-        self.pending.get_mut().insert(
-            id,
-            Pending::Put {
-                task: Box::new(task),
-                before,
-            },
-        );
-    }
-
-    fn remove(&mut self, id: &str) -> bool {
-        self.changed();
-        let before = match self.pending.get_mut().shift_remove(id) {
-            Some(Pending::Put { before, .. }) => before,
-            Some(Pending::Delete { before }) => {
-                self.pending
-                    .get_mut()
-                    .insert(id.to_string(), Pending::Delete { before });
-                return false;
-            }
-            None => match self.read_before(id) {
-                Ok(b) => b,
-                Err(e) => {
-                    self.defer(e);
-                    return false;
-                }
-            },
-        };
-        match before {
-            Some(before) => {
-                self.pending
-                    .get_mut()
-                    .insert(id.to_string(), Pending::Delete { before });
-                true
-            }
-            // Added in this transaction and never written: nothing to undo.
-            None => true,
-        }
-    }
-
-    fn clear(&mut self) {
-        let ids: Vec<String> = self.ids().map(str::to_string).collect();
-        for id in ids {
-            self.remove(&id);
-        }
-    }
+impl Transaction for SqlTxn<'_> {
+    pending::transaction_methods!();
 
     fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.flush()?;
