@@ -223,7 +223,7 @@ pub enum StoreError {
 
     /// Another writer held the store's lock for longer than the lock timeout.
     #[error(
-        "{location}: gave up after {} waiting for the store lock{} ($RUDDER_LOCK_TIMEOUT sets how long)",
+        "{location}: gave up after {} waiting for the store lock{}; $RUDDER_LOCK_TIMEOUT sets how long",
         readable_wait(*waited), holder.as_ref().map(|h| format!(" (last taken by {h})")).unwrap_or_default()
     )]
     LockTimeout {
@@ -366,7 +366,7 @@ mod tests {
         };
         assert_eq!(
             error(Duration::new(30, 123_456_789)).to_string(),
-            "/srv/tasks.json: gave up after 30.1s waiting for the store lock (last taken by pid 42 (rudder))"
+            "/srv/tasks.json: gave up after 30.1s waiting for the store lock (last taken by pid 42 (rudder)); $RUDDER_LOCK_TIMEOUT sets how long"
         );
         assert!(
             error(Duration::new(5, 7))
