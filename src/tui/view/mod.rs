@@ -100,9 +100,7 @@ fn banner_text(app: &App) -> Option<(String, bool)> {
             true,
         )),
         WatchState::Unreachable(reason) => Some((
-            format!(
-                " store unreachable, showing the last good tasks; writes are refused until it is back: {reason}"
-            ),
+            format!(" store unreachable, writes refused until it is back: {reason}"),
             true,
         )),
         _ if app.paused => Some((
