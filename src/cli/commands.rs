@@ -616,21 +616,27 @@ fn wait(
         };
         let mut feed = ChangeFeed::start(path, options);
         let watch = async {
+            let mut said_unreachable = false;
             while let Some(event) = feed.next().await {
-                let read = match event {
+                // A database restarting under a deploy is waited out (the
+                // timeout still bounds it), said once per outage.
+                let mut still_waiting = |message: &str| {
+                    if announce && !said_unreachable {
+                        output::note(&format!(
+                            "rudder: {}; still waiting",
+                            output::sanitize_line(message)
+                        ));
+                    }
+                    said_unreachable = true;
+                };
+                match event {
                     FeedEvent::Unavailable(Unavailable::Missing) => {
                         return Err(vanished(&last, true));
                     }
-                    // A database restarting under a deploy is waited out
-                    // (the timeout still bounds it): the feed resets when
-                    // the server is back, and the task is read again then.
+                    // The feed resets when the server is back, and the task
+                    // is read again then.
                     FeedEvent::Unavailable(Unavailable::Unreachable { message }) => {
-                        if announce {
-                            output::note(&format!(
-                                "rudder: {}; still waiting",
-                                output::sanitize_line(&message)
-                            ));
-                        }
+                        still_waiting(&message);
                         continue;
                     }
                     FeedEvent::Changes(changes) => {
@@ -643,7 +649,6 @@ fn wait(
                         if change.revision == last.revision && change.to == Some(last.status) {
                             continue;
                         }
-                        store.get(&full_id)
                     }
                     // Read the task: after a reset anything may have
                     // changed. Writers rename whole files into place, so
@@ -651,8 +656,23 @@ fn wait(
                     // for the store's own error (file, line, column), and
                     // stop unless it was mended.
                     FeedEvent::Reset(_)
-                    | FeedEvent::Unavailable(Unavailable::Unreadable { .. }) => store.get(&full_id),
+                    | FeedEvent::Unavailable(Unavailable::Unreadable { .. }) => {}
+                }
+                // The server may go between the feed's event and this read
+                // (the feed has not noticed yet): read again until it is
+                // back, rather than miss the change the event announced.
+                let read = loop {
+                    match store.get(&full_id) {
+                        Err(e) if e.is_unreachable() => {
+                            still_waiting(&e.to_string());
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        }
+                        read => break read,
+                    }
                 };
+                if read.is_ok() {
+                    said_unreachable = false;
+                }
                 match read {
                     Ok(t) if settled(&t, until_terminal) => return Ok(t),
                     Ok(t) => last = t,

@@ -204,6 +204,21 @@ pub struct PageQuery {
     pub text: Option<String>,
 }
 
+/// The SQL `LIKE` pattern of the text filter `text`: `%text%` with `%`,
+/// `_` and `\` escaped by a backslash (`ESCAPE '\'`, PostgreSQL's default).
+pub(crate) fn like_pattern(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len() + 2);
+    pattern.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
 /// Whether `haystack` contains `needle`, ASCII letters compared regardless
 /// of case and every other byte exactly (what SQLite's `LIKE` does).
 pub fn contains_text(haystack: &str, needle: &str) -> bool {
@@ -327,6 +342,13 @@ pub fn compare(sort: SortKey, a: &Task, b: &Task) -> std::cmp::Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn like_patterns_escape_the_wildcards_and_the_escape() {
+        assert_eq!(like_pattern("db-3"), "%db-3%");
+        assert_eq!(like_pattern(r"50%_a\b"), r"%50\%\_a\\b%");
+        assert_eq!(like_pattern(""), "%%");
+    }
 
     fn task(id: &str, minutes: Option<i64>, title: Option<&str>) -> Task {
         let mut t = Task::new(id, Status::Working);

@@ -579,14 +579,7 @@ impl<'c> PgTxn<'c> {
 /// each arm is an index scan; the status, one of five words, is matched
 /// here and asked as a list.
 fn text_clause(text: &str, arg: &dyn Fn(String) -> String) -> String {
-    let escaped: String = text
-        .chars()
-        .flat_map(|c| match c {
-            '%' | '_' | '\\' => vec!['\\', c],
-            c => vec![c],
-        })
-        .collect();
-    let pattern = arg(format!("%{escaped}%"));
+    let pattern = arg(query::like_pattern(text));
     let mut arms: Vec<String> = ["task_id", "title", "idempotency_key", "status_message"]
         .iter()
         .map(|col| format!("{col} ILIKE {pattern}"))

@@ -507,14 +507,7 @@ impl Transaction for SqlTxn<'_> {
         if let Some(text) = q.text.as_deref().filter(|t| !t.is_empty()) {
             // LIKE matches ASCII letters regardless of case and every other
             // character exactly, as `query::text_matches` does.
-            let escaped: String = text
-                .chars()
-                .flat_map(|c| match c {
-                    '%' | '_' | '\\' => vec!['\\', c],
-                    c => vec![c],
-                })
-                .collect();
-            let pattern = arg(Box::new(format!("%{escaped}%")));
+            let pattern = arg(Box::new(query::like_pattern(text)));
             clauses.push(format!(
                 "(task_id LIKE {pattern} ESCAPE '\\' OR title LIKE {pattern} ESCAPE '\\' \
                  OR idempotency_key LIKE {pattern} ESCAPE '\\' \
