@@ -61,6 +61,18 @@ pub enum WatchState {
     Unreachable(String),
 }
 
+impl WatchState {
+    /// What a store that cannot be read now shows (its reason sanitized).
+    fn unavailable(u: &Unavailable) -> Self {
+        let shown = |m: &str| crate::text::sanitize(m).into_owned();
+        match u {
+            Unavailable::Missing => WatchState::Missing,
+            Unavailable::Unreadable { message } => WatchState::Unreadable(shown(message)),
+            Unavailable::Unreachable { message } => WatchState::Unreachable(shown(message)),
+        }
+    }
+}
+
 /// The order of the table (waiting tasks always come first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SortKey {
@@ -504,12 +516,7 @@ impl App {
                 self.offset = 0;
                 self.selected = None;
             }
-            FeedEvent::Unavailable(Unavailable::Unreadable { message }) => {
-                self.watch = WatchState::Unreadable(crate::text::sanitize(&message).into_owned());
-            }
-            FeedEvent::Unavailable(Unavailable::Unreachable { message }) => {
-                self.watch = WatchState::Unreachable(crate::text::sanitize(&message).into_owned());
-            }
+            FeedEvent::Unavailable(u) => self.watch = WatchState::unavailable(&u),
         }
         self.prune_marks();
         // The store changed (or is gone): count again.
@@ -599,12 +606,7 @@ impl App {
         let w = match window::fetch(&*source, &view, &anchor, side) {
             Ok(w) => w,
             Err(e) => {
-                let reason = crate::text::sanitize(&e.to_string()).into_owned();
-                self.watch = if e.is_unreachable() {
-                    WatchState::Unreachable(reason)
-                } else {
-                    WatchState::Unreadable(reason)
-                };
+                self.watch = WatchState::unavailable(&Unavailable::of(&e));
                 return;
             }
         };

@@ -178,9 +178,7 @@ impl FeedSource for FileSource {
             return match rows.refresh() {
                 Ok(Some(changes)) => self.changes(changes),
                 Ok(None) => Catchup::Unavailable(Unavailable::Missing),
-                Err(e) => Catchup::Unavailable(Unavailable::Unreadable {
-                    message: e.to_string(),
-                }),
+                Err(e) => Catchup::Unavailable(Unavailable::of(&e)),
             };
         }
         let new = match self.read() {
@@ -188,11 +186,7 @@ impl FeedSource for FileSource {
             // The last good state is kept: a store that comes back is
             // compared with it.
             Ok(None) => return Catchup::Unavailable(Unavailable::Missing),
-            Err(e) => {
-                return Catchup::Unavailable(Unavailable::Unreadable {
-                    message: e.to_string(),
-                });
-            }
+            Err(e) => return Catchup::Unavailable(Unavailable::of(&e)),
         };
         let Some(old) = self.known.replace(new) else {
             return Catchup::Reset(ResetReason::Start);

@@ -98,6 +98,20 @@ pub enum Unavailable {
     Unreachable { message: String },
 }
 
+impl Unavailable {
+    /// A failed read, as the feed reports it: a database server that
+    /// cannot be reached is [`Unavailable::Unreachable`] (worth waiting
+    /// out), anything else [`Unavailable::Unreadable`].
+    pub fn of(e: &crate::store::StoreError) -> Self {
+        let message = e.to_string();
+        if e.is_unreachable() {
+            Unavailable::Unreachable { message }
+        } else {
+            Unavailable::Unreadable { message }
+        }
+    }
+}
+
 /// One thing the feed observed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FeedEvent {

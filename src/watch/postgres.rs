@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{Catchup, FeedSource, MAX_BATCH, Unavailable, Wake};
+use crate::store::PostgresBackend;
 use crate::store::url::PgUrl;
-use crate::store::{PostgresBackend, StoreError};
 
 /// The feed of a PostgreSQL store.
 pub struct PostgresSource {
@@ -42,16 +42,6 @@ impl Drop for Listening {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
     }
-}
-
-/// A failure to read, as the feed reports it.
-fn unavailable(e: &StoreError) -> Catchup {
-    let message = e.to_string();
-    Catchup::Unavailable(if e.is_unreachable() {
-        Unavailable::Unreachable { message }
-    } else {
-        Unavailable::Unreadable { message }
-    })
 }
 
 impl FeedSource for PostgresSource {
@@ -101,7 +91,7 @@ impl FeedSource for PostgresSource {
                 self.cursor = None;
                 return Catchup::Unavailable(Unavailable::Missing);
             }
-            Err(e) => return unavailable(&e),
+            Err(e) => return Catchup::Unavailable(Unavailable::of(&e)),
         };
         super::follow(&mut self.cursor, at, log)
     }

@@ -71,11 +71,7 @@ impl FeedSource for SqliteSource {
         let (at, log) = match found {
             Ok(Some(found)) => found,
             Ok(None) => return Catchup::Unavailable(Unavailable::Missing),
-            Err(e) => {
-                return Catchup::Unavailable(Unavailable::Unreadable {
-                    message: e.to_string(),
-                });
-            }
+            Err(e) => return Catchup::Unavailable(Unavailable::of(&e)),
         };
         super::follow(&mut self.cursor, at, log)
     }
