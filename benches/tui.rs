@@ -22,6 +22,9 @@ use rudder::tui::app::{App, StoreUpdate};
 use rudder::tui::view::{self, Theme};
 use rudder::watch::{FeedEvent, ResetReason};
 
+#[path = "common/pty.rs"]
+mod pty;
+
 fn tasks(n: usize) -> TaskMap {
     let now = Utc::now();
     (0..n)
@@ -173,24 +176,15 @@ fn write_to_drawn(c: &mut Criterion) {
 /// Start the real binary on a 10k-task store in a pseudo-terminal, leave it
 /// idle for ten seconds, and report CPU time, frames drawn and memory.
 fn idle_and_memory() {
-    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("tasks.json");
     std::fs::write(&path, rudder::store::encode(&tasks(10_000), 0)).expect("seed");
-    let pty = native_pty_system()
-        .openpty(PtySize {
-            rows: 35,
-            cols: 120,
-            pixel_width: 0,
-            pixel_height: 0,
-        })
-        .expect("pty");
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_rudder"));
-    cmd.args(["--store", path.to_str().expect("utf-8"), "watch"]);
-    cmd.env("TERM", "xterm-256color");
-    let mut child = pty.slave.spawn_command(cmd).expect("spawn");
-    let pid = child.process_id().expect("pid");
-    let mut reader = pty.master.try_clone_reader().expect("reader");
+    let pty::Watch {
+        mut child,
+        pid,
+        mut reader,
+        master: _master,
+    } = pty::watch(&path);
     let frames = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&frames);
     std::thread::spawn(move || {
@@ -218,14 +212,7 @@ fn idle_and_memory() {
             + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
         ticks / 100.0
     };
-    let status = |key: &str| -> String {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.starts_with(key))
-            .map(|l| l.trim_start_matches(key).trim().to_string())
-            .unwrap_or_default()
-    };
+    let status = |key: &str| pty::status(pid, key);
     let frames0 = frames.load(Ordering::Relaxed);
     let cpu0 = cpu(pid);
     let start = Instant::now();

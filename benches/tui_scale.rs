@@ -31,6 +31,8 @@ use rudder::tui::window::RowSource;
 use rudder::watch::{ChangeFeed, FeedOptions};
 use rudder::{Store, StoreError};
 
+#[path = "common/pty.rs"]
+mod pty;
 #[path = "common/tasks.rs"]
 mod tasks;
 
@@ -239,23 +241,14 @@ fn file(c: &mut Criterion) {
 /// Resident memory of `rudder watch` on `store` after it started and moved
 /// through the table.
 fn memory(label: &str, store: &Path) {
-    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
     use std::io::Write;
-    let pty = native_pty_system()
-        .openpty(PtySize {
-            rows: 35,
-            cols: 120,
-            pixel_width: 0,
-            pixel_height: 0,
-        })
-        .expect("pty");
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_rudder"));
-    cmd.args(["--store", store.to_str().expect("utf-8"), "watch"]);
-    cmd.env("TERM", "xterm-256color");
-    let mut child = pty.slave.spawn_command(cmd).expect("spawn");
-    let pid = child.process_id().expect("pid");
-    let mut reader = pty.master.try_clone_reader().expect("reader");
-    let mut writer = pty.master.take_writer().expect("writer");
+    let pty::Watch {
+        mut child,
+        pid,
+        mut reader,
+        master,
+    } = pty::watch(store);
+    let mut writer = master.take_writer().expect("writer");
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 1 << 16];
         while let Ok(n) = reader.read(&mut buf) {
@@ -264,14 +257,7 @@ fn memory(label: &str, store: &Path) {
             }
         }
     });
-    let status = |key: &str| -> String {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.starts_with(key))
-            .map(|l| l.trim_start_matches(key).trim().to_string())
-            .unwrap_or_default()
-    };
+    let status = |key: &str| pty::status(pid, key);
     std::thread::sleep(Duration::from_secs(5));
     let started = status("VmRSS:");
     for keys in [
