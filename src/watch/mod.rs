@@ -39,7 +39,7 @@ pub use file::FileSource;
 pub use postgres::PostgresSource;
 pub use sqlite::SqliteSource;
 
-use crate::store::StoreUrl;
+use crate::store::{StoreError, StoreUrl};
 use crate::task::Status;
 
 /// How many changes one catch-up may report. A reader further behind than
@@ -102,7 +102,7 @@ impl Unavailable {
     /// A failed read, as the feed reports it: a database server that
     /// cannot be reached is [`Unavailable::Unreachable`] (worth waiting
     /// out), anything else [`Unavailable::Unreadable`].
-    pub fn of(e: &crate::store::StoreError) -> Self {
+    pub fn of(e: &StoreError) -> Self {
         let message = e.to_string();
         if e.is_unreachable() {
             Unavailable::Unreachable { message }
@@ -142,16 +142,26 @@ pub enum Catchup {
     Unavailable(Unavailable),
 }
 
-/// A database source's catch-up read, `log` of the changes table whose
-/// identity is `at`, measured against the source's `cursor` (the table's
-/// identity and the last change seen), which it moves to the log's end.
-/// Another table under the same name, or changes gone from before the
-/// cursor's end (a table pruned or reset), make the cursor meaningless.
+/// A database source's catch-up: `read` the changes table after the
+/// source's `cursor` (the table's identity and the last change seen; with
+/// none, `i64::MAX`, only to learn where the end is), then measure the log
+/// against the cursor and move it to the log's end. Another table under
+/// the same name, or changes gone from before the cursor's end (a table
+/// pruned or reset), make the cursor meaningless; a missing store forgets
+/// it.
 pub(crate) fn follow<I: PartialEq>(
     cursor: &mut Option<(I, i64)>,
-    at: I,
-    log: crate::store::sqlite::ChangeLog,
+    read: impl FnOnce(i64) -> Result<Option<(I, crate::store::sqlite::ChangeLog)>, StoreError>,
 ) -> Catchup {
+    let after = cursor.as_ref().map_or(i64::MAX, |(_, seq)| *seq);
+    let (at, log) = match read(after) {
+        Ok(Some(found)) => found,
+        Ok(None) => {
+            *cursor = None;
+            return Catchup::Unavailable(Unavailable::Missing);
+        }
+        Err(e) => return Catchup::Unavailable(Unavailable::of(&e)),
+    };
     let Some((identity, seq)) = cursor.take() else {
         *cursor = Some((at, log.last));
         return Catchup::Reset(ResetReason::Start);

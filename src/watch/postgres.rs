@@ -3,13 +3,13 @@
 //! `PostgresBackend::listen`: every commit notifies, and so does the
 //! listener when it connects again), with `max(seq)` as the safety net.
 //! The cursor is safe in commit order (see `store/postgres/txn.rs`). A
-//! server that cannot be reached is [`Unavailable::Unreachable`]; when it
+//! server that cannot be reached is [`super::Unavailable::Unreachable`]; when it
 //! is back, the loop reports a reset and the changes since.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::{Catchup, FeedSource, MAX_BATCH, Unavailable, Wake};
+use super::{Catchup, FeedSource, MAX_BATCH, Wake};
 use crate::store::PostgresBackend;
 use crate::store::url::PgUrl;
 
@@ -78,22 +78,10 @@ impl FeedSource for PostgresSource {
     fn catch_up(&mut self) -> Catchup {
         self.reads += 1;
         self.backend.forget_schema();
-        let after = match self.cursor {
-            Some((_, seq)) => seq,
-            None => i64::MAX,
-        };
-        let found = self
-            .backend
-            .changes_after(after, self.task.as_deref(), MAX_BATCH + 1);
-        let (at, log) = match found {
-            Ok(Some(found)) => found,
-            Ok(None) => {
-                self.cursor = None;
-                return Catchup::Unavailable(Unavailable::Missing);
-            }
-            Err(e) => return Catchup::Unavailable(Unavailable::of(&e)),
-        };
-        super::follow(&mut self.cursor, at, log)
+        let (backend, task) = (&self.backend, self.task.as_deref());
+        super::follow(&mut self.cursor, |after| {
+            backend.changes_after(after, task, MAX_BATCH + 1)
+        })
     }
 
     fn reads(&self) -> u64 {

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::{Catchup, FeedSource, MAX_BATCH, Unavailable, Wake};
+use super::{Catchup, FeedSource, MAX_BATCH, Wake};
 use crate::store::SqliteBackend;
 use crate::store::sqlite::DbIdentity as Identity;
 
@@ -60,20 +60,10 @@ impl FeedSource for SqliteSource {
 
     fn catch_up(&mut self) -> Catchup {
         self.reads += 1;
-        let after = match self.cursor {
-            Some((_, seq)) => seq,
-            // Only to learn where the end is.
-            None => i64::MAX,
-        };
-        let found = self
-            .backend
-            .changes_after(after, self.task.as_deref(), MAX_BATCH + 1);
-        let (at, log) = match found {
-            Ok(Some(found)) => found,
-            Ok(None) => return Catchup::Unavailable(Unavailable::Missing),
-            Err(e) => return Catchup::Unavailable(Unavailable::of(&e)),
-        };
-        super::follow(&mut self.cursor, at, log)
+        let (backend, task) = (&self.backend, self.task.as_deref());
+        super::follow(&mut self.cursor, |after| {
+            backend.changes_after(after, task, MAX_BATCH + 1)
+        })
     }
 
     fn reads(&self) -> u64 {
