@@ -48,6 +48,16 @@ pub struct TaskDigest {
 }
 
 impl TaskDigest {
+    /// What a summary says of its task (the hash not known).
+    pub fn of(s: &super::index::Summary<'_>) -> Self {
+        TaskDigest {
+            revision: s.revision,
+            status: s.status,
+            updated_at: s.updated_at,
+            hash: 0,
+        }
+    }
+
     /// Whether the two say the same about their task (the hashes aside).
     pub fn same(&self, other: &TaskDigest) -> bool {
         (self.revision, self.status, self.updated_at)
@@ -341,15 +351,7 @@ impl FileBackend {
         let existed = self.snapshot_existing(&mut |txn| {
             out = txn
                 .summaries()
-                .map(|s| {
-                    let digest = TaskDigest {
-                        revision: s.revision,
-                        status: s.status,
-                        updated_at: s.updated_at,
-                        hash: 0,
-                    };
-                    (s.task_id.to_string(), digest)
-                })
+                .map(|s| (s.task_id.to_string(), TaskDigest::of(&s)))
                 .collect();
             Ok(())
         })?;

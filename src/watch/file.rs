@@ -81,15 +81,7 @@ impl FileSource {
             // line: nothing else is read.
             now = txn
                 .summary(id)
-                .map(|s| {
-                    let digest = TaskDigest {
-                        revision: s.revision,
-                        status: s.status,
-                        updated_at: s.updated_at,
-                        hash: 0,
-                    };
-                    (id.to_string(), digest)
-                })
+                .map(|s| (id.to_string(), TaskDigest::of(&s)))
                 .into_iter()
                 .collect();
             Ok(())
