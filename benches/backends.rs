@@ -6,6 +6,7 @@
 //! `cargo bench --bench backends` (`-- sqlite` or `-- file` for one). The
 //! stores are generated once per size, untimed, with the same tasks.
 
+use rudder::store::Open as _;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -20,6 +20,8 @@
 #[allow(dead_code)]
 mod pg;
 
+use rudder::store::Open as _;
+use rudder::store::watch::Start as _;
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

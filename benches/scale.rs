@@ -15,6 +15,8 @@
 //!
 //! `cargo bench --bench scale` (`-- copy`, `-- feed`, `-- sqlite` for one).
 
+use rudder::store::Open as _;
+use rudder::store::watch::Start as _;
 use std::hint::black_box;
 use std::io::Write;
 use std::path::{Path, PathBuf};

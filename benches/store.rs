@@ -10,6 +10,8 @@
 //! benchmark has used up its pool of suitable tasks, so that every measured
 //! operation runs against a store of (nearly) the nominal size.
 
+use rudder::store::Open as _;
+use rudder::store::watch::Start as _;
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

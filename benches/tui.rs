@@ -5,6 +5,7 @@
 //! `cargo bench --bench tui` runs everything; `cargo bench --bench tui -- frame`
 //! only the frame benchmarks; `-- idle` only the idle/memory measurement.
 
+use rudder::store::Open as _;
 use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -14,6 +14,8 @@
 //!
 //! `cargo bench --bench tui_scale` (`-- memory` for the memory alone).
 
+use rudder::store::Open as _;
+use rudder::store::watch::Start as _;
 use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;

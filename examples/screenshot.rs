@@ -11,6 +11,7 @@
 //! cargo run --example screenshot -- out.svg
 //! ```
 
+use rudder::store::Open as _;
 use std::fmt::Write as _;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;

@@ -1,11 +1,16 @@
-//! rudder: watch and steer long-running tasks kept in a durable JSON store.
+//! rudder: watch and steer long-running tasks kept in a durable store.
 //!
-//! - [`task`]: the task record and its state machine;
-//! - [`store`]: the store API and its JSON file backend (locking, atomic writes);
-//! - [`watch`]: the change feed that turns file changes into transitions;
-//! - [`schema`]: input validation and typing by JSON Schema;
-//! - [`duration`]: durations as people write them (`90s`, `15m`, `2h`);
-//! - [`json`]: JSON that people give, read strictly.
+//! This is the `rudder` binary's library: the CLI ([`cli`]) and the demo
+//! ([`demo`]). The rest lives in the crates of the workspace (see
+//! `docs/architecture.md`), re-exported here under the names the binary and
+//! its tests use:
+//!
+//! - [`task`], [`schema`], [`json`], [`duration`], [`text`]: the task model
+//!   and its state machine (`rudder-model`);
+//! - [`store`]: the store URL, the one policy and every backend
+//!   (`rudder-store`, over `rudder-core` and the backend crates);
+//! - [`watch`]: the change feed;
+//! - [`tui`]: the live terminal UI (`rudder-tui`).
 //!
 //! Output goes through fallible writes ([`cli::output::emit`],
 //! [`cli::output::note`]), never `print!`, which panics when stdout cannot
@@ -13,17 +18,13 @@
 
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
-pub mod duration;
-pub mod json;
-pub mod schema;
-pub mod store;
-pub mod task;
+pub use rudder_model::{duration, json, schema, task, text};
+pub use rudder_store as store;
+pub use rudder_store::watch;
+pub use rudder_tui as tui;
 
 pub use store::{NewTask, Outcome, Store, StoreError};
 pub use task::{Actor, Change, Status, Task};
 pub mod cli;
 pub mod demo;
-pub mod fuzzing;
-pub mod text;
-pub mod tui;
-pub mod watch;
+pub use rudder_file::fuzzing;

@@ -5,6 +5,7 @@
 
 mod common;
 
+use rudder::store::Open as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,6 +32,12 @@ impl Counting {
 }
 
 impl Backend for Counting {
+    fn location(&self) -> rudder::store::Location {
+        self.inner.location()
+    }
+    fn path(&self) -> &std::path::Path {
+        self.inner.path()
+    }
     fn load(&self) -> Result<TaskMap, StoreError> {
         self.inner.load()
     }

@@ -3,6 +3,7 @@
 
 mod common;
 
+use rudder::store::Open as _;
 use std::path::Path;
 
 use common::{CliKind, fingerprint, run, temp_files};

@@ -6,6 +6,8 @@
 
 mod common;
 
+use rudder::store::Open as _;
+use rudder::store::watch::Start as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -4,6 +4,7 @@
 
 mod common;
 
+use rudder::store::Open as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -736,7 +737,7 @@ fn wait_returns_when_another_process_acts_once() {
     );
 }
 
-/// DESIGN.md: `wait` exits 0 completed, 7 failed, 8 cancelled, 9 waiting
+/// docs/architecture.md: `wait` exits 0 completed, 7 failed, 8 cancelled, 9 waiting
 /// for input, whether the task was there already or got there meanwhile.
 #[test]
 fn wait_exit_codes_say_how_the_task_ended() {
@@ -855,7 +856,7 @@ fn spawn_announced_wait_with(path: &Path, id: &str, more: &[&str]) -> (Child, Pa
     (child, err)
 }
 
-/// DESIGN.md: 6 at once, not after the timeout, when the store becomes
+/// docs/architecture.md: 6 at once, not after the timeout, when the store becomes
 /// unreadable while `wait` waits; the error names the file.
 #[test]
 fn wait_stops_with_exit_6_when_the_store_turns_corrupt() {

@@ -1,4 +1,4 @@
-//! The CLI's contract with scripts (issue 13, DESIGN.md "The binary"): every
+//! The CLI's contract with scripts (issue 13, docs/architecture.md "The binary"): every
 //! command's `--json` answer validates against the JSON Schema published in
 //! docs/cli-output.schema.json, every error kind the code can produce is in
 //! the schema and the README with its exit code, `--read-only` refuses every
@@ -8,6 +8,7 @@
 
 mod common;
 
+use rudder::store::Open as _;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

@@ -5,6 +5,7 @@
 mod common;
 
 use common::{run_plain, store_state};
+use rudder::store::Open as _;
 use rudder::task::TaskMap;
 use rudder::{Actor, NewTask, Store};
 use serde_json::json;

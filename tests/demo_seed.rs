@@ -1,6 +1,7 @@
 //! `rudder demo`'s seeding and `--fresh`, and the supervisor of the worker
 //! child the TUI kills and restarts, and stops when the demo ends.
 
+use rudder::store::Open as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -1,6 +1,7 @@
 //! Hostile surroundings: symlinked stores, unwritable directories, a lock
 //! held by a hung process, absurd files, and a hostile umask.
 
+use rudder::store::Open as _;
 use std::fs::{self, File};
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::Path;

@@ -6,6 +6,7 @@
 //! values of every JSON type and checks that a write either is refused with
 //! nothing written, or leaves a file that loads.
 
+use rudder::store::Open as _;
 use std::collections::BTreeSet;
 
 use chrono::Utc;

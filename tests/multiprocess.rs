@@ -4,6 +4,7 @@
 
 mod common;
 
+use rudder::store::Open as _;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;

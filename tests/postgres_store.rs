@@ -6,6 +6,8 @@
 
 mod common;
 
+use rudder::store::Open as _;
+use rudder::store::watch::Start as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -779,7 +781,7 @@ async fn a_store_dropped_before_the_feeds_first_look_is_reported_missing() {
     removed_is_missing(&mut feed, &url).await;
 }
 
-/// DESIGN/issue 11: bad credentials, a missing database and a permission
+/// docs/architecture.md, issue 11: bad credentials, a missing database and a permission
 /// denied are exit 6, say what was wrong, name the host and database, and
 /// never show the password (in the human message or in `--json`).
 #[test]

@@ -11,6 +11,7 @@
 
 mod common;
 
+use rudder::store::Open as _;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -1,6 +1,7 @@
 //! `reclaim_tasks`: a reclaim confirmed after a preview fails exactly the
 //! previewed tasks that did not change since, and nothing else.
 
+use rudder::store::Open as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

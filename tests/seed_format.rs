@@ -5,6 +5,7 @@
 
 mod common;
 
+use rudder::store::Open as _;
 use std::path::PathBuf;
 
 use common::{fingerprint, run};

@@ -1,11 +1,12 @@
 //! A property test: random operation sequences run against the file store and
-//! against a tiny in-memory model of DESIGN.md's rules must agree on every
+//! against a tiny in-memory model of docs/architecture.md's rules must agree on every
 //! answer (applied / unchanged / error kind) and on every task's status,
 //! input, result, error, lease and revision — including across reopening the
 //! store (a fresh `Store::open` on the same path, as a restarted process would).
 
 mod common;
 
+use rudder::store::Open as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -252,7 +253,7 @@ impl Model {
         (Ok(Change::Applied), Some(self.tasks.len() - 1))
     }
 
-    /// Apply a mutation to task `i` following DESIGN.md; `None` for `i` is an unknown id.
+    /// Apply a mutation to task `i` following docs/architecture.md; `None` for `i` is an unknown id.
     fn mutate(&mut self, i: Option<usize>, op: &Op) -> Answer {
         let Some(i) = i else {
             return Err("unknown_task");

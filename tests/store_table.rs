@@ -4,6 +4,7 @@
 
 mod common;
 
+use rudder::store::Open as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -147,7 +148,7 @@ fn mutate(store: &Store, id: &str, m: Mutation) -> Result<Outcome, StoreError> {
     }
 }
 
-/// The contract, written out row by row (DESIGN.md "One policy for every mutation").
+/// The contract, written out row by row (docs/architecture.md "One policy for every mutation").
 fn expected(start: Start, m: Mutation) -> Expect {
     use Expect::*;
     use Mutation as M;

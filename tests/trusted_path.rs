@@ -5,6 +5,7 @@
 //! record that does not match, garbage in the lock file) means the whole
 //! check, with the position of any problem.
 
+use rudder::store::Open as _;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -4,6 +4,7 @@
 #[path = "tui_common/mod.rs"]
 mod common;
 
+use rudder::store::Open as _;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -3,6 +3,7 @@
 
 mod common;
 
+use rudder::store::Open as _;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};

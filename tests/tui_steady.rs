@@ -8,6 +8,7 @@ mod common;
 
 use chrono::TimeDelta;
 use common::*;
+use rudder::store::Open as _;
 use rudder::task::{Status, TaskMap};
 use rudder::tui::app::{App, Popup, Tone};
 use rudder::tui::update::Effect;

@@ -4,6 +4,7 @@
 #[path = "tui_common/mod.rs"]
 mod common;
 
+use rudder::store::Open as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;

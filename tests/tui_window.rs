@@ -5,6 +5,7 @@
 
 mod tui_common;
 
+use rudder::store::Open as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -5,6 +5,7 @@
 
 mod common;
 
+use rudder::store::Open as _;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, lchown, symlink};
 use std::path::Path;

@@ -6,6 +6,7 @@
 //! second history entry), about 960 bytes (the store benchmark, behind the
 //! README's first Performance table).
 
+use rudder::store::Open as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

@@ -1,4 +1,4 @@
-//! The command line, as clap sees it (DESIGN.md "The binary").
+//! The command line, as clap sees it (docs/architecture.md "The binary").
 
 use std::path::PathBuf;
 

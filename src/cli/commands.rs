@@ -1,3 +1,5 @@
+use crate::store::Open as _;
+use crate::store::watch::Start as _;
 use std::io::Read;
 use std::path::Path;
 use std::time::Duration;

@@ -161,7 +161,7 @@ impl ErrorKind {
     }
 }
 
-/// The exit code of `wait` for a task that ended up `status` (DESIGN.md
+/// The exit code of `wait` for a task that ended up `status` (docs/architecture.md
 /// "Exit codes"): 0 completed, 7 failed, 8 cancelled, 9 waiting for input
 /// (and 0 for `working`, which `wait` never returns).
 pub fn wait_exit_code(status: crate::task::Status) -> i32 {

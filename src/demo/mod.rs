@@ -12,6 +12,7 @@ pub mod seed;
 pub mod supervisor;
 pub mod worker;
 
+use crate::store::Open as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;

@@ -22,6 +22,7 @@
 //! the tasks can be picked up again at once. SIGKILL leaves the leases to run
 //! out, which is what the demo shows.
 
+use crate::store::Open as _;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;

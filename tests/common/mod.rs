@@ -6,6 +6,7 @@
 
 pub mod pg;
 
+use rudder::store::Open as _;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+use rudder::store::Open as _;
 use std::path::PathBuf;
 use std::time::Duration;
 

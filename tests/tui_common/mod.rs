@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 pub mod stores;
 
+use rudder::store::Open as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 

@@ -1,0 +1,857 @@
+//! The durable task store: every operation of docs/architecture.md over a [`Backend`].
+//!
+//! [`Store`] holds the policy (idempotency, one answer for repeats and
+//! conflicts, leases, reclaim and prune reports); a backend offers
+//! consistent reads and serialized read-modify-writes, handing the
+//! operation a [`Transaction`] of indexed operations (by id, id prefix,
+//! idempotency key, the next claimable task, stale and prunable tasks, a
+//! page in an order, counts by status) and the writes (insert, change in
+//! place, remove). Each backend lives in a crate of its own (`rudder-file`,
+//! `rudder-sqlite`, `rudder-postgres`); `rudder-store` opens the one a
+//! [`StoreUrl`] names. The architecture is in `docs/architecture.md`.
+
+mod error;
+pub mod index;
+pub mod limits;
+pub mod pending;
+pub mod query;
+mod report;
+pub mod shared;
+mod txn;
+pub mod url;
+pub mod watch;
+
+/// The model crate, for the macros of this crate.
+#[doc(hidden)]
+pub use rudder_model as model;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+pub use error::{Location, StoreError, human_bytes};
+pub use index::Summary;
+pub use limits::{MAX_VALUE_DEPTH, RESERVED_KEY, check_value};
+pub use query::{PageQuery, SortKey, StatusCounts};
+pub use report::{PruneReport, Pruned, ReclaimReport, Reclaimed, Skipped, human_duration, ms};
+pub use shared::{ChangeLog, CopyCounts, NewerInStore, RecordedChange};
+pub use txn::Transaction;
+pub use url::{StoreUrl, UrlError};
+
+/// How long a writer waits for the store lock before giving up by default.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(30);
+
+use rudder_model::schema;
+use rudder_model::task::machine::{self, Refusal};
+use rudder_model::task::{
+    Actor, Change, HistoryEntry, Op, OpKind, Progress, Status, Task, TaskMap,
+};
+
+/// Where tasks are kept. Implementations must make `transact` atomic and
+/// isolated with respect to every other process using the same store.
+pub trait Backend: Send + Sync {
+    /// The store as its errors name it (passwords redacted).
+    fn location(&self) -> Location;
+
+    /// The store as messages and the TUI show it; [`Backend::location`]
+    /// unless the backend knows better (a URL that could not be opened).
+    fn shown_location(&self) -> String {
+        self.location().to_string()
+    }
+
+    /// The file the store lives in; for a database server, the URL as
+    /// shown (password redacted).
+    fn path(&self) -> &Path;
+
+    /// Read all tasks without taking the lock (a consistent snapshot).
+    fn load(&self) -> Result<TaskMap, StoreError>;
+
+    /// Call `f` on a consistent snapshot of the tasks without taking the
+    /// lock, for readers that need only some tasks in full.
+    fn snapshot(
+        &self,
+        f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        f(&self.load()?)
+    }
+
+    /// Whether the store exists yet. Operations that can only change
+    /// existing tasks answer from an empty store without taking the lock
+    /// when it does not, so that they create nothing (no directory, no lock
+    /// file).
+    fn exists(&self) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
+    /// How many tasks one step of a long operation (a streamed `list`,
+    /// `reclaim`, `prune`) should handle: a bound for a database, where each
+    /// step is an indexed query or a short transaction, so that a million
+    /// stale tasks never make one giant transaction; `None` (everything at
+    /// once) for a store that is read and written whole, where every step
+    /// would cost as much as the whole operation.
+    fn batch_size(&self) -> Option<usize> {
+        Some(DEFAULT_BATCH)
+    }
+
+    /// Read the current tasks under exclusive access and call `f` on them;
+    /// persist the changes durably if `f` returns `Ok(true)`, write nothing
+    /// if it returns `Ok(false)` or an error. A store that is not valid is
+    /// refused before `f` runs.
+    fn transaction(
+        &self,
+        f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// [`Backend::transaction`] over all tasks read in full (for callers that
+    /// look at every task; every task is written anew if `f` commits).
+    fn transact(
+        &self,
+        f: &mut dyn FnMut(&mut TaskMap) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.transaction(&mut |txn| {
+            let ids: Vec<String> = txn.ids().map(str::to_string).collect();
+            let mut tasks = TaskMap::with_capacity(ids.len());
+            for id in ids {
+                let task = txn.get(&id)?.expect("listed tasks exist");
+                tasks.insert(id, task);
+            }
+            if !f(&mut tasks)? {
+                return Ok(false);
+            }
+            txn.clear();
+            for task in tasks.into_values() {
+                txn.insert(task);
+            }
+            Ok(true)
+        })
+    }
+}
+
+/// [`Backend::batch_size`] of a database.
+pub const DEFAULT_BATCH: usize = 1000;
+
+/// The source of "now"; replaceable in tests.
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// The result of a mutation: the task as it now is, and whether it changed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    pub change: Change,
+    pub task: Task,
+}
+
+/// What `create` needs; everything is optional.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NewTask {
+    /// With a schema the task starts `input_required`, else `working`.
+    pub input_schema: Option<Value>,
+    pub idempotency_key: Option<String>,
+    pub title: Option<String>,
+    pub request: Option<Value>,
+    pub status_message: Option<String>,
+    pub ttl_ms: Option<u64>,
+    pub poll_interval_ms: Option<u64>,
+}
+
+/// The task store.
+pub struct Store<B: Backend> {
+    backend: B,
+    clock: Clock,
+    /// Overrides [`Backend::batch_size`] (tests).
+    batch: Option<usize>,
+}
+
+impl<B: Backend> Store<B> {
+    /// The file the store lives in (for a database server, the URL as
+    /// shown, password redacted).
+    pub fn path(&self) -> &Path {
+        self.backend.path()
+    }
+
+    /// Where the store is, as messages show it.
+    pub fn location(&self) -> String {
+        self.backend.shown_location()
+    }
+
+    pub fn with_backend(backend: B) -> Self {
+        Store {
+            backend,
+            clock: Arc::new(Utc::now),
+            batch: None,
+        }
+    }
+
+    /// Handle at most `n` tasks (at least 1) per step of a long operation,
+    /// whatever the backend's [`Backend::batch_size`] (tests, tuning).
+    pub fn with_batch_size(mut self, n: usize) -> Self {
+        self.batch = Some(n.max(1));
+        self
+    }
+
+    /// The tasks one step of a long operation handles; `None`: all at once.
+    pub fn batch_size(&self) -> Option<usize> {
+        self.batch.or_else(|| self.backend.batch_size())
+    }
+
+    /// Replace the clock (tests, simulations).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    pub fn now(&self) -> DateTime<Utc> {
+        (self.clock)()
+    }
+
+    /// All tasks, in file order.
+    pub fn load(&self) -> Result<TaskMap, StoreError> {
+        self.backend.load()
+    }
+
+    /// One task by full id or unique prefix.
+    pub fn get(&self, id: &str) -> Result<Task, StoreError> {
+        let mut task = None;
+        self.backend.snapshot(&mut |tasks| {
+            let key = resolve_in(tasks, id)?;
+            task = tasks.get(&key)?;
+            Ok(())
+        })?;
+        Ok(task.expect("resolved ids exist"))
+    }
+
+    /// Tasks whose status is one of `statuses` (all tasks when empty), in
+    /// store order.
+    pub fn list(&self, statuses: &[Status]) -> Result<Vec<Task>, StoreError> {
+        if statuses.is_empty() {
+            return Ok(self.load()?.into_values().collect());
+        }
+        self.page(&PageQuery {
+            statuses: statuses.to_vec(),
+            ..PageQuery::default()
+        })
+    }
+
+    /// One page of tasks: a filter, an order, a start and a limit.
+    pub fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
+        let mut list = Vec::new();
+        self.backend.snapshot(&mut |tasks| {
+            list = tasks.page(q)?;
+            Ok(())
+        })?;
+        Ok(list)
+    }
+
+    /// Call `each` on every task of the page `q` asks for, in order, from
+    /// one consistent snapshot, until it returns false. At most
+    /// [`Store::batch_size`] tasks are in memory at once (each batch is one
+    /// keyset query that starts after the last task of the one before), so
+    /// a caller that writes the tasks out as they come holds no more.
+    pub fn page_each(
+        &self,
+        q: &PageQuery,
+        each: &mut dyn FnMut(Task) -> bool,
+    ) -> Result<(), StoreError> {
+        let batch = self.batch_size();
+        self.backend.snapshot(&mut |tasks| {
+            let mut left = q.limit;
+            let mut step = q.clone();
+            loop {
+                let want = match (batch, left) {
+                    (Some(b), Some(l)) => Some(b.min(l)),
+                    (b, l) => b.or(l),
+                };
+                if want == Some(0) {
+                    return Ok(());
+                }
+                step.limit = want;
+                let page = tasks.page(&step)?;
+                let got = page.len();
+                let last = page.last().map(|t| t.task_id.clone());
+                for task in page {
+                    if !each(task) {
+                        return Ok(());
+                    }
+                }
+                left = left.map(|l| l - got);
+                match (want, last) {
+                    (Some(w), Some(last)) if got == w => step.after = Some(last),
+                    _ => return Ok(()),
+                }
+            }
+        })
+    }
+
+    /// How many tasks have each status.
+    pub fn counts(&self) -> Result<StatusCounts, StoreError> {
+        let mut counts = StatusCounts::default();
+        self.backend.snapshot(&mut |tasks| {
+            counts = tasks.counts()?;
+            Ok(())
+        })?;
+        Ok(counts)
+    }
+
+    /// How many tasks are stalled at `now` in the whole store: working,
+    /// with a lease that lapsed ([`rudder_model::task::Task::stalled`]).
+    pub fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        let mut n = 0;
+        self.backend.snapshot(&mut |tasks| {
+            n = tasks.stalled(now)?;
+            Ok(())
+        })?;
+        Ok(n)
+    }
+
+    /// Run `f` under the backend's exclusive access with the current time.
+    /// `f` returns its answer and whether to persist.
+    fn transact<T>(
+        &self,
+        may_create: bool,
+        mut f: impl FnMut(&mut dyn Transaction, DateTime<Utc>) -> Result<(T, bool), StoreError>,
+    ) -> Result<T, StoreError> {
+        if !may_create && !self.backend.exists()? {
+            // Nothing to change in a store that does not exist: answer as
+            // an empty store would, creating nothing. (An answer that asks
+            // to write cannot happen for these operations.)
+            let (value, write) = f(&mut TaskMap::new(), self.now())?;
+            debug_assert!(!write, "an operation on an empty store wants to write");
+            return Ok(value);
+        }
+        let mut answer = None;
+        // A backend may run `f` again on fresh data (the file backend does
+        // when its lock was taken from it mid-write), so `f` only reads its
+        // captures and changes the store through `tasks`.
+        self.backend.transaction(&mut |tasks| {
+            let (value, write) = f(tasks, self.now())?;
+            answer = Some(value);
+            Ok(write)
+        })?;
+        Ok(answer.expect("the operation ran"))
+    }
+
+    /// Create a task. With an idempotency key already in use, return that task
+    /// unchanged, or refuse if it was created with another schema or request.
+    pub fn create(&self, mut new: NewTask) -> Result<Outcome, StoreError> {
+        // A `null` request reads back from the file as none: make it none
+        // now, so that retrying the same create matches its key.
+        new.request = new.request.filter(|r| !r.is_null());
+        // Before the lock: a value the store cannot hold is refused at once.
+        if let Some(schema) = &new.input_schema {
+            check_value("input_schema", schema)?;
+        }
+        if let Some(request) = &new.request {
+            check_value("request", request)?;
+        }
+        if let Some(schema) = &new.input_schema {
+            schema::check_schema(schema).map_err(StoreError::InvalidSchema)?;
+        }
+        self.transact(true, |tasks, now| {
+            if let Some(key) = &new.idempotency_key
+                && let Some(id) = tasks.find_key(key)?
+            {
+                let existing = tasks.get(&id)?.expect("a listed task exists");
+                let field = if existing.input_schema != new.input_schema {
+                    Some("input_schema")
+                } else if existing.request != new.request {
+                    Some("request")
+                } else {
+                    None
+                };
+                return match field {
+                    Some(field) => Err(StoreError::IdempotencyConflict {
+                        key: key.clone(),
+                        field,
+                        task: Box::new(existing),
+                    }),
+                    None => Ok((
+                        Outcome {
+                            change: Change::Unchanged,
+                            task: existing,
+                        },
+                        false,
+                    )),
+                };
+            }
+            let status = if new.input_schema.is_some() {
+                Status::InputRequired
+            } else {
+                Status::Working
+            };
+            let mut task = Task::new(uuid::Uuid::new_v4().to_string(), status);
+            task.input_schema = new.input_schema.clone();
+            task.idempotency_key = new.idempotency_key.clone();
+            task.title = new.title.clone();
+            task.request = new.request.clone();
+            task.status_message = new.status_message.clone();
+            task.ttl_ms = new.ttl_ms;
+            task.poll_interval_ms = new.poll_interval_ms;
+            task.created_at = Some(now);
+            task.updated_at = Some(now);
+            task.revision = 1;
+            task.history.push(HistoryEntry {
+                status,
+                at: now,
+                note: Some("created".into()),
+            });
+            tasks.insert(task.clone());
+            Ok((
+                Outcome {
+                    change: Change::Applied,
+                    task,
+                },
+                true,
+            ))
+        })
+    }
+
+    /// Apply one state-machine operation to the task `id` (full id or unique prefix).
+    pub fn apply(&self, id: &str, op: &Op, actor: Actor<'_>) -> Result<Outcome, StoreError> {
+        // Before the lock: a value the store cannot hold is refused at once.
+        let value = match op {
+            Op::RequestInput { schema, .. } => Some(("input_schema", schema)),
+            Op::ProvideInput { value, .. } => Some(("input_value", value)),
+            Op::Complete { result } => Some(("result", result)),
+            Op::Fail { error } => Some(("error", error)),
+            Op::Heartbeat { .. } | Op::Cancel { .. } | Op::Claim { .. } | Op::Release { .. } => {
+                None
+            }
+        };
+        if let Some((field, value)) = value {
+            check_value(field, value)?;
+        }
+        self.transact(false, |tasks, now| {
+            let key = resolve_in(tasks, id)?;
+            let task = tasks.get_mut(&key)?.expect("resolved ids exist");
+            let change = machine::apply(task, op, actor, now)
+                .map_err(|r| refusal_error(op.kind(), r, task))?;
+            Ok((
+                Outcome {
+                    change,
+                    task: task.clone(),
+                },
+                change == Change::Applied,
+            ))
+        })
+    }
+
+    pub fn request_input(
+        &self,
+        id: &str,
+        schema: Value,
+        message: Option<String>,
+        actor: Actor<'_>,
+    ) -> Result<Outcome, StoreError> {
+        self.apply(id, &Op::RequestInput { schema, message }, actor)
+    }
+
+    pub fn provide_input(
+        &self,
+        id: &str,
+        value: Value,
+        expected_revision: Option<u64>,
+    ) -> Result<Outcome, StoreError> {
+        let op = Op::ProvideInput {
+            value,
+            expected_revision,
+        };
+        self.apply(id, &op, Actor::Anyone)
+    }
+
+    pub fn heartbeat(
+        &self,
+        id: &str,
+        message: Option<String>,
+        progress: Option<Progress>,
+        actor: Actor<'_>,
+    ) -> Result<Outcome, StoreError> {
+        self.apply(id, &Op::Heartbeat { message, progress }, actor)
+    }
+
+    pub fn complete(
+        &self,
+        id: &str,
+        result: Value,
+        actor: Actor<'_>,
+    ) -> Result<Outcome, StoreError> {
+        self.apply(id, &Op::Complete { result }, actor)
+    }
+
+    /// Fail with `{"message": message}`.
+    pub fn fail(&self, id: &str, message: &str, actor: Actor<'_>) -> Result<Outcome, StoreError> {
+        let error = serde_json::json!({ "message": message });
+        self.apply(id, &Op::Fail { error }, actor)
+    }
+
+    pub fn cancel(&self, id: &str, reason: Option<String>) -> Result<Outcome, StoreError> {
+        self.apply(id, &Op::Cancel { reason }, Actor::Anyone)
+    }
+
+    /// Take or renew the lease on a working task.
+    pub fn claim(&self, id: &str, holder: &str, lease: Duration) -> Result<Outcome, StoreError> {
+        let op = Op::Claim {
+            holder: holder.to_string(),
+            lease,
+        };
+        self.apply(id, &op, Actor::Anyone)
+    }
+
+    /// Give a lease back.
+    pub fn release(&self, id: &str, holder: &str) -> Result<Outcome, StoreError> {
+        let op = Op::Release {
+            holder: holder.to_string(),
+        };
+        self.apply(id, &op, Actor::Anyone)
+    }
+
+    /// Claim the oldest working task that no live lease holds, if any, in one
+    /// locked step (so two workers never take the same task).
+    pub fn claim_next(&self, holder: &str, lease: Duration) -> Result<Option<Task>, StoreError> {
+        self.claim_next_where(holder, lease, &|_| true)
+    }
+
+    /// [`Store::claim_next`] among the tasks `wanted` accepts only: a
+    /// worker that knows how to run some tasks never takes the others.
+    pub fn claim_next_where(
+        &self,
+        holder: &str,
+        lease: Duration,
+        wanted: &dyn Fn(&Summary<'_>) -> bool,
+    ) -> Result<Option<Task>, StoreError> {
+        // Idle workers poll: look without the lock first, so that a store
+        // with nothing to claim is never locked, and its writers never wait,
+        // for a poll. A task that turns claimable just after the look is
+        // found by the next poll.
+        let mut any = false;
+        self.backend.snapshot(&mut |tasks| {
+            let now = self.now();
+            any = tasks.next_claimable(now, wanted)?.is_some();
+            Ok(())
+        })?;
+        if !any {
+            return Ok(None);
+        }
+        self.transact(false, |tasks, now| {
+            let Some(id) = tasks.next_claimable(now, wanted)? else {
+                return Ok((None, false));
+            };
+            let task = tasks.get_mut(&id)?.expect("a listed task exists");
+            let op = Op::Claim {
+                holder: holder.to_string(),
+                lease,
+            };
+            machine::apply(task, &op, Actor::Anyone, now)
+                .map_err(|r| refusal_error(OpKind::Claim, r, task))?;
+            Ok((Some(task.clone()), true))
+        })
+    }
+
+    /// Fail every non-terminal task not updated for `older_than`; with
+    /// `dry_run`, only report what would be reclaimed. At most
+    /// [`Store::batch_size`] tasks are failed per transaction.
+    pub fn reclaim(
+        &self,
+        older_than: Duration,
+        dry_run: bool,
+    ) -> Result<ReclaimReport, StoreError> {
+        if dry_run {
+            let mut plan = None;
+            self.backend.snapshot(&mut |tasks| {
+                let now = self.now();
+                plan = Some(plan_reclaim(tasks, older_than, now, true)?);
+                Ok(())
+            })?;
+            return Ok(plan.expect("the snapshot was read"));
+        }
+        let Some(batch) = self.batch_size() else {
+            return self.transact(false, |tasks, now| {
+                let report = plan_reclaim(tasks, older_than, now, false)?;
+                fail_reclaimed(tasks, &report, older_than, now)?;
+                let write = !report.reclaimed.is_empty();
+                Ok((report, write))
+            });
+        };
+        // In batches: plan from a snapshot without the lock, then fail the
+        // planned tasks `batch` at a time, each one checked again under the
+        // lock (a task that is no longer idle, or is now leased, is left
+        // alone as one transaction would have found it).
+        let mut plan = self.reclaim(older_than, true)?;
+        plan.dry_run = false;
+        let planned = std::mem::take(&mut plan.reclaimed);
+        for chunk in planned.chunks(batch) {
+            let step = self.transact(false, |tasks, now| {
+                let mut step = Recheck::default();
+                for r in chunk {
+                    step.reclaim(tasks, &r.task_id, None, older_than, now)?;
+                }
+                let write = !step.reclaimed.is_empty();
+                Ok((step, write))
+            })?;
+            plan.reclaimed.extend(step.reclaimed);
+            plan.skipped.extend(step.skipped);
+            plan.active += step.active;
+        }
+        Ok(plan)
+    }
+
+    /// Reclaim exactly the tasks a person was shown: each `(id, revision)`
+    /// is failed only if it is still at that revision and still qualifies
+    /// (unfinished, idle for `older_than`, no live lease); every other listed
+    /// task is reported as skipped with the reason. Tasks not listed are
+    /// never touched, even if they went idle since the preview. At most
+    /// [`Store::batch_size`] tasks are failed per transaction.
+    pub fn reclaim_tasks(
+        &self,
+        previewed: &[(String, u64)],
+        older_than: Duration,
+    ) -> Result<ReclaimReport, StoreError> {
+        // Each task is checked on its own, so the previewed list can be
+        // handled `batch` tasks per transaction.
+        let batch = self.batch_size().unwrap_or(usize::MAX);
+        let mut report: Option<ReclaimReport> = None;
+        // Even an empty preview answers with the time and threshold.
+        let empty: [(String, u64); 0] = [];
+        let chunks: Vec<&[(String, u64)]> = if previewed.is_empty() {
+            vec![&empty]
+        } else {
+            previewed.chunks(batch).collect()
+        };
+        for chunk in chunks {
+            let (step, at) = self.transact(false, |tasks, now| {
+                let mut step = Recheck::default();
+                for (id, seen) in chunk {
+                    step.reclaim(tasks, id, Some(*seen), older_than, now)?;
+                }
+                let write = !step.reclaimed.is_empty();
+                Ok(((step, now), write))
+            })?;
+            let report = report.get_or_insert_with(|| ReclaimReport {
+                dry_run: false,
+                older_than_ms: older_than.as_millis() as u64,
+                at,
+                reclaimed: Vec::new(),
+                skipped: Vec::new(),
+                // Only the previewed tasks are the answer's subject.
+                active: 0,
+            });
+            report.reclaimed.extend(step.reclaimed);
+            report.skipped.extend(step.skipped);
+        }
+        Ok(report.expect("one transaction ran"))
+    }
+
+    /// Remove terminal tasks past their retention: `ttl_ms` when set, else
+    /// `older_than`. At most [`Store::batch_size`] tasks are removed per
+    /// transaction.
+    pub fn prune(&self, older_than: Duration) -> Result<PruneReport, StoreError> {
+        let Some(batch) = self.batch_size() else {
+            return self.transact(false, |tasks, now| {
+                let found = tasks.prunable(now, older_than)?;
+                let report = report::plan_prune(found.iter().map(|t| t.summary()), older_than, now);
+                for p in &report.removed {
+                    tasks.remove(&p.task_id);
+                }
+                let write = !report.removed.is_empty();
+                Ok((report, write))
+            });
+        };
+        // In batches, like `reclaim`: plan from a snapshot, then remove
+        // `batch` tasks per transaction, each checked again under the lock.
+        let mut plan = None;
+        self.backend.snapshot(&mut |tasks| {
+            let now = self.now();
+            let found = tasks.prunable(now, older_than)?;
+            plan = Some(report::plan_prune(
+                found.iter().map(|t| t.summary()),
+                older_than,
+                now,
+            ));
+            Ok(())
+        })?;
+        let mut plan = plan.expect("the snapshot was read");
+        let planned = std::mem::take(&mut plan.removed);
+        for chunk in planned.chunks(batch) {
+            let removed = self.transact(false, |tasks, now| {
+                let mut removed = Vec::new();
+                for p in chunk {
+                    let Some(task) = tasks.get(&p.task_id)? else {
+                        continue;
+                    };
+                    let again = report::plan_prune([Summary::of(&task)], older_than, now);
+                    if let Some(pruned) = again.removed.into_iter().next() {
+                        tasks.remove(&pruned.task_id);
+                        removed.push(pruned);
+                    }
+                }
+                let write = !removed.is_empty();
+                Ok((removed, write))
+            })?;
+            plan.removed.extend(removed);
+        }
+        Ok(plan)
+    }
+}
+
+/// What `reclaim` would do now: planned from the candidates the backend
+/// finds, counting the other unfinished tasks as active.
+fn plan_reclaim(
+    tasks: &dyn Transaction,
+    older_than: Duration,
+    now: DateTime<Utc>,
+    dry_run: bool,
+) -> Result<ReclaimReport, StoreError> {
+    let stale = tasks.stale(now, older_than)?;
+    let mut plan = report::plan_reclaim(
+        stale.candidates.iter().map(|t| t.summary()),
+        older_than,
+        now,
+        dry_run,
+    );
+    plan.active += stale.unfinished.saturating_sub(stale.candidates.len());
+    Ok(plan)
+}
+
+/// What one batch of a reclaim found, task by task.
+#[derive(Default)]
+struct Recheck {
+    reclaimed: Vec<Reclaimed>,
+    skipped: Vec<Skipped>,
+    active: usize,
+}
+
+impl Recheck {
+    /// Check the task `id` again under the lock and fail it if it still
+    /// qualifies (and, with `seen`, is still at the revision a person was
+    /// shown); else record why it was left alone.
+    fn reclaim(
+        &mut self,
+        tasks: &mut dyn Transaction,
+        id: &str,
+        seen: Option<u64>,
+        older_than: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let skip = |status, reason: String| Skipped {
+            task_id: id.to_string(),
+            status,
+            reason,
+        };
+        let Some(task) = tasks.get(id)? else {
+            // Only finished tasks are pruned, so it finished first; a
+            // reclaim that showed nobody a preview has nothing to say.
+            if seen.is_some() {
+                self.skipped
+                    .push(skip(Status::Failed, "it no longer exists".into()));
+            }
+            return Ok(());
+        };
+        let mut again = report::plan_reclaim([Summary::of(&task)], older_than, now, false);
+        match again.reclaimed.pop() {
+            Some(_) if seen.is_some_and(|seen| seen != task.revision) => {
+                self.skipped.push(skip(
+                    task.status,
+                    format!(
+                        "changed since the preview (revision {}, now {})",
+                        seen.unwrap_or_default(),
+                        task.revision
+                    ),
+                ));
+            }
+            Some(r) => {
+                let plan = ReclaimReport {
+                    reclaimed: vec![r],
+                    ..again
+                };
+                fail_reclaimed(tasks, &plan, older_than, now)?;
+                self.reclaimed.extend(plan.reclaimed);
+            }
+            None => match again.skipped.pop() {
+                Some(s) => self.skipped.push(s),
+                None if seen.is_none() => self.active += again.active,
+                None => {
+                    let why = match task.updated_at {
+                        Some(at) if !task.status.is_terminal() => format!(
+                            "active again: last update {} ago",
+                            report::human_duration(report::ms(now - at))
+                        ),
+                        _ => format!("it is {} now", task.status),
+                    };
+                    self.skipped.push(skip(task.status, why));
+                }
+            },
+        }
+        Ok(())
+    }
+}
+
+/// How many ids of an ambiguous prefix an error lists.
+const CANDIDATES_SHOWN: usize = 20;
+
+/// Fail every task of a reclaim plan made from these very tasks.
+fn fail_reclaimed(
+    tasks: &mut dyn Transaction,
+    plan: &ReclaimReport,
+    older_than: Duration,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    for r in &plan.reclaimed {
+        let task = tasks
+            .get_mut(&r.task_id)?
+            .ok_or_else(|| StoreError::UnknownTask {
+                id: r.task_id.clone(),
+            })?;
+        let op = Op::Fail {
+            error: report::reclaim_error(r, older_than),
+        };
+        machine::apply(task, &op, Actor::Anyone, now)
+            .map_err(|refusal| refusal_error(OpKind::Reclaim, refusal, task))?;
+    }
+    Ok(())
+}
+
+/// Find the key for a full id or a unique prefix of one.
+fn resolve_in(tasks: &dyn Transaction, id: &str) -> Result<String, StoreError> {
+    if tasks.contains(id) {
+        return Ok(id.to_string());
+    }
+    let unknown = || StoreError::UnknownTask { id: id.to_string() };
+    if id.is_empty() {
+        return Err(unknown());
+    }
+    let mut candidates = tasks.ids_with_prefix(id, CANDIDATES_SHOWN + 1)?;
+    match candidates.len() {
+        0 => return Err(unknown()),
+        1 => return Ok(candidates.remove(0)),
+        _ => {}
+    }
+    candidates.sort();
+    let more = candidates.len() > CANDIDATES_SHOWN;
+    candidates.truncate(CANDIDATES_SHOWN);
+    Err(StoreError::AmbiguousId {
+        prefix: id.to_string(),
+        candidates,
+        more,
+    })
+}
+
+fn refusal_error(op: OpKind, refusal: Refusal, task: &Task) -> StoreError {
+    let task = Box::new(task.clone());
+    match refusal {
+        Refusal::NotAllowed(reason) => StoreError::Refused { op, reason, task },
+        Refusal::StaleRevision { expected } => StoreError::StaleRevision { op, expected, task },
+        Refusal::Lease => StoreError::LeaseLost { op, task },
+        Refusal::InvalidInput(violations) => StoreError::InvalidInput {
+            id: task.task_id.clone(),
+            violations,
+        },
+        Refusal::InvalidSchema(message) => StoreError::InvalidSchema(message),
+        Refusal::RevisionExhausted => StoreError::RevisionExhausted { op, task },
+    }
+}

@@ -1,0 +1,557 @@
+//! What the database transactions (SQLite, PostgreSQL) share: the changes
+//! they hold until they write them out, and the [`Transaction`] methods
+//! that answer from those changes first and from the database second.
+//!
+//! Reads go to the database; changes are kept here (the policy changes a
+//! task in place through `get_mut`) and written out by the backend before
+//! its next query and at commit, so that every query sees the
+//! transaction's own changes. Each backend reads its rows through
+//! [`Database`]; the functions here hold no borrow of the changes while
+//! they call it, since a read may write the changes out first.
+//!
+//! [`Transaction`]: crate::Transaction
+
+use std::cell::{OnceCell, RefCell};
+
+use indexmap::IndexMap;
+
+use crate::query::SummaryBuf;
+use crate::{Location, StoreError, Summary};
+use rudder_model::task::Task;
+
+/// A change not yet written to the database; `B` is what the backend
+/// read of the row before (to write on condition that it is unchanged).
+pub enum Change<B> {
+    /// The task as it is to be: `before` is `None` for a new task.
+    Put {
+        task: Box<Task>,
+        before: Option<B>,
+    },
+    Delete {
+        before: B,
+    },
+}
+
+/// The state a database transaction keeps beside its connection.
+pub struct Pending<B> {
+    changes: RefCell<IndexMap<String, Change<B>>>,
+    /// Every task's summary, for the whole-store iterators (which the
+    /// policy does not use: they exist for callers that want everything).
+    all: OnceCell<Vec<SummaryBuf>>,
+    /// An error met where the trait cannot return one; reported at flush.
+    deferred: RefCell<Option<StoreError>>,
+}
+
+impl<B> Default for Pending<B> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<B> Pending<B> {
+    pub fn new() -> Self {
+        Pending {
+            changes: RefCell::new(IndexMap::new()),
+            all: OnceCell::new(),
+            deferred: RefCell::new(None),
+        }
+    }
+
+    /// Keep `e` (the first one only) for the next flush to report.
+    pub fn defer(&self, e: StoreError) {
+        self.deferred.borrow_mut().get_or_insert(e);
+    }
+
+    /// The changes to write out, oldest first, leaving none; or the error
+    /// deferred since the last flush, which stops the write.
+    pub fn take(&self) -> Result<IndexMap<String, Change<B>>, StoreError> {
+        if let Some(e) = self.deferred.borrow_mut().take() {
+            return Err(e);
+        }
+        Ok(std::mem::take(&mut *self.changes.borrow_mut()))
+    }
+
+    /// Whether this transaction put (`Some(true)`) or deleted
+    /// (`Some(false)`) the task `id`; `None`: it did not change it.
+    fn holds(&self, id: &str) -> Option<bool> {
+        self.changes
+            .borrow()
+            .get(id)
+            .map(|c| matches!(c, Change::Put { .. }))
+    }
+
+    /// The task `id` as this transaction changed it (`Some(None)`: deleted).
+    fn task(&self, id: &str) -> Option<Option<Task>> {
+        self.changes.borrow().get(id).map(|c| match c {
+            Change::Put { task, .. } => Some(Task::clone(task)),
+            Change::Delete { .. } => None,
+        })
+    }
+
+    /// The changes, for a change: the summaries read before no longer hold.
+    fn changing(&mut self) -> &mut IndexMap<String, Change<B>> {
+        self.all = OnceCell::new();
+        self.changes.get_mut()
+    }
+}
+
+/// A backend's own reads, for the functions of this module.
+pub trait Database {
+    /// What the backend keeps of a row it read, to write it back on condition.
+    type Before;
+    fn pending(&self) -> &Pending<Self::Before>;
+    fn pending_mut(&mut self) -> &mut Pending<Self::Before>;
+    /// The row of `id` as the database holds it now.
+    fn read(&self, id: &str) -> Result<Option<(Task, Self::Before)>, StoreError>;
+    /// The row of `id`, to change in place (a backend may lock it).
+    fn read_to_change(&self, id: &str) -> Result<Option<(Task, Self::Before)>, StoreError> {
+        self.read(id)
+    }
+    /// Whether the database holds a task `id`.
+    fn exists(&self, id: &str) -> Result<bool, StoreError>;
+    /// Every task's summary, in store order (after writing the changes out).
+    fn read_summaries(&self) -> Result<Vec<SummaryBuf>, StoreError>;
+    /// Every task in full, in store order (after writing the changes out).
+    fn read_tasks(&self) -> Result<rudder_model::task::TaskMap, StoreError>;
+    /// Where the store is, for errors.
+    fn location(&self) -> Location;
+    /// Write the task `id` (`before`: on condition the row is as read).
+    fn put(&self, id: &str, task: &Task, before: Option<&Self::Before>) -> Result<(), StoreError>;
+    /// Delete the row `id`, on condition it is as read.
+    fn delete(&self, id: &str, before: &Self::Before) -> Result<(), StoreError>;
+}
+
+/// Write out every pending change, oldest first; or report the error
+/// deferred since the last flush, writing nothing.
+pub fn flush<D: Database + ?Sized>(db: &D) -> Result<(), StoreError> {
+    for (id, change) in db.pending().take()? {
+        match change {
+            Change::Put { task, before } => db.put(&id, &task, before.as_ref())?,
+            Change::Delete { before } => db.delete(&id, &before)?,
+        }
+    }
+    Ok(())
+}
+
+/// The task `id` from the document the database holds of it.
+pub fn parse<D: Database + ?Sized>(db: &D, id: &str, doc: &str) -> Result<Task, StoreError> {
+    serde_json::from_str(doc).map_err(|e| StoreError::Corrupt {
+        location: db.location(),
+        line: None,
+        column: None,
+        message: format!("the task {id:?} does not read back: {e}"),
+    })
+}
+
+/// The document to store of `task`.
+pub fn encode<D: Database + ?Sized>(db: &D, task: &Task) -> Result<String, StoreError> {
+    serde_json::to_string(task).map_err(|e| StoreError::Database {
+        location: db.location(),
+        action: "encode a task",
+        message: e.to_string(),
+    })
+}
+
+/// Every task's summary, read once until the next change; an error is
+/// deferred (the iterators cannot return one) and reads as no tasks.
+pub fn all<D: Database + ?Sized>(db: &D) -> &[SummaryBuf] {
+    let cache = &db.pending().all;
+    if cache.get().is_none() {
+        let all = db.read_summaries().unwrap_or_else(|e| {
+            db.pending().defer(e);
+            Vec::new()
+        });
+        let _ = cache.set(all);
+    }
+    cache.get().expect("set above")
+}
+
+/// [`Transaction::ids`](crate::Transaction::ids).
+pub fn ids<D: Database + ?Sized>(db: &D) -> Box<dyn Iterator<Item = &str> + '_> {
+    Box::new(all(db).iter().map(|t| t.task_id.as_str()))
+}
+
+/// [`Transaction::summaries`](crate::Transaction::summaries).
+pub fn summaries<D: Database + ?Sized>(db: &D) -> Box<dyn Iterator<Item = Summary<'_>> + '_> {
+    Box::new(all(db).iter().map(SummaryBuf::summary))
+}
+
+/// [`Transaction::summary`](crate::Transaction::summary).
+pub fn summary<'a, D: Database + ?Sized>(db: &'a D, id: &str) -> Option<Summary<'a>> {
+    all(db)
+        .iter()
+        .find(|t| t.task_id == id)
+        .map(SummaryBuf::summary)
+}
+
+/// [`Transaction::contains`](crate::Transaction::contains): an error
+/// is deferred and reads as absent.
+pub fn contains<D: Database + ?Sized>(db: &D, id: &str) -> bool {
+    if let Some(put) = db.pending().holds(id) {
+        return put;
+    }
+    db.exists(id).unwrap_or_else(|e| {
+        db.pending().defer(e);
+        false
+    })
+}
+
+/// [`Transaction::get`](crate::Transaction::get).
+pub fn get<D: Database + ?Sized>(db: &D, id: &str) -> Result<Option<Task>, StoreError> {
+    if let Some(task) = db.pending().task(id) {
+        return Ok(task);
+    }
+    Ok(db.read(id)?.map(|(t, _)| t))
+}
+
+/// [`Transaction::get_where`](crate::Transaction::get_where).
+pub fn get_where<D: Database + ?Sized>(
+    db: &D,
+    keep: &dyn Fn(&Summary) -> bool,
+) -> Result<Vec<Task>, StoreError> {
+    let tasks = db.read_tasks()?;
+    Ok(tasks
+        .into_values()
+        .filter(|t| keep(&Summary::of(t)))
+        .collect())
+}
+
+/// [`Transaction::get_mut`](crate::Transaction::get_mut).
+pub fn get_mut<'a, D: Database + ?Sized>(
+    db: &'a mut D,
+    id: &str,
+) -> Result<Option<&'a mut Task>, StoreError> {
+    if !db.pending_mut().changing().contains_key(id) {
+        let Some((task, before)) = db.read_to_change(id)? else {
+            return Ok(None);
+        };
+        db.pending_mut().changing().insert(
+            id.to_string(),
+            Change::Put {
+                task: Box::new(task),
+                before: Some(before),
+            },
+        );
+    }
+    match db.pending_mut().changing().get_mut(id) {
+        Some(Change::Put { task, .. }) => Ok(Some(task)),
+        _ => Ok(None),
+    }
+}
+
+/// What the database held of `id` before this transaction, taking out
+/// the change this transaction made to it, if any: whether that change
+/// was a removal, and the row read before. `Err(())`: the read failed, and
+/// its error is deferred.
+fn take_before<D: Database + ?Sized>(
+    db: &mut D,
+    id: &str,
+) -> Result<(bool, Option<D::Before>), ()> {
+    match db.pending_mut().changing().shift_remove(id) {
+        Some(Change::Put { before, .. }) => Ok((false, before)),
+        Some(Change::Delete { before }) => Ok((true, Some(before))),
+        None => match db.read(id) {
+            Ok(row) => Ok((false, row.map(|(_, b)| b))),
+            Err(e) => {
+                db.pending().defer(e);
+                Err(())
+            }
+        },
+    }
+}
+
+/// [`Transaction::insert`](crate::Transaction::insert): a failed
+/// read is deferred and the task not inserted.
+pub fn insert<D: Database + ?Sized>(db: &mut D, task: Task) {
+    let id = task.task_id.clone();
+    let Ok((_, before)) = take_before(db, &id) else {
+        return;
+    };
+    db.pending_mut().changing().insert(
+        id,
+        Change::Put {
+            task: Box::new(task),
+            before,
+        },
+    );
+}
+
+/// [`Transaction::remove`](crate::Transaction::remove): a failed
+/// read is deferred and reads as no task.
+pub fn remove<D: Database + ?Sized>(db: &mut D, id: &str) -> bool {
+    let Ok((removed, before)) = take_before(db, id) else {
+        return false;
+    };
+    // Without `before` the task was added in this transaction and never
+    // written: nothing to undo. A task removed already stays removed.
+    if let Some(before) = before {
+        db.pending_mut()
+            .changing()
+            .insert(id.to_string(), Change::Delete { before });
+    }
+    !removed
+}
+
+/// [`Transaction::clear`](crate::Transaction::clear).
+pub fn clear<D: Database + ?Sized>(db: &mut D) {
+    let ids: Vec<String> = all(db).iter().map(|t| t.task_id.clone()).collect();
+    for id in ids {
+        remove(db, &id);
+    }
+}
+
+/// The [`Transaction`](crate::Transaction) methods a database
+/// transaction answers through this module (and `len` from its counts),
+/// written once for every backend: expands inside its `impl Transaction`.
+#[macro_export]
+macro_rules! transaction_methods {
+    () => {
+        fn len(&self) -> usize {
+            match self.counts() {
+                Ok(c) => c.total(),
+                Err(e) => {
+                    $crate::pending::Database::pending(self).defer(e);
+                    0
+                }
+            }
+        }
+
+        fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_> {
+            $crate::pending::ids(self)
+        }
+
+        fn contains(&self, id: &str) -> bool {
+            $crate::pending::contains(self, id)
+        }
+
+        fn summaries(&self) -> Box<dyn Iterator<Item = $crate::Summary<'_>> + '_> {
+            $crate::pending::summaries(self)
+        }
+
+        fn summary(&self, id: &str) -> Option<$crate::Summary<'_>> {
+            $crate::pending::summary(self, id)
+        }
+
+        fn get(&self, id: &str) -> Result<Option<$crate::model::task::Task>, $crate::StoreError> {
+            $crate::pending::get(self, id)
+        }
+
+        fn get_where(
+            &self,
+            keep: &dyn Fn(&$crate::Summary) -> bool,
+        ) -> Result<Vec<$crate::model::task::Task>, $crate::StoreError> {
+            $crate::pending::get_where(self, keep)
+        }
+
+        fn get_mut(
+            &mut self,
+            id: &str,
+        ) -> Result<Option<&mut $crate::model::task::Task>, $crate::StoreError> {
+            $crate::pending::get_mut(self, id)
+        }
+
+        fn insert(&mut self, task: $crate::model::task::Task) {
+            $crate::pending::insert(self, task)
+        }
+
+        fn remove(&mut self, id: &str) -> bool {
+            $crate::pending::remove(self, id)
+        }
+
+        fn clear(&mut self) {
+            $crate::pending::clear(self)
+        }
+    };
+}
+pub use transaction_methods;
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+
+    use indexmap::IndexMap;
+
+    use super::*;
+    use crate::Summary;
+    use rudder_model::task::{Status, TaskMap};
+
+    const A: &str = "aaaaaaaa-0000-4000-8000-000000000001";
+    const B: &str = "bbbbbbbb-0000-4000-8000-000000000002";
+
+    /// Rows held in memory, each with its revision as what a write is
+    /// conditional on; every write out is logged.
+    struct Memory {
+        pending: Pending<u64>,
+        rows: RefCell<IndexMap<String, (Task, u64)>>,
+        /// `(id, before)` of each put, `(id, Some(before))` of each delete.
+        writes: RefCell<Vec<(String, Option<u64>, bool)>>,
+        reads: Cell<usize>,
+        fail_reads: bool,
+    }
+
+    impl Memory {
+        fn with(ids: &[&str]) -> Self {
+            let rows = ids
+                .iter()
+                .map(|id| (id.to_string(), (Task::new(*id, Status::Working), 7)))
+                .collect();
+            Memory {
+                pending: Pending::new(),
+                rows: RefCell::new(rows),
+                writes: RefCell::new(Vec::new()),
+                reads: Cell::new(0),
+                fail_reads: false,
+            }
+        }
+        fn failure() -> StoreError {
+            StoreError::Database {
+                location: Location::remote("test".to_string()),
+                action: "read a task",
+                message: "the read failed".to_string(),
+            }
+        }
+    }
+
+    impl Database for Memory {
+        type Before = u64;
+        fn pending(&self) -> &Pending<u64> {
+            &self.pending
+        }
+        fn pending_mut(&mut self) -> &mut Pending<u64> {
+            &mut self.pending
+        }
+        fn read(&self, id: &str) -> Result<Option<(Task, u64)>, StoreError> {
+            if self.fail_reads {
+                return Err(Self::failure());
+            }
+            self.reads.set(self.reads.get() + 1);
+            Ok(self.rows.borrow().get(id).cloned())
+        }
+        fn exists(&self, id: &str) -> Result<bool, StoreError> {
+            if self.fail_reads {
+                return Err(Self::failure());
+            }
+            Ok(self.rows.borrow().contains_key(id))
+        }
+        fn read_summaries(&self) -> Result<Vec<SummaryBuf>, StoreError> {
+            // As the backends' queries do: the changes are written out first.
+            flush(self)?;
+            let rows = self.rows.borrow();
+            Ok(rows
+                .values()
+                .map(|(t, _)| SummaryBuf::of(&Summary::of(t)))
+                .collect())
+        }
+        fn read_tasks(&self) -> Result<TaskMap, StoreError> {
+            flush(self)?;
+            let rows = self.rows.borrow();
+            Ok(rows
+                .iter()
+                .map(|(id, (t, _))| (id.clone(), t.clone()))
+                .collect())
+        }
+        fn location(&self) -> Location {
+            Location::remote("test".to_string())
+        }
+        fn put(&self, id: &str, task: &Task, before: Option<&u64>) -> Result<(), StoreError> {
+            self.writes
+                .borrow_mut()
+                .push((id.to_string(), before.copied(), true));
+            let revision = before.map_or(1, |b| b + 1);
+            self.rows
+                .borrow_mut()
+                .insert(id.to_string(), (task.clone(), revision));
+            Ok(())
+        }
+        fn delete(&self, id: &str, before: &u64) -> Result<(), StoreError> {
+            self.writes
+                .borrow_mut()
+                .push((id.to_string(), Some(*before), false));
+            self.rows.borrow_mut().shift_remove(id);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn reads_see_the_changes_before_they_are_written() {
+        let mut db = Memory::with(&[A]);
+        insert(&mut db, Task::new(B, Status::Completed));
+        assert!(remove(&mut db, A));
+        assert!(contains(&db, B) && !contains(&db, A));
+        assert_eq!(
+            get(&db, B).unwrap().map(|t| t.status),
+            Some(Status::Completed)
+        );
+        assert_eq!(get(&db, A).unwrap(), None);
+        assert!(
+            db.writes.borrow().is_empty(),
+            "nothing written before a flush"
+        );
+        flush(&db).unwrap();
+        // Oldest change first; the new task unconditional, the removal at
+        // the revision read.
+        assert_eq!(
+            *db.writes.borrow(),
+            [(B.to_string(), None, true), (A.to_string(), Some(7), false)]
+        );
+        flush(&db).unwrap();
+        assert_eq!(db.writes.borrow().len(), 2, "a flush takes the changes");
+    }
+
+    #[test]
+    fn get_mut_reads_once_and_changes_in_place() {
+        let mut db = Memory::with(&[A]);
+        get_mut(&mut db, A).unwrap().unwrap().title = Some("first".into());
+        get_mut(&mut db, A).unwrap().unwrap().status = Status::Cancelled;
+        assert_eq!(db.reads.get(), 1);
+        assert_eq!(get_mut(&mut db, B).unwrap(), None);
+        flush(&db).unwrap();
+        assert_eq!(*db.writes.borrow(), [(A.to_string(), Some(7), true)]);
+        let (task, _) = &db.rows.borrow()[A];
+        assert_eq!(
+            (task.title.as_deref(), task.status),
+            (Some("first"), Status::Cancelled)
+        );
+    }
+
+    #[test]
+    fn a_removal_stays_and_a_new_task_removed_writes_nothing() {
+        let mut db = Memory::with(&[A]);
+        assert!(remove(&mut db, A));
+        assert!(!remove(&mut db, A), "removed already");
+        assert_eq!(get_mut(&mut db, A).unwrap(), None);
+        insert(&mut db, Task::new(B, Status::Working));
+        assert!(remove(&mut db, B));
+        // Put back after its removal: written on condition of the row read.
+        insert(&mut db, Task::new(A, Status::Failed));
+        flush(&db).unwrap();
+        assert_eq!(*db.writes.borrow(), [(A.to_string(), Some(7), true)]);
+    }
+
+    #[test]
+    fn the_summaries_are_read_again_after_a_change() {
+        let mut db = Memory::with(&[A]);
+        assert_eq!(ids(&db).collect::<Vec<_>>(), [A]);
+        insert(&mut db, Task::new(B, Status::Working));
+        // Reading them writes the change out, without a borrow conflict.
+        assert_eq!(ids(&db).collect::<Vec<_>>(), [A, B]);
+        assert_eq!(summary(&db, B).map(|s| s.status), Some(Status::Working));
+        clear(&mut db);
+        assert_eq!(ids(&db).count(), 0);
+        assert!(db.rows.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_failed_read_is_reported_at_the_flush_and_stops_it() {
+        let mut db = Memory::with(&[A]);
+        db.fail_reads = true;
+        insert(&mut db, Task::new(B, Status::Working));
+        assert!(!contains(&db, A));
+        assert!(matches!(
+            flush(&db),
+            Err(StoreError::Database { message, .. }) if message == "the read failed"
+        ));
+        assert!(db.writes.borrow().is_empty());
+        assert_eq!(db.pending.holds(B), None, "the insert did not happen");
+    }
+}

@@ -1,0 +1,170 @@
+//! The tasks as an operation sees them inside a transaction.
+//!
+//! [`Transaction`] is what a backend hands to a read-modify-write: summaries
+//! for the scans, full tasks only for those an operation reads or changes.
+//! [`TaskMap`] implements it for a store held whole in memory; each backend
+//! crate has its own.
+
+use indexmap::IndexMap;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::StoreError;
+use super::index::Summary;
+use super::query::{self, PageQuery, Stale, StatusCounts, SummaryBuf};
+use rudder_model::task::{Task, TaskMap};
+
+/// The tasks of a store under exclusive access, in store order.
+pub trait Transaction {
+    /// How many tasks there are.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Every task id, in store order.
+    fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_>;
+    fn contains(&self, id: &str) -> bool;
+    /// What the scans need of every task, in store order.
+    fn summaries(&self) -> Box<dyn Iterator<Item = Summary<'_>> + '_>;
+    /// What the scans need of the task `id`.
+    fn summary(&self, id: &str) -> Option<Summary<'_>>;
+    /// The task `id` in full.
+    fn get(&self, id: &str) -> Result<Option<Task>, StoreError>;
+    /// Every task whose summary `keep` accepts, in full, in store order.
+    fn get_where(&self, keep: &dyn Fn(&Summary) -> bool) -> Result<Vec<Task>, StoreError> {
+        let ids: Vec<&str> = self
+            .summaries()
+            .filter(|t| keep(t))
+            .map(|t| t.task_id)
+            .collect();
+        let tasks = ids.into_iter().map(|id| self.get(id));
+        tasks
+            .map(|t| t.map(|t| t.expect("listed tasks exist")))
+            .collect()
+    }
+    /// The task `id`, to change in place: written back if the transaction commits.
+    fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError>;
+    /// Add a task under its `task_id` (at the end), or replace the task with
+    /// that id where it stands.
+    fn insert(&mut self, task: Task);
+    /// Remove the task `id`; whether there was one.
+    fn remove(&mut self, id: &str) -> bool;
+    fn clear(&mut self);
+
+    // The indexed operations the policy uses. The defaults scan the
+    // summaries (the JSON file backend); a database answers from its
+    // indexes. See `query.rs` for what each answer may contain.
+
+    /// The id of the task created with idempotency key `key`.
+    fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .summaries()
+            .find(|t| t.idempotency_key == Some(key))
+            .map(|t| t.task_id.to_string()))
+    }
+    /// At most `limit` ids that start with `prefix`, in any order.
+    fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .ids()
+            .filter(|k| k.starts_with(prefix))
+            .take(limit)
+            .map(str::to_string)
+            .collect())
+    }
+    /// The first claimable task in store order (see [`query::claimable`])
+    /// that `wanted` accepts (a worker that runs only some kinds of task).
+    fn next_claimable(
+        &self,
+        now: DateTime<Utc>,
+        wanted: &dyn Fn(&Summary) -> bool,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .summaries()
+            .find(|t| query::claimable(t, now) && wanted(t))
+            .map(|t| t.task_id.to_string()))
+    }
+    /// The unfinished tasks reclaim must look at, in store order (at least
+    /// those [`query::reclaim_candidate`] accepts).
+    fn stale(&self, now: DateTime<Utc>, older_than: Duration) -> Result<Stale, StoreError> {
+        let mut stale = Stale::default();
+        for t in self.summaries().filter(|t| !t.status.is_terminal()) {
+            stale.unfinished += 1;
+            if query::reclaim_candidate(&t, now, older_than) {
+                stale.candidates.push(SummaryBuf::of(&t));
+            }
+        }
+        Ok(stale)
+    }
+    /// The finished tasks prune must look at, in store order (at least
+    /// those [`query::prune_candidate`] accepts).
+    fn prunable(
+        &self,
+        now: DateTime<Utc>,
+        older_than: Duration,
+    ) -> Result<Vec<SummaryBuf>, StoreError> {
+        Ok(self
+            .summaries()
+            .filter(|t| query::prune_candidate(t, now, older_than))
+            .map(|t| SummaryBuf::of(&t))
+            .collect())
+    }
+    /// One page of tasks in full.
+    fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
+        // The anchor too, wherever the filter leaves it: the page starts
+        // after it.
+        let tasks = self.get_where(&|t| {
+            q.statuses.is_empty()
+                || q.statuses.contains(&t.status)
+                || q.after.as_deref() == Some(t.task_id)
+        })?;
+        Ok(query::page_in_memory(tasks, q))
+    }
+    /// How many tasks have each status.
+    fn counts(&self) -> Result<StatusCounts, StoreError> {
+        let mut counts = StatusCounts::default();
+        for t in self.summaries() {
+            *counts.0.entry(t.status).or_default() += 1;
+        }
+        Ok(counts)
+    }
+    /// How many tasks are stalled at `now` ([`query::stalled`]: working,
+    /// with a lease that lapsed), in the whole store.
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        Ok(self.summaries().filter(|t| query::stalled(t, now)).count())
+    }
+}
+
+impl Transaction for TaskMap {
+    fn len(&self) -> usize {
+        IndexMap::len(self)
+    }
+    fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_> {
+        Box::new(self.keys().map(String::as_str))
+    }
+    fn contains(&self, id: &str) -> bool {
+        self.contains_key(id)
+    }
+    fn summaries(&self) -> Box<dyn Iterator<Item = Summary<'_>> + '_> {
+        Box::new(self.values().map(Summary::of))
+    }
+    fn summary(&self, id: &str) -> Option<Summary<'_>> {
+        IndexMap::get(self, id).map(Summary::of)
+    }
+    fn get(&self, id: &str) -> Result<Option<Task>, StoreError> {
+        Ok(IndexMap::get(self, id).cloned())
+    }
+    fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError> {
+        Ok(IndexMap::get_mut(self, id))
+    }
+    fn insert(&mut self, task: Task) {
+        IndexMap::insert(self, task.task_id.clone(), task);
+    }
+    fn remove(&mut self, id: &str) -> bool {
+        self.shift_remove(id).is_some()
+    }
+    fn clear(&mut self) {
+        IndexMap::clear(self);
+    }
+}

@@ -1,0 +1,987 @@
+//! The JSON file's transaction: [`FileTxn`] keeps every task it was not
+//! asked for as the exact text it had in the file and writes that text back
+//! unchanged.
+
+use std::borrow::Cow;
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use indexmap::IndexMap;
+
+use rudder_core::index::{Summary, TaskIndex};
+use rudder_core::{StoreError, Transaction, limits};
+use rudder_model::task::{Task, TaskMap};
+
+use crate::{codec, scan};
+
+/// Where one task of the file stands (byte offsets into the file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    /// Where the text before the key starts: the end of the previous value,
+    /// or 0 for the first task.
+    lead: usize,
+    /// The value: `start..end`.
+    start: usize,
+    end: usize,
+}
+
+/// A task of the file as it was read.
+struct Orig {
+    span: Span,
+    /// The text from `lead` to `start` is what the encoder writes before
+    /// this task at its place (`{\n  "id": ` first, `,\n  "id": ` after).
+    canonical: bool,
+    /// The value holds no line that starts like a top-level key (`\n  "`).
+    plain: bool,
+}
+
+/// Every task of the file, in file order.
+struct Originals<'a> {
+    entries: IndexMap<Cow<'a, str>, Orig>,
+    /// The text after the last value is `\n}\n`.
+    canonical_tail: bool,
+}
+
+impl Originals<'_> {
+    /// Every task in the layout the encoder writes, and no line inside a
+    /// task that starts like a top-level key.
+    fn as_written(&self) -> bool {
+        let entries = self.entries.values().all(|o| o.canonical && o.plain);
+        entries && (self.canonical_tail || self.entries.is_empty())
+    }
+}
+
+/// A line that starts a top-level key in the layout the encoder writes.
+const KEY_LINE: &[u8] = b"\n  \"";
+
+/// The tasks of a store file, parsed only as far as an operation needs.
+///
+/// Checked (from [`FileTxn::parse`]): every task was checked and indexed
+/// when the file was read. Trusted (from [`FileTxn::trusted`]): the file is
+/// known to be one that a rudder writer checked and wrote in its own layout,
+/// so a task is found by searching for its key's line, and the file is
+/// split and indexed only when an operation asks for every task. A trusted
+/// file that turns out not to be what it should (it cannot be, short of a
+/// file-system bug) poisons the transaction: the backend then runs it again
+/// on the checked path, whose verdict stands.
+pub(super) struct FileTxn<'a> {
+    path: &'a Path,
+    bytes: &'a [u8],
+    trusted: bool,
+    /// Every task of the file, in file order: from the start when checked,
+    /// on first need when trusted (`None`: the file does not split).
+    all: OnceCell<Option<Originals<'a>>>,
+    /// What the scans need of each of `all`, in the same order.
+    index: OnceCell<Option<Vec<TaskIndex<'a>>>>,
+    /// Tasks found by their key's line, before `all` (trusted only).
+    found: RefCell<Vec<(String, Option<Span>)>>,
+    poisoned: Cell<bool>,
+    /// Tasks of the file read for a change: written anew at their place.
+    changed: HashMap<String, Box<Task>>,
+    /// Tasks of the file removed.
+    removed: HashSet<String>,
+    /// Whether every task of the file was removed at once.
+    cleared: bool,
+    /// New tasks (and tasks of the file removed and added again), in the
+    /// order they were added: written after the others.
+    added: IndexMap<String, Box<Task>>,
+}
+
+/// One part of a file being written: a range of the file that was read,
+/// or of the new text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Read(std::ops::Range<usize>),
+    New(std::ops::Range<usize>),
+}
+
+/// A file's new content, as parts of the file read and of new text.
+pub(super) struct Encoded<'a> {
+    read: &'a [u8],
+    new: Vec<u8>,
+    parts: Vec<Part>,
+    /// Every line of the content that starts like a top-level key (`\n  "`)
+    /// starts one (see [`FileTxn::trusted`]).
+    pub plain: bool,
+}
+
+impl Encoded<'_> {
+    /// The parts in order, for one vectored write.
+    pub fn slices(&self) -> Vec<&[u8]> {
+        self.parts
+            .iter()
+            .map(|p| match p {
+                Part::Read(r) => &self.read[r.clone()],
+                Part::New(r) => &self.new[r.clone()],
+            })
+            .collect()
+    }
+
+    /// The whole content in one buffer.
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.slices().concat()
+    }
+
+    fn push_read(&mut self, range: std::ops::Range<usize>) {
+        if range.is_empty() {
+            return;
+        }
+        if let Some(Part::Read(last)) = self.parts.last_mut()
+            && last.end == range.start
+        {
+            last.end = range.end;
+            return;
+        }
+        self.parts.push(Part::Read(range));
+    }
+
+    fn push_new(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.new.len();
+        write(&mut self.new);
+        let range = start..self.new.len();
+        if let Some(Part::New(last)) = self.parts.last_mut()
+            && last.end == range.start
+        {
+            last.end = range.end;
+            return;
+        }
+        self.parts.push(Part::New(range));
+    }
+}
+
+impl<'a> FileTxn<'a> {
+    /// An empty store (no file yet).
+    pub fn empty(path: &'a Path) -> Self {
+        let all = OnceCell::from(Some(Originals {
+            entries: IndexMap::new(),
+            canonical_tail: false,
+        }));
+        FileTxn::new(path, &[], false, all, OnceCell::from(Some(Vec::new())))
+    }
+
+    fn new(
+        path: &'a Path,
+        bytes: &'a [u8],
+        trusted: bool,
+        all: OnceCell<Option<Originals<'a>>>,
+        index: OnceCell<Option<Vec<TaskIndex<'a>>>>,
+    ) -> Self {
+        FileTxn {
+            path,
+            bytes,
+            trusted,
+            all,
+            index,
+            found: RefCell::default(),
+            poisoned: Cell::new(false),
+            changed: HashMap::new(),
+            removed: HashSet::new(),
+            cleared: false,
+            added: IndexMap::new(),
+        }
+    }
+
+    /// Split and check a store file. `None` unless the file is a valid store
+    /// (then every task is known to deserialize); `None` may also mean the
+    /// file is valid but unusual (say, a repeated key): the caller then reads
+    /// it with [`codec::decode`], whose verdict and error positions are final.
+    pub fn parse(path: &'a Path, bytes: &'a [u8]) -> Option<Self> {
+        let (all, index) = split_and_index(bytes)?;
+        let txn = FileTxn::new(
+            path,
+            bytes,
+            false,
+            OnceCell::from(Some(all)),
+            OnceCell::from(Some(index)),
+        );
+        Some(txn)
+    }
+
+    /// A store file that a rudder writer checked and wrote, as [`FileTxn::encode`]
+    /// writes, with every line that starts like a top-level key (`\n  "`)
+    /// starting one (the writer recorded this with the file's identity,
+    /// which matches). Nothing is checked beyond the file's first and last
+    /// bytes here; `None` when even those are not what they must be.
+    pub fn trusted(path: &'a Path, bytes: &'a [u8]) -> Option<Self> {
+        let shaped =
+            bytes == b"{}\n" || (bytes.starts_with(b"{\n  \"") && bytes.ends_with(b"\n}\n"));
+        shaped.then(|| FileTxn::new(path, bytes, true, OnceCell::new(), OnceCell::new()))
+    }
+
+    /// Whether the file is in the layout the encoder writes, with every line
+    /// that starts like a top-level key starting one: what the trusted path
+    /// relies on ([`FileTxn::trusted`]).
+    pub fn as_written(&self) -> bool {
+        let Some(Some(all)) = self.all.get() else {
+            return false;
+        };
+        all.as_written() && (!all.entries.is_empty() || self.bytes == b"{}\n")
+    }
+
+    /// Whether something the trusted path relies on did not hold: the
+    /// transaction must then run again on the checked path.
+    pub fn poisoned(&self) -> bool {
+        self.poisoned.get()
+    }
+
+    fn poison(&self) {
+        debug_assert!(self.trusted, "only a trusted file can turn out wrong");
+        self.poisoned.set(true);
+    }
+
+    /// Every task of the file (split on first need when trusted).
+    fn all(&self) -> Option<&Originals<'a>> {
+        let all = self.all.get_or_init(|| {
+            let text = std::str::from_utf8(self.bytes).ok()?;
+            let runs = scan::split_map(text, |_, rest| {
+                Some(((), scan::skip_container(rest.as_bytes(), 0)?))
+            })?;
+            let mut entries = IndexMap::with_capacity(runs.iter().map(Vec::len).sum());
+            let mut lead = 0;
+            for (key, json, ()) in runs.into_iter().flatten() {
+                let start = json.as_ptr() as usize - self.bytes.as_ptr() as usize;
+                let span = Span {
+                    lead,
+                    start,
+                    end: start + json.len(),
+                };
+                let canonical = canonical_lead(self.bytes, &key, span, entries.is_empty());
+                let orig = Orig {
+                    span,
+                    canonical,
+                    plain: true,
+                };
+                if !canonical || entries.insert(key, orig).is_some() {
+                    return None;
+                }
+                lead = span.end;
+            }
+            let canonical_tail = self.bytes.get(lead..) == Some(b"\n}\n");
+            (canonical_tail || entries.is_empty()).then_some(Originals {
+                entries,
+                canonical_tail,
+            })
+        });
+        if all.is_none() {
+            self.poison();
+        }
+        all.as_ref()
+    }
+
+    /// The summaries of every task of the file, in file order.
+    fn index(&self) -> Option<&[TaskIndex<'a>]> {
+        let index = self.index.get_or_init(|| {
+            if self.all.get().is_none() {
+                // Split and index in one pass, as the checked path does.
+                let (all, index) = split_and_index(self.bytes).unzip();
+                let all = all.filter(Originals::as_written);
+                let ok = all.is_some();
+                let _ = self.all.set(all);
+                return index.filter(|_| ok);
+            }
+            let all = self.all()?;
+            let spans: Vec<(&str, Span)> = all
+                .entries
+                .iter()
+                .map(|(k, o)| (k.as_ref(), o.span))
+                .collect();
+            let bytes = self.bytes;
+            scan::par_map(
+                &spans,
+                |(_, span)| span.end - span.start,
+                |&(key, span)| {
+                    let json = std::str::from_utf8(&bytes[span.start..span.end]).ok()?;
+                    let (index, len) = scan::parse_one::<TaskIndex>(json)?;
+                    (len == json.len() && index.task_id == key).then_some(index)
+                },
+            )
+        });
+        if index.is_none() {
+            self.poison();
+        }
+        index.as_deref()
+    }
+
+    /// Where the task `id` of the file stands, if it is one.
+    fn span(&self, id: &str) -> Option<Span> {
+        if let Some((_, span)) = self.found.borrow().iter().find(|(k, _)| k == id) {
+            return *span;
+        }
+        if let Some(all) = self.all.get() {
+            return all.as_ref()?.entries.get(id).map(|o| o.span);
+        }
+        let span = self.find(id);
+        self.found.borrow_mut().push((id.to_string(), span));
+        span
+    }
+
+    /// Find the task `id` in a trusted file by its key's line: in the
+    /// layout the encoder writes, with no other line starting like a key,
+    /// the one place where `\n  "<id>": ` stands is where that task's key is,
+    /// and a file without it holds no such task.
+    fn find(&self, id: &str) -> Option<Span> {
+        let b = self.bytes;
+        let quoted = serde_json::to_string(id).expect("a string serializes");
+        let mut needle = KEY_LINE[..3].to_vec();
+        needle.extend_from_slice(quoted.as_bytes());
+        needle.extend_from_slice(b": ");
+        let at = memchr::memmem::find(b, &needle)?;
+        let start = at + needle.len();
+        let lead = at - 1;
+        let end = match (b[lead], b.get(start)) {
+            (b'{', Some(b'{')) if lead == 0 => scan::skip_container(b, start),
+            (b',', Some(b'{')) => scan::skip_container(b, start),
+            _ => None,
+        };
+        let followed = |end: usize| b[end..].starts_with(b",\n  \"") || &b[end..] == b"\n}\n";
+        match end.filter(|&end| followed(end)) {
+            Some(end) => Some(Span { lead, start, end }),
+            None => {
+                self.poison();
+                None
+            }
+        }
+    }
+
+    /// Whether `id` is a task of the file that is still there.
+    fn live_in_file(&self, id: &str) -> bool {
+        !self.cleared && !self.removed.contains(id) && self.span(id).is_some()
+    }
+
+    /// The task at `span` of the file, in full.
+    fn full(&self, key: &str, span: Span) -> Result<Task, StoreError> {
+        let task = read_task(self.path, self.bytes, key, span);
+        if task.is_err() && self.trusted {
+            self.poison();
+        }
+        task
+    }
+
+    /// The file's new content: untouched tasks as they were (with the text
+    /// between them when it is what the encoder writes), the others
+    /// serialized as [`codec::encode`] does.
+    pub fn encode(&self) -> Vec<u8> {
+        self.encoded().to_vec()
+    }
+
+    /// Refuse the commit if a task read for a change, or new, holds a value
+    /// that the store cannot hold (the untouched ones were read from the
+    /// file, so a reader takes them as they are).
+    pub fn check_changed(&self) -> Result<(), StoreError> {
+        for task in self.changed.values().chain(self.added.values()) {
+            limits::check_task(task)?;
+        }
+        Ok(())
+    }
+
+    /// [`FileTxn::encode`] as parts of the file read and of new text.
+    pub fn encoded(&self) -> Encoded<'a> {
+        let mut out = Encoded {
+            read: self.bytes,
+            new: Vec::new(),
+            parts: Vec::new(),
+            plain: true,
+        };
+        let mut first = true;
+        match (self.cleared, self.all.get()) {
+            (true, _) => {}
+            (false, Some(Some(all))) => {
+                let mut last_live = None;
+                for (i, (key, orig)) in all.entries.iter().enumerate() {
+                    if self.removed.contains(key.as_ref()) {
+                        continue;
+                    }
+                    let span = orig.span;
+                    if orig.canonical && (i == 0) == first {
+                        out.push_read(span.lead..span.start);
+                    } else {
+                        out.push_new(|b| codec::write_lead(b, key, first));
+                    }
+                    first = false;
+                    match self.changed.get(key.as_ref()) {
+                        Some(task) => out.push_new(|b| codec::write_task(b, task)),
+                        None => {
+                            out.plain &= orig.plain;
+                            out.push_read(span.start..span.end);
+                        }
+                    }
+                    last_live = Some(i);
+                }
+                let ends_file = last_live.is_some_and(|i| i + 1 == all.entries.len());
+                if ends_file && all.canonical_tail && self.added.is_empty() {
+                    out.push_read(self.bytes.len() - 3..self.bytes.len());
+                    return out;
+                }
+            }
+            // Trusted and not split: only tasks changed in place.
+            (false, _) => {
+                let mut spans: Vec<(Span, &Task)> = self
+                    .changed
+                    .iter()
+                    .map(|(id, task)| (self.span(id).expect("a changed task was found"), &**task))
+                    .collect();
+                spans.sort_by_key(|(span, _)| span.start);
+                let mut at = 0;
+                for (span, task) in spans {
+                    out.push_read(at..span.start);
+                    out.push_new(|b| codec::write_task(b, task));
+                    at = span.end;
+                }
+                if self.bytes != b"{}\n" {
+                    first = false;
+                    if self.added.is_empty() {
+                        out.push_read(at..self.bytes.len());
+                        return out;
+                    }
+                    out.push_read(at..self.bytes.len() - 3);
+                }
+            }
+        }
+        for (key, task) in &self.added {
+            out.push_new(|b| {
+                codec::write_lead(b, key, first);
+                codec::write_task(b, task);
+            });
+            first = false;
+        }
+        out.push_new(|b| b.extend_from_slice(if first { b"{}\n" } else { b"\n}\n" }));
+        out
+    }
+}
+
+/// The task at `span` of the file, in full; an error names the file's line
+/// and column.
+fn read_task(path: &Path, bytes: &[u8], key: &str, span: Span) -> Result<Task, StoreError> {
+    serde_json::from_slice(&bytes[span.start..span.end]).map_err(|e| {
+        let (line, column) = file_position(bytes, span.start, e.line(), e.column());
+        let message = e.to_string();
+        let suffix = format!(" at line {} column {}", e.line(), e.column());
+        let message = message.strip_suffix(&suffix).unwrap_or(&message);
+        StoreError::Corrupt {
+            location: rudder_core::Location::file(path),
+            line: Some(line),
+            column: Some(column),
+            message: format!("the task {key:?} does not read back: {message}"),
+        }
+    })
+}
+
+/// Every task of a store file, checked and indexed, in one pass on all
+/// cores; `None` unless every task deserializes (see [`FileTxn::parse`]).
+fn split_and_index(bytes: &[u8]) -> Option<(Originals<'_>, Vec<TaskIndex<'_>>)> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let runs = scan::split_map(text, |_, rest| {
+        let (index, len) = scan::parse_one::<TaskIndex>(rest)?;
+        let plain = memchr::memmem::find(&rest.as_bytes()[..len], KEY_LINE).is_none();
+        Some(((index, plain), len))
+    })?;
+    let count = runs.iter().map(Vec::len).sum();
+    let mut entries = IndexMap::with_capacity(count);
+    let mut index = Vec::with_capacity(count);
+    let mut lead = 0;
+    for (key, json, (task, plain)) in runs.into_iter().flatten() {
+        // A repeated key (serde_json keeps the last value at the first
+        // position) is left to the whole-file parse.
+        if task.task_id != key {
+            return None;
+        }
+        let start = json.as_ptr() as usize - bytes.as_ptr() as usize;
+        let span = Span {
+            lead,
+            start,
+            end: start + json.len(),
+        };
+        let canonical = canonical_lead(bytes, &key, span, entries.is_empty());
+        let orig = Orig {
+            span,
+            canonical,
+            plain,
+        };
+        if entries.insert(key, orig).is_some() {
+            return None;
+        }
+        index.push(task);
+        lead = span.end;
+    }
+    let all = Originals {
+        entries,
+        canonical_tail: bytes.get(lead..) == Some(b"\n}\n"),
+    };
+    Some((all, index))
+}
+
+/// Whether the file's text before the value at `span` is what the encoder
+/// writes there: `{\n  "key": ` for the first task, `,\n  "key": ` after.
+fn canonical_lead(bytes: &[u8], key: &str, span: Span, first: bool) -> bool {
+    let lead = &bytes[span.lead..span.start];
+    let Some(rest) = lead.strip_prefix(if first { b"{\n  " } else { b",\n  " }) else {
+        return false;
+    };
+    let Some(rest) = rest.strip_suffix(b": ") else {
+        return false;
+    };
+    // A key with nothing to escape stands as it is; any other is written
+    // anew (its text may be escaped in another way).
+    let plain = key.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
+    plain && rest.len() == key.len() + 2 && rest[1..rest.len() - 1] == *key.as_bytes()
+}
+
+/// The file's line and column (1-based, in bytes, as serde_json counts)
+/// of `line` and `column` in the text that starts at `offset` of `bytes`.
+pub(super) fn file_position(
+    bytes: &[u8],
+    offset: usize,
+    line: usize,
+    column: usize,
+) -> (usize, usize) {
+    let before = &bytes[..offset];
+    let lines_before = memchr::memchr_iter(b'\n', before).count();
+    if line <= 1 {
+        let line_start = memchr::memrchr(b'\n', before).map_or(0, |i| i + 1);
+        (lines_before + 1, offset - line_start + column)
+    } else {
+        (lines_before + line, column)
+    }
+}
+
+impl Transaction for FileTxn<'_> {
+    fn len(&self) -> usize {
+        let in_file = match (self.cleared, self.all()) {
+            (true, _) | (false, None) => 0,
+            (false, Some(all)) => all.entries.len() - self.removed.len(),
+        };
+        in_file + self.added.len()
+    }
+
+    fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_> {
+        let in_file = match (self.cleared, self.all()) {
+            (false, Some(all)) => Some(
+                all.entries
+                    .keys()
+                    .map(Cow::as_ref)
+                    .filter(|k| !self.removed.contains(*k)),
+            ),
+            _ => None,
+        };
+        Box::new(
+            in_file
+                .into_iter()
+                .flatten()
+                .chain(self.added.keys().map(String::as_str)),
+        )
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.added.contains_key(id) || self.live_in_file(id)
+    }
+
+    fn summaries(&self) -> Box<dyn Iterator<Item = Summary<'_>> + '_> {
+        let in_file = match (self.cleared, self.all(), self.index()) {
+            (false, Some(all), Some(index)) => {
+                Some(all.entries.keys().zip(index).filter_map(|(key, index)| {
+                    if self.removed.contains(key.as_ref()) {
+                        return None;
+                    }
+                    Some(match self.changed.get(key.as_ref()) {
+                        Some(task) => Summary::of(task),
+                        None => index.summary(),
+                    })
+                }))
+            }
+            _ => None,
+        };
+        Box::new(
+            in_file
+                .into_iter()
+                .flatten()
+                .chain(self.added.values().map(|t| Summary::of(t))),
+        )
+    }
+
+    fn summary(&self, id: &str) -> Option<Summary<'_>> {
+        if let Some(task) = self.added.get(id) {
+            return Some(Summary::of(task));
+        }
+        if !self.live_in_file(id) {
+            return None;
+        }
+        if let Some(task) = self.changed.get(id) {
+            return Some(Summary::of(task));
+        }
+        let i = self.all()?.entries.get_index_of(id)?;
+        Some(self.index()?[i].summary())
+    }
+
+    fn get(&self, id: &str) -> Result<Option<Task>, StoreError> {
+        if let Some(task) = self.added.get(id).or_else(|| self.changed.get(id)) {
+            return Ok(Some(Task::clone(task)));
+        }
+        if !self.live_in_file(id) {
+            return Ok(None);
+        }
+        let span = self.span(id).expect("a task of the file");
+        self.full(id, span).map(Some)
+    }
+
+    /// The tasks are read on all cores.
+    fn get_where(&self, keep: &dyn Fn(&Summary) -> bool) -> Result<Vec<Task>, StoreError> {
+        enum Pick<'t> {
+            Raw(&'t str, Span),
+            Ready(&'t Task),
+        }
+        let mut chosen: Vec<Pick> = Vec::new();
+        if let (false, Some(all), Some(index)) = (self.cleared, self.all(), self.index()) {
+            for ((key, orig), index) in all.entries.iter().zip(index) {
+                if self.removed.contains(key.as_ref()) {
+                    continue;
+                }
+                match self.changed.get(key.as_ref()) {
+                    Some(task) if keep(&Summary::of(task)) => chosen.push(Pick::Ready(task)),
+                    Some(_) => {}
+                    None if keep(&index.summary()) => chosen.push(Pick::Raw(key, orig.span)),
+                    None => {}
+                }
+            }
+        }
+        chosen.extend(
+            self.added
+                .values()
+                .filter(|t| keep(&Summary::of(t)))
+                .map(|t| Pick::Ready(t)),
+        );
+        let weight = |p: &Pick| match p {
+            Pick::Raw(_, span) => span.end - span.start,
+            Pick::Ready(_) => 1,
+        };
+        let (path, bytes) = (self.path, self.bytes);
+        let read = |p: &Pick| {
+            Some(match p {
+                Pick::Raw(key, span) => read_task(path, bytes, key, *span),
+                Pick::Ready(task) => Ok(Task::clone(task)),
+            })
+        };
+        let tasks = scan::par_map(&chosen, weight, read).expect("every pick reads");
+        let tasks: Result<Vec<Task>, StoreError> = tasks.into_iter().collect();
+        if tasks.is_err() && self.trusted {
+            self.poison();
+        }
+        tasks
+    }
+
+    fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError> {
+        if self.added.contains_key(id) {
+            return Ok(self.added.get_mut(id).map(|t| &mut **t));
+        }
+        if !self.changed.contains_key(id) {
+            if !self.live_in_file(id) {
+                return Ok(None);
+            }
+            let span = self.span(id).expect("a task of the file");
+            let task = self.full(id, span)?;
+            self.changed.insert(id.to_string(), Box::new(task));
+        }
+        Ok(self.changed.get_mut(id).map(|t| &mut **t))
+    }
+
+    fn insert(&mut self, task: Task) {
+        let id = task.task_id.as_str();
+        if let Some(slot) = self.added.get_mut(id) {
+            **slot = task;
+        } else if self.live_in_file(id) {
+            self.changed.insert(task.task_id.clone(), Box::new(task));
+        } else {
+            // A removed id comes back at the end, as in a map.
+            self.added.insert(task.task_id.clone(), Box::new(task));
+        }
+    }
+
+    fn remove(&mut self, id: &str) -> bool {
+        if self.added.shift_remove(id).is_some() {
+            return true;
+        }
+        // Removing needs the tasks around it: split the file first.
+        if !self.live_in_file(id) || self.all().is_none() {
+            return false;
+        }
+        self.changed.remove(id);
+        self.removed.insert(id.to_string());
+        true
+    }
+
+    fn clear(&mut self) {
+        self.cleared = true;
+        self.changed.clear();
+        self.removed.clear();
+        self.added.clear();
+    }
+}
+
+/// The quick paths agree with the whole-file parse on `bytes`: the split
+/// read and the writers' check, each with several threads whatever the size,
+/// accept exactly what the whole-file parse accepts (they may leave an
+/// unusual file to it) and give the same tasks; a file rudder writes back is
+/// read the same way on the trusted path, and the same changes made on the
+/// trusted and on the checked path write the same bytes. Panics otherwise.
+/// (The fuzz targets and their proptest versions call it.)
+pub fn check_quick_paths(path: &Path, bytes: &[u8]) {
+    let whole = codec::decode_whole(path, bytes);
+    let show = || String::from_utf8_lossy(bytes).into_owned();
+    for threads in [1, 2, 3, 8] {
+        scan::with_threads(threads, || {
+            match (&whole, codec::decode(path, bytes)) {
+                (Ok(a), Ok(b)) => assert_eq!(a, &b, "{threads} threads: {:?}", show()),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                (a, b) => panic!("{threads} threads: {a:?} vs {b:?} for {:?}", show()),
+            }
+            if let Some(txn) = FileTxn::parse(path, bytes) {
+                let tasks = whole.as_ref().unwrap_or_else(|e| {
+                    panic!("{threads} threads: {:?} passed the check: {e}", show())
+                });
+                same_tasks(&txn, tasks);
+                let again =
+                    codec::decode_whole(path, &txn.encode()).expect("written back, it reads");
+                assert_eq!(&again, tasks);
+            }
+        });
+    }
+    let Ok(tasks) = &whole else {
+        // Not a store: the trusted path never sees such a file (no writer
+        // records it), but must not panic on it either.
+        if let Some(mut txn) = FileTxn::trusted(path, bytes) {
+            let _ = txn.get_mut("a");
+            let _ = txn.summaries().count();
+            let _ = txn.encode();
+        }
+        return;
+    };
+    // What the writers write back, and the next writer's view of it.
+    let written = match FileTxn::parse(path, bytes) {
+        Some(txn) => {
+            let encoded = txn.encoded();
+            let plain = encoded.plain;
+            (encoded.to_vec(), plain)
+        }
+        None => (codec::encode(tasks, 0), true),
+    };
+    let (written, plain) = written;
+    let checked = FileTxn::parse(path, &written).expect("a written store passes the check");
+    same_tasks(&checked, tasks);
+    assert!(
+        !plain || checked.as_written(),
+        "{:?}",
+        String::from_utf8_lossy(&written)
+    );
+    if !checked.as_written() {
+        return;
+    }
+    let trusted = FileTxn::trusted(path, &written).expect("a written store has the shape");
+    for id in tasks.keys() {
+        assert!(trusted.contains(id));
+        assert_eq!(trusted.get(id).unwrap().as_ref(), tasks.get(id));
+    }
+    assert!(!trusted.contains("no such task") && !trusted.poisoned());
+    // The same changes on both paths write the same bytes.
+    let change = |txn: &mut FileTxn| {
+        let ids: Vec<String> = tasks.keys().cloned().collect();
+        for id in ids.iter().step_by(2) {
+            let task = txn.get_mut(id).unwrap().expect("a task of the file");
+            task.status_message = Some("changed \"here\"\n".into());
+            task.revision += 1;
+        }
+        txn.insert(Task::new("added-task", rudder_model::task::Status::Working));
+        txn.encode()
+    };
+    let mut trusted = trusted;
+    let mut checked = checked;
+    let from_trusted = change(&mut trusted);
+    assert!(!trusted.poisoned());
+    assert_eq!(from_trusted, change(&mut checked));
+    let mut expected = tasks.clone();
+    for task in expected.values_mut().step_by(2) {
+        task.status_message = Some("changed \"here\"\n".into());
+        task.revision += 1;
+    }
+    expected.insert(
+        "added-task".into(),
+        Task::new("added-task", rudder_model::task::Status::Working),
+    );
+    assert_eq!(codec::decode_whole(path, &from_trusted).unwrap(), expected);
+    // Scans on the trusted path see what the checked path sees.
+    let trusted = FileTxn::trusted(path, &written).expect("shape");
+    let summaries: Vec<Summary> = trusted.summaries().collect();
+    let from_tasks: Vec<Summary> = tasks.values().map(Summary::of).collect();
+    assert_eq!(summaries, from_tasks);
+    assert_eq!(trusted.len(), tasks.len());
+}
+
+/// The transaction holds exactly these tasks, in this order.
+fn same_tasks(txn: &FileTxn, tasks: &TaskMap) {
+    let ids: Vec<&str> = txn.ids().collect();
+    assert_eq!(ids, tasks.keys().map(String::as_str).collect::<Vec<_>>());
+    for (id, task) in tasks {
+        assert_eq!(txn.get(id).unwrap().as_ref(), Some(task));
+        assert_eq!(txn.summary(id), Some(Summary::of(task)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rudder_core::StoreError;
+    type Store = rudder_core::Store<crate::FileBackend>;
+    use rudder_model::task::{Actor, Status};
+
+    const A: &str = "aaaaaaaa-0000-4000-8000-000000000001";
+    const B: &str = "bbbbbbbb-0000-4000-8000-000000000002";
+
+    /// Task A as another tool might write it: compact, its own key order, an
+    /// escape rudder would not write, an unknown field, odd spacing.
+    fn odd_task_a() -> String {
+        format!(
+            r#"{{"revision":2,"history":[],"status":"working","title":"caf\u00e9 \"x\"","task_id":"{A}","owner":{{"team":"支付平台","n":1.50}},"request":{{"b":1,"a":[ ]}}}}"#
+        )
+    }
+
+    fn store_with(a: &str, b_status_line: &str) -> (tempfile::TempDir, Store, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.json");
+        let text = format!(
+            "{{\n  \"{A}\": {a},\n  \"{B}\": {{\n    \"task_id\": \"{B}\",\n    {b_status_line},\n    \"revision\": 1,\n    \"history\": []\n  }}\n}}\n"
+        );
+        std::fs::write(&path, &text).unwrap();
+        (dir, crate::open_store(&path), text)
+    }
+
+    #[test]
+    fn a_write_copies_untouched_tasks_byte_for_byte() {
+        let a = odd_task_a();
+        let (_dir, store, _) = store_with(&a, "\"status\": \"working\"");
+        let before = store.get(A).unwrap();
+        store
+            .heartbeat(B, Some("step 2".into()), None, Actor::Anyone)
+            .unwrap();
+        let text = std::fs::read_to_string(store.path()).unwrap();
+        assert!(text.starts_with(&format!(
+            "{{\n  \"{A}\": {a},\n  \"{B}\": {{\n    \"task_id\""
+        )));
+        assert!(text.ends_with("\n  }\n}\n"));
+        assert_eq!(store.get(A).unwrap(), before);
+        let b = store.get(B).unwrap();
+        assert_eq!(b.status_message.as_deref(), Some("step 2"));
+        assert_eq!(b.revision, 2);
+        // The changed task is written as `encode` writes it.
+        let whole = crate::encode(&store.load().unwrap(), 0);
+        let whole = String::from_utf8(whole).unwrap();
+        let b_text = &text[text.find(&format!("\"{B}\": ")).unwrap()..];
+        assert!(whole.ends_with(b_text), "{whole}\n---\n{b_text}");
+
+        // A create appends; A is still untouched; a prune removes B only.
+        store.cancel(B, None).unwrap();
+        let created = store.create(rudder_core::NewTask::default()).unwrap();
+        let text = std::fs::read_to_string(store.path()).unwrap();
+        assert!(text.contains(&a));
+        let ids: Vec<String> = store.load().unwrap().into_keys().collect();
+        assert_eq!(ids, [A, B, created.task.task_id.as_str()]);
+        let pruned = store.prune(std::time::Duration::ZERO).unwrap();
+        assert_eq!(pruned.removed.len(), 1);
+        assert_eq!(pruned.removed[0].task_id, B);
+        let text = std::fs::read_to_string(store.path()).unwrap();
+        assert!(text.contains(&a) && !text.contains(B));
+        let ids: Vec<String> = store.load().unwrap().into_keys().collect();
+        assert_eq!(ids, [A, created.task.task_id.as_str()]);
+    }
+
+    /// A task that does not read back on the trusted path is reported at
+    /// the file's line and column (where the whole-file parse puts it), and
+    /// sends the transaction back to the checked path.
+    #[test]
+    fn a_task_that_does_not_read_back_names_the_files_line_and_column() {
+        let path = std::path::Path::new("t.json");
+        let files = [
+            // The problem on the task's first line, after the key.
+            format!("{{\n  \"{A}\": {{\"task_id\": \"{A}\", \"status\": \"paused\"}}\n}}\n"),
+            // On a later line of the task, after another task.
+            format!(
+                "{{\n  \"{B}\": {{\"task_id\": \"{B}\", \"status\": \"working\"}},\n  \"{A}\": {{\n    \"task_id\": \"{A}\",\n    \"status\": \"working\",\n    \"updated_at\": \"yesterday\"\n  }}\n}}\n"
+            ),
+        ];
+        for text in files {
+            let bytes = text.as_bytes();
+            let Err(StoreError::Corrupt {
+                line: Some(line),
+                column: Some(column),
+                ..
+            }) = crate::codec::decode_whole(path, bytes)
+            else {
+                panic!("the whole-file parse refuses {text}");
+            };
+            let txn = super::FileTxn::trusted(path, bytes).expect("shaped as rudder writes");
+            match super::Transaction::get(&txn, A) {
+                Err(StoreError::Corrupt {
+                    line: Some(l),
+                    column: Some(c),
+                    message,
+                    ..
+                }) => {
+                    assert_eq!((l, c), (line, column), "{message}\n{text}");
+                    assert!(!message.contains(" at line "), "{message}");
+                }
+                other => panic!("{other:?}"),
+            }
+            assert!(txn.poisoned());
+        }
+        assert_eq!(super::file_position(b"ab\ncd", 3, 1, 2), (2, 2));
+        assert_eq!(super::file_position(b"ab\ncd", 4, 1, 1), (2, 2));
+        assert_eq!(super::file_position(b"ab\ncd", 1, 2, 5), (2, 5));
+        assert_eq!(super::file_position(b"abc", 2, 1, 1), (1, 3));
+    }
+
+    #[test]
+    fn writers_refuse_a_semantically_broken_task_elsewhere() {
+        let broken_b = [
+            (
+                "\"status\": \"working\",\n    \"updated_at\": \"yesterday\"",
+                6,
+            ),
+            (
+                "\"status\": \"working\",\n    \"progress\": {\"current\": \"1\", \"total\": 2}",
+                6,
+            ),
+            ("\"status\": \"working\",\n    \"ttl_ms\": -5", 6),
+            // (`1e999` itself is a number serde_json keeps exactly.)
+            (
+                "\"status\": \"working\",\n    \"poll_interval_ms\": 1e999",
+                6,
+            ),
+            ("\"status\": \"paused\"", 5),
+        ];
+        for (line, at) in broken_b {
+            let (_dir, store, text) = store_with(&odd_task_a(), line);
+            let ops: [&dyn Fn() -> Result<(), StoreError>; 4] = [
+                &|| store.heartbeat(A, None, None, Actor::Anyone).map(drop),
+                &|| store.create(rudder_core::NewTask::default()).map(drop),
+                &|| store.prune(std::time::Duration::ZERO).map(drop),
+                &|| {
+                    store
+                        .claim_next("w", std::time::Duration::from_secs(1))
+                        .map(drop)
+                },
+            ];
+            for op in ops {
+                match op() {
+                    Err(StoreError::Corrupt {
+                        line: Some(l),
+                        column: Some(_),
+                        ..
+                    }) => {
+                        assert_eq!(l, at, "{line}");
+                    }
+                    other => panic!("{line}: {other:?}"),
+                }
+                assert_eq!(std::fs::read_to_string(store.path()).unwrap(), text);
+            }
+            assert!(store.load().is_err());
+            assert_eq!(store.get(A).map(|t| t.status).ok(), None::<Status>);
+        }
+    }
+}

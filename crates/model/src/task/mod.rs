@@ -1,0 +1,173 @@
+//! The task model: the record stored for each task and its wire format.
+//!
+//! The layout is the seed's Python `TaskStore` layout (a JSON object mapping
+//! `task_id` to a task) extended with the fields of docs/architecture.md's format table.
+//! Fields this version does not know are kept in [`Task::extra`] and written
+//! back unchanged; optional fields missing from a file take their defaults.
+
+pub mod machine;
+mod status;
+pub mod time;
+
+use chrono::{DateTime, Utc};
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use machine::{Actor, Change, Op, OpKind, Refusal};
+pub use status::{ParseStatusError, Status};
+
+/// All tasks of a store, keyed by `task_id`, in file order (creation order for
+/// files rudder wrote).
+pub type TaskMap = IndexMap<String, Task>;
+
+/// Steps done out of steps planned, as reported by a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    pub current: u64,
+    pub total: u64,
+}
+
+/// One status transition, oldest first in [`Task::history`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub status: Status,
+    #[serde(deserialize_with = "time::one")]
+    pub at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// One task as stored in the file.
+///
+/// The seed's six fields, `revision` and `history` are always written; the
+/// other optional fields are omitted while they are unset, which keeps large
+/// stores small and reads back as the same defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    pub task_id: String,
+    pub status: Status,
+    #[serde(default)]
+    pub input_schema: Option<Value>,
+    #[serde(default)]
+    pub input_value: Option<Value>,
+    #[serde(default)]
+    pub result: Option<Value>,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "time::opt"
+    )]
+    pub created_at: Option<DateTime<Utc>>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "time::opt"
+    )]
+    pub updated_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Progress>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_by: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "time::opt"
+    )]
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_interval_ms: Option<u64>,
+    #[serde(default)]
+    pub revision: u64,
+    #[serde(default)]
+    pub history: Vec<HistoryEntry>,
+    /// Fields written by other tools or newer versions, kept verbatim.
+    #[serde(flatten)]
+    pub extra: IndexMap<String, Value>,
+}
+
+impl Task {
+    /// A fresh task with every optional field unset.
+    pub fn new(task_id: impl Into<String>, status: Status) -> Self {
+        Task {
+            task_id: task_id.into(),
+            status,
+            input_schema: None,
+            input_value: None,
+            result: None,
+            idempotency_key: None,
+            created_at: None,
+            updated_at: None,
+            title: None,
+            request: None,
+            status_message: None,
+            progress: None,
+            claimed_by: None,
+            lease_expires_at: None,
+            error: None,
+            ttl_ms: None,
+            poll_interval_ms: None,
+            revision: 0,
+            history: Vec::new(),
+            extra: IndexMap::new(),
+        }
+    }
+
+    /// The first eight characters of the id, as shown in lists.
+    pub fn short_id(&self) -> &str {
+        short_id(&self.task_id)
+    }
+
+    /// The message of `error`, if the task failed with one.
+    pub fn error_message(&self) -> Option<&str> {
+        self.error.as_ref()?.get("message")?.as_str()
+    }
+
+    /// What a list shows as the task's message now: a failed task's error
+    /// (its last progress message no longer says what matters), else the
+    /// status message. The CLI's `list` and the TUI's table both show this.
+    pub fn current_message(&self) -> Option<&str> {
+        match self.status {
+            Status::Failed => self.error_message().or(self.status_message.as_deref()),
+            _ => self.status_message.as_deref(),
+        }
+    }
+
+    /// Whether a worker holds a lease on this task that has not expired at `now`.
+    pub fn lease_live(&self, now: DateTime<Utc>) -> bool {
+        self.claimed_by.is_some() && self.lease_expires_at.is_some_and(|until| until > now)
+    }
+
+    /// Whether this task is working but nobody is: its lease lapsed at or
+    /// before `now` (the worker stopped renewing it, which every write
+    /// does), and no one has reclaimed it yet. A task never claimed (no
+    /// lease) is waiting for a worker, not stalled.
+    pub fn stalled(&self, now: DateTime<Utc>) -> bool {
+        self.status == Status::Working && self.lease_expires_at.is_some_and(|until| until <= now)
+    }
+
+    /// A short label for lists: the title, else the idempotency key.
+    pub fn label(&self) -> Option<&str> {
+        self.title.as_deref().or(self.idempotency_key.as_deref())
+    }
+}
+
+/// The first eight characters of a task id (the whole id if it is shorter).
+pub fn short_id(id: &str) -> &str {
+    match id.char_indices().nth(8) {
+        Some((i, _)) => &id[..i],
+        None => id,
+    }
+}

@@ -1,0 +1,231 @@
+//! The PostgreSQL schema and its migrations.
+//!
+//! Every table is prefixed `rudder_` and lives in the connection's first
+//! schema (`search_path`, `public` by default), so that a database shared
+//! with other applications is fine. The version is the one row of
+//! `rudder_schema`; migration `i` of [`MIGRATIONS`] takes the schema from
+//! version `i` to `i + 1`. Migrations run inside a write transaction under
+//! a transaction-level advisory lock ([`MIGRATE_LOCK`]), so that of many
+//! processes meeting a new database at once exactly one creates the tables,
+//! and the tables appear with the first write, never half-made (DDL is
+//! transactional in PostgreSQL). A database whose version is newer than
+//! [`VERSION`] is refused, never altered.
+
+use postgres::Transaction;
+
+/// The advisory lock key under which migrations run ("rudder" + 1).
+pub const MIGRATE_LOCK: i64 = 0x7275_6464_6572_0001;
+/// The advisory lock key that serializes the recording of changes (see
+/// `txn.rs`, "commit order").
+pub const CHANGES_LOCK: i64 = 0x7275_6464_6572_0002;
+/// The channel every writing transaction notifies.
+pub const CHANNEL: &str = "rudder_changes";
+
+/// The schema, one migration per version.
+///
+/// - `rudder_tasks`: one row per task. `doc` is the whole task as JSON
+///   *text*, not `jsonb`: `jsonb` would reorder keys, drop duplicate ones
+///   and normalize numbers, where the other backends give back the very
+///   text they were given (unknown fields, key order and number spelling
+///   round-trip byte for byte, so that `copy` between backends is exact).
+///   Beside it, the columns the queries need, with their indexes. Text
+///   columns that are compared or ordered use the `C` collation: byte
+///   order, as the policy and the other backends order ids, titles and
+///   times (RFC 3339 UTC with nine fraction digits, whose byte order is
+///   time order). `seq` is the store order.
+/// - The idempotency key's index is unique: without SQLite's single
+///   writer, two machines creating with one key at the same moment would
+///   both find it free; the unique index makes the second insert fail, and
+///   the write is run again, finding the first task (one task per key, as
+///   the design asks). The price: a hand-written JSON file that repeats a key
+///   (which the file and SQLite backends accept, first task winning)
+///   cannot be copied into PostgreSQL; `copy` says which key.
+/// - `rudder_counts`: tasks per status, kept in the same transaction.
+/// - `rudder_changes`: one row per change of a task, in commit order, for
+///   the change feed, with the task's `updated_at` as written (`at`; none
+///   for a removal).
+///
+/// Version 2: the working tasks by lease, so that the TUI's count of
+/// stalled tasks (`lease_expires_at <= now`, asked once a second) is a
+/// range of an index, not a walk over every working task.
+///
+/// Version 3 is for the TUI's pages and text filter: the indexes of the
+/// orders are remade `NULLS FIRST`, the order `query::compare` uses (a
+/// default index, `NULLS LAST`, serves neither that order nor its reverse,
+/// so a page walking backwards read the whole table), and `status_message`
+/// becomes a column, generated from the document (so no writer has to
+/// know it), for the text filter; [`ensure_text_index`] adds a trigram
+/// index over the filter's columns when `pg_trgm` can be had.
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3];
+
+const V1: &str = r#"
+CREATE TABLE rudder_tasks (
+    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    task_id text COLLATE "C" NOT NULL UNIQUE,
+    status text NOT NULL,
+    idempotency_key text COLLATE "C",
+    title text COLLATE "C",
+    created_at text COLLATE "C",
+    updated_at text COLLATE "C",
+    claimed_by text COLLATE "C",
+    lease_expires_at text COLLATE "C",
+    ttl_ms bigint,
+    revision bigint NOT NULL,
+    doc text NOT NULL
+);
+CREATE UNIQUE INDEX rudder_tasks_by_key ON rudder_tasks (idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE INDEX rudder_tasks_by_status ON rudder_tasks (status, seq);
+CREATE INDEX rudder_tasks_by_status_updated ON rudder_tasks (status, updated_at, task_id);
+CREATE INDEX rudder_tasks_by_updated ON rudder_tasks (updated_at, task_id);
+CREATE INDEX rudder_tasks_by_created ON rudder_tasks (created_at, task_id);
+CREATE INDEX rudder_tasks_by_title ON rudder_tasks (title, task_id);
+CREATE TABLE rudder_counts (
+    status text PRIMARY KEY,
+    n bigint NOT NULL
+);
+CREATE TABLE rudder_changes (
+    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    task_id text NOT NULL,
+    revision bigint NOT NULL,
+    status_before text,
+    status_after text,
+    at text
+);
+"#;
+
+const V2: &str = r#"
+CREATE INDEX rudder_tasks_by_status_lease ON rudder_tasks (status, lease_expires_at);
+"#;
+
+const V3: &str = r#"
+ALTER TABLE rudder_tasks ADD COLUMN status_message text COLLATE "C"
+    GENERATED ALWAYS AS (doc::json ->> 'status_message') STORED;
+DROP INDEX rudder_tasks_by_status_updated, rudder_tasks_by_updated,
+    rudder_tasks_by_created, rudder_tasks_by_title;
+CREATE INDEX rudder_tasks_by_status_updated
+    ON rudder_tasks (status, updated_at NULLS FIRST, task_id);
+CREATE INDEX rudder_tasks_by_updated ON rudder_tasks (updated_at NULLS FIRST, task_id);
+CREATE INDEX rudder_tasks_by_created ON rudder_tasks (created_at NULLS FIRST, task_id);
+CREATE INDEX rudder_tasks_by_title ON rudder_tasks (title NULLS FIRST, task_id);
+"#;
+
+/// The version that gave the text filter its column and index.
+pub const TEXT_VERSION: i32 = 3;
+
+/// The trigram index of the text filter (see [`ensure_text_index`]).
+pub const TEXT_INDEX: &str = "rudder_tasks_by_text";
+
+/// The schema version this rudder writes.
+pub const VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// The version of the schema in the database: `None` when rudder's tables
+/// were never created (a reader sees an empty store).
+pub fn version(tx: &mut Transaction<'_>) -> Result<Option<i32>, postgres::Error> {
+    // A scan of the catalog with this statement's snapshot, not the
+    // session's catalog cache (`to_regclass`), which taking an advisory
+    // lock does not refresh: under the migration lock, a table another
+    // process just created must be seen.
+    let present: bool = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables              WHERE schemaname = current_schema() AND tablename = 'rudder_schema')",
+            &[],
+        )?
+        .get(0);
+    if !present {
+        return Ok(None);
+    }
+    let row = tx.query_opt("SELECT version FROM rudder_schema", &[])?;
+    Ok(Some(row.map_or(0, |r| r.get(0))))
+}
+
+/// Bring the schema to [`VERSION`] inside the caller's write transaction,
+/// under the migration lock (checked again under it: another process may
+/// have just done it). Returns the version found under the lock.
+pub fn migrate(tx: &mut Transaction<'_>) -> Result<i32, postgres::Error> {
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATE_LOCK])?;
+    let found = version(tx)?;
+    let from = found.unwrap_or(0);
+    if from >= VERSION {
+        return Ok(from);
+    }
+    if found.is_none() {
+        tx.batch_execute(
+            "CREATE TABLE rudder_schema (\
+                 one boolean PRIMARY KEY DEFAULT true CHECK (one), \
+                 version integer NOT NULL)",
+        )?;
+    }
+    let text_index_wanted = from < TEXT_VERSION;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(from.max(0) as usize) {
+        tx.batch_execute(sql)?;
+        let v = i as i32 + 1;
+        tx.execute(
+            "INSERT INTO rudder_schema (version) VALUES ($1) \
+             ON CONFLICT (one) DO UPDATE SET version = excluded.version",
+            &[&v],
+        )?;
+    }
+    if text_index_wanted {
+        // Without it the filter is still right, only not indexed.
+        ensure_text_index(tx)?;
+    }
+    Ok(from)
+}
+
+/// Make the trigram index of the text filter if it is not there: a GIN
+/// index (`pg_trgm`'s `gin_trgm_ops`) over the id, title, key and status
+/// message, which the filter's `ILIKE '%…%'` arms use. `pg_trgm` is a
+/// trusted extension (PostgreSQL 13 and later): a role with `CREATE` on
+/// the database may install it; otherwise (or where the extension is not
+/// installed on the server) the index is left out and the reason returned
+/// (`Some`): the filter then reads every row, and an administrator's
+/// `CREATE EXTENSION pg_trgm` followed by `rudder migrate` adds the index.
+/// Runs under the migration lock, in a savepoint, so that a refusal
+/// leaves the caller's transaction as it was.
+pub fn ensure_text_index(tx: &mut Transaction<'_>) -> Result<Option<String>, postgres::Error> {
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATE_LOCK])?;
+    let present: bool = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_indexes \
+             WHERE schemaname = current_schema() AND indexname = $1)",
+            &[&TEXT_INDEX],
+        )?
+        .get(0);
+    if present {
+        return Ok(None);
+    }
+    let mut savepoint = tx.savepoint("rudder_text_index")?;
+    match create_text_index(&mut savepoint) {
+        Ok(()) => {
+            savepoint.commit()?;
+            Ok(None)
+        }
+        Err(e) => {
+            savepoint.rollback()?;
+            Ok(Some(match e.as_db_error() {
+                Some(db) => format!("{} ({})", db.message(), db.code().code()),
+                None => e.to_string(),
+            }))
+        }
+    }
+}
+
+fn create_text_index(tx: &mut Transaction<'_>) -> Result<(), postgres::Error> {
+    tx.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")?;
+    // The extension lives in one schema of the database (the first of the
+    // search path of whoever made it), maybe not this store's.
+    let schema: String = tx
+        .query_one(
+            "SELECT n.nspname::text FROM pg_catalog.pg_extension e \
+             JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
+             WHERE e.extname = 'pg_trgm'",
+            &[],
+        )?
+        .get(0);
+    let ops = format!("\"{}\".gin_trgm_ops", schema.replace('"', "\"\""));
+    tx.batch_execute(&format!(
+        "CREATE INDEX {TEXT_INDEX} ON rudder_tasks USING gin \
+         (task_id {ops}, title {ops}, idempotency_key {ops}, status_message {ops})"
+    ))
+}

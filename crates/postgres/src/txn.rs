@@ -1,0 +1,916 @@
+//! [`Transaction`] over an open PostgreSQL transaction.
+//!
+//! As for SQLite, reads go to the database and changes are kept in a
+//! [`Pending`](crate::pending::Pending) (the policy changes a task
+//! in place through `get_mut`), written out before the next query and at
+//! commit. Every update and delete is conditional on
+//! the revision (and claim) it read: a row that moved in between makes the
+//! write fail whole, and the operation is run again on fresh data.
+//!
+//! Commit order. The feed reads `rudder_changes` after a cursor (`seq`).
+//! Identity values are handed out when a row is inserted, not when its
+//! transaction commits, so with concurrent writers a plain `seq > cursor`
+//! could skip a change: T1 takes seq 10, T2 takes 11 and commits, a reader
+//! moves its cursor to 11, T1 commits 10 behind it. Two answers exist:
+//! bound the reader by the oldest running transaction (`pg_snapshot_xmin`,
+//! which needs the reader to track transaction ids and hold back every
+//! change behind a slow writer), or make the inserts happen in commit
+//! order. This backend does the second: the changes of a transaction are
+//! inserted at its very end, under a transaction-level advisory lock held
+//! until its commit, so a later seq is always a later commit and the
+//! cursor is simply the last seq seen. The lock covers only the few
+//! statements after the real work (recording the changes, the counts, the
+//! `NOTIFY`, the commit), so writers of different tasks still run side by
+//! side and queue only for that last moment; the counts, updated under
+//! the same lock, never deadlock.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use postgres::error::SqlState;
+use postgres::types::ToSql;
+use postgres::{Row, Statement};
+
+use super::schema::{CHANGES_LOCK, CHANNEL};
+use super::{PostgresBackend, Retry, transient};
+use rudder_core::pending::{self, Database, Pending};
+use rudder_core::query::{
+    self, PageQuery, SUMMARY_COLUMNS, SortKey, Stale, StatusCounts, SummaryBuf, SummaryRow,
+    parse_time, time_text,
+};
+use rudder_core::{ChangeLog, Location, RecordedChange, StoreError, Summary, Transaction};
+use rudder_model::task::{Status, Task, TaskMap};
+
+type Param = dyn ToSql + Sync;
+
+/// What the database held of a task when this transaction first read it.
+#[derive(Debug, Clone)]
+pub(crate) struct Before {
+    status: Status,
+    revision: i64,
+    claimed_by: Option<String>,
+    doc: String,
+}
+
+/// A change to record at commit.
+struct ChangeRow {
+    task_id: String,
+    revision: i64,
+    /// The task's `updated_at` (none for a removal).
+    at: Option<String>,
+    before: Option<Status>,
+    after: Option<Status>,
+}
+
+pub(crate) struct PgTxn<'c> {
+    tx: RefCell<postgres::Transaction<'c>>,
+    statements: RefCell<&'c mut HashMap<String, Statement>>,
+    backend: &'c PostgresBackend,
+    /// A write transaction (locks what it changes) or a read.
+    write: bool,
+    pending: Pending<Before>,
+    /// The first driver failure: whether to run the operation again, and
+    /// whether the connection broke.
+    failure: Cell<Option<(Retry, bool)>>,
+    changes: RefCell<Vec<ChangeRow>>,
+    deltas: RefCell<BTreeMap<Status, i64>>,
+    found_version: Option<i32>,
+    /// The version of the tables this transaction works on (a reader may
+    /// find an older one that no writer migrated yet).
+    schema: i32,
+}
+
+fn status_of(text: &str) -> Status {
+    // The column is only ever written from a `Status`; an unknown text
+    // (a hand-edited row) reads as failed rather than stopping every read.
+    text.parse().unwrap_or(Status::Failed)
+}
+
+fn to_i64(v: u64) -> i64 {
+    v.min(i64::MAX as u64) as i64
+}
+
+/// A row of a summary query (a local type, for the seam's [`SummaryRow`]).
+struct PgRow<'a>(&'a Row);
+
+/// The columns are typed by the schema, so reading them cannot fail.
+impl SummaryRow for PgRow<'_> {
+    type Error = std::convert::Infallible;
+    fn text(&self, i: usize) -> Result<String, Self::Error> {
+        Ok(self.0.get(i))
+    }
+    fn opt_text(&self, i: usize) -> Result<Option<String>, Self::Error> {
+        Ok(self.0.get(i))
+    }
+    fn int(&self, i: usize) -> Result<i64, Self::Error> {
+        Ok(self.0.get(i))
+    }
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, Self::Error> {
+        Ok(self.0.get(i))
+    }
+    fn status(&self, text: &str) -> Result<Status, Self::Error> {
+        Ok(status_of(text))
+    }
+}
+
+/// [`query::summary_of_row`], which cannot fail on a PostgreSQL row.
+fn summary_of_row(row: &Row, at: usize) -> SummaryBuf {
+    match query::summary_of_row(&PgRow(row), at) {
+        Ok(s) => s,
+        Err(never) => match never {},
+    }
+}
+
+impl<'c> PgTxn<'c> {
+    pub fn new(
+        tx: postgres::Transaction<'c>,
+        statements: &'c mut HashMap<String, Statement>,
+        backend: &'c PostgresBackend,
+        write: bool,
+    ) -> Self {
+        PgTxn {
+            tx: RefCell::new(tx),
+            statements: RefCell::new(statements),
+            backend,
+            write,
+            pending: Pending::new(),
+            failure: Cell::new(None),
+            changes: RefCell::new(Vec::new()),
+            deltas: RefCell::new(BTreeMap::new()),
+            found_version: None,
+            schema: super::schema::VERSION,
+        }
+    }
+
+    /// The tables are at version `v` (a reader's, older than this rudder's).
+    pub fn set_schema(&mut self, v: i32) {
+        self.schema = v;
+    }
+
+    pub fn set_found_version(&mut self, v: Option<i32>) {
+        self.found_version = v;
+    }
+
+    /// The schema version found before this transaction (`None`: none).
+    pub fn found_version(&self) -> Option<i32> {
+        self.found_version
+    }
+
+    /// How the first driver failure of this transaction may be handled.
+    pub fn failure(&self) -> Option<(Retry, bool)> {
+        self.failure.get()
+    }
+
+    fn fail(&self, action: &'static str, e: postgres::Error) -> StoreError {
+        if self.failure.get().is_none() {
+            self.failure.set(Some(transient(&e)));
+        }
+        self.backend.error(action, &e)
+    }
+
+    /// A write found its row moved: roll back and run the operation again.
+    fn conflict(&self, id: &str) -> StoreError {
+        if self.failure.get().is_none() {
+            self.failure.set(Some((Retry::Safe, false)));
+        }
+        StoreError::Database {
+            location: self.backend.location(),
+            action: "write a task",
+            message: format!("the task {id} changed while it was being written"),
+        }
+    }
+
+    fn statement(&self, sql: &str, action: &'static str) -> Result<Statement, StoreError> {
+        if let Some(s) = self.statements.borrow().get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self
+            .tx
+            .borrow_mut()
+            .prepare(sql)
+            .map_err(|e| self.fail(action, e))?;
+        self.statements
+            .borrow_mut()
+            .insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
+
+    fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        action: &'static str,
+    ) -> Result<Vec<Row>, StoreError> {
+        let s = self.statement(sql, action)?;
+        self.tx
+            .borrow_mut()
+            .query(&s, params)
+            .map_err(|e| self.fail(action, e))
+    }
+
+    fn execute(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        action: &'static str,
+    ) -> Result<u64, StoreError> {
+        let s = self.statement(sql, action)?;
+        self.tx
+            .borrow_mut()
+            .execute(&s, params)
+            .map_err(|e| self.fail(action, e))
+    }
+
+    fn parse(&self, id: &str, doc: &str) -> Result<Task, StoreError> {
+        pending::parse(self, id, doc)
+    }
+
+    /// Every task in full, in store order.
+    pub fn load_all(&self) -> Result<TaskMap, StoreError> {
+        self.flush()?;
+        let rows = self.query(
+            "SELECT task_id, doc FROM rudder_tasks ORDER BY seq",
+            &[],
+            "read the tasks",
+        )?;
+        let mut tasks = TaskMap::with_capacity(rows.len());
+        for row in rows {
+            let id: String = row.get(0);
+            let task = self.parse(&id, row.get(1))?;
+            tasks.insert(id, task);
+        }
+        Ok(tasks)
+    }
+
+    /// The last recorded change (0 for none).
+    pub fn last_change(&self) -> Result<i64, StoreError> {
+        let rows = self.query(
+            "SELECT coalesce(max(seq), 0)::int8 FROM rudder_changes",
+            &[],
+            "read the changes",
+        )?;
+        Ok(rows.first().map_or(0, |r| r.get(0)))
+    }
+
+    /// The changes table's oid (another table after a store was dropped
+    /// and made again) and its last `seq` (0 for none).
+    pub fn changes_head(&self) -> Result<(i64, i64), StoreError> {
+        let rows = self.query(
+            "SELECT 'rudder_changes'::regclass::oid::int8, \
+             coalesce((SELECT max(seq) FROM rudder_changes), 0)::int8",
+            &[],
+            "read the changes",
+        )?;
+        Ok(rows.first().map_or((0, 0), |r| (r.get(0), r.get(1))))
+    }
+
+    /// The changes after `after` (at most `limit`, of `task` only if
+    /// given), with [`PgTxn::changes_head`]'s oid.
+    pub fn read_changes(
+        &self,
+        after: i64,
+        task: Option<&str>,
+        limit: usize,
+    ) -> Result<(i64, ChangeLog), StoreError> {
+        let action = "read the changes";
+        let head = self.query(
+            "SELECT 'rudder_changes'::regclass::oid::int8, \
+             (SELECT min(seq) FROM rudder_changes), \
+             coalesce((SELECT max(seq) FROM rudder_changes), 0)::int8",
+            &[],
+            action,
+        )?;
+        let (oid, first, last): (i64, Option<i64>, i64) = head
+            .first()
+            .map_or((0, None, 0), |r| (r.get(0), r.get(1), r.get(2)));
+        let rows = self.query(
+            "SELECT seq, task_id, revision, status_before, status_after, at \
+             FROM rudder_changes WHERE seq > $1 AND ($2::text IS NULL OR task_id = $2) \
+             ORDER BY seq LIMIT $3",
+            &[&after, &task, &to_i64(limit as u64)],
+            action,
+        )?;
+        let changes = rows
+            .iter()
+            .map(|r| RecordedChange {
+                seq: r.get(0),
+                task_id: r.get(1),
+                revision: r.get::<_, i64>(2).max(0) as u64,
+                before: r.get::<_, Option<&str>>(3).map(status_of),
+                after: r.get::<_, Option<&str>>(4).map(status_of),
+                at: parse_time(r.get(5)),
+            })
+            .collect();
+        Ok((
+            oid,
+            ChangeLog {
+                first,
+                last,
+                changes,
+            },
+        ))
+    }
+
+    /// The row of `id`; locked for this transaction when `lock`.
+    fn read_row(&self, id: &str, lock: bool) -> Result<Option<(Task, Before)>, StoreError> {
+        let sql = if lock {
+            "SELECT status, revision, claimed_by, doc FROM rudder_tasks WHERE task_id = $1 \
+             FOR UPDATE"
+        } else {
+            "SELECT status, revision, claimed_by, doc FROM rudder_tasks WHERE task_id = $1"
+        };
+        let rows = self.query(sql, &[&id], "read a task")?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let doc: String = row.get(3);
+        let task = self.parse(id, &doc)?;
+        Ok(Some((
+            task,
+            Before {
+                status: status_of(row.get(0)),
+                revision: row.get(1),
+                claimed_by: row.get(2),
+                doc,
+            },
+        )))
+    }
+
+    /// Write out every pending change.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        pending::flush(self)
+    }
+
+    fn write_delete(&self, id: &str, before: &Before) -> Result<(), StoreError> {
+        let n = self.execute(
+            "DELETE FROM rudder_tasks WHERE task_id = $1 AND revision = $2",
+            &[&id, &before.revision],
+            "delete a task",
+        )?;
+        if n != 1 {
+            return Err(self.conflict(id));
+        }
+        self.record(id, before.revision, None, Some(before.status), None);
+        Ok(())
+    }
+
+    fn write_put(&self, id: &str, task: &Task, before: Option<&Before>) -> Result<(), StoreError> {
+        let doc = pending::encode(self, task)?;
+        if before.is_some_and(|b| b.doc == doc) {
+            return Ok(());
+        }
+        let time = |t: Option<DateTime<Utc>>| t.map(time_text);
+        let ttl = task.ttl_ms.map(to_i64);
+        let revision = to_i64(task.revision);
+        let status = task.status.as_str();
+        let (created, updated, lease) = (
+            time(task.created_at),
+            time(task.updated_at),
+            time(task.lease_expires_at),
+        );
+        // The row's columns in order: `$1` to `$11` of both statements.
+        let row: [&(dyn ToSql + Sync); 11] = [
+            &id,
+            &status,
+            &task.idempotency_key,
+            &task.title,
+            &created,
+            &updated,
+            &task.claimed_by,
+            &lease,
+            &ttl,
+            &revision,
+            &doc,
+        ];
+        let n = match before {
+            Some(b) => {
+                let params: Vec<&(dyn ToSql + Sync)> = row
+                    .into_iter()
+                    .chain([&b.revision as &(dyn ToSql + Sync), &b.claimed_by])
+                    .collect();
+                self.execute(
+                    "UPDATE rudder_tasks SET status = $2, idempotency_key = $3, title = $4, \
+                     created_at = $5, updated_at = $6, claimed_by = $7, lease_expires_at = $8, \
+                     ttl_ms = $9, revision = $10, doc = $11 \
+                     WHERE task_id = $1 AND revision = $12 AND claimed_by IS NOT DISTINCT FROM $13",
+                    &params,
+                    "update a task",
+                )?
+            }
+            None => self.execute(
+                "INSERT INTO rudder_tasks (task_id, status, idempotency_key, title, created_at, \
+                 updated_at, claimed_by, lease_expires_at, ttl_ms, revision, doc) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                &row,
+                "insert a task",
+            )?,
+        };
+        if n != 1 {
+            return Err(self.conflict(id));
+        }
+        self.record(
+            id,
+            revision,
+            updated.clone(),
+            before.map(|b| b.status),
+            Some(task.status),
+        );
+        Ok(())
+    }
+
+    fn record(
+        &self,
+        id: &str,
+        revision: i64,
+        at: Option<String>,
+        before: Option<Status>,
+        after: Option<Status>,
+    ) {
+        self.changes.borrow_mut().push(ChangeRow {
+            task_id: id.to_string(),
+            revision,
+            at,
+            before,
+            after,
+        });
+        if before != after {
+            let mut deltas = self.deltas.borrow_mut();
+            if let Some(s) = before {
+                *deltas.entry(s).or_default() -= 1;
+            }
+            if let Some(s) = after {
+                *deltas.entry(s).or_default() += 1;
+            }
+        }
+    }
+
+    /// End a read.
+    pub fn finish_read(self) -> Result<(), postgres::Error> {
+        self.tx.into_inner().rollback()
+    }
+
+    /// Commit (`write`) or roll back. Returns whether it committed; an
+    /// error says whether the operation may be run again.
+    pub fn finish_write(self, write: bool) -> Result<bool, (StoreError, Retry, bool)> {
+        let failed = |txn: &PgTxn<'_>, e: StoreError| {
+            let (retry, broken) = txn.failure().unwrap_or((Retry::No, false));
+            (e, retry, broken)
+        };
+        if !write {
+            let tx = self.tx.into_inner();
+            tx.rollback().map_err(|e| {
+                let (retry, broken) = transient(&e);
+                (self.backend.error("end the transaction", &e), retry, broken)
+            })?;
+            return Ok(false);
+        }
+        if let Err(e) = self.flush() {
+            return Err(failed(&self, e));
+        }
+        if let Err(e) = self.record_changes() {
+            return Err(failed(&self, e));
+        }
+        let backend = self.backend;
+        let tx = self.tx.into_inner();
+        tx.commit().map_err(|e| {
+            // Only a commit the server refused as a conflict (or a deferred
+            // constraint) is known not to have been applied. Anything else
+            // (a broken connection, or a backend terminated *during* the
+            // commit, which may have made it durable before saying so) may
+            // or may not be in: reported, never run again.
+            let refused = e.code().is_some_and(|c| {
+                *c == SqlState::T_R_SERIALIZATION_FAILURE
+                    || *c == SqlState::T_R_DEADLOCK_DETECTED
+                    || c.code().starts_with("23")
+            });
+            if refused {
+                return (backend.error("commit", &e), Retry::Safe, false);
+            }
+            (
+                StoreError::Database {
+                    location: backend.location(),
+                    action: "commit",
+                    message: format!(
+                        "the commit did not complete ({e}): the change may or may not have \
+                         been saved; look at the task before trying again"
+                    ),
+                },
+                Retry::No,
+                true,
+            )
+        })?;
+        Ok(true)
+    }
+
+    /// The changes, the counts and the wake-up of the feed, in commit order
+    /// (see the module comment).
+    fn record_changes(&self) -> Result<(), StoreError> {
+        let changes = std::mem::take(&mut *self.changes.borrow_mut());
+        if changes.is_empty() {
+            return Ok(());
+        }
+        self.execute(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[&CHANGES_LOCK],
+            "record the changes",
+        )?;
+        let ids: Vec<&str> = changes.iter().map(|c| c.task_id.as_str()).collect();
+        let revisions: Vec<i64> = changes.iter().map(|c| c.revision).collect();
+        let before: Vec<Option<&str>> = changes
+            .iter()
+            .map(|c| c.before.map(Status::as_str))
+            .collect();
+        let after: Vec<Option<&str>> = changes
+            .iter()
+            .map(|c| c.after.map(Status::as_str))
+            .collect();
+        let at: Vec<Option<&str>> = changes.iter().map(|c| c.at.as_deref()).collect();
+        let deltas = self.deltas.borrow();
+        let statuses: Vec<&str> = deltas.keys().map(|s| s.as_str()).collect();
+        let by: Vec<i64> = deltas.values().copied().collect();
+        self.query(
+            &format!(
+                "WITH ch AS (\
+                   INSERT INTO rudder_changes (task_id, revision, status_before, status_after, at) \
+                   SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $7::text[]) \
+                   RETURNING seq), \
+                 ct AS (\
+                   INSERT INTO rudder_counts (status, n) \
+                   SELECT * FROM unnest($5::text[], $6::int8[]) \
+                   ON CONFLICT (status) DO UPDATE SET n = rudder_counts.n + excluded.n) \
+                 SELECT pg_notify('{CHANNEL}', max(seq)::text) FROM ch"
+            ),
+            &[&ids, &revisions, &before, &after, &statuses, &by, &at],
+            "record the changes",
+        )?;
+        Ok(())
+    }
+
+    fn summaries_where(
+        &self,
+        tail: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<SummaryBuf>, StoreError> {
+        self.flush()?;
+        let sql = format!("SELECT {SUMMARY_COLUMNS} FROM rudder_tasks {tail}");
+        let rows = self.query(&sql, params, "query the tasks")?;
+        Ok(rows.iter().map(|r| summary_of_row(r, 0)).collect())
+    }
+
+    /// Lock the task `id` at `revision` unless another transaction holds
+    /// it (a claim never waits for another worker).
+    fn try_lock(&self, id: &str, revision: i64) -> Result<bool, StoreError> {
+        let rows = self.query(
+            "SELECT 1 FROM rudder_tasks WHERE task_id = $1 AND revision = $2 \
+             FOR UPDATE SKIP LOCKED",
+            &[&id, &revision],
+            "look for a claimable task",
+        )?;
+        Ok(!rows.is_empty())
+    }
+}
+
+/// Rows after an anchor whose `col` is `value`, ascending with nulls first
+/// (then by `task_id`, the parameter `id`).
+/// The text filter (`query::text_matches`): `ILIKE` under the `C`
+/// collation folds ASCII letters only and matches every other character
+/// exactly, as the reference does. Over the columns a trigram index covers
+/// (schema version 3, when `pg_trgm` could be installed: see `schema.rs`),
+/// each arm is an index scan; the status, one of five words, is matched
+/// here and asked as a list.
+fn text_clause(text: &str, arg: &dyn Fn(String) -> String) -> String {
+    let pattern = arg(query::like_pattern(text));
+    let mut arms: Vec<String> = ["task_id", "title", "idempotency_key", "status_message"]
+        .iter()
+        .map(|col| format!("{col} ILIKE {pattern}"))
+        .collect();
+    let statuses: Vec<String> = Status::ALL
+        .iter()
+        .filter(|s| query::contains_text(s.as_str(), text))
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect();
+    if !statuses.is_empty() {
+        arms.push(format!("status IN ({})", statuses.join(", ")));
+    }
+    format!("({})", arms.join(" OR "))
+}
+
+impl Database for PgTxn<'_> {
+    type Before = Before;
+    fn pending(&self) -> &Pending<Before> {
+        &self.pending
+    }
+    fn pending_mut(&mut self) -> &mut Pending<Before> {
+        &mut self.pending
+    }
+    fn read(&self, id: &str) -> Result<Option<(Task, Before)>, StoreError> {
+        self.read_row(id, false)
+    }
+    /// Locked until the commit in a write: another machine changing the
+    /// same task waits for this one, then reads what it wrote.
+    fn read_to_change(&self, id: &str) -> Result<Option<(Task, Before)>, StoreError> {
+        self.read_row(id, self.write)
+    }
+    fn exists(&self, id: &str) -> Result<bool, StoreError> {
+        let rows = self.query(
+            "SELECT 1 FROM rudder_tasks WHERE task_id = $1",
+            &[&id],
+            "look a task up",
+        )?;
+        Ok(!rows.is_empty())
+    }
+    fn read_summaries(&self) -> Result<Vec<SummaryBuf>, StoreError> {
+        self.summaries_where("ORDER BY seq", &[])
+    }
+    fn read_tasks(&self) -> Result<TaskMap, StoreError> {
+        self.load_all()
+    }
+    fn location(&self) -> Location {
+        self.backend.location()
+    }
+    fn put(&self, id: &str, task: &Task, before: Option<&Before>) -> Result<(), StoreError> {
+        self.write_put(id, task, before)
+    }
+    fn delete(&self, id: &str, before: &Before) -> Result<(), StoreError> {
+        self.write_delete(id, before)
+    }
+}
+
+impl Transaction for PgTxn<'_> {
+    pending::transaction_methods!();
+
+    fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.flush()?;
+        let rows = self.query(
+            "SELECT task_id FROM rudder_tasks WHERE idempotency_key = $1 ORDER BY seq LIMIT 1",
+            &[&key],
+            "look an idempotency key up",
+        )?;
+        Ok(rows.first().map(|r| r.get(0)))
+    }
+
+    fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.flush()?;
+        // The ids with the prefix come first from the prefix on (byte
+        // order): a range scan of the unique index, cut at `limit`.
+        let rows = self.query(
+            "SELECT task_id FROM rudder_tasks WHERE task_id >= $1 ORDER BY task_id LIMIT $2",
+            &[&prefix, &to_i64(limit as u64)],
+            "look ids up",
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .take_while(|id| id.starts_with(prefix))
+            .collect())
+    }
+
+    fn next_claimable(
+        &self,
+        now: DateTime<Utc>,
+        wanted: &dyn Fn(&Summary) -> bool,
+    ) -> Result<Option<String>, StoreError> {
+        let now_text = time_text(now);
+        let mut after: i64 = -1;
+        loop {
+            self.flush()?;
+            let rows = self.query(
+                &format!(
+                    "SELECT seq, {SUMMARY_COLUMNS} FROM rudder_tasks WHERE status = 'working' \
+                     AND seq > $2 AND (claimed_by IS NULL OR lease_expires_at IS NULL \
+                     OR lease_expires_at <= $1) ORDER BY seq LIMIT 32"
+                ),
+                &[&now_text, &after],
+                "look for a claimable task",
+            )?;
+            for row in &rows {
+                let t = summary_of_row(row, 1);
+                if !(query::claimable(&t.summary(), now) && wanted(&t.summary())) {
+                    continue;
+                }
+                // In a write, only a task no other worker is claiming right
+                // now (SKIP LOCKED): N workers never queue on one task.
+                if !self.write || self.try_lock(&t.task_id, to_i64(t.revision))? {
+                    return Ok(Some(t.task_id));
+                }
+            }
+            match rows.last() {
+                Some(row) if rows.len() == 32 => after = row.get(0),
+                _ => return Ok(None),
+            }
+        }
+    }
+
+    fn stale(&self, now: DateTime<Utc>, older_than: Duration) -> Result<Stale, StoreError> {
+        let counts = self.counts()?;
+        let unfinished = counts.get(Status::Working) + counts.get(Status::InputRequired);
+        let cutoff = chrono::TimeDelta::from_std(older_than)
+            .ok()
+            .and_then(|d| now.checked_sub_signed(d))
+            .map(time_text);
+        let future = time_text(now + chrono::TimeDelta::seconds(1));
+        let now_text = time_text(now);
+        let mut candidates = self.summaries_where(
+            "WHERE status IN ('working', 'input_required') AND (updated_at IS NULL \
+             OR updated_at <= $1 OR updated_at > $2 \
+             OR (claimed_by IS NOT NULL AND lease_expires_at > $3)) ORDER BY seq",
+            &[&cutoff, &future, &now_text],
+        )?;
+        candidates.retain(|t| query::reclaim_candidate(&t.summary(), now, older_than));
+        Ok(Stale {
+            candidates,
+            unfinished,
+        })
+    }
+
+    fn prunable(
+        &self,
+        now: DateTime<Utc>,
+        older_than: Duration,
+    ) -> Result<Vec<SummaryBuf>, StoreError> {
+        let cutoff = chrono::TimeDelta::from_std(older_than)
+            .ok()
+            .and_then(|d| now.checked_sub_signed(d))
+            .map(time_text);
+        let mut found = self.summaries_where(
+            "WHERE status IN ('completed', 'failed', 'cancelled') AND (updated_at IS NULL \
+             OR ttl_ms IS NOT NULL OR updated_at <= $1) ORDER BY seq",
+            &[&cutoff],
+        )?;
+        found.retain(|t| query::prune_candidate(&t.summary(), now, older_than));
+        Ok(found)
+    }
+
+    fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
+        if self.schema < super::schema::TEXT_VERSION && q.text.is_some() {
+            // Tables no writer has migrated yet have no `status_message`
+            // column: the text filter is answered from the tasks in full.
+            let tasks = self.get_where(&|t| {
+                q.statuses.is_empty()
+                    || q.statuses.contains(&t.status)
+                    || q.after.as_deref() == Some(t.task_id)
+            })?;
+            return Ok(query::page_in_memory(tasks, q));
+        }
+        self.flush()?;
+        // Parameters are all text: `$n` is `args[n - 1]`.
+        let args: RefCell<Vec<String>> = RefCell::new(Vec::new());
+        let arg = |v: String| {
+            let mut args = args.borrow_mut();
+            args.push(v);
+            format!("${}", args.len())
+        };
+        let mut clauses: Vec<String> = Vec::new();
+        if !q.statuses.is_empty() {
+            let list: Vec<String> = q
+                .statuses
+                .iter()
+                .map(|s| arg(s.as_str().to_string()))
+                .collect();
+            clauses.push(format!("status IN ({})", list.join(", ")));
+        }
+        if let Some(text) = q.text.as_deref().filter(|t| !t.is_empty()) {
+            clauses.push(text_clause(text, &arg));
+        }
+        // Every order but the store's and the id's is (column NULLS FIRST,
+        // task_id) walked forwards or backwards (`Updated` is it
+        // backwards), as `query::compare` orders; the indexes of schema
+        // version 3 are in that order, so either way is an index scan.
+        let backwards = q.descending != (q.sort == SortKey::Updated);
+        let (lt, dir, nulls) = if backwards {
+            ("<", "DESC", "NULLS LAST")
+        } else {
+            (">", "ASC", "NULLS FIRST")
+        };
+        let column = match q.sort {
+            SortKey::Store | SortKey::Id => None,
+            SortKey::Updated => Some("updated_at"),
+            SortKey::Created => Some("created_at"),
+            SortKey::Title => Some("title"),
+        };
+        let order = match (q.sort, column) {
+            (SortKey::Store, _) => format!("seq {dir}"),
+            (_, Some(col)) => format!("{col} {dir} {nulls}, task_id {dir}"),
+            _ => format!("task_id {dir}"),
+        };
+        // Rows after the anchor: one or two segments of that order, each
+        // a range of an index (a row comparison, not an OR, which would
+        // make it a filter over the whole index), read one after the
+        // other until the page is full.
+        let mut segments: Vec<Option<String>> = vec![None];
+        if let Some(after) = &q.after {
+            let rows = self.query(
+                "SELECT seq, updated_at, created_at, title FROM rudder_tasks WHERE task_id = $1",
+                &[&after.as_str()],
+                "find the page's anchor",
+            )?;
+            let anchor = rows.first().map(|r| {
+                let value = match q.sort {
+                    SortKey::Updated => r.get::<_, Option<String>>(1),
+                    SortKey::Created => r.get::<_, Option<String>>(2),
+                    SortKey::Title => r.get::<_, Option<String>>(3),
+                    SortKey::Store | SortKey::Id => None,
+                };
+                (r.get::<_, i64>(0), value)
+            });
+            segments = match (q.sort, column, anchor) {
+                (SortKey::Id, ..) => vec![Some(format!("task_id {lt} {}", arg(after.clone())))],
+                (_, _, None) => vec![None],
+                (SortKey::Store, _, Some((seq, _))) => vec![Some(format!("seq {lt} {seq}"))],
+                (_, Some(col), Some((_, Some(v)))) => {
+                    let (v, id) = (arg(v), arg(after.clone()));
+                    let range = format!("({col}, task_id) {lt} ({v}, {id})");
+                    if backwards {
+                        // Below the anchor's value, then every NULL.
+                        vec![Some(range), Some(format!("{col} IS NULL"))]
+                    } else {
+                        vec![Some(range)]
+                    }
+                }
+                (_, Some(col), Some((_, None))) => {
+                    let id = arg(after.clone());
+                    let nulls = format!("{col} IS NULL AND task_id {lt} {id}");
+                    if backwards {
+                        vec![Some(nulls)]
+                    } else {
+                        // The NULLs after the anchor, then every value.
+                        vec![Some(nulls), Some(format!("{col} IS NOT NULL"))]
+                    }
+                }
+                (_, None, Some(_)) => vec![None],
+            };
+        }
+        let args = args.into_inner();
+        let params: Vec<&Param> = args.iter().map(|a| a as &Param).collect();
+        let mut tasks = Vec::new();
+        for segment in segments {
+            let left = q.limit.map(|l| l.saturating_sub(tasks.len()));
+            if left == Some(0) {
+                break;
+            }
+            let filter: Vec<&str> = clauses
+                .iter()
+                .map(String::as_str)
+                .chain(segment.as_deref())
+                .collect();
+            let filter = if filter.is_empty() {
+                String::new()
+            } else {
+                format!("WHERE {}", filter.join(" AND "))
+            };
+            let limit = left.map_or(String::new(), |l| format!("LIMIT {}", to_i64(l as u64)));
+            let sql =
+                format!("SELECT task_id, doc FROM rudder_tasks {filter} ORDER BY {order} {limit}");
+            // Only the parameters this statement names (a segment may use
+            // fewer than were made).
+            let used = (1..=params.len())
+                .rev()
+                .find(|n| sql.contains(&format!("${n}")))
+                .unwrap_or(0);
+            let rows = self.query(&sql, &params[..used], "read a page of tasks")?;
+            for r in &rows {
+                tasks.push(self.parse(r.get(0), r.get(1))?);
+            }
+        }
+        Ok(tasks)
+    }
+
+    fn counts(&self) -> Result<StatusCounts, StoreError> {
+        self.flush()?;
+        let rows = self.query(
+            "SELECT status, n FROM rudder_counts WHERE n <> 0",
+            &[],
+            "count the tasks",
+        )?;
+        let mut n: BTreeMap<Status, i64> = BTreeMap::new();
+        for row in rows {
+            *n.entry(status_of(row.get(0))).or_default() += row.get::<_, i64>(1);
+        }
+        // This transaction's own changes, counted at its commit.
+        for (s, d) in self.deltas.borrow().iter() {
+            *n.entry(*s).or_default() += d;
+        }
+        let mut counts = StatusCounts::default();
+        for (s, v) in n {
+            if v > 0 {
+                counts.0.insert(s, v as usize);
+            }
+        }
+        Ok(counts)
+    }
+
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        self.flush()?;
+        // A range of the (status, lease) index: the stalled tasks only.
+        // The times are stored as text whose order is time order
+        // (`time_text`).
+        let rows = self.query(
+            "SELECT COUNT(*) FROM rudder_tasks WHERE status = 'working' AND lease_expires_at <= $1",
+            &[&time_text(now)],
+            "count the stalled tasks",
+        )?;
+        Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)).max(0) as usize)
+    }
+}

@@ -1,0 +1,491 @@
+//! The SQLite backend (docs/architecture.md "Stores and backends").
+//!
+//! One database file in WAL mode with `synchronous=FULL`: a commit is
+//! durable when the call returns. Writes run in `BEGIN IMMEDIATE`
+//! transactions, so writers queue on SQLite's own lock (waiting at most the
+//! lock timeout, `$RUDDER_LOCK_TIMEOUT`) and never conflict half-way;
+//! readers see a consistent snapshot and never wait for writers.
+//!
+//! Before anything is written, the file is checked: a file that is not a
+//! SQLite database, a database of another application, or a rudder store of
+//! a newer schema is refused, untouched. A new database is created 0600
+//! (SQLite gives its `-wal` and `-shm` files the database's mode).
+
+mod bulk;
+mod schema;
+mod txn;
+mod watch;
+
+use std::fs::OpenOptions;
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::config::DbConfig;
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+use rudder_core::{Backend, ChangeLog, DEFAULT_LOCK_TIMEOUT, Location, StoreError, Transaction};
+use rudder_model::task::TaskMap;
+pub use schema::{APPLICATION_ID, VERSION as SCHEMA_VERSION};
+use txn::SqlTxn;
+pub use watch::SqliteSource;
+
+/// The first 16 bytes of every SQLite database file.
+const HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// A database file's (device, inode): what a change feed's cursor is good for.
+pub type DbIdentity = (u64, u64);
+
+/// A store kept in a SQLite database on a local file system.
+pub struct SqliteBackend {
+    path: PathBuf,
+    lock_timeout: Duration,
+    /// The open connection and the (device, inode) it was opened on: a file
+    /// replaced under the same name is opened anew.
+    conn: Mutex<Option<(Connection, (u64, u64))>>,
+}
+
+impl std::fmt::Debug for SqliteBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteBackend")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether the connection may create and migrate the database.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Read,
+    Write,
+}
+
+impl SqliteBackend {
+    /// The database at `path`. Nothing is opened or created yet. The lock
+    /// timeout is `$RUDDER_LOCK_TIMEOUT` when set, else 30 s.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        let lock_timeout = std::env::var("RUDDER_LOCK_TIMEOUT")
+            .ok()
+            .and_then(|t| rudder_model::duration::parse_duration(&t).ok())
+            .unwrap_or(DEFAULT_LOCK_TIMEOUT);
+        SqliteBackend {
+            path: path.into(),
+            lock_timeout,
+            conn: Mutex::new(None),
+        }
+    }
+
+    /// Wait at most `timeout` for another writer (default 30 s).
+    pub fn with_lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
+        self
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The store's location as messages name it: `sqlite:PATH`.
+    pub fn location(&self) -> Location {
+        Location::sqlite(&self.path)
+    }
+
+    /// The write-ahead log beside the database, whose changes wake the feed.
+    pub fn wal_path(&self) -> PathBuf {
+        let mut name = self.path.as_os_str().to_os_string();
+        name.push("-wal");
+        PathBuf::from(name)
+    }
+
+    pub(crate) fn error(&self, action: &'static str, e: rusqlite::Error) -> StoreError {
+        sql_error(self.location(), self.lock_timeout, action, e)
+    }
+
+    fn identity(&self) -> Result<Option<(u64, u64)>, StoreError> {
+        match std::fs::metadata(&self.path) {
+            Ok(m) => Ok(Some((m.dev(), m.ino()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::io(
+                self.location(),
+                &self.path,
+                "stat the database",
+                e,
+            )),
+        }
+    }
+
+    /// Refuse a file that is not a SQLite database without opening it as
+    /// one (an empty file is a new database). Returns whether it is empty.
+    fn check_header(&self) -> Result<bool, StoreError> {
+        let mut file = std::fs::File::open(&self.path)
+            .map_err(|e| StoreError::io(self.location(), &self.path, "open the database", e))?;
+        let mut head = [0u8; 16];
+        let mut got = 0;
+        while got < head.len() {
+            match file.read(&mut head[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(StoreError::io(
+                        self.location(),
+                        &self.path,
+                        "read the database",
+                        e,
+                    ));
+                }
+            }
+        }
+        if got == 0 {
+            return Ok(true);
+        }
+        if got < head.len() || &head != HEADER {
+            return Err(StoreError::NotAStore {
+                location: self.location(),
+                message: "the file is not a SQLite database".into(),
+            });
+        }
+        Ok(false)
+    }
+
+    /// Run `f` on a connection to a checked database; `None` when the
+    /// database does not exist and `mode` is `Read` (nothing is created).
+    fn with_conn<T>(
+        &self,
+        mode: Mode,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        self.with_conn_at(mode, |conn, _| f(conn))
+    }
+
+    /// [`SqliteBackend::with_conn`], telling `f` the (device, inode) of the
+    /// database it is connected to.
+    fn with_conn_at<T>(
+        &self,
+        mode: Mode,
+        f: impl FnOnce(&mut Connection, (u64, u64)) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut id = self.identity()?;
+        if id.is_none() {
+            *slot = None;
+            if mode == Mode::Read {
+                return Ok(None);
+            }
+            self.create_file()?;
+            id = self.identity()?;
+        }
+        if slot.as_ref().map(|(_, at)| Some(*at)) != Some(id) {
+            *slot = None;
+            let conn = self.open(mode)?;
+            match conn {
+                Some(conn) => *slot = Some((conn, id.unwrap_or_default())),
+                None => return Ok(None),
+            }
+        }
+        let (conn, at) = slot.as_mut().expect("opened above");
+        let at = *at;
+        if mode == Mode::Write
+            && let Err(e) = self.prepare_for_writes(conn)
+        {
+            *slot = None;
+            return Err(e);
+        }
+        let result = f(conn, at);
+        if matches!(
+            result,
+            Err(StoreError::Database { .. } | StoreError::NotAStore { .. })
+        ) {
+            // Start from a fresh connection next time.
+            *slot = None;
+        }
+        result.map(Some)
+    }
+
+    /// Create the database file, private to the user, with its directory.
+    fn create_file(&self) -> Result<(), StoreError> {
+        if let Some(dir) = self.path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::io(self.location(), dir, "create the store directory", e)
+            })?;
+        }
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&self.path)
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(StoreError::io(
+                self.location(),
+                &self.path,
+                "create the database",
+                e,
+            )),
+        }
+    }
+
+    /// Open and check the database; `None` for a fresh (empty) database
+    /// opened to read.
+    fn open(&self, mode: Mode) -> Result<Option<Connection>, StoreError> {
+        let empty = self.check_header()?;
+        if empty && mode == Mode::Read {
+            return Ok(None);
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&self.path, flags)
+            .map_err(|e| self.error("open the database", e))?;
+        conn.busy_timeout(self.lock_timeout)
+            .map_err(|e| self.error("set the busy timeout", e))?;
+        let state = schema::inspect(&conn).map_err(|e| self.error("read the schema version", e))?;
+        match state {
+            Ok(schema::State::Fresh) if mode == Mode::Read => return Ok(None),
+            Ok(_) => {}
+            Err(schema::Refusal::Foreign(message)) => {
+                return Err(StoreError::NotAStore {
+                    location: self.location(),
+                    message,
+                });
+            }
+            Err(schema::Refusal::Newer(v)) => {
+                return Err(StoreError::NotAStore {
+                    location: self.location(),
+                    message: format!(
+                        "the store was written by a newer rudder (schema version {v}; this \
+                         rudder knows up to {}): upgrade rudder to use it",
+                        schema::VERSION
+                    ),
+                });
+            }
+        }
+        // Durable on return from every commit; per connection.
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(|e| self.error("set synchronous=FULL", e))?;
+        // The last connection to close would otherwise checkpoint the WAL
+        // into the database (two more fsyncs) and delete it, which the next
+        // short-lived process then creates again: most of a `rudder
+        // heartbeat`'s time. The WAL stays, durable as it is, and is
+        // checkpointed by the commit that grows it past SQLite's
+        // auto-checkpoint size (1000 pages).
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+            .map_err(|e| self.error("keep the WAL on close", e))?;
+        Ok(Some(conn))
+    }
+
+    /// Switch to WAL, which is kept in the file (a no-op once done). The
+    /// schema itself is created or migrated inside the first write
+    /// transaction ([`SqliteBackend::migrate_in`]), so that a new store
+    /// appears with its first task, never empty in between.
+    fn prepare_for_writes(&self, conn: &mut Connection) -> Result<(), StoreError> {
+        let mode: String = conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .map_err(|e| self.error("read the journal mode", e))?;
+        if mode.eq_ignore_ascii_case("wal") {
+            return Ok(());
+        }
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+            .map_err(|e| self.error("switch to WAL", e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Database {
+                location: self.location(),
+                action: "switch to WAL",
+                message: format!("the journal mode stayed {mode}"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Under the write lock: create or migrate the schema if needed
+    /// (checked again here, as another process may have just done it).
+    fn migrate_in(&self, conn: &Connection) -> Result<(), StoreError> {
+        let state = schema::inspect(conn).map_err(|e| self.error("read the schema version", e))?;
+        match state {
+            Ok(schema::State::Rudder(v)) if v == schema::VERSION => Ok(()),
+            Ok(schema::State::Rudder(v)) => schema::migrate(conn, v),
+            Ok(schema::State::Fresh) => schema::migrate(conn, 0),
+            Err(_) => {
+                return Err(StoreError::NotAStore {
+                    location: self.location(),
+                    message: "the database changed into one rudder cannot use".into(),
+                });
+            }
+        }
+        .map_err(|e| self.error("create the tables", e))
+    }
+
+    /// The sequence number of the last recorded change (0 for none); `None`
+    /// while there is no store yet (no database, or one whose first write
+    /// has not committed).
+    pub fn last_change(&self) -> Result<Option<i64>, StoreError> {
+        Ok(self
+            .changes_after(i64::MAX, None, 0)?
+            .map(|(_, log)| log.last))
+    }
+
+    /// The recorded changes after the change `after` (at most `limit`, of
+    /// the task `task` only if given), with the (device, inode) of the
+    /// database they were read from: the change feed's cursor is only
+    /// good for that one file. `None` while there is no store yet (no
+    /// database, or one whose first write has not committed).
+    pub fn changes_after(
+        &self,
+        after: i64,
+        task: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<(DbIdentity, ChangeLog)>, StoreError> {
+        self.with_conn_at(Mode::Read, |conn, at| {
+            let tx = conn
+                .transaction()
+                .map_err(|e| self.error("begin a read", e))?;
+            let log = txn::read_changes(&tx, after, task, limit)
+                .map_err(|e| self.error("read the changes", e))?;
+            Ok((at, log))
+        })
+    }
+
+    /// `PRAGMA data_version` of this backend's connection with the
+    /// database's (device, inode): it changes when another connection
+    /// commits, which the change feed checks cheaply (no table is read).
+    /// `None` while there is no store yet.
+    pub fn data_version(&self) -> Result<Option<(DbIdentity, i64)>, StoreError> {
+        self.with_conn_at(Mode::Read, |conn, at| {
+            let v = conn
+                .pragma_query_value(None, "data_version", |r| r.get(0))
+                .map_err(|e| self.error("read the data version", e))?;
+            Ok((at, v))
+        })
+    }
+}
+
+impl Backend for SqliteBackend {
+    fn location(&self) -> Location {
+        SqliteBackend::location(self)
+    }
+    fn path(&self) -> &Path {
+        SqliteBackend::path(self)
+    }
+    fn load(&self) -> Result<TaskMap, StoreError> {
+        let tasks = self.with_conn(Mode::Read, |conn| {
+            let tx = conn
+                .transaction()
+                .map_err(|e| self.error("begin a read", e))?;
+            let txn = SqlTxn::new(&tx, self);
+            txn.load_all()
+        })?;
+        Ok(tasks.unwrap_or_default())
+    }
+
+    fn snapshot(
+        &self,
+        f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let ran = self.with_conn(Mode::Read, |conn| {
+            // A deferred transaction: one consistent snapshot from its first
+            // read, without blocking writers (WAL).
+            let tx = conn
+                .transaction()
+                .map_err(|e| self.error("begin a read", e))?;
+            let txn = SqlTxn::new(&tx, self);
+            f(&txn)
+        })?;
+        match ran {
+            Some(()) => Ok(()),
+            None => f(&TaskMap::new()),
+        }
+    }
+
+    fn exists(&self) -> Result<bool, StoreError> {
+        Ok(self.identity()?.is_some())
+    }
+
+    fn transaction(
+        &self,
+        f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.write_sql(&mut |tx| {
+            let mut txn = SqlTxn::new(tx, self);
+            let write = f(&mut txn)?;
+            if write {
+                txn.flush()?;
+            }
+            Ok(write)
+        })
+    }
+}
+
+impl SqliteBackend {
+    /// Run `f` in a write transaction on the migrated schema, committing
+    /// when it returns true (rolling back when false), again after a busy
+    /// commit until the lock timeout is used up.
+    fn write_sql(
+        &self,
+        f: &mut dyn FnMut(&rusqlite::Transaction<'_>) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        let start = std::time::Instant::now();
+        loop {
+            let done = self.with_conn(Mode::Write, |conn| {
+                // BEGIN IMMEDIATE takes the write lock now (waiting up to the
+                // busy timeout), so the reads below see the latest commit and
+                // nothing can change them before ours.
+                let tx = conn
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .map_err(|e| self.error("lock the database", e))?;
+                self.migrate_in(&tx)?;
+                if !f(&tx)? {
+                    return tx
+                        .rollback()
+                        .map_err(|e| self.error("end the transaction", e));
+                }
+                tx.commit().map_err(|e| self.error("commit", e))
+            });
+            match done {
+                Ok(_) => return Ok(()),
+                // A commit that found the database busy (a checkpoint, a
+                // writer outside rudder) wrote nothing: run `f` again on
+                // fresh data until the lock timeout is used up.
+                Err(StoreError::LockTimeout { .. }) if start.elapsed() < self.lock_timeout => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// A rusqlite error as a store error naming the database.
+fn sql_error(
+    location: Location,
+    lock_timeout: Duration,
+    action: &'static str,
+    e: rusqlite::Error,
+) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::LockTimeout {
+            location,
+            waited: lock_timeout,
+            holder: None,
+        },
+        Some(ErrorCode::NotADatabase) => StoreError::NotAStore {
+            location,
+            message: "the file is not a SQLite database".into(),
+        },
+        Some(ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
+            location,
+            line: None,
+            column: None,
+            message: format!("the database is damaged ({e})"),
+        },
+        _ => StoreError::Database {
+            location,
+            action,
+            message: e.to_string(),
+        },
+    }
+}

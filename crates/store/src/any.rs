@@ -1,0 +1,178 @@
+//! [`AnyBackend`]: the backend a [`StoreUrl`] names, chosen at run time
+//! among the backends this build has (a Cargo feature each).
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use rudder_core::{Backend, Location, Store, StoreError, StoreUrl, Transaction, UrlError};
+use rudder_model::task::TaskMap;
+
+#[cfg(feature = "file")]
+use rudder_file::FileBackend;
+#[cfg(feature = "postgres")]
+use rudder_postgres::PostgresBackend;
+#[cfg(feature = "sqlite")]
+use rudder_sqlite::SqliteBackend;
+
+/// The backend a [`StoreUrl`] names, chosen at run time.
+#[derive(Debug)]
+pub enum AnyBackend {
+    #[cfg(feature = "file")]
+    File(FileBackend),
+    #[cfg(feature = "sqlite")]
+    Sqlite(SqliteBackend),
+    #[cfg(feature = "postgres")]
+    Postgres(PostgresBackend),
+    /// A URL this build cannot open: every operation is refused with why.
+    Unsupported(UrlError),
+}
+
+/// Parse a store URL and check it as far as can be done without opening
+/// the store: the scheme, and for PostgreSQL every connection parameter.
+/// Errors show the URL with its password redacted.
+pub fn parse_url(url: impl AsRef<OsStr>) -> Result<StoreUrl, UrlError> {
+    let url = StoreUrl::parse(url)?;
+    #[cfg(feature = "postgres")]
+    if let StoreUrl::Postgres(u) = &url {
+        rudder_postgres::config::check(u)?;
+    }
+    Ok(url)
+}
+
+impl AnyBackend {
+    /// [`FileBackend::last_run_trusted`]; false for other backends (tests).
+    #[doc(hidden)]
+    pub fn last_run_trusted(&self) -> bool {
+        #[cfg(feature = "file")]
+        if let AnyBackend::File(b) = self {
+            return b.last_run_trusted();
+        }
+        false
+    }
+
+    /// The backend for `url`. Nothing is opened or created yet.
+    pub fn open(url: &StoreUrl) -> Self {
+        match url {
+            #[cfg(feature = "file")]
+            StoreUrl::File(p) => AnyBackend::File(FileBackend::new(p)),
+            #[cfg(feature = "sqlite")]
+            StoreUrl::Sqlite(p) => AnyBackend::Sqlite(SqliteBackend::new(p)),
+            #[cfg(feature = "postgres")]
+            StoreUrl::Postgres(u) => match rudder_postgres::config::check(u) {
+                Ok(()) => AnyBackend::Postgres(PostgresBackend::new(u.clone())),
+                Err(e) => AnyBackend::Unsupported(e),
+            },
+            #[allow(unreachable_patterns)]
+            other => AnyBackend::Unsupported(UrlError::NotBuilt {
+                url: other.to_string(),
+                scheme: other.scheme(),
+            }),
+        }
+    }
+
+    /// The store as its errors name it (for a URL this build cannot open,
+    /// the URL as given, password redacted).
+    pub fn store_location(&self) -> Location {
+        match self {
+            #[cfg(feature = "file")]
+            AnyBackend::File(b) => b.location(),
+            #[cfg(feature = "sqlite")]
+            AnyBackend::Sqlite(b) => b.location(),
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(b) => b.location(),
+            AnyBackend::Unsupported(
+                UrlError::Postgres { url, .. }
+                | UrlError::Empty { url }
+                | UrlError::NotBuilt { url, .. },
+            ) => Location::remote(url.clone()),
+        }
+    }
+
+    fn refused(&self) -> Result<&dyn Backend, StoreError> {
+        match self {
+            #[cfg(feature = "file")]
+            AnyBackend::File(b) => Ok(b),
+            #[cfg(feature = "sqlite")]
+            AnyBackend::Sqlite(b) => Ok(b),
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(b) => Ok(b),
+            AnyBackend::Unsupported(e) => Err(StoreError::NotAStore {
+                location: self.store_location(),
+                message: e.to_string(),
+            }),
+        }
+    }
+}
+
+impl Backend for AnyBackend {
+    fn location(&self) -> Location {
+        self.store_location()
+    }
+    fn shown_location(&self) -> String {
+        match self {
+            AnyBackend::Unsupported(e) => e.to_string(),
+            _ => self.store_location().to_string(),
+        }
+    }
+    fn path(&self) -> &Path {
+        match self.refused() {
+            Ok(b) => b.path(),
+            Err(_) => Path::new(""),
+        }
+    }
+    fn load(&self) -> Result<TaskMap, StoreError> {
+        self.refused()?.load()
+    }
+    fn snapshot(
+        &self,
+        f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.refused()?.snapshot(f)
+    }
+    fn exists(&self) -> Result<bool, StoreError> {
+        self.refused()?.exists()
+    }
+    fn batch_size(&self) -> Option<usize> {
+        self.refused().ok().and_then(|b| b.batch_size())
+    }
+    fn transaction(
+        &self,
+        f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.refused()?.transaction(f)
+    }
+}
+
+/// Opening a [`Store`] by URL.
+pub trait Open: Sized {
+    /// Open the store that `url` names: a store URL or a path (see
+    /// [`StoreUrl`]; `tasks.json` is the JSON file, `tasks.db` or
+    /// `sqlite:tasks` SQLite). Nothing is read or created yet: a missing
+    /// store is empty, created (0600, with its directory) on the first
+    /// write. A URL that cannot be opened makes every operation fail with
+    /// why; [`Open::connect`] says so at once instead.
+    fn open(url: impl AsRef<OsStr>) -> Self;
+
+    /// Open the store at `url`.
+    fn open_url(url: &StoreUrl) -> Self;
+
+    /// [`Open::open`], failing at once on a URL that cannot be opened
+    /// (password redacted in the error).
+    fn connect(url: impl AsRef<OsStr>) -> Result<Self, UrlError> {
+        parse_url(url).map(|u| Self::open_url(&u))
+    }
+}
+
+impl Open for Store<AnyBackend> {
+    fn open(url: impl AsRef<OsStr>) -> Self {
+        let backend = match StoreUrl::parse(url.as_ref()) {
+            Ok(url) => AnyBackend::open(&url),
+            Err(e) => AnyBackend::Unsupported(e),
+        };
+        Store::with_backend(backend)
+    }
+
+    fn open_url(url: &StoreUrl) -> Self {
+        Store::with_backend(AnyBackend::open(url))
+    }
+}

@@ -1,0 +1,47 @@
+//! rudder's task store, as a worker or a tool uses it: open a store URL
+//! (`tasks.json`, `sqlite:tasks.db`, `postgres://…`) and get the one policy
+//! over the backend it names.
+//!
+//! ```no_run
+//! use rudder_store::{NewTask, Open, Store};
+//!
+//! let store = Store::connect("sqlite:tasks.db")?;
+//! let made = store.create(NewTask { title: Some("INC-1042".into()), ..NewTask::default() })?;
+//! println!("{}", made.task.task_id);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Each backend is a Cargo feature (`file`, `sqlite`, `postgres`; all on by
+//! default), so a worker that needs SQLite alone pulls in no PostgreSQL
+//! client or TLS. The policy and the seam are `rudder-core`, the model
+//! `rudder-model`; this crate re-exports both. The architecture is in
+//! `docs/architecture.md`.
+
+mod any;
+#[cfg(all(feature = "file", feature = "sqlite", feature = "postgres"))]
+pub mod copy;
+pub mod watch;
+
+pub use any::{AnyBackend, Open, parse_url};
+pub use rudder_core::*;
+pub use rudder_model::{duration, json, schema, task, text};
+
+/// The task store over the backend a store URL names (the policy of
+/// `rudder_core::Store` over [`AnyBackend`]); [`Open`] opens one.
+pub type Store<B = AnyBackend> = rudder_core::Store<B>;
+
+#[cfg(feature = "file")]
+pub use rudder_file::{
+    self as file, FileBackend, FileRows, MAX_STORE_BYTES, RowChange, TaskDigest, decode, encode,
+    fs, parse_max_bytes,
+};
+#[cfg(feature = "postgres")]
+pub use rudder_postgres::{self as postgres, PostgresBackend};
+#[cfg(feature = "sqlite")]
+pub use rudder_sqlite::{self as sqlite, SqliteBackend};
+
+/// What a program that opens stores needs in scope.
+pub mod prelude {
+    pub use crate::watch::Start as _;
+    pub use crate::{NewTask, Open, Store, StoreError};
+}
