@@ -57,13 +57,13 @@ fn a_new_database_reads_empty_and_the_first_write_creates_the_schema() {
     assert_eq!(again.task.task_id, created.task.task_id);
     let id = created.task.task_id.clone();
     let claimed = store
-        .claim_next("w1", Duration::from_secs(60))
+        .claim_next("w1", Duration::from_secs(60), &[])
         .unwrap()
         .expect("a claimable task");
     assert_eq!(claimed.task_id, id);
     assert!(
         store
-            .claim_next("w2", Duration::from_secs(60))
+            .claim_next("w2", Duration::from_secs(60), &[])
             .unwrap()
             .is_none()
     );
@@ -197,7 +197,7 @@ fn child_machine() {
         }
     }
     let lease = Duration::from_secs(600);
-    while let Some(task) = store.claim_next(&name, lease).expect("claim") {
+    while let Some(task) = store.claim_next(&name, lease, &[]).expect("claim") {
         let done = store
             .complete(
                 &task.task_id,
@@ -466,7 +466,7 @@ fn a_zombie_worker_whose_claim_was_taken_over_is_refused() {
     std::thread::sleep(Duration::from_millis(5));
     // The lease lapsed: another machine takes the task over.
     let taken = Store::open(&url)
-        .claim_next("rescuer", Duration::from_secs(600))
+        .claim_next("rescuer", Duration::from_secs(600), &[])
         .unwrap()
         .expect("the lapsed task is claimable");
     assert_eq!(taken.task_id, id);
@@ -541,7 +541,7 @@ fn a_least_privileged_role_runs_everything_once_the_owner_migrated() {
     assert_eq!(r.code, 0, "{r:#?}");
     let store = Store::open(&app);
     let claimed = store
-        .claim_next("w", Duration::from_secs(60))
+        .claim_next("w", Duration::from_secs(60), &[])
         .unwrap()
         .expect("claimable");
     assert_eq!(claimed.task_id, id);
