@@ -261,6 +261,73 @@ mod tests {
     use super::*;
     use crate::store::{NewTask, SqliteBackend, Store};
 
+    /// A store of schema 3 (no `tasks.kind`) whose documents name kinds:
+    /// a reader's kind filter answers from the documents; the first write
+    /// migrates it to [`KIND_VERSION`], the column filled from them.
+    #[test]
+    fn a_version_3_store_is_read_then_migrated_with_its_kinds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tasks.db");
+        {
+            let conn = Connection::open(&path).expect("open");
+            for sql in &MIGRATIONS[..3] {
+                conn.execute_batch(sql).expect("versions 1 to 3");
+            }
+            conn.pragma_update(None, "user_version", 3)
+                .expect("version");
+            conn.pragma_update(None, "application_id", APPLICATION_ID)
+                .expect("id");
+            for (id, kind) in [("t-diagnose", Some("diagnose")), ("t-none", None)] {
+                let mut task = Task::new(id, crate::task::Status::Working);
+                task.kind = kind.map(str::to_string);
+                task.revision = 1;
+                let doc = serde_json::to_string(&task).expect("json");
+                conn.execute(
+                    "INSERT INTO tasks (task_id, status, revision, doc) \
+                     VALUES (?1, 'working', 1, ?2)",
+                    [id, doc.as_str()],
+                )
+                .expect("a task");
+            }
+            conn.execute("INSERT INTO counts (status, n) VALUES ('working', 2)", [])
+                .expect("counts");
+        }
+        let store = Store::open(&path);
+        let diagnose = crate::store::PageQuery {
+            kinds: vec!["diagnose".into()],
+            ..Default::default()
+        };
+        let ids = |store: &Store| -> Vec<String> {
+            let page = store.page(&diagnose).expect("page");
+            page.into_iter().map(|t| t.task_id).collect()
+        };
+        assert_eq!(ids(&store), ["t-diagnose"]);
+
+        store.create(NewTask::default()).expect("create");
+        let conn = Connection::open(&path).expect("open");
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, VERSION);
+        let kind: Option<String> = conn
+            .query_row(
+                "SELECT kind FROM tasks WHERE task_id = 't-diagnose'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("kind");
+        assert_eq!(kind.as_deref(), Some("diagnose"));
+        assert_eq!(ids(&store), ["t-diagnose"]);
+        let claimed = store
+            .claim_next(
+                "w",
+                std::time::Duration::from_secs(60),
+                &["diagnose".into()],
+            )
+            .expect("claim");
+        assert_eq!(claimed.map(|t| t.task_id).as_deref(), Some("t-diagnose"));
+    }
+
     /// A store written by the first schema (no `changes.at`) is read as it
     /// is, then migrated by the next write, which records its time.
     #[test]
