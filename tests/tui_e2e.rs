@@ -571,7 +571,7 @@ fn a_broken_config_file_is_shown_and_the_tui_starts_anyway() {
     // The rebinding that was fine is taken: x quits, q does not.
     tui.send("q");
     tui.send("?");
-    tui.wait_for("any key closes");
+    tui.wait_for("j/k scroll it");
     tui.send("?");
     tui.send("x");
     tui.wait_exit();

@@ -805,9 +805,12 @@ fn copy_quit_help_and_demo_keys() {
         assert_eq!(app.handle_key(ch('K')), [Effect::KillWorker]);
         assert_eq!(app.handle_key(ch('W')), [Effect::StartWorker]);
         app.handle_key(ch('?'));
-        assert!(matches!(app.popup, Popup::Help));
-        app.handle_key(ch('j'));
-        assert!(matches!(app.popup, Popup::None), "any key closes help");
+        assert!(matches!(app.popup, Popup::Help { .. }));
+        app.handle_key(ch('x'));
+        assert!(
+            matches!(app.popup, Popup::None),
+            "any other key closes help"
+        );
         assert!(!app.quit);
         app.handle_key(crossterm::event::KeyEvent::new(
             KeyCode::Char('c'),

@@ -204,7 +204,7 @@ impl App {
                         Tone::Error,
                         format!(
                             "✖ {short} {what}: {}",
-                            crate::text::clean(&e.to_string(), 300)
+                            crate::text::truncate(&crate::tui::errors::error_line(&e), 300)
                         ),
                     )
                 }

@@ -65,6 +65,7 @@
 
 pub mod app;
 pub mod config;
+pub mod errors;
 pub mod form;
 pub mod keys;
 pub mod marks;

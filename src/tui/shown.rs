@@ -202,13 +202,33 @@ pub struct ShownDetail {
     pub notes: Vec<String>,
 }
 
+/// `message` without a leading repeat of the row's `label` (`INC-1042
+/// checkout latency: which service?`): the table shows both side by side,
+/// and at 80 columns the repeat would push the question out of sight.
+fn without_label<'a>(message: &'a str, label: &str) -> &'a str {
+    if label.is_empty() {
+        return message;
+    }
+    let Some(rest) = message.strip_prefix(label) else {
+        return message;
+    };
+    // Only a whole repeat followed by a separator, never a longer word.
+    let stripped = rest.trim_start_matches([':', ' ', '-', '—', '–', ',', ';']);
+    if stripped.len() == rest.len() || stripped.is_empty() {
+        return message;
+    }
+    stripped
+}
+
 impl ShownTask {
     /// What the table row of `task` shows.
     pub fn of(task: &Task) -> ShownTask {
+        let label = task.label().unwrap_or("");
+        let message = task.current_message().unwrap_or("");
         ShownTask {
             revision: task.revision,
-            label: shown(task.label().unwrap_or("")),
-            message: shown(task.current_message().unwrap_or("")),
+            label: shown(label),
+            message: shown(without_label(message, label)),
             detail: None,
         }
     }

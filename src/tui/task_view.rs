@@ -116,7 +116,9 @@ pub fn document(
             prefix: format!("{:<KEY_W$} ", "stalled"),
             prefix_look: Look::Alert,
             text: format!(
-                "its lease lapsed {lapsed} ago and nobody has taken it over; {} reclaims it",
+                "its lease lapsed {lapsed} ago: a live worker resumes it ({} starts one \
+                 in the demo); {} fails it instead once idle past an age",
+                keys.first(Action::StartWorker),
                 keys.first(Action::Reclaim)
             ),
             look: Look::Alert,

@@ -109,7 +109,9 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) 
             continue;
         };
         let stalled = t.stalled(app.now);
-        let (symbol, word) = if stalled {
+        let (symbol, word) = if stalled && app.worker_will_resume() {
+            ("◷", "queued")
+        } else if stalled {
             ("⚠", "stalled")
         } else {
             (Theme::symbol(t.status), t.status.as_str())
