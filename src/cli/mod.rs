@@ -2,6 +2,7 @@
 //! human and JSON output in [`output`].
 
 pub mod args;
+pub mod argv;
 mod commands;
 pub mod exit;
 pub mod output;
@@ -48,6 +49,16 @@ pub enum CliError {
     Store(#[from] StoreError),
     #[error("timed out after {0} waiting for task {1}")]
     Timeout(String, String),
+    /// An id asked of a store that does not exist: `unknown task` (exit
+    /// 3), naming the store, so a mistyped `--store` is seen for what it is.
+    #[error(
+        "unknown task: {id}: there is no store at {store} (it does not exist), so it holds no tasks"
+    )]
+    NoStore {
+        id: String,
+        /// The store as messages name it (password hidden).
+        store: String,
+    },
     /// `wait` saw the task unfinished, then saw it gone from the store.
     #[error(
         "task {} vanished from {} while it was {} (revision {}){}: it was removed before wait saw how it ended \
