@@ -79,12 +79,7 @@ fn main() -> ExitCode {
             .unwrap_or_else(|| std::path::PathBuf::from("rudder-demo.json"))
     };
     let worker_store = |own: Option<std::path::PathBuf>| {
-        own.or_else(|| cli.store.clone())
-            .or_else(|| {
-                std::env::var_os("RUDDER_STORE")
-                    .filter(|v| !v.is_empty())
-                    .map(std::path::PathBuf::from)
-            })
+        rudder::cli::store_given(own.or_else(|| cli.store.clone()))
             .unwrap_or_else(|| std::path::PathBuf::from("rudder-demo.json"))
     };
     let store = store_path(cli.store.clone());

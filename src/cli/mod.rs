@@ -119,10 +119,15 @@ impl CliError {
 /// The store URL or path: `--store`, else `$RUDDER_STORE` (unless empty),
 /// else `./tasks.json` (see [`crate::store::StoreUrl`]).
 pub fn store_path(flag: Option<PathBuf>) -> PathBuf {
+    store_given(flag).unwrap_or_else(|| PathBuf::from("tasks.json"))
+}
+
+/// The store the user gave: `--store`, else `$RUDDER_STORE` (unless
+/// empty); `None` when neither is given (each command has its default).
+pub fn store_given(flag: Option<PathBuf>) -> Option<PathBuf> {
     flag.or_else(|| {
         std::env::var_os("RUDDER_STORE")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     })
-    .unwrap_or_else(|| PathBuf::from("tasks.json"))
 }

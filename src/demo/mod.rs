@@ -121,7 +121,7 @@ pub fn again_command(exe: &Path, store: &Path) -> String {
     if store != Path::new("rudder-demo.json") {
         let shown = crate::store::url::shown(store);
         // `try_quote` refuses only a NUL, which no argument can hold.
-        let quoted = shlex::try_quote(&shown).map_or_else(|_| shown.clone().into(), |q| q);
+        let quoted = shlex::try_quote(&shown).unwrap_or_else(|_| shown.clone().into());
         command.push_str(&format!(" --store {quoted}"));
     }
     command
