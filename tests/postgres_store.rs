@@ -31,6 +31,36 @@ fn backend(url: &str) -> PostgresBackend {
     }
 }
 
+/// Says, in `cargo test`'s output, whether the PostgreSQL tests run and on
+/// what: `pg::available` prints where the server binaries are (or that the
+/// tests are skipped) on the process's stderr, which the harness does not
+/// capture; here the shared cluster answers and its version is printed too.
+/// With `RUDDER_REQUIRE_PG=1` a missing server fails this test by name.
+#[test]
+fn postgres_server_found_or_skipped() {
+    use std::io::Write;
+    if !pg::available() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "postgres_server_found_or_skipped: SKIPPED, no PostgreSQL server"
+        );
+        return;
+    }
+    let cluster = pg::shared();
+    let version: String = cluster
+        .admin()
+        .query_one("SELECT version()", &[])
+        .expect("the test cluster answers")
+        .get(0);
+    let _ = writeln!(
+        std::io::stderr(),
+        "postgres_server_found_or_skipped: FOUND, {version} (binaries in {}, cluster in {})",
+        cluster.bin().display(),
+        cluster.dir().display()
+    );
+    assert!(version.starts_with("PostgreSQL"), "{version}");
+}
+
 #[test]
 fn a_new_database_reads_empty_and_the_first_write_creates_the_schema() {
     need_pg!();

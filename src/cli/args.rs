@@ -31,7 +31,7 @@ pub enum Command {
     Watch(WatchArgs),
     /// The TUI over a demo store, with a simulated diagnosis worker you can kill and restart
     Demo(DemoArgs),
-    /// Run the simulated diagnosis worker (on ./rudder-demo.json unless --store is given)
+    /// Run the simulated diagnosis worker (on --store, else $RUDDER_STORE, else ./rudder-demo.json)
     Worker(WorkerArgs),
     /// Create a task: working, or input_required with --schema; with --key a repeat returns the same task
     Create(CreateArgs),
@@ -99,8 +99,9 @@ pub struct DemoArgs {
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
-    #[command(flatten)]
-    pub store: DemoStore,
+    /// The store whose demo incidents to work: a path or URL like the global --store [default: $RUDDER_STORE, else ./rudder-demo.json]
+    #[arg(long, value_name = "URL")]
+    pub store: Option<PathBuf>,
     /// Run the simulated diagnoses this many times faster (0.01 to 10000)
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR", value_parser = crate::demo::worker::parse_speed)]
     pub speed: f64,
@@ -124,7 +125,7 @@ pub struct CreateArgs {
     pub schema: Option<String>,
     /// Idempotency key: creating again with the same key returns the same task
     // Not empty: `--key "$UNSET"` would make every such create one task.
-    #[arg(long, value_name = "KEY", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    #[arg(long, value_name = "KEY", value_parser = non_empty_key)]
     pub key: Option<String>,
     /// Short human label
     #[arg(long, value_name = "TEXT")]
@@ -143,6 +144,19 @@ pub struct CreateArgs {
     pub ttl: Option<String>,
     #[command(flatten)]
     pub output: Output,
+}
+
+/// `--key`: an empty key is refused, saying why (clap's own check says no
+/// value was supplied, although one was).
+fn non_empty_key(key: &str) -> Result<String, String> {
+    if key.is_empty() {
+        Err(
+            "an empty key is not a key: give a non-empty idempotency key, or leave out --key"
+                .into(),
+        )
+    } else {
+        Ok(key.to_string())
+    }
 }
 
 #[derive(Debug, Args)]

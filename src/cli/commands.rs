@@ -30,12 +30,33 @@ pub fn run(store: Option<std::path::PathBuf>, read_only: bool, command: Command)
                 false => CliError::environment("RUDDER_STORE", format!("RUDDER_STORE: {e}")),
             }),
     };
-    match refused.and_then(|()| dispatch(&path, command)) {
+    match refused
+        .and_then(|()| dispatch(&path, command))
+        .map_err(|e| name_a_missing_store(e, &path))
+    {
         Ok(code) => code,
         Err(e) => {
             report(&e, json);
             e.exit_code()
         }
+    }
+}
+
+/// An unknown task in a store that does not exist says so (as `list`
+/// does), instead of a bare `unknown task`.
+fn name_a_missing_store(e: CliError, path: &Path) -> CliError {
+    match e {
+        CliError::Store(crate::store::StoreError::UnknownTask { id }) => {
+            let store = Store::open(path);
+            match crate::store::Backend::exists(store.backend()) {
+                Ok(false) => CliError::NoStore {
+                    id,
+                    store: store.location(),
+                },
+                _ => CliError::Store(crate::store::StoreError::UnknownTask { id }),
+            }
+        }
+        other => other,
     }
 }
 
@@ -602,7 +623,8 @@ fn wait(
     let mut last = task;
     let vanished = |last: &Task, store_gone: bool| CliError::Vanished {
         last: Box::new(last.clone()),
-        path: path.to_path_buf(),
+        // As every message names a store: no password.
+        path: crate::store::url::shown(path).into(),
         store_gone,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -146,6 +146,7 @@ impl ErrorKind {
         match e {
             CliError::Usage { .. } => ErrorKind::Usage,
             CliError::Store(e) => ErrorKind::of_store(e),
+            CliError::NoStore { .. } => ErrorKind::UnknownTask,
             CliError::Timeout(..) => ErrorKind::Timeout,
             CliError::Vanished { .. } => ErrorKind::Vanished,
             CliError::ReadOnly { .. } => ErrorKind::ReadOnly,
@@ -276,6 +277,11 @@ pub fn interactive_exit_code(e: &anyhow::Error) -> i32 {
                 Some(ErrorKind::of_store(e))
             } else if let Some(e) = c.downcast_ref::<FreshError>() {
                 Some(ErrorKind::of_fresh(e))
+            } else if c
+                .downcast_ref::<crate::tui::terminal::NeedsTerminal>()
+                .is_some()
+            {
+                Some(ErrorKind::Usage)
             } else {
                 c.downcast_ref::<super::OutputError>()
                     .map(|_| ErrorKind::Output)

@@ -193,9 +193,11 @@ impl AnyBackend {
             AnyBackend::File(b) => b.location(),
             AnyBackend::Sqlite(b) => b.location(),
             AnyBackend::Postgres(b) => b.location(),
-            AnyBackend::Unsupported(UrlError::Postgres { url, .. } | UrlError::Empty { url }) => {
-                Location::remote(url.clone())
-            }
+            AnyBackend::Unsupported(
+                UrlError::Postgres { url, .. }
+                | UrlError::Empty { url }
+                | UrlError::UnknownScheme { url, .. },
+            ) => Location::remote(url.clone()),
         }
     }
 
