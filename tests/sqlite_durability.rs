@@ -255,10 +255,17 @@ fn a_fifo_at_the_database_path_is_refused_without_hanging() {
 fn a_lock_timeout_past_a_day_is_a_usage_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = url(&dir.path().join("t.db"));
-    for args in [&["list"][..], &["create"][..]] {
+    // PostgreSQL reads the same variable through the same bound (it failed
+    // every connection with "Invalid argument"): refused before connecting.
+    let pg = PathBuf::from("postgres://rudder@127.0.0.1:1/rudder");
+    for (store, args) in [
+        (&store, &["list"][..]),
+        (&store, &["create"][..]),
+        (&pg, &["list"][..]),
+    ] {
         let r: Run = rudder()
             .arg("--store")
-            .arg(&store)
+            .arg(store)
             .args(args)
             .env("RUDDER_LOCK_TIMEOUT", "25d")
             .output()

@@ -587,7 +587,7 @@ fn a_fifo_at_the_sqlite_path_is_shown_as_an_error_and_q_quits() {
     let store = PathBuf::from(format!("sqlite:{}", fifo.display()));
     let mut tui = Tui::start(&store);
     // Not stuck at "starting": the refusal is on screen, and q quits.
-    tui.wait_for("FIFO");
+    tui.wait_for("cannot open the databa");
     tui.send("q");
     tui.wait_exit();
 }

@@ -498,6 +498,13 @@ impl SqliteBackend {
         compact: bool,
     ) -> Result<(), StoreError> {
         let start = Instant::now();
+        // A file rudder refuses (not a database, another application's, a
+        // newer schema) is refused before the lock file appears beside it:
+        // a refused operation writes nothing. Only then: a connection opened
+        // outside the lock may rebuild the WAL index while a writer commits.
+        if !self.lock_path.exists() {
+            self.with_conn(Mode::Read, |_| Ok(()))?;
+        }
         self.create_dir()?;
         loop {
             let lock = self.write_lock(start)?;
