@@ -28,10 +28,8 @@ fn main() -> ExitCode {
     let json = cli.command.as_ref().is_some_and(wants_json);
     // The store reads them when it opens; a typo must not silently mean
     // the default.
-    let lock_timeout = env_check("RUDDER_LOCK_TIMEOUT", |t| {
-        rudder::duration::parse_duration(t)
-            .map(drop)
-            .map_err(|e| e.to_string())
+    let lock_timeout = env_check(rudder::store::LOCK_TIMEOUT_VAR, |t| {
+        rudder::store::parse_lock_timeout(t).map(drop)
     });
     let max_bytes = env_check("RUDDER_MAX_STORE_BYTES", |t| {
         rudder::store::parse_max_bytes(t)

@@ -4,7 +4,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -574,5 +574,20 @@ fn a_broken_config_file_is_shown_and_the_tui_starts_anyway() {
     tui.wait_for("j/k scroll it");
     tui.send("?");
     tui.send("x");
+    tui.wait_exit();
+}
+
+#[test]
+fn a_fifo_at_the_sqlite_path_is_shown_as_an_error_and_q_quits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("t.db");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("cstr");
+    // SAFETY: a valid C string; mkfifo only creates a file.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let store = PathBuf::from(format!("sqlite:{}", fifo.display()));
+    let mut tui = Tui::start(&store);
+    // Not stuck at "starting": the refusal is on screen, and q quits.
+    tui.wait_for("cannot open the databa");
+    tui.send("q");
     tui.wait_exit();
 }

@@ -120,12 +120,7 @@ impl FileBackend {
         };
         let mut backend = FileBackend::build(path, target, Arc::new(RealFs));
         backend.unsafe_link = unsafe_link;
-        if let Some(t) = std::env::var("RUDDER_LOCK_TIMEOUT")
-            .ok()
-            .and_then(|t| crate::duration::parse_duration(&t).ok())
-        {
-            backend.lock_timeout = t;
-        }
+        backend.lock_timeout = super::lock_timeout::lock_timeout_from_env();
         if let Some(n) = std::env::var("RUDDER_MAX_STORE_BYTES")
             .ok()
             .and_then(|n| parse_max_bytes(&n).ok())
@@ -845,7 +840,7 @@ pub(crate) fn temp_name(name: &OsStr, pid: u32, random: &str) -> OsString {
 
 /// The lock file's name for store `name`: `<name>.lock`, or, for a name too
 /// long to take the suffix, the shortened stem of [`temp_name`] with it.
-fn lock_name(name: &OsStr) -> OsString {
+pub(super) fn lock_name(name: &OsStr) -> OsString {
     let mut out = if name.len() + ".lock".len() <= NAME_MAX {
         name.to_os_string()
     } else {

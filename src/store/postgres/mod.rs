@@ -34,7 +34,6 @@ use postgres::config::Host;
 use postgres::error::SqlState;
 use postgres::{Client, IsolationLevel, Statement};
 
-use super::file::DEFAULT_LOCK_TIMEOUT;
 use super::url::{PgUrl, SslMode};
 use super::{Backend, Location, StoreError, Transaction};
 use crate::task::TaskMap;
@@ -109,10 +108,7 @@ impl PostgresBackend {
     /// The database at `url`. Nothing is connected yet. The lock timeout is
     /// `$RUDDER_LOCK_TIMEOUT` when set, else 30 s.
     pub fn new(url: PgUrl) -> Self {
-        let lock_timeout = std::env::var("RUDDER_LOCK_TIMEOUT")
-            .ok()
-            .and_then(|t| crate::duration::parse_duration(&t).ok())
-            .unwrap_or(DEFAULT_LOCK_TIMEOUT);
+        let lock_timeout = crate::store::lock_timeout::lock_timeout_from_env();
         PostgresBackend {
             url,
             lock_timeout,
@@ -122,7 +118,7 @@ impl PostgresBackend {
 
     /// Wait at most `timeout` to connect, for a statement or for a lock.
     pub fn with_lock_timeout(mut self, timeout: Duration) -> Self {
-        self.lock_timeout = timeout;
+        self.lock_timeout = crate::store::lock_timeout::bounded(timeout);
         self
     }
 
