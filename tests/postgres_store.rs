@@ -1286,3 +1286,83 @@ fn wait_outlives_a_restart_of_the_server() {
         "the completed task is printed: {stdout}"
     );
 }
+
+/// A TCP relay to `upstream` that tells (on the channel) each time a
+/// client connects, and hangs up on a client whose upstream cannot be
+/// reached (a server down: the client sees its connection lost).
+fn relay(upstream: u16) -> (u16, std::sync::mpsc::Receiver<()>) {
+    use std::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let _ = tx.send(());
+            let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                continue; // dropped: the client's connection is lost
+            };
+            let pipe = |mut from: TcpStream, mut to: TcpStream| {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(std::net::Shutdown::Both);
+                });
+            };
+            pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
+            pipe(server, client);
+        }
+    });
+    (port, rx)
+}
+
+/// A write while the server restarts is not refused at once: the server
+/// that cannot be reached is asked again until `$RUDDER_LOCK_TIMEOUT`,
+/// and the heartbeat lands once it is back (it used to fail, exit 6,
+/// after 6 ms).
+#[test]
+fn a_write_during_a_restart_of_the_server_waits_for_it() {
+    need_pg!();
+    let cluster = pg::Cluster::start().expect("a cluster of its own");
+    let db = cluster.create_database();
+    let created = Store::open(&cluster.url(&db))
+        .create(NewTask::default())
+        .unwrap()
+        .task;
+    let id = created.task_id.clone();
+    let tcp = cluster.tcp_url(&db);
+    let port = tcp
+        .rsplit_once(':')
+        .and_then(|(_, rest)| rest.split_once('/'))
+        .map(|(p, _)| p.parse::<u16>().unwrap())
+        .unwrap();
+    let (relay_port, connected) = relay(port);
+    let url = tcp.replace(&format!(":{port}/"), &format!(":{relay_port}/"));
+    cluster.stop_immediate();
+    let child = common::rudder()
+        .env("RUDDER_LOCK_TIMEOUT", "120s")
+        .args(["--store", &url, "heartbeat", &id, "--message", "across"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The heartbeat is under way (it has tried the server, and lost the
+    // connection): bring the server back.
+    connected
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the heartbeat tried to connect");
+    cluster.start_server().expect("restart");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let task = Store::open(&cluster.url(&db)).get(&id).unwrap();
+    assert_eq!(task.status_message.as_deref(), Some("across"));
+    assert_eq!(
+        task.revision,
+        created.revision + 1,
+        "the heartbeat landed once"
+    );
+}
