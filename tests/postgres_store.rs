@@ -1366,3 +1366,69 @@ fn a_write_during_a_restart_of_the_server_waits_for_it() {
         "the heartbeat landed once"
     );
 }
+
+/// `copy` into PostgreSQL (the bulk path: `COPY FROM STDIN` into a
+/// staging table) keeps every field and the store order, records one
+/// change per task written with the counts, and run again leaves the
+/// tasks as they are and brings forward only what changed in FROM.
+#[test]
+fn copy_into_postgres_in_bulk_is_exact_and_can_be_run_again() {
+    need_pg!();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("from.json");
+    let from = Store::open(&file);
+    let mut ids = Vec::new();
+    for i in 0..300 {
+        let t = from
+            .create(NewTask {
+                title: Some(format!("task {i}")),
+                idempotency_key: Some(format!("key-{i}")),
+                request: Some(json!({"n": i, "x": [1, 2.50, "три"]})),
+                ..NewTask::default()
+            })
+            .unwrap()
+            .task;
+        if i % 7 == 0 {
+            from.complete(&t.task_id, json!({"ok": i}), Actor::Anyone)
+                .unwrap();
+        }
+        ids.push(t.task_id);
+    }
+    let url = pg::store_url();
+    let copy = || {
+        let r = common::run_plain(&["copy", file.to_str().unwrap(), &url, "--json"]);
+        assert_eq!(r.code, 0, "{r:#?}");
+        r.json()
+    };
+    let changes = || backend(&url).last_change().unwrap().unwrap_or(0);
+    let r = copy();
+    assert_eq!(r["copied"], 300, "{r}");
+    let to = Store::open(&url);
+    let loaded = to.load().unwrap();
+    let original = from.load().unwrap();
+    assert_eq!(
+        serde_json::to_string(&loaded).unwrap(),
+        serde_json::to_string(&original).unwrap(),
+        "every field, in store order"
+    );
+    let counts = to.counts().unwrap();
+    assert_eq!(counts.total(), 300);
+    assert_eq!(counts.get(Status::Completed), 43);
+    let after_first = changes();
+    // Again: nothing to do, nothing recorded.
+    let r = copy();
+    assert_eq!(r["unchanged"], 300, "{r}");
+    assert_eq!(changes(), after_first);
+    // One task moved on in FROM: only it is brought forward.
+    from.complete(&ids[1], json!({"late": true}), Actor::Anyone)
+        .unwrap();
+    let r = copy();
+    assert_eq!(
+        (r["updated"].as_u64(), r["unchanged"].as_u64()),
+        (Some(1), Some(299)),
+        "{r}"
+    );
+    assert_eq!(to.get(&ids[1]).unwrap(), from.get(&ids[1]).unwrap());
+    assert_eq!(to.counts().unwrap().get(Status::Completed), 44);
+    assert_eq!(changes(), after_first + 1);
+}
