@@ -158,7 +158,13 @@ fn errors_name_the_server_and_never_show_the_password() {
         (unreachable.as_str(), "nowhere"),
         (missing.as_str(), "no_such_db"),
     ] {
-        let r = common::run(&PathBuf::from(url), &["list"]);
+        // An unreachable server is asked again until the lock timeout.
+        let r: common::Run = common::rudder()
+            .env("RUDDER_LOCK_TIMEOUT", "1s")
+            .args(["--store", url, "list"])
+            .output()
+            .unwrap()
+            .into();
         assert_eq!(r.code, 6, "{r:#?}");
         assert!(r.stderr.contains(what), "{r:#?}");
         assert!(!r.stderr.contains("s3cret"), "{r:#?}");
@@ -1431,4 +1437,45 @@ fn copy_into_postgres_in_bulk_is_exact_and_can_be_run_again() {
     assert_eq!(to.get(&ids[1]).unwrap(), from.get(&ids[1]).unwrap());
     assert_eq!(to.counts().unwrap().get(Status::Completed), 44);
     assert_eq!(changes(), after_first + 1);
+}
+
+/// `pg_trgm` goes into a schema of its own (`rudder_extensions`), not the
+/// schema of the first store that wanted it: dropping that store's schema
+/// leaves another store's trigram index in place.
+#[test]
+fn dropping_one_stores_schema_keeps_another_stores_text_index() {
+    need_pg!();
+    let cluster = pg::shared();
+    let db = cluster.create_database();
+    cluster.sql(&db, "CREATE SCHEMA first; CREATE SCHEMA second");
+    let url = |schema: &str| {
+        format!(
+            "{}&options={}",
+            cluster.url(&db),
+            pg::encode(&format!("-c search_path={schema}"))
+        )
+    };
+    for schema in ["first", "second"] {
+        let r = common::run(&PathBuf::from(url(schema)), &["migrate", "--json"]);
+        assert_eq!(r.json()["text_index"], json!(true), "{r:#?}");
+    }
+    let indexes = || {
+        let mut admin =
+            pg::off_runtime(|| postgres::Client::connect(&cluster.url(&db), postgres::NoTls))
+                .unwrap();
+        pg::off_runtime(move || {
+            admin.query(
+                "SELECT schemaname::text FROM pg_indexes WHERE indexname = 'rudder_tasks_by_text' \
+                 ORDER BY 1",
+                &[],
+            )
+        })
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<Vec<_>>()
+    };
+    assert_eq!(indexes(), ["first", "second"]);
+    cluster.sql(&db, "DROP SCHEMA first CASCADE");
+    assert_eq!(indexes(), ["second"]);
 }
