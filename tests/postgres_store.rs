@@ -367,7 +367,15 @@ fn a_server_stopped_mid_burst_keeps_every_acknowledged_write() {
     let cluster = pg::Cluster::start().expect("a cluster of its own");
     let db = cluster.create_database();
     let url = cluster.url(&db);
-    let child = spawn_child("child_create_loop", &[("RUDDER_TEST_CREATE_STORE", &url)]);
+    // The lock timeout bounds how long the writer waits for the server
+    // it lost before it reports it.
+    let child = spawn_child(
+        "child_create_loop",
+        &[
+            ("RUDDER_TEST_CREATE_STORE", &url),
+            ("RUDDER_LOCK_TIMEOUT", "2s"),
+        ],
+    );
     // Wait until the burst is under way, then crash the server.
     let store = Store::open(&url);
     common::wait_for(Duration::from_secs(60), || {
