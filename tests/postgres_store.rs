@@ -197,7 +197,13 @@ fn errors_name_the_server_and_never_show_the_password() {
         (unreachable.as_str(), "nowhere"),
         (missing.as_str(), "no_such_db"),
     ] {
-        let r = common::run(&PathBuf::from(url), &["list"]);
+        // An unreachable server is asked again until the lock timeout.
+        let r: common::Run = common::rudder()
+            .env("RUDDER_LOCK_TIMEOUT", "1s")
+            .args(["--store", url, "list"])
+            .output()
+            .unwrap()
+            .into();
         assert_eq!(r.code, 6, "{r:#?}");
         assert!(r.stderr.contains(what), "{r:#?}");
         assert!(!r.stderr.contains("s3cret"), "{r:#?}");
@@ -400,7 +406,15 @@ fn a_server_stopped_mid_burst_keeps_every_acknowledged_write() {
     let cluster = pg::Cluster::start().expect("a cluster of its own");
     let db = cluster.create_database();
     let url = cluster.url(&db);
-    let child = spawn_child("child_create_loop", &[("RUDDER_TEST_CREATE_STORE", &url)]);
+    // The lock timeout bounds how long the writer waits for the server
+    // it lost before it reports it.
+    let child = spawn_child(
+        "child_create_loop",
+        &[
+            ("RUDDER_TEST_CREATE_STORE", &url),
+            ("RUDDER_LOCK_TIMEOUT", "2s"),
+        ],
+    );
     // Wait until the burst is under way, then crash the server.
     let store = Store::open(&url);
     common::wait_for(Duration::from_secs(60), || {
@@ -1381,4 +1395,191 @@ fn wait_outlives_a_restart_of_the_server() {
         stdout.contains(&id),
         "the completed task is printed: {stdout}"
     );
+}
+
+/// A TCP relay to `upstream` that tells (on the channel) each time a
+/// client connects, and hangs up on a client whose upstream cannot be
+/// reached (a server down: the client sees its connection lost).
+fn relay(upstream: u16) -> (u16, std::sync::mpsc::Receiver<()>) {
+    use std::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let _ = tx.send(());
+            let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                continue; // dropped: the client's connection is lost
+            };
+            let pipe = |mut from: TcpStream, mut to: TcpStream| {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(std::net::Shutdown::Both);
+                });
+            };
+            pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
+            pipe(server, client);
+        }
+    });
+    (port, rx)
+}
+
+/// A write while the server restarts is not refused at once: the server
+/// that cannot be reached is asked again until `$RUDDER_LOCK_TIMEOUT`,
+/// and the heartbeat lands once it is back (it used to fail, exit 6,
+/// after 6 ms).
+#[test]
+fn a_write_during_a_restart_of_the_server_waits_for_it() {
+    need_pg!();
+    let cluster = pg::Cluster::start().expect("a cluster of its own");
+    let db = cluster.create_database();
+    let created = Store::open(&cluster.url(&db))
+        .create(NewTask::default())
+        .unwrap()
+        .task;
+    let id = created.task_id.clone();
+    let tcp = cluster.tcp_url(&db);
+    let port = tcp
+        .rsplit_once(':')
+        .and_then(|(_, rest)| rest.split_once('/'))
+        .map(|(p, _)| p.parse::<u16>().unwrap())
+        .unwrap();
+    let (relay_port, connected) = relay(port);
+    let url = tcp.replace(&format!(":{port}/"), &format!(":{relay_port}/"));
+    cluster.stop_immediate();
+    let child = common::rudder()
+        .env("RUDDER_LOCK_TIMEOUT", "120s")
+        .args(["--store", &url, "heartbeat", &id, "--message", "across"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The heartbeat is under way (it has tried the server, and lost the
+    // connection): bring the server back.
+    connected
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the heartbeat tried to connect");
+    cluster.start_server().expect("restart");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let task = Store::open(&cluster.url(&db)).get(&id).unwrap();
+    assert_eq!(task.status_message.as_deref(), Some("across"));
+    assert_eq!(
+        task.revision,
+        created.revision + 1,
+        "the heartbeat landed once"
+    );
+}
+
+/// `copy` into PostgreSQL (the bulk path: `COPY FROM STDIN` into a
+/// staging table) keeps every field and the store order, records one
+/// change per task written with the counts, and run again leaves the
+/// tasks as they are and brings forward only what changed in FROM.
+#[test]
+fn copy_into_postgres_in_bulk_is_exact_and_can_be_run_again() {
+    need_pg!();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("from.json");
+    let from = Store::open(&file);
+    let mut ids = Vec::new();
+    for i in 0..300 {
+        let t = from
+            .create(NewTask {
+                title: Some(format!("task {i}")),
+                idempotency_key: Some(format!("key-{i}")),
+                request: Some(json!({"n": i, "x": [1, 2.50, "три"]})),
+                ..NewTask::default()
+            })
+            .unwrap()
+            .task;
+        if i % 7 == 0 {
+            from.complete(&t.task_id, json!({"ok": i}), Actor::Anyone)
+                .unwrap();
+        }
+        ids.push(t.task_id);
+    }
+    let url = pg::store_url();
+    let copy = || {
+        let r = common::run_plain(&["copy", file.to_str().unwrap(), &url, "--json"]);
+        assert_eq!(r.code, 0, "{r:#?}");
+        r.json()
+    };
+    let changes = || backend(&url).last_change().unwrap().unwrap_or(0);
+    let r = copy();
+    assert_eq!(r["copied"], 300, "{r}");
+    let to = Store::open(&url);
+    let loaded = to.load().unwrap();
+    let original = from.load().unwrap();
+    assert_eq!(
+        serde_json::to_string(&loaded).unwrap(),
+        serde_json::to_string(&original).unwrap(),
+        "every field, in store order"
+    );
+    let counts = to.counts().unwrap();
+    assert_eq!(counts.total(), 300);
+    assert_eq!(counts.get(Status::Completed), 43);
+    let after_first = changes();
+    // Again: nothing to do, nothing recorded.
+    let r = copy();
+    assert_eq!(r["unchanged"], 300, "{r}");
+    assert_eq!(changes(), after_first);
+    // One task moved on in FROM: only it is brought forward.
+    from.complete(&ids[1], json!({"late": true}), Actor::Anyone)
+        .unwrap();
+    let r = copy();
+    assert_eq!(
+        (r["updated"].as_u64(), r["unchanged"].as_u64()),
+        (Some(1), Some(299)),
+        "{r}"
+    );
+    assert_eq!(to.get(&ids[1]).unwrap(), from.get(&ids[1]).unwrap());
+    assert_eq!(to.counts().unwrap().get(Status::Completed), 44);
+    assert_eq!(changes(), after_first + 1);
+}
+
+/// `pg_trgm` goes into a schema of its own (`rudder_extensions`), not the
+/// schema of the first store that wanted it: dropping that store's schema
+/// leaves another store's trigram index in place.
+#[test]
+fn dropping_one_stores_schema_keeps_another_stores_text_index() {
+    need_pg!();
+    let cluster = pg::shared();
+    let db = cluster.create_database();
+    cluster.sql(&db, "CREATE SCHEMA first; CREATE SCHEMA second");
+    let url = |schema: &str| {
+        format!(
+            "{}&options={}",
+            cluster.url(&db),
+            pg::encode(&format!("-c search_path={schema}"))
+        )
+    };
+    for schema in ["first", "second"] {
+        let r = common::run(&PathBuf::from(url(schema)), &["migrate", "--json"]);
+        assert_eq!(r.json()["text_index"], json!(true), "{r:#?}");
+    }
+    let indexes = || {
+        let mut admin =
+            pg::off_runtime(|| postgres::Client::connect(&cluster.url(&db), postgres::NoTls))
+                .unwrap();
+        pg::off_runtime(move || {
+            admin.query(
+                "SELECT schemaname::text FROM pg_indexes WHERE indexname = 'rudder_tasks_by_text' \
+                 ORDER BY 1",
+                &[],
+            )
+        })
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<Vec<_>>()
+    };
+    assert_eq!(indexes(), ["first", "second"]);
+    cluster.sql(&db, "DROP SCHEMA first CASCADE");
+    assert_eq!(indexes(), ["second"]);
 }

@@ -254,10 +254,27 @@ pub fn ensure_text_index(tx: &mut Transaction<'_>) -> Result<Option<String>, pos
     }
 }
 
+/// The schema `pg_trgm` is installed into when a store needs it and the
+/// database has none: a schema of its own, which no store lives in, so
+/// that dropping one store's schema (`DROP SCHEMA ... CASCADE`) cannot
+/// drop the extension, and with it every other store's trigram index.
+pub const EXTENSION_SCHEMA: &str = "rudder_extensions";
+
 fn create_text_index(tx: &mut Transaction<'_>) -> Result<(), postgres::Error> {
-    tx.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")?;
-    // The extension lives in one schema of the database (the first of the
-    // search path of whoever made it), maybe not this store's.
+    let installed: bool = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_trgm')",
+            &[],
+        )?
+        .get(0);
+    if !installed {
+        tx.batch_execute(&format!(
+            "CREATE SCHEMA IF NOT EXISTS {EXTENSION_SCHEMA}; \
+             CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA {EXTENSION_SCHEMA}"
+        ))?;
+    }
+    // The extension lives in one schema of the database (ours, or where
+    // an administrator or an older rudder put it), maybe not this store's.
     let schema: String = tx
         .query_one(
             "SELECT n.nspname::text FROM pg_catalog.pg_extension e \

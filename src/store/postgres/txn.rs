@@ -66,9 +66,9 @@ struct ChangeRow {
 }
 
 pub(crate) struct PgTxn<'c> {
-    tx: RefCell<postgres::Transaction<'c>>,
+    pub(super) tx: RefCell<postgres::Transaction<'c>>,
     statements: RefCell<&'c mut HashMap<String, Statement>>,
-    backend: &'c PostgresBackend,
+    pub(super) backend: &'c PostgresBackend,
     /// A write transaction (locks what it changes) or a read.
     write: bool,
     pending: Pending<Before>,
@@ -175,7 +175,7 @@ impl<'c> PgTxn<'c> {
         self.failure.get()
     }
 
-    fn fail(&self, action: &'static str, e: postgres::Error) -> StoreError {
+    pub(super) fn fail(&self, action: &'static str, e: postgres::Error) -> StoreError {
         if self.failure.get().is_none() {
             self.failure.set(Some(transient(&e)));
         }
@@ -209,7 +209,7 @@ impl<'c> PgTxn<'c> {
         Ok(s)
     }
 
-    fn query(
+    pub(super) fn query(
         &self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
@@ -222,7 +222,7 @@ impl<'c> PgTxn<'c> {
             .map_err(|e| self.fail(action, e))
     }
 
-    fn execute(
+    pub(super) fn execute(
         &self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
@@ -432,7 +432,7 @@ impl<'c> PgTxn<'c> {
         Ok(())
     }
 
-    fn record(
+    pub(super) fn record(
         &self,
         id: &str,
         revision: i64,
