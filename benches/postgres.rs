@@ -74,6 +74,34 @@ fn postgres(c: &mut Criterion) {
         "UPDATE rudder_tasks SET revision = revision + 1, updated_at = now()::text \
          WHERE task_id = '{target}'"
     );
+    // Over TCP, as another machine connects: 20 runs of each, interleaved
+    // (psql, then rudder), so that the machine's load falls on both alike.
+    let tcp = cluster.tcp_url(&db);
+    let (mut floor, mut ours) = (Vec::new(), Vec::new());
+    for _ in 0..20 {
+        let started = Instant::now();
+        let status = Command::new(&psql)
+            .args(["-q", "-X", "-d", &tcp, "-c", &update])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        floor.push(started.elapsed());
+        let started = Instant::now();
+        rudder_heartbeat(&tcp, &target);
+        ours.push(started.elapsed());
+    }
+    floor.sort();
+    ours.sort();
+    let median = |v: &[Duration]| (v[9] + v[10]) / 2;
+    println!(
+        "postgres/over TCP, 20 interleaved runs: psql -c UPDATE median {:.2?}, \
+         rudder heartbeat median {:.2?} ({:.2}x psql)",
+        median(&floor),
+        median(&ours),
+        median(&ours).as_secs_f64() / median(&floor).as_secs_f64()
+    );
+
     g.bench_function(BenchmarkId::new("psql -c UPDATE (floor)", TASKS), |b| {
         b.iter(|| {
             let status = Command::new(&psql)
@@ -155,7 +183,7 @@ fn postgres(c: &mut Criterion) {
                                 s.spawn(move || {
                                     let name = format!("w{w}");
                                     let lease = Duration::from_secs(600);
-                                    while let Some(t) = st.claim_next(&name, lease).unwrap() {
+                                    while let Some(t) = st.claim_next(&name, lease, &[]).unwrap() {
                                         st.complete(
                                             &t.task_id,
                                             serde_json::json!({}),

@@ -29,6 +29,9 @@ use rudder::task::Status;
 use rudder::watch::{ChangeFeed, FeedEvent, FeedOptions};
 use rudder::{Actor, Store};
 
+#[path = "../tests/common/pg.rs"]
+#[allow(dead_code)]
+mod pg;
 #[path = "common/tasks.rs"]
 mod tasks;
 
@@ -217,6 +220,43 @@ fn copy() {
     }
 }
 
+/// `rudder copy` of the same JSON file into a PostgreSQL store (a fresh
+/// database each round, a durable cluster: fsync on), whole process,
+/// median of three.
+fn copy_postgres() {
+    if !pg::available() {
+        println!("copy-postgres: skipped, no PostgreSQL server programs");
+        return;
+    }
+    let cluster = pg::Cluster::start_durable().expect("a cluster");
+    for n in sizes() {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+        let from = json_fixture(dir.path(), n);
+        let mut times = Vec::new();
+        for _ in 0..3 {
+            let url = cluster.url(&cluster.create_database());
+            let started = Instant::now();
+            let status = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+                .arg("copy")
+                .arg(&from)
+                .arg(&url)
+                .stdout(std::process::Stdio::null())
+                .status()
+                .expect("run rudder copy");
+            assert!(status.success(), "rudder copy failed");
+            times.push(started.elapsed());
+        }
+        times.sort();
+        println!(
+            "copy-postgres/{n}: JSON file -> PostgreSQL, whole process: median {:.2?} \
+             ({:.0} tasks/s); runs {:?}",
+            times[1],
+            n as f64 / times[1].as_secs_f64(),
+            times
+        );
+    }
+}
+
 /// Wait for `child`: whether it succeeded, and its peak resident memory
 /// in KiB (`ru_maxrss`).
 fn wait_with_peak(child: std::process::Child) -> (bool, i64) {
@@ -256,6 +296,9 @@ fn main() {
         }
         if wants("copy") {
             copy();
+        }
+        if wants("copy-postgres") {
+            copy_postgres();
         }
     }
     c.final_summary();

@@ -180,7 +180,7 @@ fn render() -> Result<String> {
     store.request_input(
         &waiting,
         scenarios::service_schema(),
-        Some("INC-1043 (card payments declined with 502) names no service: which service should I follow?".into()),
+        Some("Which service should the diagnosis follow? INC-1043 (card payments declined with 502) names none.".into()),
         actor,
     )?;
 

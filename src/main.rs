@@ -20,17 +20,16 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = match Cli::try_parse() {
+    let args = rudder::cli::argv::json_after_subcommand(std::env::args_os().collect());
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(e) => return usage_error(e),
+        Err(e) => return usage_error(with_tips(e, &args)),
     };
     let json = cli.command.as_ref().is_some_and(wants_json);
     // The store reads them when it opens; a typo must not silently mean
     // the default.
-    let lock_timeout = env_check("RUDDER_LOCK_TIMEOUT", |t| {
-        rudder::duration::parse_duration(t)
-            .map(drop)
-            .map_err(|e| e.to_string())
+    let lock_timeout = env_check(rudder::store::LOCK_TIMEOUT_VAR, |t| {
+        rudder::store::parse_lock_timeout(t).map(drop)
     });
     let max_bytes = env_check("RUDDER_MAX_STORE_BYTES", |t| {
         rudder::store::parse_max_bytes(t)
@@ -69,11 +68,16 @@ fn main() -> ExitCode {
         ));
         return ExitCode::from(EXIT_REFUSED as u8);
     }
-    // The demo and its simulated worker never touch $RUDDER_STORE: seeding
-    // incidents into a real store, or letting a simulated diagnosis fail
-    // real tasks, would be a nasty surprise.
+    // The demo never touches $RUDDER_STORE: seeding incidents into a real
+    // store would be a nasty surprise. `rudder worker` takes the store the
+    // user gave like every other command (and only ever claims demo
+    // incidents); the demo hands its own store to its worker that way.
     let demo_store = |own: Option<std::path::PathBuf>| {
         own.or_else(|| cli.store.clone())
+            .unwrap_or_else(|| std::path::PathBuf::from("rudder-demo.json"))
+    };
+    let worker_store = |own: Option<std::path::PathBuf>| {
+        rudder::cli::store_given(own.or_else(|| cli.store.clone()))
             .unwrap_or_else(|| std::path::PathBuf::from("rudder-demo.json"))
     };
     let store = store_path(cli.store.clone());
@@ -82,7 +86,7 @@ fn main() -> ExitCode {
     let interactive_store = match &command {
         Command::Watch(_) => Some(store.clone()),
         Command::Demo(a) => Some(demo_store(a.store.store.clone())),
-        Command::Worker(a) => Some(demo_store(a.store.store.clone())),
+        Command::Worker(a) => Some(worker_store(a.store.clone())),
         _ => None,
     };
     if let Some(Err(e)) = interactive_store
@@ -104,7 +108,7 @@ fn main() -> ExitCode {
             speed: a.speed,
         }),
         Command::Worker(a) => rudder::demo::run_worker(rudder::demo::WorkerOptions {
-            store: demo_store(a.store.store),
+            store: worker_store(a.store),
             speed: a.speed,
             name: a.name,
         }),
@@ -152,6 +156,28 @@ fn report_json(json: &serde_json::Value, code: i32) {
             json["message"].as_str().unwrap_or("")
         ));
     }
+}
+
+/// `e` with a tip for a slip clap does not know: `input ID FIELD=VALUE`
+/// without `--set`.
+fn with_tips(mut e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    let fields = rudder::cli::argv::set_without_flag(args);
+    if fields.is_empty() {
+        return e;
+    }
+    let set: Vec<String> = fields.iter().map(|f| format!("--set {f}")).collect();
+    e.insert(
+        ContextKind::Suggested,
+        ContextValue::StyledStrs(vec![
+            format!(
+                "did you mean `{}`? (each field is given with --set)",
+                set.join(" ")
+            )
+            .into(),
+        ]),
+    );
+    e
 }
 
 /// Report a command-line error. With `--json` anywhere in the arguments the

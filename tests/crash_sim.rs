@@ -284,6 +284,8 @@ fn the_protocol_orders_fsync_before_rename_before_directory_fsync() {
             "lock",
             "read",
             "stat the store",
+            // A new store: its directory's group (set-group-ID) is asked.
+            "stat the store",
             "temporary file",
             "write",
             "fsync the temporary",
@@ -301,4 +303,22 @@ fn the_protocol_orders_fsync_before_rename_before_directory_fsync() {
         })
         .expect("locks");
     assert_eq!(lock, Path::new("/sim/tasks.json.lock"));
+}
+
+#[test]
+fn a_write_the_directory_refuses_to_rename_leaves_no_temp_file() {
+    let fs = SimFs::new();
+    let clock = Arc::new(AtomicI64::new(0));
+    let store = open(&fs, &clock);
+    store.create(new("A", None, None)).expect("create");
+    let before = fs.contents(&store_path());
+    // `chattr +a` on the directory: files may be created, never renamed
+    // or removed, so a temp file once made would stay for good.
+    fs.make_append_only(Path::new("/sim"));
+    for title in ["B", "C", "D"] {
+        let err = store.create(new(title, None, None)).expect_err("refused");
+        assert!(err.to_string().contains("append-only"), "{err}");
+    }
+    assert_eq!(fs.contents(&store_path()), before, "the store is untouched");
+    assert_eq!(temp_files(&fs), Vec::<PathBuf>::new(), "no temp file left");
 }

@@ -33,6 +33,36 @@ fn backend(url: &str) -> PostgresBackend {
     }
 }
 
+/// Says, in `cargo test`'s output, whether the PostgreSQL tests run and on
+/// what: `pg::available` prints where the server binaries are (or that the
+/// tests are skipped) on the process's stderr, which the harness does not
+/// capture; here the shared cluster answers and its version is printed too.
+/// With `RUDDER_REQUIRE_PG=1` a missing server fails this test by name.
+#[test]
+fn postgres_server_found_or_skipped() {
+    use std::io::Write;
+    if !pg::available() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "postgres_server_found_or_skipped: SKIPPED, no PostgreSQL server"
+        );
+        return;
+    }
+    let cluster = pg::shared();
+    let version: String = cluster
+        .admin()
+        .query_one("SELECT version()", &[])
+        .expect("the test cluster answers")
+        .get(0);
+    let _ = writeln!(
+        std::io::stderr(),
+        "postgres_server_found_or_skipped: FOUND, {version} (binaries in {}, cluster in {})",
+        cluster.bin().display(),
+        cluster.dir().display()
+    );
+    assert!(version.starts_with("PostgreSQL"), "{version}");
+}
+
 #[test]
 fn a_new_database_reads_empty_and_the_first_write_creates_the_schema() {
     need_pg!();
@@ -59,13 +89,13 @@ fn a_new_database_reads_empty_and_the_first_write_creates_the_schema() {
     assert_eq!(again.task.task_id, created.task.task_id);
     let id = created.task.task_id.clone();
     let claimed = store
-        .claim_next("w1", Duration::from_secs(60))
+        .claim_next("w1", Duration::from_secs(60), &[])
         .unwrap()
         .expect("a claimable task");
     assert_eq!(claimed.task_id, id);
     assert!(
         store
-            .claim_next("w2", Duration::from_secs(60))
+            .claim_next("w2", Duration::from_secs(60), &[])
             .unwrap()
             .is_none()
     );
@@ -91,11 +121,20 @@ fn unknown_fields_and_number_spelling_round_trip_through_copy() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tasks.json");
     let text = r#"{
-  "a1": {"task_id": "a1", "status": "working", "revision": 3, "x-extra": {"z": 1, "a": 1.50}, "title": "t"}
+  "a1": {"task_id": "a1", "status": "working", "revision": 3, "x-extra": {"z": 1, "a": 1.50}, "title": "t", "kind": "diagnose"}
 }
 "#;
     std::fs::write(&file, text).unwrap();
     let url = pg::store_url();
+    let r = common::run_plain(&["copy", file.to_str().unwrap(), &url]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    // The kind is in the indexed column too: a claim by kind finds it.
+    let claimed = Store::open(&url)
+        .claim_next("w", Duration::from_secs(60), &["diagnose".into()])
+        .unwrap();
+    assert_eq!(claimed.map(|t| t.task_id).as_deref(), Some("a1"));
+    let text = text.replace(r#""revision": 3"#, r#""revision": 4"#);
+    std::fs::write(&file, &text).unwrap();
     let r = common::run_plain(&["copy", file.to_str().unwrap(), &url]);
     assert_eq!(r.code, 0, "{r:#?}");
     let back = dir.path().join("back.json");
@@ -160,7 +199,13 @@ fn errors_name_the_server_and_never_show_the_password() {
         (unreachable.as_str(), "nowhere"),
         (missing.as_str(), "no_such_db"),
     ] {
-        let r = common::run(&PathBuf::from(url), &["list"]);
+        // An unreachable server is asked again until the lock timeout.
+        let r: common::Run = common::rudder()
+            .env("RUDDER_LOCK_TIMEOUT", "1s")
+            .args(["--store", url, "list"])
+            .output()
+            .unwrap()
+            .into();
         assert_eq!(r.code, 6, "{r:#?}");
         assert!(r.stderr.contains(what), "{r:#?}");
         assert!(!r.stderr.contains("s3cret"), "{r:#?}");
@@ -199,7 +244,7 @@ fn child_machine() {
         }
     }
     let lease = Duration::from_secs(600);
-    while let Some(task) = store.claim_next(&name, lease).expect("claim") {
+    while let Some(task) = store.claim_next(&name, lease, &[]).expect("claim") {
         let done = store
             .complete(
                 &task.task_id,
@@ -363,7 +408,15 @@ fn a_server_stopped_mid_burst_keeps_every_acknowledged_write() {
     let cluster = pg::Cluster::start().expect("a cluster of its own");
     let db = cluster.create_database();
     let url = cluster.url(&db);
-    let child = spawn_child("child_create_loop", &[("RUDDER_TEST_CREATE_STORE", &url)]);
+    // The lock timeout bounds how long the writer waits for the server
+    // it lost before it reports it.
+    let child = spawn_child(
+        "child_create_loop",
+        &[
+            ("RUDDER_TEST_CREATE_STORE", &url),
+            ("RUDDER_LOCK_TIMEOUT", "2s"),
+        ],
+    );
     // Wait until the burst is under way, then crash the server.
     let store = Store::open(&url);
     common::wait_for(Duration::from_secs(60), || {
@@ -468,7 +521,7 @@ fn a_zombie_worker_whose_claim_was_taken_over_is_refused() {
     std::thread::sleep(Duration::from_millis(5));
     // The lease lapsed: another machine takes the task over.
     let taken = Store::open(&url)
-        .claim_next("rescuer", Duration::from_secs(600))
+        .claim_next("rescuer", Duration::from_secs(600), &[])
         .unwrap()
         .expect("the lapsed task is claimable");
     assert_eq!(taken.task_id, id);
@@ -543,7 +596,7 @@ fn a_least_privileged_role_runs_everything_once_the_owner_migrated() {
     assert_eq!(r.code, 0, "{r:#?}");
     let store = Store::open(&app);
     let claimed = store
-        .claim_next("w", Duration::from_secs(60))
+        .claim_next("w", Duration::from_secs(60), &[])
         .unwrap()
         .expect("claimable");
     assert_eq!(claimed.task_id, id);
@@ -1234,6 +1287,63 @@ fn a_version_2_store_is_read_and_then_migrated_by_the_first_write() {
     assert_eq!(found.len(), 1);
 }
 
+/// A store of the schema before kinds (no `kind` column, no index of it):
+/// a reader's kind filter answers from the tasks in full; the first write
+/// migrates it, the column filled from the documents already there, and
+/// claims by kind then find the task.
+#[test]
+fn a_store_from_before_kinds_is_read_and_then_migrated_by_the_first_write() {
+    need_pg!();
+    let url = pg::store_url();
+    let store = Store::open(&url);
+    let new = |kind: &str| NewTask {
+        kind: Some(kind.into()),
+        ..NewTask::default()
+    };
+    let id = store.create(new("diagnose")).unwrap().task.task_id;
+    store.create(new("backup")).unwrap();
+    drop(store);
+    let StoreUrl::Postgres(u) = StoreUrl::parse(&url).unwrap() else {
+        unreachable!()
+    };
+    let mut admin = postgres::Client::connect(u.secret_text(), postgres::NoTls).expect("connect");
+    let before = rudder::store::postgres::KIND_VERSION - 1;
+    admin
+        .batch_execute(&format!(
+            "ALTER TABLE rudder_tasks DROP COLUMN kind; \
+             UPDATE rudder_schema SET version = {before}"
+        ))
+        .unwrap();
+    let diagnose = rudder::store::query::PageQuery {
+        kinds: vec!["diagnose".into()],
+        ..Default::default()
+    };
+    let store = Store::open(&url);
+    let found = store.page(&diagnose).unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].task_id, id);
+    assert_eq!(store.list(&[]).unwrap().len(), 2);
+    store.create(NewTask::default()).unwrap();
+    let (version, kind): (i32, Option<String>) = {
+        let v = admin
+            .query_one("SELECT version FROM rudder_schema", &[])
+            .unwrap()
+            .get(0);
+        let k = admin
+            .query_one("SELECT kind FROM rudder_tasks WHERE task_id = $1", &[&id])
+            .unwrap()
+            .get(0);
+        (v, k)
+    };
+    assert!(version >= rudder::store::postgres::KIND_VERSION);
+    assert_eq!(kind.as_deref(), Some("diagnose"));
+    assert_eq!(store.page(&diagnose).unwrap().len(), 1);
+    let claimed = store
+        .claim_next("w", Duration::from_secs(60), &["diagnose".into()])
+        .unwrap();
+    assert_eq!(claimed.map(|t| t.task_id), Some(id));
+}
+
 /// `rudder wait` on a PostgreSQL store outlives the server's restart (a
 /// deploy restarting the database is waited out, and said on stderr):
 /// once the server is back, the task's completion ends the wait with 0.
@@ -1287,4 +1397,191 @@ fn wait_outlives_a_restart_of_the_server() {
         stdout.contains(&id),
         "the completed task is printed: {stdout}"
     );
+}
+
+/// A TCP relay to `upstream` that tells (on the channel) each time a
+/// client connects, and hangs up on a client whose upstream cannot be
+/// reached (a server down: the client sees its connection lost).
+fn relay(upstream: u16) -> (u16, std::sync::mpsc::Receiver<()>) {
+    use std::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let _ = tx.send(());
+            let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                continue; // dropped: the client's connection is lost
+            };
+            let pipe = |mut from: TcpStream, mut to: TcpStream| {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(std::net::Shutdown::Both);
+                });
+            };
+            pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
+            pipe(server, client);
+        }
+    });
+    (port, rx)
+}
+
+/// A write while the server restarts is not refused at once: the server
+/// that cannot be reached is asked again until `$RUDDER_LOCK_TIMEOUT`,
+/// and the heartbeat lands once it is back (it used to fail, exit 6,
+/// after 6 ms).
+#[test]
+fn a_write_during_a_restart_of_the_server_waits_for_it() {
+    need_pg!();
+    let cluster = pg::Cluster::start().expect("a cluster of its own");
+    let db = cluster.create_database();
+    let created = Store::open(cluster.url(&db))
+        .create(NewTask::default())
+        .unwrap()
+        .task;
+    let id = created.task_id.clone();
+    let tcp = cluster.tcp_url(&db);
+    let port = tcp
+        .rsplit_once(':')
+        .and_then(|(_, rest)| rest.split_once('/'))
+        .map(|(p, _)| p.parse::<u16>().unwrap())
+        .unwrap();
+    let (relay_port, connected) = relay(port);
+    let url = tcp.replace(&format!(":{port}/"), &format!(":{relay_port}/"));
+    cluster.stop_immediate();
+    let child = common::rudder()
+        .env("RUDDER_LOCK_TIMEOUT", "120s")
+        .args(["--store", &url, "heartbeat", &id, "--message", "across"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The heartbeat is under way (it has tried the server, and lost the
+    // connection): bring the server back.
+    connected
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the heartbeat tried to connect");
+    cluster.start_server().expect("restart");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let task = Store::open(cluster.url(&db)).get(&id).unwrap();
+    assert_eq!(task.status_message.as_deref(), Some("across"));
+    assert_eq!(
+        task.revision,
+        created.revision + 1,
+        "the heartbeat landed once"
+    );
+}
+
+/// `copy` into PostgreSQL (the bulk path: `COPY FROM STDIN` into a
+/// staging table) keeps every field and the store order, records one
+/// change per task written with the counts, and run again leaves the
+/// tasks as they are and brings forward only what changed in FROM.
+#[test]
+fn copy_into_postgres_in_bulk_is_exact_and_can_be_run_again() {
+    need_pg!();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("from.json");
+    let from = Store::open(&file);
+    let mut ids = Vec::new();
+    for i in 0..300 {
+        let t = from
+            .create(NewTask {
+                title: Some(format!("task {i}")),
+                idempotency_key: Some(format!("key-{i}")),
+                request: Some(json!({"n": i, "x": [1, 2.50, "три"]})),
+                ..NewTask::default()
+            })
+            .unwrap()
+            .task;
+        if i % 7 == 0 {
+            from.complete(&t.task_id, json!({"ok": i}), Actor::Anyone)
+                .unwrap();
+        }
+        ids.push(t.task_id);
+    }
+    let url = pg::store_url();
+    let copy = || {
+        let r = common::run_plain(&["copy", file.to_str().unwrap(), &url, "--json"]);
+        assert_eq!(r.code, 0, "{r:#?}");
+        r.json()
+    };
+    let changes = || backend(&url).last_change().unwrap().unwrap_or(0);
+    let r = copy();
+    assert_eq!(r["copied"], 300, "{r}");
+    let to = Store::open(&url);
+    let loaded = to.load().unwrap();
+    let original = from.load().unwrap();
+    assert_eq!(
+        serde_json::to_string(&loaded).unwrap(),
+        serde_json::to_string(&original).unwrap(),
+        "every field, in store order"
+    );
+    let counts = to.counts().unwrap();
+    assert_eq!(counts.total(), 300);
+    assert_eq!(counts.get(Status::Completed), 43);
+    let after_first = changes();
+    // Again: nothing to do, nothing recorded.
+    let r = copy();
+    assert_eq!(r["unchanged"], 300, "{r}");
+    assert_eq!(changes(), after_first);
+    // One task moved on in FROM: only it is brought forward.
+    from.complete(&ids[1], json!({"late": true}), Actor::Anyone)
+        .unwrap();
+    let r = copy();
+    assert_eq!(
+        (r["updated"].as_u64(), r["unchanged"].as_u64()),
+        (Some(1), Some(299)),
+        "{r}"
+    );
+    assert_eq!(to.get(&ids[1]).unwrap(), from.get(&ids[1]).unwrap());
+    assert_eq!(to.counts().unwrap().get(Status::Completed), 44);
+    assert_eq!(changes(), after_first + 1);
+}
+
+/// `pg_trgm` goes into a schema of its own (`rudder_extensions`), not the
+/// schema of the first store that wanted it: dropping that store's schema
+/// leaves another store's trigram index in place.
+#[test]
+fn dropping_one_stores_schema_keeps_another_stores_text_index() {
+    need_pg!();
+    let cluster = pg::shared();
+    let db = cluster.create_database();
+    cluster.sql(&db, "CREATE SCHEMA first; CREATE SCHEMA second");
+    let url = |schema: &str| {
+        format!(
+            "{}&options={}",
+            cluster.url(&db),
+            pg::encode(&format!("-c search_path={schema}"))
+        )
+    };
+    for schema in ["first", "second"] {
+        let r = common::run(&PathBuf::from(url(schema)), &["migrate", "--json"]);
+        assert_eq!(r.json()["text_index"], json!(true), "{r:#?}");
+    }
+    let indexes = || {
+        let mut admin =
+            pg::off_runtime(|| postgres::Client::connect(&cluster.url(&db), postgres::NoTls))
+                .unwrap();
+        pg::off_runtime(move || {
+            admin.query(
+                "SELECT schemaname::text FROM pg_indexes WHERE indexname = 'rudder_tasks_by_text' \
+                 ORDER BY 1",
+                &[],
+            )
+        })
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<Vec<_>>()
+    };
+    assert_eq!(indexes(), ["first", "second"]);
+    cluster.sql(&db, "DROP SCHEMA first CASCADE");
+    assert_eq!(indexes(), ["second"]);
 }

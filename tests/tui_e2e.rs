@@ -5,7 +5,7 @@ mod common;
 
 use rudder::store::Open as _;
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -572,8 +572,23 @@ fn a_broken_config_file_is_shown_and_the_tui_starts_anyway() {
     // The rebinding that was fine is taken: x quits, q does not.
     tui.send("q");
     tui.send("?");
-    tui.wait_for("any key closes");
+    tui.wait_for("j/k scroll it");
     tui.send("?");
     tui.send("x");
+    tui.wait_exit();
+}
+
+#[test]
+fn a_fifo_at_the_sqlite_path_is_shown_as_an_error_and_q_quits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("t.db");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("cstr");
+    // SAFETY: a valid C string; mkfifo only creates a file.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let store = PathBuf::from(format!("sqlite:{}", fifo.display()));
+    let mut tui = Tui::start(&store);
+    // Not stuck at "starting": the refusal is on screen, and q quits.
+    tui.wait_for("cannot open the databa");
+    tui.send("q");
     tui.wait_exit();
 }

@@ -674,7 +674,7 @@ fn stalled_tasks_stand_out() {
         t.lease_expires_at = Some(ago(4));
         let mut app = app_with(tasks);
         let text = screen(&render_with(&mut app, 80, 24, COLOR));
-        assert!(text.contains("⚠ 1 stalled (R reclaims)"), "{text}");
+        assert!(text.contains("⚠ 1 stalled (awaits a worker)"), "{text}");
         app.select_row(2);
         both_sizes("stalled", &mut app);
     });

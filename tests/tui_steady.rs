@@ -60,7 +60,7 @@ fn help_closes_on_any_key_and_q_does_not_quit() {
         let mut app = app_with(fixture());
         for k in [ch('q'), ch('x'), key(crossterm::event::KeyCode::Esc)] {
             app.handle_key(ch('?'));
-            assert!(matches!(app.popup, Popup::Help));
+            assert!(matches!(app.popup, Popup::Help { .. }));
             assert!(app.handle_key(k).is_empty());
             assert!(matches!(app.popup, Popup::None), "{k:?} closes help");
             assert!(!app.quit, "{k:?} in help does not quit");

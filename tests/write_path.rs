@@ -412,14 +412,12 @@ fn a_refused_write_in_an_append_only_directory_leaves_no_copy_of_the_store() {
     for _ in 0..3 {
         let r = run_bounded(&path, &["create", "--title", "refused"]);
         assert_eq!(r.code, 6, "{r:#?}");
-        assert!(r.stderr.contains("rename"), "{}", r.stderr);
+        assert!(r.stderr.contains("append-only"), "{}", r.stderr);
+        assert!(r.stderr.contains("chattr -a"), "{}", r.stderr);
     }
     assert_eq!(fingerprint(&path), before, "the store is untouched");
-    let copies: Vec<_> = temp_files(&sub)
-        .into_iter()
-        .filter(|t| fs::metadata(t).map(|m| m.len()).unwrap_or(0) > 0)
-        .collect();
-    assert!(copies.is_empty(), "full copies left behind: {copies:?}");
+    let temps = temp_files(&sub);
+    assert!(temps.is_empty(), "temp files left behind: {temps:?}");
 }
 
 #[test]
@@ -435,7 +433,7 @@ fn an_idle_worker_poll_takes_no_lock() {
     setup.create(waiting).expect("create");
     let leased = setup.create(NewTask::default()).expect("create").task;
     setup
-        .claim_next("busy", Duration::from_secs(3600))
+        .claim_next("busy", Duration::from_secs(3600), &[])
         .expect("claim")
         .expect("claimed");
     // Another writer holds the lock for as long as this test runs.
@@ -446,7 +444,7 @@ fn an_idle_worker_poll_takes_no_lock() {
     for _ in 0..3 {
         assert!(
             store
-                .claim_next("idle", Duration::from_secs(8))
+                .claim_next("idle", Duration::from_secs(8), &[])
                 .expect("an idle poll does not wait for the lock")
                 .is_none()
         );
@@ -457,8 +455,223 @@ fn an_idle_worker_poll_takes_no_lock() {
     setup.release(&leased.task_id, "busy").expect("release");
     let lock = fs::File::open(dir.path().join("tasks.json.lock")).expect("open lock");
     lock.lock().expect("lock");
-    match store.claim_next("idle", Duration::from_secs(8)) {
+    match store.claim_next("idle", Duration::from_secs(8), &[]) {
         Err(StoreError::LockTimeout { .. }) => {}
         other => panic!("a claimable task is claimed under the lock: {other:?}"),
     }
+}
+
+#[test]
+fn a_lock_file_made_before_the_store_was_shared_follows_its_mode_and_group() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root to give files to another group");
+        return;
+    }
+    let top = tempfile::tempdir().expect("tempdir");
+    fs::set_permissions(top.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
+    let dir = top.path().join("shared");
+    fs::create_dir(&dir).expect("mkdir");
+    std::os::unix::fs::chown(&dir, None, Some(OTHER)).expect("chgrp");
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o770)).expect("chmod");
+    let path = dir.join("tasks.json");
+    // The first user's store and lock file, private to them...
+    assert_eq!(run_bounded(&path, &["create"]).code, 0);
+    let lock = dir.join("tasks.json.lock");
+    assert_eq!(fs::metadata(&lock).expect("stat").mode() & 0o7777, 0o600);
+    // ...then shared with the team: `chgrp team t.json; chmod 660 t.json`.
+    std::os::unix::fs::chown(&path, None, Some(OTHER)).expect("chgrp");
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o660)).expect("chmod");
+    assert_eq!(run_bounded(&path, &["create", "--title", "owner"]).code, 0);
+    let m = fs::metadata(&lock).expect("stat lock");
+    assert_eq!(m.gid(), OTHER, "the lock file takes the store's group");
+    assert_eq!(
+        m.mode() & 0o7777,
+        0o660,
+        "the lock file takes the store's mode"
+    );
+    let as_member = Command::new("setpriv")
+        .args([
+            "--reuid=12345",
+            &format!("--regid={OTHER}"),
+            "--clear-groups",
+            "--",
+        ])
+        .arg(env!("CARGO_BIN_EXE_rudder"))
+        .arg("--store")
+        .arg(&path)
+        .args(["create", "--title", "member"])
+        .env_remove("RUDDER_STORE")
+        .output();
+    match as_member {
+        Ok(out) if matches!(out.status.code(), Some(126 | 127)) => {
+            eprintln!("SKIPPED the member part: setpriv could not run rudder")
+        }
+        Ok(out) => {
+            let r: Run = out.into();
+            assert_eq!(
+                r.code, 0,
+                "the second member writes the shared store: {r:#?}"
+            );
+            assert_eq!(Store::open(&path).load().expect("load").len(), 3);
+        }
+        Err(e) => eprintln!("SKIPPED the member part: no setpriv ({e})"),
+    }
+}
+
+#[test]
+fn a_new_store_in_a_set_group_id_directory_keeps_the_directorys_group() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root to give a directory to another group");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shared = dir.path().join("team");
+    fs::create_dir(&shared).expect("mkdir");
+    std::os::unix::fs::chown(&shared, None, Some(OTHER)).expect("chgrp");
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o2770)).expect("chmod");
+    let path = shared.join("tasks.json");
+    assert_eq!(run_bounded(&path, &["create"]).code, 0);
+    for file in [&path, &shared.join("tasks.json.lock")] {
+        let m = fs::metadata(file).expect("stat");
+        assert_eq!(
+            m.gid(),
+            OTHER,
+            "{} in the directory's group",
+            file.display()
+        );
+        assert_eq!(m.mode() & 0o7777, 0o600, "{} still private", file.display());
+    }
+}
+
+/// A child process killed by SIGKILL and not reaped (a zombie, as a
+/// harness that kills without waiting leaves it), and its pid.
+fn killed_unreaped() -> (Child, u32) {
+    let mut child = Command::new("sleep").arg("600").spawn().expect("sleep");
+    let pid = child.id();
+    child.kill().expect("kill");
+    let zombie = common::wait_for(Duration::from_secs(30), || {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let state = stat
+            .rsplit(')')
+            .next()?
+            .split_whitespace()
+            .next()?
+            .to_string();
+        (state == "Z").then_some(())
+    });
+    assert!(zombie.is_some(), "the killed child became a zombie");
+    (child, pid)
+}
+
+#[test]
+fn a_killed_writers_temp_is_removed_even_before_it_is_reaped_and_a_live_ones_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tasks.json");
+    assert_eq!(run_bounded(&path, &["create"]).code, 0);
+    let (mut killed, dead) = killed_unreaped();
+    let mut live = Command::new("sleep").arg("600").spawn().expect("sleep");
+    let temp = |pid: u32| {
+        let t = dir.path().join(format!(
+            ".tasks.json.rudder-tmp.{pid}.0123456789abcdef0123456789abcdef"
+        ));
+        fs::write(&t, "{\"half\": ").expect("write temp");
+        t
+    };
+    let (dead_temp, live_temp) = (temp(dead), temp(live.id()));
+    let other = dir
+        .path()
+        .join(format!(".tasks.json.rudder-tmp.{dead}.not-a-temp"));
+    fs::write(&other, "keep").expect("write");
+    assert_eq!(run_bounded(&path, &["create"]).code, 0);
+    let gone = !dead_temp.exists();
+    let kept = live_temp.exists() && other.exists();
+    let _ = live.kill();
+    let _ = live.wait();
+    let _ = killed.wait();
+    assert!(gone, "the killed writer's temp is removed");
+    assert!(kept, "a live writer's temp and other names are kept");
+}
+
+/// The real file system, but when the writer creates its temp file, a
+/// cleanup script deletes the lock file and another program following the
+/// protocol (`flock` on the lock file alone) takes the new one and holds it.
+struct LockStolenFs {
+    stolen: std::sync::Mutex<Option<fs::File>>,
+}
+
+impl Fs for LockStolenFs {
+    fn read_identified(
+        &self,
+        path: &Path,
+        limit: u64,
+    ) -> std::io::Result<Option<rudder::store::fs::ReadFile>> {
+        RealFs.read_identified(path, limit)
+    }
+    fn meta(&self, path: &Path) -> std::io::Result<Option<rudder::store::fs::FileMeta>> {
+        RealFs.meta(path)
+    }
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        RealFs.create_dir_all(dir)
+    }
+    fn create_new(
+        &self,
+        path: &Path,
+        meta: &rudder::store::fs::FileMeta,
+    ) -> std::io::Result<Box<dyn rudder::store::fs::FsFile>> {
+        let mut stolen = self.stolen.lock().expect("stolen");
+        if stolen.is_none() {
+            let lock = path.with_file_name("tasks.json.lock");
+            fs::remove_file(&lock).expect("rm lock");
+            let file = fs::File::create_new(&lock).expect("new lock file");
+            file.lock().expect("flock the new lock file");
+            *stolen = Some(file);
+        }
+        RealFs.create_new(path, meta)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        RealFs.rename(from, to)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        RealFs.sync_dir(dir)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        RealFs.remove_file(path)
+    }
+    fn list_dir(&self, dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+        RealFs.list_dir(dir)
+    }
+    fn check_replaceable(&self, dir: &Path, store: &Path) -> std::io::Result<()> {
+        RealFs.check_replaceable(dir, store)
+    }
+    fn lock(
+        &self,
+        path: &Path,
+        timeout: Duration,
+        store: &Path,
+    ) -> Result<rudder::store::fs::LockGuard, rudder::store::fs::LockFailure> {
+        RealFs.lock(path, timeout, store)
+    }
+}
+
+#[test]
+fn a_writer_whose_lock_file_was_deleted_and_taken_by_another_program_does_not_rename() {
+    use rudder::store::{FileBackend, StoreError};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tasks.json");
+    Store::open(&path)
+        .create(NewTask::default())
+        .expect("create");
+    let before = fingerprint(&path);
+    let fs_ = LockStolenFs {
+        stolen: std::sync::Mutex::new(None),
+    };
+    let writer = Store::with_backend(
+        FileBackend::with_fs(&path, Arc::new(fs_)).with_lock_timeout(Duration::from_millis(300)),
+    );
+    match writer.create(NewTask::default()) {
+        Err(StoreError::LockTimeout { .. }) => {}
+        other => panic!("the writer went on without the lock now at the path: {other:?}"),
+    }
+    assert_eq!(fingerprint(&path), before, "nothing renamed into place");
+    assert!(temp_files(dir.path()).is_empty(), "no temp left");
 }

@@ -31,7 +31,7 @@ pub enum Command {
     Watch(WatchArgs),
     /// The TUI over a demo store, with a simulated diagnosis worker you can kill and restart
     Demo(DemoArgs),
-    /// Run the simulated diagnosis worker (on ./rudder-demo.json unless --store is given)
+    /// Run the simulated diagnosis worker (on --store, else $RUDDER_STORE, else ./rudder-demo.json)
     Worker(WorkerArgs),
     /// Create a task: working, or input_required with --schema; with --key a repeat returns the same task
     Create(CreateArgs),
@@ -99,8 +99,9 @@ pub struct DemoArgs {
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
-    #[command(flatten)]
-    pub store: DemoStore,
+    /// The store whose demo incidents to work: a path or URL like the global --store [default: $RUDDER_STORE, else ./rudder-demo.json]
+    #[arg(long, value_name = "URL")]
+    pub store: Option<PathBuf>,
     /// Run the simulated diagnoses this many times faster (0.01 to 10000)
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR", value_parser = crate::demo::worker::parse_speed)]
     pub speed: f64,
@@ -124,11 +125,14 @@ pub struct CreateArgs {
     pub schema: Option<String>,
     /// Idempotency key: creating again with the same key returns the same task
     // Not empty: `--key "$UNSET"` would make every such create one task.
-    #[arg(long, value_name = "KEY", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    #[arg(long, value_name = "KEY", value_parser = non_empty_key)]
     pub key: Option<String>,
     /// Short human label
     #[arg(long, value_name = "TEXT")]
     pub title: Option<String>,
+    /// What sort of work it is, e.g. diagnose: workers claim by kind (one word, at most 64 characters)
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
     /// What the task was asked to do (JSON or @FILE)
     #[arg(long, value_name = "JSON|@FILE")]
     pub request: Option<String>,
@@ -142,11 +146,27 @@ pub struct CreateArgs {
     pub output: Output,
 }
 
+/// `--key`: an empty key is refused, saying why (clap's own check says no
+/// value was supplied, although one was).
+fn non_empty_key(key: &str) -> Result<String, String> {
+    if key.is_empty() {
+        Err(
+            "an empty key is not a key: give a non-empty idempotency key, or leave out --key"
+                .into(),
+        )
+    } else {
+        Ok(key.to_string())
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// Only tasks with this status (repeatable)
     #[arg(long, value_name = "STATUS")]
     pub status: Vec<Status>,
+    /// Only tasks of this kind (repeatable)
+    #[arg(long, value_name = "KIND")]
+    pub kind: Vec<String>,
     /// Order: store (creation order, the default), updated (newest first), created, title or id
     #[arg(long, value_name = "ORDER", default_value = "store")]
     pub sort: crate::store::SortKey,

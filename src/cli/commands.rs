@@ -32,12 +32,33 @@ pub fn run(store: Option<std::path::PathBuf>, read_only: bool, command: Command)
                 false => CliError::environment("RUDDER_STORE", format!("RUDDER_STORE: {e}")),
             }),
     };
-    match refused.and_then(|()| dispatch(&path, command)) {
+    match refused
+        .and_then(|()| dispatch(&path, command))
+        .map_err(|e| name_a_missing_store(e, &path))
+    {
         Ok(code) => code,
         Err(e) => {
             report(&e, json);
             e.exit_code()
         }
+    }
+}
+
+/// An unknown task in a store that does not exist says so (as `list`
+/// does), instead of a bare `unknown task`.
+fn name_a_missing_store(e: CliError, path: &Path) -> CliError {
+    match e {
+        CliError::Store(crate::store::StoreError::UnknownTask { id }) => {
+            let store = Store::open(path);
+            match crate::store::Backend::exists(store.backend()) {
+                Ok(false) => CliError::NoStore {
+                    id,
+                    store: store.location(),
+                },
+                _ => CliError::Store(crate::store::StoreError::UnknownTask { id }),
+            }
+        }
+        other => other,
     }
 }
 
@@ -242,6 +263,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                     .transpose()?,
                 idempotency_key: a.key,
                 title: a.title,
+                kind: a.kind,
                 request: a
                     .request
                     .as_deref()
@@ -268,6 +290,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
             }
             let query = crate::store::PageQuery {
                 statuses: a.status,
+                kinds: a.kind,
                 sort: a.sort,
                 limit: a.limit,
                 after: a.after,
@@ -566,6 +589,42 @@ fn settled(task: &Task, until_terminal: bool) -> bool {
     task.status.is_terminal() || !until_terminal && task.status == Status::InputRequired
 }
 
+/// How a task that is gone ended, as the change log of a database store
+/// still says (its last change before the removal): the task as last seen,
+/// at that status and revision, when that status settles the wait. The
+/// JSON file keeps no log: `None` there, as for a task removed unfinished.
+fn ended_in_log(
+    store: &Store<crate::store::AnyBackend>,
+    last: &Task,
+    until_terminal: bool,
+) -> Option<Task> {
+    use crate::store::AnyBackend;
+    const PAGE: usize = 1000;
+    let mut after = 0;
+    let mut ended = None;
+    loop {
+        let log = match store.backend() {
+            AnyBackend::Sqlite(db) => db.changes_after(after, Some(&last.task_id), PAGE).ok()??.1,
+            AnyBackend::Postgres(db) => db.changes_after(after, Some(&last.task_id), PAGE).ok()??.1,
+            _ => return None,
+        };
+        for change in &log.changes {
+            if let Some(status) = change.after {
+                ended = Some((status, change.revision));
+            }
+        }
+        match log.changes.last() {
+            Some(c) if log.changes.len() == PAGE => after = c.seq,
+            _ => break,
+        }
+    }
+    let (status, revision) = ended?;
+    let mut task = last.clone();
+    task.status = status;
+    task.revision = revision;
+    settled(&task, until_terminal).then_some(task)
+}
+
 /// Block until the task is terminal or waits for input, using the change
 /// feed. With `announce`, says on stderr what it waits for once it has read
 /// the task (a person sees that it waits; a test sees that it has begun).
@@ -602,8 +661,15 @@ fn wait(
     let mut last = task;
     let vanished = |last: &Task, store_gone: bool| CliError::Vanished {
         last: Box::new(last.clone()),
-        path: path.to_path_buf(),
+        // As every message names a store: no password.
+        path: crate::store::url::shown(path).into(),
         store_gone,
+    };
+    // A task removed right after it ended (a prune) ended all the same:
+    // a database's change log says how.
+    let gone = |last: &Task, store_gone: bool| match ended_in_log(&store, last, until_terminal) {
+        Some(task) if !store_gone => Ok(task),
+        _ => Err(vanished(last, store_gone)),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -646,7 +712,7 @@ fn wait(
                             continue;
                         };
                         if change.to.is_none() {
-                            return Err(vanished(&last, false));
+                            return gone(&last, false);
                         }
                         if change.revision == last.revision && change.to == Some(last.status) {
                             continue;
@@ -680,8 +746,8 @@ fn wait(
                     Ok(t) => last = t,
                     Err(crate::store::StoreError::UnknownTask { .. }) => {
                         use crate::store::Backend;
-                        let gone = !store.backend().exists().unwrap_or(true);
-                        return Err(vanished(&last, gone));
+                        let store_gone = !store.backend().exists().unwrap_or(true);
+                        return gone(&last, store_gone);
                     }
                     Err(e) => return Err(e.into()),
                 }

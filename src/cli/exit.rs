@@ -67,6 +67,8 @@ error_kinds! {
     Usage = "usage" => EXIT_USAGE,
     /// The given JSON Schema is not valid.
     InvalidSchema = "invalid_schema" => EXIT_USAGE,
+    /// A task's kind is empty, too long, or holds whitespace or control characters.
+    InvalidKind = "invalid_kind" => EXIT_USAGE,
     /// A value nests deeper than a store may hold.
     TooDeep = "too_deep" => EXIT_USAGE,
     /// A value holds an object led by serde_json's private number key.
@@ -129,6 +131,7 @@ impl ErrorKind {
             StoreError::TooLarge { .. } => ErrorKind::TooLarge,
             StoreError::InvalidInput { .. } => ErrorKind::InvalidInput,
             StoreError::InvalidSchema(_) => ErrorKind::InvalidSchema,
+            StoreError::InvalidKind { .. } => ErrorKind::InvalidKind,
             StoreError::Corrupt { .. } => ErrorKind::CorruptStore,
             StoreError::Io { .. } => ErrorKind::Io,
             StoreError::LockTimeout { .. } => ErrorKind::LockTimeout,
@@ -143,6 +146,7 @@ impl ErrorKind {
         match e {
             CliError::Usage { .. } => ErrorKind::Usage,
             CliError::Store(e) => ErrorKind::of_store(e),
+            CliError::NoStore { .. } => ErrorKind::UnknownTask,
             CliError::Timeout(..) => ErrorKind::Timeout,
             CliError::Vanished { .. } => ErrorKind::Vanished,
             CliError::ReadOnly { .. } => ErrorKind::ReadOnly,
@@ -212,6 +216,10 @@ pub fn store_error_json(e: &StoreError) -> Value {
             v["line"] = json!(line);
             v["column"] = json!(column);
         }
+        StoreError::InvalidKind { kind, .. } => {
+            v["field"] = json!("kind");
+            v["kind"] = json!(kind);
+        }
         StoreError::TooDeep { field, limit } => {
             v["field"] = json!(field);
             v["limit"] = json!(limit);
@@ -269,6 +277,11 @@ pub fn interactive_exit_code(e: &anyhow::Error) -> i32 {
                 Some(ErrorKind::of_store(e))
             } else if let Some(e) = c.downcast_ref::<FreshError>() {
                 Some(ErrorKind::of_fresh(e))
+            } else if c
+                .downcast_ref::<crate::tui::terminal::NeedsTerminal>()
+                .is_some()
+            {
+                Some(ErrorKind::Usage)
             } else {
                 c.downcast_ref::<super::OutputError>()
                     .map(|_| ErrorKind::Output)

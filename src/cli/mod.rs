@@ -2,6 +2,7 @@
 //! human and JSON output in [`output`].
 
 pub mod args;
+pub mod argv;
 mod commands;
 pub mod exit;
 pub mod output;
@@ -48,6 +49,16 @@ pub enum CliError {
     Store(#[from] StoreError),
     #[error("timed out after {0} waiting for task {1}")]
     Timeout(String, String),
+    /// An id asked of a store that does not exist: `unknown task` (exit
+    /// 3), naming the store, so a mistyped `--store` is seen for what it is.
+    #[error(
+        "unknown task: {id}: there is no store at {store} (it does not exist), so it holds no tasks"
+    )]
+    NoStore {
+        id: String,
+        /// The store as messages name it (password hidden).
+        store: String,
+    },
     /// `wait` saw the task unfinished, then saw it gone from the store.
     #[error(
         "task {} vanished from {} while it was {} (revision {}){}: it was removed before wait saw how it ended \
@@ -108,10 +119,15 @@ impl CliError {
 /// The store URL or path: `--store`, else `$RUDDER_STORE` (unless empty),
 /// else `./tasks.json` (see [`crate::store::StoreUrl`]).
 pub fn store_path(flag: Option<PathBuf>) -> PathBuf {
+    store_given(flag).unwrap_or_else(|| PathBuf::from("tasks.json"))
+}
+
+/// The store the user gave: `--store`, else `$RUDDER_STORE` (unless
+/// empty); `None` when neither is given (each command has its default).
+pub fn store_given(flag: Option<PathBuf>) -> Option<PathBuf> {
     flag.or_else(|| {
         std::env::var_os("RUDDER_STORE")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     })
-    .unwrap_or_else(|| PathBuf::from("tasks.json"))
 }

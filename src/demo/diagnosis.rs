@@ -122,12 +122,14 @@ pub fn before_step(step: usize, plan: &Plan) -> Result<(), Stop> {
                 Some(i) => format!("{} ({})", i.id, i.title),
                 None => plan.label().to_string(),
             };
+            // The question first: the table shows the message beside the
+            // title, and at 80 columns only its beginning fits.
             Err(Stop::AskForService(format!(
-                "{what} names no service: which service should the diagnosis follow?"
+                "Which service should the diagnosis follow? {what} names none."
             )))
         }
         Some(s) if !scenarios.services.contains_key(s) => Err(Stop::AskForService(format!(
-            "the trace store knows no service {s:?}: which service should the diagnosis follow?"
+            "Which service should the diagnosis follow? The trace store knows no service {s:?}."
         ))),
         Some(_) => Ok(()),
     }

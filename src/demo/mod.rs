@@ -62,8 +62,12 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
     if options.fresh {
         seed::clear(&store).context("cannot start the demo afresh")?;
     }
-    seed::seed(&store)
-        .with_context(|| format!("cannot seed the demo store {}", options.store.display()))?;
+    seed::seed(&store).with_context(|| {
+        format!(
+            "cannot seed the demo store {}",
+            crate::store::url::shown(&options.store)
+        )
+    })?;
     let exe = std::env::current_exe().context("cannot find the rudder binary to run the worker")?;
     let log = Supervisor::log_path_for(&options.store);
     let supervisor =
@@ -83,18 +87,31 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
     // order explicit: the worker is gone before we say where the tasks are.)
     supervisor.lock().stop();
     shown?;
-    crate::cli::output::emit_line(&format!(
-        "rudder demo: the worker is stopped and every task stays where it was in {}; run `{}` again to go on",
-        options.store.display(),
-        again_command(&exe, &options.store)
-    ))?;
+    crate::cli::output::emit_line(&goodbye(&exe, &options.store))?;
     Ok(())
+}
+
+/// The demo's last line: where the tasks are, and how to go on.
+pub fn goodbye(exe: &Path, store: &Path) -> String {
+    let shown = crate::store::url::shown(store);
+    // A redacted URL does not connect: say what to put back.
+    let password = if shown.contains("***") {
+        " (with the password in place of ***)"
+    } else {
+        ""
+    };
+    format!(
+        "rudder demo: the worker is stopped and every task stays where it was in {shown}; \
+         run `{}` again{password} to go on",
+        again_command(exe, store)
+    )
 }
 
 /// The command that starts this demo again, as the user can type it: `cargo
 /// run --release -- demo` for a binary cargo built in a `target` directory
 /// (not on `PATH`), else `rudder demo`; with `--store` unless it is the
-/// default store.
+/// default store. The store is shown as every message shows it (password
+/// hidden), quoted for a POSIX shell where it needs it.
 pub fn again_command(exe: &Path, store: &Path) -> String {
     let built_by_cargo = exe.components().any(|c| c.as_os_str() == "target");
     let mut command = if built_by_cargo {
@@ -103,7 +120,10 @@ pub fn again_command(exe: &Path, store: &Path) -> String {
         "rudder demo".to_string()
     };
     if store != Path::new("rudder-demo.json") {
-        command.push_str(&format!(" --store {}", store.display()));
+        let shown = crate::store::url::shown(store);
+        // `try_quote` refuses only a NUL, which no argument can hold.
+        let quoted = shlex::try_quote(&shown).unwrap_or_else(|_| shown.clone().into());
+        command.push_str(&format!(" --store {quoted}"));
     }
     command
 }
@@ -127,5 +147,15 @@ mod tests {
             again_command(Path::new("/usr/bin/rudder"), Path::new("/tmp/d.json")),
             "rudder demo --store /tmp/d.json"
         );
+        // A URL's `&` is quoted for the shell; its password never shows.
+        let url = Path::new("postgres://u:s3cret@h/db?sslmode=disable&connect_timeout=3");
+        let again = again_command(Path::new("/usr/bin/rudder"), url);
+        assert_eq!(
+            again,
+            "rudder demo --store 'postgres://u:***@h/db?sslmode=disable&connect_timeout=3'"
+        );
+        let bye = goodbye(Path::new("/usr/bin/rudder"), url);
+        assert!(!bye.contains("s3cret"), "{bye}");
+        assert!(bye.contains("with the password in place of ***"), "{bye}");
     }
 }

@@ -1,6 +1,7 @@
 //! The demo's worker as a child process the presenter can kill and restart.
 
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -11,7 +12,12 @@ use std::time::{Duration, Instant};
 use super::worker::PARENT_ENV;
 use crate::tui::{WorkerControl, WorkerState};
 
-/// Starts `EXE --store STORE worker --speed SPEED` and keeps track of it.
+/// Starts `EXE worker --speed SPEED` with `RUDDER_STORE=STORE` in its
+/// environment and keeps track of it.
+///
+/// The store goes by environment, never argv: a PostgreSQL URL carries a
+/// password, and every user of the machine can read a process's argv (`ps`,
+/// `/proc/PID/cmdline`), while its environment is its owner's alone.
 ///
 /// The child's stdout and stderr go to a log file (or nowhere), never to the
 /// terminal: the TUI owns the screen. Dropping the supervisor stops and
@@ -60,7 +66,15 @@ impl Supervisor {
     fn output(&self) -> std::io::Result<(Stdio, Stdio)> {
         match &self.log {
             Some(path) => {
-                let file: File = OpenOptions::new().create(true).append(true).open(path)?;
+                // 0600: the log names the store. A log an older rudder
+                // made readable to others is made private too (best
+                // effort: it may be someone else's file).
+                let file: File = OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .mode(0o600)
+                    .open(path)?;
+                let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
                 let err = file.try_clone()?;
                 Ok((Stdio::from(file), Stdio::from(err)))
             }
@@ -209,9 +223,8 @@ impl WorkerControl for Supervisor {
             format!("cannot open the worker log {}: {e}", log.display())
         })?;
         let child = Command::new(&self.exe)
-            .arg("--store")
-            .arg(&self.store)
             .arg("worker")
+            .env("RUDDER_STORE", &self.store)
             .arg("--speed")
             .arg(self.speed.to_string())
             .env(PARENT_ENV, std::process::id().to_string())

@@ -137,24 +137,28 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     // Before the first claim: from here on SIGTERM no longer kills the
     // worker outright, leases and all.
     stop_on_signals(Arc::clone(&stop), config.holder.clone())?;
+    // Files by their absolute path (the log outlives the working
+    // directory); anything else as every message names it, password hidden.
     let path = match crate::store::StoreUrl::parse(&config.store) {
-        Ok(crate::store::StoreUrl::File(p)) => std::path::absolute(&p).unwrap_or(p),
+        Ok(crate::store::StoreUrl::File(p)) => {
+            std::path::absolute(&p).unwrap_or(p).display().to_string()
+        }
         Ok(url @ crate::store::StoreUrl::Sqlite(_)) => {
             let p = url.path();
-            std::path::PathBuf::from(format!(
+            format!(
                 "sqlite:{}",
                 std::path::absolute(p)
                     .unwrap_or_else(|_| p.to_path_buf())
                     .display()
-            ))
+            )
         }
-        Ok(crate::store::StoreUrl::Postgres(_)) | Err(_) => config.store.clone(),
+        Ok(_) | Err(_) => crate::store::url::shown(&config.store),
     };
     log(
         &config.holder,
         &format!(
             "started on the store {} at speed {} (lease {:.1}s, up to {SLOTS} diagnoses at once)",
-            path.display(),
+            path,
             config.speed,
             config.lease.as_secs_f64()
         ),
@@ -287,7 +291,7 @@ fn next_task(
     // Only demo incidents: a task someone else created is real work this
     // simulated diagnosis knows nothing about, and would fail for good.
     let demo = |t: &Summary<'_>| super::seed::is_demo_key(t.idempotency_key);
-    let Some(task) = store.claim_next_where(&config.holder, config.lease, &demo)? else {
+    let Some(task) = store.claim_next_where(&config.holder, config.lease, &[], &demo)? else {
         return Ok(None);
     };
     if running.contains_key(&task.task_id) {

@@ -71,7 +71,15 @@ fn required() -> bool {
 pub fn available() -> bool {
     static ONCE: OnceLock<bool> = OnceLock::new();
     *ONCE.get_or_init(|| {
-        if bindir().is_some() {
+        if let Some(dir) = bindir() {
+            // Said once per test binary, found or not, straight to the
+            // process's stderr (below): a run that used a server says which.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "PostgreSQL tests: server binaries found in {} (a throwaway cluster per test process)",
+                dir.display()
+            );
             return true;
         }
         assert!(

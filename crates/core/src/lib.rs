@@ -13,6 +13,7 @@
 mod error;
 pub mod index;
 pub mod limits;
+pub mod lock_timeout;
 pub mod pending;
 pub mod query;
 mod report;
@@ -36,6 +37,7 @@ use serde_json::Value;
 pub use error::{Location, StoreError, human_bytes};
 pub use index::Summary;
 pub use limits::{MAX_VALUE_DEPTH, RESERVED_KEY, check_value};
+pub use lock_timeout::{LOCK_TIMEOUT_VAR, MAX_LOCK_TIMEOUT, parse_lock_timeout};
 pub use query::{PageQuery, SortKey, StatusCounts};
 pub use report::{PruneReport, Pruned, ReclaimReport, Reclaimed, Skipped, human_duration, ms};
 pub use shared::{ChangeLog, CopyCounts, NewerInStore, RecordedChange};
@@ -151,6 +153,8 @@ pub struct NewTask {
     pub input_schema: Option<Value>,
     pub idempotency_key: Option<String>,
     pub title: Option<String>,
+    /// The task's kind ([`rudder_model::task::check_kind`] says what it may be).
+    pub kind: Option<String>,
     pub request: Option<Value>,
     pub status_message: Option<String>,
     pub ttl_ms: Option<u64>,
@@ -338,7 +342,8 @@ impl<B: Backend> Store<B> {
     }
 
     /// Create a task. With an idempotency key already in use, return that task
-    /// unchanged, or refuse if it was created with another schema or request.
+    /// unchanged, or refuse if it was created with another schema, request
+    /// or kind.
     pub fn create(&self, mut new: NewTask) -> Result<Outcome, StoreError> {
         // A `null` request reads back from the file as none: make it none
         // now, so that retrying the same create matches its key.
@@ -353,6 +358,12 @@ impl<B: Backend> Store<B> {
         if let Some(schema) = &new.input_schema {
             schema::check_schema(schema).map_err(StoreError::InvalidSchema)?;
         }
+        if let Some(kind) = &new.kind {
+            rudder_model::task::check_kind(kind).map_err(|reason| StoreError::InvalidKind {
+                kind: kind.clone(),
+                reason,
+            })?;
+        }
         self.transact(true, |tasks, now| {
             if let Some(key) = &new.idempotency_key
                 && let Some(id) = tasks.find_key(key)?
@@ -362,6 +373,8 @@ impl<B: Backend> Store<B> {
                     Some("input_schema")
                 } else if existing.request != new.request {
                     Some("request")
+                } else if existing.kind != new.kind {
+                    Some("kind")
                 } else {
                     None
                 };
@@ -389,6 +402,7 @@ impl<B: Backend> Store<B> {
             task.input_schema = new.input_schema.clone();
             task.idempotency_key = new.idempotency_key.clone();
             task.title = new.title.clone();
+            task.kind = new.kind.clone();
             task.request = new.request.clone();
             task.status_message = new.status_message.clone();
             task.ttl_ms = new.ttl_ms;
@@ -511,10 +525,16 @@ impl<B: Backend> Store<B> {
         self.apply(id, &op, Actor::Anyone)
     }
 
-    /// Claim the oldest working task that no live lease holds, if any, in one
+    /// Claim the oldest working task of one of `kinds` (any task, with a
+    /// kind or not, when empty) that no live lease holds, if any, in one
     /// locked step (so two workers never take the same task).
-    pub fn claim_next(&self, holder: &str, lease: Duration) -> Result<Option<Task>, StoreError> {
-        self.claim_next_where(holder, lease, &|_| true)
+    pub fn claim_next(
+        &self,
+        holder: &str,
+        lease: Duration,
+        kinds: &[String],
+    ) -> Result<Option<Task>, StoreError> {
+        self.claim_next_where(holder, lease, kinds, &|_| true)
     }
 
     /// [`Store::claim_next`] among the tasks `wanted` accepts only: a
@@ -523,6 +543,7 @@ impl<B: Backend> Store<B> {
         &self,
         holder: &str,
         lease: Duration,
+        kinds: &[String],
         wanted: &dyn Fn(&Summary<'_>) -> bool,
     ) -> Result<Option<Task>, StoreError> {
         // Idle workers poll: look without the lock first, so that a store
@@ -532,14 +553,14 @@ impl<B: Backend> Store<B> {
         let mut any = false;
         self.backend.snapshot(&mut |tasks| {
             let now = self.now();
-            any = tasks.next_claimable(now, wanted)?.is_some();
+            any = tasks.next_claimable(now, kinds, wanted)?.is_some();
             Ok(())
         })?;
         if !any {
             return Ok(None);
         }
         self.transact(false, |tasks, now| {
-            let Some(id) = tasks.next_claimable(now, wanted)? else {
+            let Some(id) = tasks.next_claimable(now, kinds, wanted)? else {
                 return Ok((None, false));
             };
             let task = tasks.get_mut(&id)?.expect("a listed task exists");

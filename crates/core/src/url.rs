@@ -9,7 +9,9 @@
 //! `file://PATH` and `sqlite://PATH` are read like `file:PATH` and
 //! `sqlite:PATH` (so `sqlite:///var/lib/rudder.db` is the absolute path).
 //! A file whose name starts with one of these schemes is reached with
-//! `./` before it. Passwords are never shown: [`StoreUrl`]'s `Display` and
+//! `./` before it. Any other `WORD:` or `WORD://` is refused
+//! ([`UrlError::UnknownScheme`], naming the nearest known scheme) unless a
+//! file of that name exists: a typo never makes a local store. Passwords are never shown: [`StoreUrl`]'s `Display` and
 //! every error redact them.
 
 use std::ffi::{OsStr, OsString};
@@ -51,6 +53,16 @@ impl PgUrl {
             text: text.to_string(),
             redacted: redact(text),
         };
+        if let Userinfo::Ambiguous { .. } = userinfo(text) {
+            // libpq would read such a URL otherwise than the `postgres`
+            // crate (`/` ends libpq's user info), so it is not guessed at.
+            return Err(UrlError::Postgres {
+                url: url.redacted,
+                message: "its user name or password holds an unencoded '/', '?', '#' or '@': \
+                          percent-encode them (%2F, %3F, %23, %40)"
+                    .into(),
+            });
+        }
         Ok(url)
     }
 
@@ -70,7 +82,6 @@ impl PgUrl {
         &self.text
     }
 }
-
 /// `%XX` escapes of a URL component decoded (invalid ones kept as they are).
 pub fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
@@ -112,6 +123,57 @@ pub enum UrlError {
         url: String,
         scheme: &'static str,
     },
+    /// `WORD:` or `WORD://` that is no scheme rudder knows, and no
+    /// existing file: a typo must not quietly make a local store.
+    #[error(
+        "{url}: {scheme}: is not a store scheme rudder knows{}; the known ones are postgres://, \
+         postgresql://, sqlite:PATH and file:PATH (or a plain PATH; a file whose name holds \
+         a colon: ./NAME or file:NAME)",
+        match nearest {
+            Some((s, true)) => format!(" (did you mean {s}?)"),
+            Some((s, false)) => format!(" (the nearest is {s})"),
+            None => String::new(),
+        }
+    )]
+    UnknownScheme {
+        /// The URL as given, passwords redacted.
+        url: String,
+        /// The scheme as given, without its `:`.
+        scheme: String,
+        /// The known scheme nearest to it, and whether it is near enough
+        /// to be a typo.
+        nearest: Option<(&'static str, bool)>,
+    },
+}
+
+/// The schemes [`StoreUrl::parse`] knows, as they are written.
+const KNOWN_SCHEMES: [&str; 4] = ["postgres://", "postgresql://", "sqlite:", "file:"];
+
+/// The scheme of `WORD:...` (RFC 3986: a letter, then letters, digits,
+/// `+`, `-`, `.`), if `bytes` starts with one.
+fn scheme_word(bytes: &[u8]) -> Option<&str> {
+    let colon = bytes.iter().position(|&b| b == b':')?;
+    let word = &bytes[..colon];
+    let first = *word.first()?;
+    let ok = first.is_ascii_alphabetic()
+        && word
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(b));
+    ok.then(|| std::str::from_utf8(word).ok()).flatten()
+}
+
+/// The known scheme nearest to `scheme` (edit distance), and whether it is
+/// within two edits (a typo).
+fn nearest_scheme(scheme: &str) -> Option<(&'static str, bool)> {
+    let scheme = scheme.to_ascii_lowercase();
+    KNOWN_SCHEMES
+        .iter()
+        .map(|k| {
+            let name = k.trim_end_matches(['/', ':']);
+            (*k, strsim::levenshtein(&scheme, name))
+        })
+        .min_by_key(|&(_, d)| d)
+        .map(|(k, d)| (k, d <= 2))
 }
 
 /// The file extensions that mean SQLite when a plain path is given.
@@ -151,6 +213,15 @@ impl StoreUrl {
         }
         if let Some(path) = rest("file:") {
             return path.map(StoreUrl::File);
+        }
+        if let Some(scheme) = scheme_word(bytes)
+            && std::fs::symlink_metadata(Path::new(text)).is_err()
+        {
+            return Err(UrlError::UnknownScheme {
+                url: redact(&lossy()),
+                scheme: scheme.to_string(),
+                nearest: nearest_scheme(scheme),
+            });
         }
         Ok(StoreUrl::from_path(Path::new(text)))
     }
@@ -212,12 +283,29 @@ impl fmt::Display for StoreUrl {
     }
 }
 
+/// How a store given as `text` (a path or URL, as on the command line) is
+/// named in messages and logs: [`StoreUrl`]'s display when it parses; else
+/// the text through [`redact`], so no password shows either way.
+pub fn shown(text: impl AsRef<OsStr>) -> String {
+    match StoreUrl::parse(text.as_ref()) {
+        Ok(url) => url.to_string(),
+        Err(_) => redact(&text.as_ref().to_string_lossy()),
+    }
+}
+
 fn starts_with_ignore_case(bytes: &[u8], prefix: &str) -> bool {
     bytes.len() >= prefix.len() && bytes[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
 }
 
 /// `scheme://user:password@host/...?password=...` with the passwords
 /// replaced by `***`.
+///
+/// The user info is found as the URL parsers that read it find it: the
+/// `postgres` crate takes everything before the first `@` (even past a
+/// `/` or `?`), libpq stops at a `/`. Where they could disagree (an
+/// unencoded `/`, `?`, `#` or a second `@` in the user info: such a URL is
+/// refused, see [`PgUrl::parse`]) no user info is shown at all, only
+/// `***@` and what follows the last `@`.
 pub fn redact(url: &str) -> String {
     let url = redact_userinfo(url);
     let Some((base, query)) = url.split_once('?') else {
@@ -226,51 +314,116 @@ pub fn redact(url: &str) -> String {
     let params: Vec<String> = query
         .split('&')
         .map(|p| match p.split_once('=') {
-            Some((k, _)) if k == "password" => format!("{k}=***"),
+            Some((k, _)) if percent_decode(k).eq_ignore_ascii_case("password") => {
+                format!("{k}=***")
+            }
             _ => p.to_string(),
         })
         .collect();
     format!("{base}?{}", params.join("&"))
 }
 
-fn redact_userinfo(url: &str) -> String {
+/// Where the user info of a URL is, as [`redact`] reads it.
+enum Userinfo {
+    /// No `scheme://`, or no `@` after it.
+    None,
+    /// `url[start..at]` is the user info, `url[at]` its `@`, read alike by
+    /// libpq and the `postgres` crate.
+    Clear { start: usize, at: usize },
+    /// The parsers could read the user info differently: everything from
+    /// `start` to the last `@` (at `at`) may be credentials.
+    Ambiguous { start: usize, at: usize },
+}
+
+fn userinfo(url: &str) -> Userinfo {
     let Some(at_scheme) = url.find("://") else {
-        return url.to_string();
+        return Userinfo::None;
     };
     let start = at_scheme + 3;
-    let authority_end = url[start..]
+    let rest = &url[start..];
+    let Some(first_at) = rest.find('@') else {
+        return Userinfo::None;
+    };
+    let last_at = rest.rfind('@').unwrap_or(first_at);
+    // The host part libpq and the crate read after the user info ends at
+    // the first of these; a second `@` in it means the password held one.
+    let authority_end = rest[first_at + 1..]
         .find(['/', '?', '#'])
-        .map_or(url.len(), |i| start + i);
-    let authority = &url[start..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_string();
-    };
-    let userinfo = &authority[..at];
-    let Some(colon) = userinfo.find(':') else {
-        return url.to_string();
-    };
-    format!(
-        "{}{}:***{}",
-        &url[..start],
-        &userinfo[..colon],
-        &url[start + at..]
-    )
+        .map_or(rest.len(), |i| first_at + 1 + i);
+    if rest[..first_at].contains(['/', '?', '#']) || rest[first_at + 1..authority_end].contains('@')
+    {
+        return Userinfo::Ambiguous {
+            start,
+            at: start + last_at,
+        };
+    }
+    Userinfo::Clear {
+        start,
+        at: start + first_at,
+    }
+}
+
+fn redact_userinfo(url: &str) -> String {
+    match userinfo(url) {
+        Userinfo::None => url.to_string(),
+        Userinfo::Ambiguous { start, at } => format!("{}***{}", &url[..start], &url[at..]),
+        Userinfo::Clear { start, at } => match url[start..at].split_once(':') {
+            None => url.to_string(),
+            Some((user, _)) => format!("{}{user}:***{}", &url[..start], &url[at..]),
+        },
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn parse(s: &str) -> Result<StoreUrl, UrlError> {
+        StoreUrl::parse(s)
+    }
+
     #[test]
     fn plain_paths_and_schemes_choose_the_backend() {
-        assert!(matches!(StoreUrl::parse("t.json"), Ok(StoreUrl::File(_))));
-        assert!(matches!(StoreUrl::parse("t.db"), Ok(StoreUrl::Sqlite(_))));
-        assert!(matches!(
-            StoreUrl::parse("sqlite:t"),
-            Ok(StoreUrl::Sqlite(_))
-        ));
+        assert!(matches!(parse("t.json"), Ok(StoreUrl::File(_))));
+        assert!(matches!(parse("t.db"), Ok(StoreUrl::Sqlite(_))));
+        assert!(matches!(parse("sqlite:t"), Ok(StoreUrl::Sqlite(_))));
         assert!(
-            matches!(StoreUrl::parse("postgres://u:pw@h/db"), Ok(StoreUrl::Postgres(u)) if u.shown() == "postgres://u:***@h/db")
+            matches!(parse("postgres://u:pw@h/db"), Ok(StoreUrl::Postgres(u)) if u.shown() == "postgres://u:***@h/db")
         );
+    }
+
+    #[test]
+    fn an_unknown_scheme_is_refused_naming_the_nearest_unless_the_file_exists() {
+        let refused = |s: &str| match parse(s) {
+            Err(e @ UrlError::UnknownScheme { .. }) => e.to_string(),
+            other => panic!("{s}: {other:?}"),
+        };
+        let e = refused("postgress://u:s3cret@localhost/db");
+        assert!(e.contains("did you mean postgres://?"), "{e}");
+        assert!(!e.contains("s3cret"), "{e}");
+        assert!(refused("sqllite:t.db").contains("did you mean sqlite:?"));
+        let e = refused("mysql://u@h/db");
+        assert!(
+            e.contains("postgres://, postgresql://, sqlite:PATH and file:PATH"),
+            "{e}"
+        );
+        assert!(!e.contains("did you mean"), "{e}");
+        assert!(refused("Notes:x").contains("Notes:"));
+        let file = |p: &str| Ok(StoreUrl::File(PathBuf::from(p)));
+        assert_eq!(parse("./postgress:x"), file("./postgress:x"));
+        assert_eq!(parse("file:postgress:x"), file("postgress:x"));
+        assert_eq!(parse("a/b:c"), file("a/b:c"));
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        let existing = dir.path().join("odd:name");
+        std::fs::write(&existing, "{}").unwrap();
+        let relative = existing.strip_prefix(&cwd).map(Path::to_path_buf);
+        // An existing file of that name is that file (checked as given:
+        // relative paths only where the temp dir is under the cwd).
+        if let Ok(rel) = relative
+            && scheme_word(rel.as_os_str().as_bytes()).is_some()
+        {
+            assert_eq!(parse(rel.to_str().unwrap()), file(rel.to_str().unwrap()));
+        }
     }
 }

@@ -117,12 +117,7 @@ impl FileBackend {
         };
         let mut backend = FileBackend::build(path, target, Arc::new(RealFs));
         backend.unsafe_link = unsafe_link;
-        if let Some(t) = std::env::var("RUDDER_LOCK_TIMEOUT")
-            .ok()
-            .and_then(|t| rudder_model::duration::parse_duration(&t).ok())
-        {
-            backend.lock_timeout = t;
-        }
+        backend.lock_timeout = rudder_core::lock_timeout::lock_timeout_from_env();
         if let Some(n) = std::env::var("RUDDER_MAX_STORE_BYTES")
             .ok()
             .and_then(|n| parse_max_bytes(&n).ok())
@@ -370,18 +365,27 @@ impl FileBackend {
     /// The store's owner, group and mode, which a rewrite and the lock file
     /// keep; a new store's are private to the current user.
     fn store_meta(&self) -> Result<FileMeta, StoreError> {
-        Ok(self
-            .fs
-            .meta(&self.target)
-            .map_err(|e| {
-                StoreError::io(
-                    self.location(),
-                    &self.path,
-                    "stat the store for its permissions",
-                    e,
-                )
-            })?
-            .unwrap_or_else(FileMeta::private))
+        let meta = self.fs.meta(&self.target).map_err(|e| {
+            StoreError::io(
+                self.location(),
+                &self.path,
+                "stat the store for its permissions",
+                e,
+            )
+        })?;
+        if let Some(meta) = meta {
+            return Ok(meta);
+        }
+        let dir = self.dir();
+        let dir_meta = self.fs.meta(&dir).map_err(|e| {
+            StoreError::io(
+                self.location(),
+                &dir,
+                "stat the store's directory for its group",
+                e,
+            )
+        })?;
+        Ok(FileMeta::new_in(dir_meta))
     }
 
     fn lock(&self) -> Result<LockGuard, StoreError> {
@@ -414,6 +418,11 @@ impl FileBackend {
     fn write_atomically(&self, parts: &[&[u8]], lock: &LockGuard) -> Result<Written, StoreError> {
         let dir = self.dir();
         let meta = self.store_meta()?;
+        // Before a store-sized temp file exists: in a directory that refuses
+        // the rename it could not be removed either.
+        self.fs
+            .check_replaceable(&dir, &self.target)
+            .map_err(|e| StoreError::io(self.location(), &dir, "replace the store", e))?;
         let tmp = self.target.with_file_name(temp_name(
             self.target.file_name().unwrap_or_default(),
             std::process::id(),
@@ -834,7 +843,7 @@ pub fn temp_name(name: &OsStr, pid: u32, random: &str) -> OsString {
 
 /// The lock file's name for store `name`: `<name>.lock`, or, for a name too
 /// long to take the suffix, the shortened stem of [`temp_name`] with it.
-fn lock_name(name: &OsStr) -> OsString {
+pub fn lock_name(name: &OsStr) -> OsString {
     let mut out = if name.len() + ".lock".len() <= NAME_MAX {
         name.to_os_string()
     } else {
@@ -844,13 +853,29 @@ fn lock_name(name: &OsStr) -> OsString {
     out
 }
 
-/// Whether a process with this pid exists (`kill(pid, 0)`).
+/// Whether a process with this pid exists (`kill(pid, 0)`) and is not a
+/// zombie: a writer killed by SIGKILL whose parent has not reaped it yet
+/// still answers signal 0, though it will never write again.
 fn process_alive(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;
     };
     // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
+    let exists = unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM };
+    exists && !is_zombie(pid)
+}
+
+/// Whether `/proc/PID/stat` says the process is dead and not yet reaped
+/// (state `Z` or `X`); `false` where there is no `/proc` to ask.
+fn is_zombie(pid: libc::pid_t) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // `PID (COMM) STATE ...`: COMM may hold spaces and parentheses.
+    let state = stat
+        .rfind(')')
+        .and_then(|end| stat[end + 1..].split_whitespace().next());
+    matches!(state, Some("Z" | "X"))
 }
 
 /// The writer's pid when `candidate` is a temp name [`temp_name`] gives

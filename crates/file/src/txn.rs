@@ -963,7 +963,7 @@ mod tests {
                 &|| store.prune(std::time::Duration::ZERO).map(drop),
                 &|| {
                     store
-                        .claim_next("w", std::time::Duration::from_secs(1))
+                        .claim_next("w", std::time::Duration::from_secs(1), &[])
                         .map(drop)
                 },
             ];

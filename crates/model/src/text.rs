@@ -142,6 +142,24 @@ pub fn truncate_words(text: &str, width: usize) -> String {
     }
 }
 
+/// Cut `text` to at most `width` columns at the end of a word only, with
+/// `…`: empty when not even its first word fits (for labels that may be
+/// left out, such as a title in the transition log).
+pub fn truncate_at_word(text: &str, width: usize) -> String {
+    let cut = truncate(text, width);
+    let Cow::Owned(cut) = cut else {
+        return text.to_string();
+    };
+    let body = cut.strip_suffix('…').unwrap_or(&cut);
+    if text[body.len()..].starts_with(' ') {
+        return format!("{}…", body.trim_end());
+    }
+    match body.rfind(' ') {
+        Some(at) if !body[..at].trim_end().is_empty() => format!("{}…", body[..at].trim_end()),
+        _ => String::new(),
+    }
+}
+
 /// [`sanitize`] then [`truncate`].
 pub fn clean(text: &str, width: usize) -> String {
     truncate(&sanitize(text), width).into_owned()
@@ -163,6 +181,19 @@ mod tests {
         );
         assert_eq!(
             truncate_words("INC-1042 checkout latency", 18),
+            "INC-1042 checkout…"
+        );
+        assert_eq!(truncate_at_word("INC-1042 checkout latency", 7), "");
+        assert_eq!(
+            truncate_at_word("INC-1042 checkout latency", 12),
+            "INC-1042…"
+        );
+        assert_eq!(
+            truncate_at_word("INC-1042 checkout latency", 17),
+            "INC-1042…"
+        );
+        assert_eq!(
+            truncate_at_word("INC-1042 checkout latency", 18),
             "INC-1042 checkout…"
         );
         // A long first word is cut where it must be.

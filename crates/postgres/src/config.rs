@@ -264,7 +264,27 @@ mod tests {
         }
         assert_eq!(redact("postgres://db/x"), "postgres://db/x");
         assert_eq!(redact("postgres://bob@db/x"), "postgres://bob@db/x");
-        assert_eq!(redact("postgres://a:b:c@d@h/x"), "postgres://a:***@h/x");
+        assert_eq!(redact("postgres://a:b:c@d@h/x"), "postgres://***@h/x");
+        // libpq ends the user info at a `/`, the crate at the first `@`:
+        // neither reading is guessed at, and nothing of it is shown.
+        for (url, shown) in [
+            (
+                "postgres://slash:S3cr3t/x?y@host/db",
+                "postgres://***@host/db",
+            ),
+            ("postgres://q:S3cr3t?x@host/db", "postgres://***@host/db"),
+            ("postgres://h:S3cr3t#x@host/db", "postgres://***@host/db"),
+            ("postgres://at:S3c@r3t@host/db", "postgres://***@host/db"),
+        ] {
+            assert_eq!(redact(url), shown, "{url}");
+            let e = parse(url).unwrap_err().to_string();
+            assert!(!e.contains("S3c"), "{e}");
+            assert!(e.contains("percent-encode"), "{e}");
+        }
+        assert_eq!(
+            redact("postgres://u@h/db?application_name=a@b&Password=x"),
+            "postgres://u@h/db?application_name=a@b&Password=***"
+        );
         assert_eq!(
             redact("postgres://h/x?user=a&password=b&sslmode=require"),
             "postgres://h/x?user=a&password=***&sslmode=require"

@@ -21,6 +21,7 @@
 //! a database without it sees an empty store, and a database of a newer
 //! schema is refused, untouched.
 
+mod bulk;
 pub mod config;
 pub mod libpq;
 mod listen;
@@ -38,11 +39,11 @@ use postgres::error::SqlState;
 use postgres::{Client, IsolationLevel, Statement};
 
 use rudder_core::url::PgUrl;
-use rudder_core::{Backend, ChangeLog, DEFAULT_LOCK_TIMEOUT, Location, StoreError, Transaction};
+use rudder_core::{Backend, ChangeLog, Location, StoreError, Transaction};
 
 use config::{Connect, SslMode};
 use rudder_model::task::TaskMap;
-pub use schema::{CHANNEL, VERSION as SCHEMA_VERSION};
+pub use schema::{CHANNEL, KIND_VERSION, VERSION as SCHEMA_VERSION};
 use txn::PgTxn;
 pub use watch::PostgresSource;
 
@@ -114,10 +115,7 @@ impl PostgresBackend {
     /// The database at `url`. Nothing is connected yet. The lock timeout is
     /// `$RUDDER_LOCK_TIMEOUT` when set, else 30 s.
     pub fn new(url: PgUrl) -> Self {
-        let lock_timeout = std::env::var("RUDDER_LOCK_TIMEOUT")
-            .ok()
-            .and_then(|t| rudder_model::duration::parse_duration(&t).ok())
-            .unwrap_or(DEFAULT_LOCK_TIMEOUT);
+        let lock_timeout = rudder_core::lock_timeout::lock_timeout_from_env();
         PostgresBackend {
             url,
             lock_timeout,
@@ -127,7 +125,7 @@ impl PostgresBackend {
 
     /// Wait at most `timeout` to connect, for a statement or for a lock.
     pub fn with_lock_timeout(mut self, timeout: Duration) -> Self {
-        self.lock_timeout = timeout;
+        self.lock_timeout = rudder_core::lock_timeout::bounded(timeout);
         self
     }
 
@@ -269,6 +267,20 @@ impl PostgresBackend {
         if config.get_application_name().is_none() {
             config.application_name(name);
         }
+        // The session's timeouts go with the start-up packet (as libpq's
+        // `options`), not as a statement after it: one round trip less
+        // for every process.
+        let ms = self.lock_timeout.as_millis().clamp(1, i32::MAX as u128);
+        let settings_options = format!(
+            "-c statement_timeout={ms} -c lock_timeout={ms} \
+             -c idle_in_transaction_session_timeout={}",
+            (ms * 2).min(i32::MAX as u128)
+        );
+        let options = match config.get_options() {
+            Some(o) if !o.trim().is_empty() => format!("{o} {settings_options}"),
+            _ => settings_options,
+        };
+        config.options(&options);
         let unix_only = !config.get_hosts().is_empty()
             && config
                 .get_hosts()
@@ -307,26 +319,20 @@ impl PostgresBackend {
             };
             (self.error(action, &e), retry)
         };
-        let mut client = config
+        config
             .connect(connector)
-            .map_err(|e| classified("connect", e))?;
-        let ms = self.lock_timeout.as_millis().clamp(1, i32::MAX as u128);
-        client
-            .batch_execute(&format!(
-                "SET statement_timeout = {ms}; SET lock_timeout = {ms}; \
-                 SET idle_in_transaction_session_timeout = {}",
-                (ms * 2).min(i32::MAX as u128)
-            ))
-            .map_err(|e| classified("set up the session", e))?;
-        Ok(client)
+            .map_err(|e| classified("connect", e))
     }
 
     /// Run `f` on the connection, connecting first if needed; a broken
-    /// connection is dropped so that the next call connects anew.
+    /// connection is dropped so that the next call connects anew. The
+    /// error says whether the server could not be reached or the
+    /// connection was lost (`true`): that is worth waiting out, a restart
+    /// of the server, where another failure is tried again a few times.
     fn with_conn<T>(
         &self,
         f: impl FnOnce(&mut Box<Conn>) -> Result<T, (StoreError, Retry, bool)>,
-    ) -> Result<T, (StoreError, Retry)> {
+    ) -> Result<T, (StoreError, Retry, bool)> {
         let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         if slot.as_ref().is_some_and(|c| c.client.is_closed()) {
             *slot = None;
@@ -334,18 +340,34 @@ impl PostgresBackend {
         if slot.is_none() {
             // Nothing was sent: a failed connect may be tried again, if
             // trying again can help.
-            *slot = Some(Box::new(self.connect()?));
+            *slot = Some(Box::new(self.connect().map_err(|(e, r)| (e, r, true))?));
         }
         let conn = slot.as_mut().expect("connected above");
         match f(conn) {
             Ok(v) => Ok(v),
             Err((e, retry, broken)) => {
-                if broken || conn.client.is_closed() {
+                let lost = broken || conn.client.is_closed();
+                if lost {
                     *slot = None;
                 }
-                Err((e, retry))
+                Err((e, retry, lost))
             }
         }
+    }
+
+    /// Pause before attempt `attempt + 1`, never past `deadline`: a short,
+    /// growing, jittered pause, so that two machines that collided do not
+    /// collide again in step, and a restarting server is asked again every
+    /// few hundred milliseconds. `false` once the deadline has passed.
+    fn pause(attempt: u32, deadline: Instant) -> bool {
+        let base = 2u64 << attempt.min(7);
+        let jitter = u64::from(std::process::id() ^ attempt) % base.max(1);
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(base + jitter).min(left));
+        true
     }
 
     /// Check the schema version once per connection; `Ok(None)` when rudder's
@@ -420,6 +442,7 @@ impl PostgresBackend {
         &self,
         f: &mut dyn FnMut(&PgTxn<'_>) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
+        let deadline = Instant::now() + self.lock_timeout;
         let mut tries = 0;
         loop {
             tries += 1;
@@ -451,8 +474,11 @@ impl PostgresBackend {
             });
             match result {
                 Ok(v) => return Ok(v),
-                Err((_, Retry::Safe)) if tries < 3 => continue,
-                Err((e, _)) => return Err(e),
+                // A server restarting is waited for, within the lock
+                // timeout; a connection found broken is replaced at once.
+                Err((_, Retry::Safe, lost))
+                    if (lost || tries < 3) && (tries < 2 || Self::pause(tries, deadline)) => {}
+                Err((e, _, _)) => return Err(e),
             }
         }
     }
@@ -520,15 +546,65 @@ impl PostgresBackend {
                 tx.commit().map_err(fail)?;
                 Ok(why)
             })
-            .map_err(|(e, _)| e)
+            .map_err(|(e, _, _)| e)
         })
+    }
+
+    /// Whether the store's tables are there, in one round trip (no
+    /// transaction, no prepared statement: a short-lived process such as
+    /// `rudder heartbeat` asks this before its write). The version table
+    /// counts only in the connection's first schema, where a writer would
+    /// make it; the version is kept for the write that follows.
+    fn probe(&self) -> Result<bool, StoreError> {
+        let deadline = Instant::now() + self.lock_timeout;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let result = self.with_conn(|conn| {
+                let fail =
+                    |e: postgres::Error| classify(self.error("read the schema version", &e), &e);
+                let messages = match conn.client.simple_query(
+                    "SELECT version FROM rudder_schema WHERE \
+                     to_regclass(quote_ident(current_schema()) || '.rudder_schema') \
+                     = 'rudder_schema'::regclass",
+                ) {
+                    Ok(m) => m,
+                    Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => {
+                        conn.version = None;
+                        return Ok(false);
+                    }
+                    Err(e) => return Err(fail(e)),
+                };
+                let version = messages.iter().find_map(|m| match m {
+                    postgres::SimpleQueryMessage::Row(row) => {
+                        row.get(0).and_then(|v| v.parse::<i32>().ok())
+                    }
+                    _ => None,
+                });
+                let Some(v) = version else {
+                    conn.version = None;
+                    return Ok(false);
+                };
+                if v > schema::VERSION {
+                    return Err((self.newer(v), Retry::No, false));
+                }
+                conn.version = Some(v);
+                Ok(true)
+            });
+            match result {
+                Ok(v) => return Ok(v),
+                Err((_, Retry::Safe, lost))
+                    if (lost || tries < 3) && (tries < 2 || Self::pause(tries, deadline)) => {}
+                Err((e, _, _)) => return Err(e),
+            }
+        }
     }
 
     fn write(
         &self,
         f: &mut dyn FnMut(&mut PgTxn<'_>) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        let start = Instant::now();
+        let deadline = Instant::now() + self.lock_timeout;
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -577,16 +653,13 @@ impl PostgresBackend {
             });
             match result {
                 Ok(()) => return Ok(()),
-                Err((_, Retry::Safe))
-                    if attempt < ATTEMPTS && start.elapsed() < self.lock_timeout =>
-                {
-                    // A short, growing, jittered pause: two machines that
-                    // collided do not collide again in step.
-                    let base = 2u64 << attempt.min(6);
-                    let jitter = u64::from(std::process::id() ^ attempt) % base.max(1);
-                    std::thread::sleep(Duration::from_millis(base + jitter));
-                }
-                Err((e, _)) => return Err(e),
+                // A conflict is run again a bounded number of times; a
+                // server that cannot be reached (or a connection lost
+                // before the commit was sent: nothing was written) is
+                // waited for until the lock timeout, as a held lock is.
+                Err((_, Retry::Safe, lost))
+                    if (lost || attempt < ATTEMPTS) && Self::pause(attempt, deadline) => {}
+                Err((e, _, _)) => return Err(e),
             }
         }
     }
@@ -597,8 +670,8 @@ impl PostgresBackend {
 /// a connection lost before the commit was sent), and whether the
 /// connection is broken.
 pub(crate) fn transient(e: &postgres::Error) -> (Retry, bool) {
-    if e.is_closed() || e.as_db_error().is_none() && e.code().is_none() {
-        // I/O: the connection is gone.
+    if e.is_closed() || io_failure(e) {
+        // The connection is gone, or could not be made.
         return (Retry::Safe, true);
     }
     match e.code() {
@@ -624,6 +697,33 @@ pub(crate) fn transient(e: &postgres::Error) -> (Retry, bool) {
         }
         _ => (Retry::No, false),
     }
+}
+
+/// Whether `e` comes from the socket (by its `io::ErrorKind`): the server
+/// refused the connection, closed it, or went away mid-answer.
+fn io_failure(e: &postgres::Error) -> bool {
+    use std::io::ErrorKind as K;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                K::ConnectionRefused
+                    | K::ConnectionReset
+                    | K::ConnectionAborted
+                    | K::NotConnected
+                    | K::BrokenPipe
+                    | K::UnexpectedEof
+                    | K::AddrNotAvailable
+                    | K::NotFound
+                    | K::TimedOut
+                    | K::Interrupted
+                    | K::WouldBlock
+            );
+        }
+        source = cause.source();
+    }
+    false
 }
 
 fn classify(se: StoreError, e: &postgres::Error) -> (StoreError, Retry, bool) {
@@ -692,7 +792,7 @@ impl Backend for PostgresBackend {
                 return Ok(true);
             }
         }
-        off_runtime(|| Ok(self.read(&mut |_| Ok(()))?.is_some()))
+        off_runtime(|| self.probe())
     }
 
     fn transaction(

@@ -36,10 +36,16 @@ impl SqliteBackend {
         tasks: &[Task],
     ) -> Result<Result<CopyCounts, NewerInStore>, StoreError> {
         let mut outcome = Ok(CopyCounts::default());
-        self.write_sql(&mut |tx| {
-            outcome = self.copy_in(tx, tasks)?;
-            Ok(matches!(outcome, Ok(c) if c.copied + c.updated > 0))
-        })?;
+        // Each batch is a large transaction: the WAL is truncated after
+        // it, so that no copy leaves a large `-wal` behind (even while
+        // another process keeps the store open).
+        self.write_sql_then(
+            &mut |tx| {
+                outcome = self.copy_in(tx, tasks)?;
+                Ok(matches!(outcome, Ok(c) if c.copied + c.updated > 0))
+            },
+            true,
+        )?;
         Ok(outcome)
     }
 

@@ -13,6 +13,7 @@
 
 mod bulk;
 mod schema;
+mod shm;
 mod txn;
 mod watch;
 
@@ -22,11 +23,12 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
+use std::time::Instant;
 
-use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
-use rudder_core::{Backend, ChangeLog, DEFAULT_LOCK_TIMEOUT, Location, StoreError, Transaction};
+use rudder_core::{Backend, ChangeLog, Location, StoreError, Transaction};
+use rudder_file::fs::{Fs, LockFailure, LockGuard, RealFs};
 use rudder_model::task::TaskMap;
 pub use schema::{APPLICATION_ID, VERSION as SCHEMA_VERSION};
 use txn::SqlTxn;
@@ -38,13 +40,32 @@ const HEADER: &[u8; 16] = b"SQLite format 3\0";
 /// A database file's (device, inode): what a change feed's cursor is good for.
 pub type DbIdentity = (u64, u64);
 
+/// The largest a `-wal` file stays after a checkpoint (SQLite's
+/// `journal_size_limit`): about what the auto-checkpoint lets it grow to
+/// (1000 pages), so one large transaction does not leave a large WAL that
+/// every later process reads again.
+const WAL_SIZE_LIMIT: i64 = 4 * 1024 * 1024;
+
+/// An open connection and what it was opened on.
+struct Open {
+    conn: Connection,
+    /// The database's (device, inode): a file replaced under the same name
+    /// is opened anew.
+    at: DbIdentity,
+    /// [`shm::epoch`] when it was opened: a connection of this process
+    /// that found `-shm` replaced makes every older one reopen.
+    epoch: u64,
+    /// Where the kernel names the `-shm` file this connection maps.
+    shm: Option<PathBuf>,
+}
+
 /// A store kept in a SQLite database on a local file system.
 pub struct SqliteBackend {
     path: PathBuf,
     lock_timeout: Duration,
-    /// The open connection and the (device, inode) it was opened on: a file
-    /// replaced under the same name is opened anew.
-    conn: Mutex<Option<(Connection, (u64, u64))>>,
+    /// The sidecar lock file every write transaction holds (`<db>.lock`).
+    lock_path: PathBuf,
+    conn: Mutex<Option<Open>>,
 }
 
 impl std::fmt::Debug for SqliteBackend {
@@ -66,21 +87,28 @@ impl SqliteBackend {
     /// The database at `path`. Nothing is opened or created yet. The lock
     /// timeout is `$RUDDER_LOCK_TIMEOUT` when set, else 30 s.
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        let lock_timeout = std::env::var("RUDDER_LOCK_TIMEOUT")
-            .ok()
-            .and_then(|t| rudder_model::duration::parse_duration(&t).ok())
-            .unwrap_or(DEFAULT_LOCK_TIMEOUT);
+        let path: PathBuf = path.into();
+        let lock_path =
+            path.with_file_name(rudder_file::lock_name(path.file_name().unwrap_or_default()));
         SqliteBackend {
-            path: path.into(),
-            lock_timeout,
+            path,
+            lock_timeout: rudder_core::lock_timeout::lock_timeout_from_env(),
+            lock_path,
             conn: Mutex::new(None),
         }
     }
 
-    /// Wait at most `timeout` for another writer (default 30 s).
+    /// Wait at most `timeout` for another writer (default 30 s; at most
+    /// [`MAX_LOCK_TIMEOUT`](rudder_core::MAX_LOCK_TIMEOUT)).
     pub fn with_lock_timeout(mut self, timeout: Duration) -> Self {
-        self.lock_timeout = timeout;
+        self.lock_timeout = rudder_core::lock_timeout::bounded(timeout);
         self
+    }
+
+    /// The sidecar lock file that rudder's writers of this store take turns
+    /// on (`<db>.lock`).
+    pub fn lock_path(&self) -> &Path {
+        &self.lock_path
     }
 
     /// The database file.
@@ -120,7 +148,12 @@ impl SqliteBackend {
     /// Refuse a file that is not a SQLite database without opening it as
     /// one (an empty file is a new database). Returns whether it is empty.
     fn check_header(&self) -> Result<bool, StoreError> {
-        let mut file = std::fs::File::open(&self.path)
+        // Never blocking on a FIFO (SQLite would wait for a writer to
+        // appear, for good), refusing anything but a regular file at once
+        // as the JSON store does.
+        let mut file = RealFs
+            .open_read(&self.path, u64::MAX)
+            .and_then(|f| f.ok_or_else(|| std::io::ErrorKind::NotFound.into()))
             .map_err(|e| StoreError::io(self.location(), &self.path, "open the database", e))?;
         let mut head = [0u8; 16];
         let mut got = 0;
@@ -178,23 +211,51 @@ impl SqliteBackend {
             self.create_file()?;
             id = self.identity()?;
         }
-        if slot.as_ref().map(|(_, at)| Some(*at)) != Some(id) {
+        let mut fresh = false;
+        if let Some(open) = slot.as_ref()
+            && (Some(open.at) != id
+                || open.epoch != shm::epoch()
+                || open.shm.as_deref().map(shm::check) == Some(shm::Index::Stale))
+        {
+            if Some(open.at) == id && open.epoch == shm::epoch() {
+                // Our index is stale (see shm.rs): every connection of this
+                // process lets go of it, so that the mapping goes too.
+                shm::bump_epoch();
+            }
             *slot = None;
+        }
+        if slot.is_none() {
+            let epoch = shm::epoch();
             let conn = self.open(mode)?;
             match conn {
-                Some(conn) => *slot = Some((conn, id.unwrap_or_default())),
+                Some(conn) => {
+                    *slot = Some(Open {
+                        conn,
+                        at: id.unwrap_or_default(),
+                        epoch,
+                        shm: shm::shm_path(&self.path),
+                    });
+                    fresh = true;
+                }
                 None => return Ok(None),
             }
         }
-        let (conn, at) = slot.as_mut().expect("opened above");
-        let at = *at;
-        if mode == Mode::Write
-            && let Err(e) = self.prepare_for_writes(conn)
-        {
-            *slot = None;
-            return Err(e);
+        let open = slot.as_mut().expect("opened above");
+        let at = open.at;
+        if mode == Mode::Write {
+            if let Err(e) = self.prepare_for_writes(&mut open.conn) {
+                *slot = None;
+                return Err(e);
+            }
+            // Under the write lock: a writer must write on the index at
+            // the path, never on one another connection of this process
+            // still holds after `-shm` was deleted. `None`: try again.
+            if fresh && open.shm.as_deref().map(shm::check) == Some(shm::Index::Stale) {
+                *slot = None;
+                return Ok(None);
+            }
         }
-        let result = f(conn, at);
+        let result = f(&mut open.conn, at);
         if matches!(
             result,
             Err(StoreError::Database { .. } | StoreError::NotAStore { .. })
@@ -267,14 +328,13 @@ impl SqliteBackend {
         // Durable on return from every commit; per connection.
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(|e| self.error("set synchronous=FULL", e))?;
-        // The last connection to close would otherwise checkpoint the WAL
-        // into the database (two more fsyncs) and delete it, which the next
-        // short-lived process then creates again: most of a `rudder
-        // heartbeat`'s time. The WAL stays, durable as it is, and is
-        // checkpointed by the commit that grows it past SQLite's
-        // auto-checkpoint size (1000 pages).
-        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
-            .map_err(|e| self.error("keep the WAL on close", e))?;
+        // A WAL is cut back to this size when a checkpoint lets it start
+        // over. (The last connection to close checkpoints the WAL into the
+        // database and deletes it, SQLite's default, which rudder keeps: an
+        // idle store is whole in its `.db` file, and no later process has
+        // to read a large WAL back.)
+        conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
+            .map_err(|e| self.error("limit the WAL's size", e))?;
         Ok(Some(conn))
     }
 
@@ -304,12 +364,13 @@ impl SqliteBackend {
 
     /// Under the write lock: create or migrate the schema if needed
     /// (checked again here, as another process may have just done it).
-    fn migrate_in(&self, conn: &Connection) -> Result<(), StoreError> {
+    /// Returns whether it migrated an existing store.
+    fn migrate_in(&self, conn: &Connection) -> Result<bool, StoreError> {
         let state = schema::inspect(conn).map_err(|e| self.error("read the schema version", e))?;
         match state {
-            Ok(schema::State::Rudder(v)) if v == schema::VERSION => Ok(()),
-            Ok(schema::State::Rudder(v)) => schema::migrate(conn, v),
-            Ok(schema::State::Fresh) => schema::migrate(conn, 0),
+            Ok(schema::State::Rudder(v)) if v == schema::VERSION => Ok(false),
+            Ok(schema::State::Rudder(v)) => schema::migrate(conn, v).map(|()| true),
+            Ok(schema::State::Fresh) => schema::migrate(conn, 0).map(|()| false),
             Err(_) => {
                 return Err(StoreError::NotAStore {
                     location: self.location(),
@@ -424,12 +485,37 @@ impl SqliteBackend {
     /// Run `f` in a write transaction on the migrated schema, committing
     /// when it returns true (rolling back when false), again after a busy
     /// commit until the lock timeout is used up.
+    ///
+    /// The transaction runs under rudder's own lock on `<db>.lock`, which
+    /// keeps rudder's writers apart even when SQLite's `-shm` file is
+    /// deleted under them (see shm.rs).
     fn write_sql(
         &self,
         f: &mut dyn FnMut(&rusqlite::Transaction<'_>) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        let start = std::time::Instant::now();
+        self.write_sql_then(f, false)
+    }
+
+    /// [`SqliteBackend::write_sql`]; with `compact`, the WAL is then
+    /// checkpointed into the database and truncated, as after bulk work.
+    pub(crate) fn write_sql_then(
+        &self,
+        f: &mut dyn FnMut(&rusqlite::Transaction<'_>) -> Result<bool, StoreError>,
+        compact: bool,
+    ) -> Result<(), StoreError> {
+        let start = Instant::now();
+        // A file rudder refuses (not a database, another application's, a
+        // newer schema) is refused before the lock file appears beside it:
+        // a refused operation writes nothing. Only then: a connection opened
+        // outside the lock may rebuild the WAL index while a writer commits.
+        if !self.lock_path.exists() {
+            self.with_conn(Mode::Read, |_| Ok(()))?;
+        }
+        self.create_dir()?;
         loop {
+            let lock = self.write_lock(start)?;
+            let mut migrated = false;
+            let mut lost = false;
             let done = self.with_conn(Mode::Write, |conn| {
                 // BEGIN IMMEDIATE takes the write lock now (waiting up to the
                 // busy timeout), so the reads below see the latest commit and
@@ -437,25 +523,124 @@ impl SqliteBackend {
                 let tx = conn
                     .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                     .map_err(|e| self.error("lock the database", e))?;
-                self.migrate_in(&tx)?;
+                migrated = self.migrate_in(&tx)?;
                 if !f(&tx)? {
+                    return tx
+                        .rollback()
+                        .map_err(|e| self.error("end the transaction", e));
+                }
+                // A lock file deleted meanwhile may have let another
+                // writer in: start over rather than commit beside it.
+                if !lock.still_held().unwrap_or(false) {
+                    lost = true;
                     return tx
                         .rollback()
                         .map_err(|e| self.error("end the transaction", e));
                 }
                 tx.commit().map_err(|e| self.error("commit", e))
             });
+            if done.is_ok() {
+                self.after_commit();
+            }
             match done {
-                Ok(_) => return Ok(()),
+                Ok(Some(())) if !lost => {
+                    if compact || migrated {
+                        self.compact_wal();
+                    }
+                    return Ok(());
+                }
+                // The lock was lost, or this process still maps a deleted
+                // `-shm` file through another connection, which lets go of
+                // it at its next use: nothing was written, try again.
+                Ok(_) if start.elapsed() < self.lock_timeout => {
+                    drop(lock);
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Ok(_) => {
+                    return Err(StoreError::Database {
+                        location: self.location(),
+                        action: "write",
+                        message: format!(
+                            "the database's -shm file was deleted while this process had \
+                             the store open, and it still maps the old one after {:.1}s; \
+                             nothing was written (restart the process)",
+                            start.elapsed().as_secs_f64()
+                        ),
+                    });
+                }
                 // A commit that found the database busy (a checkpoint, a
                 // writer outside rudder) wrote nothing: run `f` again on
                 // fresh data until the lock timeout is used up.
                 Err(StoreError::LockTimeout { .. }) if start.elapsed() < self.lock_timeout => {
+                    drop(lock);
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Take rudder's lock on `<db>.lock`, waiting what is left of the lock
+    /// timeout since `start`.
+    fn write_lock(&self, start: Instant) -> Result<LockGuard, StoreError> {
+        let left = self.lock_timeout.saturating_sub(start.elapsed());
+        RealFs
+            .lock(&self.lock_path, left, &self.path)
+            .map_err(|failure| match failure {
+                LockFailure::Timeout { waited, holder } => StoreError::LockTimeout {
+                    location: self.location(),
+                    waited: waited.max(start.elapsed()),
+                    holder,
+                },
+                LockFailure::Io(e) => StoreError::io(
+                    self.location(),
+                    &self.lock_path,
+                    "open and lock the lock file",
+                    e,
+                ),
+            })
+    }
+
+    /// Still under the write lock, after a commit: if `-shm` was deleted
+    /// during the transaction, another process may have built an index
+    /// from the WAL that lacks this commit. Remove it, so that the next one
+    /// to open the store builds it again (with this commit), and let go of
+    /// ours (see shm.rs).
+    fn after_commit(&self) {
+        let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(shm) = slot.as_ref().and_then(|o| o.shm.clone()) else {
+            return;
+        };
+        if shm::check(&shm) == shm::Index::Stale {
+            // Best effort: a file already gone is what we want.
+            let _ = std::fs::remove_file(&shm);
+            *slot = None;
+            shm::bump_epoch();
+        }
+    }
+
+    /// Checkpoint the whole WAL into the database and truncate it (after
+    /// `copy` and migrations, which write more than the WAL should keep).
+    /// Best effort: a reader in the middle of a long read keeps its part of
+    /// the WAL, which the last connection to close checkpoints anyway.
+    fn compact_wal(&self) {
+        let _ = self.with_conn(Mode::Write, |conn| {
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                .map_err(|e| self.error("checkpoint the WAL", e))
+        });
+    }
+
+    /// The store's directory, created if missing (0700), for the lock file.
+    fn create_dir(&self) -> Result<(), StoreError> {
+        if let Some(dir) = self.path.parent()
+            && !dir.as_os_str().is_empty()
+            && !dir.exists()
+        {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::io(self.location(), dir, "create the store directory", e)
+            })?;
+        }
+        Ok(())
     }
 }
 

@@ -83,6 +83,7 @@ impl AnyBackend {
             AnyBackend::Unsupported(
                 UrlError::Postgres { url, .. }
                 | UrlError::Empty { url }
+                | UrlError::UnknownScheme { url, .. }
                 | UrlError::NotBuilt { url, .. },
             ) => Location::remote(url.clone()),
         }

@@ -182,6 +182,9 @@ pub fn copy(
             AnyBackend::Sqlite(db) => db
                 .copy_batch(&batch)?
                 .map_err(|newer| changed_while_copying(&refuse, &newer.task_id, newer.revision))?,
+            AnyBackend::Postgres(db) => db
+                .copy_batch(&batch)?
+                .map_err(|newer| changed_while_copying(&refuse, &newer.task_id, newer.revision))?,
             other => write_checked(other, &batch, &refuse)?,
         };
         report.copied += counts.copied;

@@ -170,8 +170,14 @@ pub enum Popup {
     #[default]
     /// Nothing on top of the screen.
     None,
-    /// The key overview.
-    Help,
+    /// The key overview, scrolled down by `scroll` rows; `page` is how
+    /// many rows it showed when last drawn (what PgUp/PgDn move by).
+    Help {
+        /// Rows scrolled past.
+        scroll: usize,
+        /// Rows shown when last drawn.
+        page: usize,
+    },
     /// The input form of a waiting task.
     Form(Box<Form>),
     /// The whole task, full screen (`v`).
@@ -320,6 +326,31 @@ pub struct App {
 }
 
 impl App {
+    /// Whether stalled tasks are only waiting for a free slot of a live
+    /// worker: in the demo, with its worker running (it takes over every
+    /// lapsed lease as soon as one of its slots is free).
+    pub fn worker_will_resume(&self) -> bool {
+        matches!(self.worker, Some(crate::WorkerState::Running { .. }))
+    }
+
+    /// What takes a stalled task over, for the header's hint (`short`
+    /// where room is scarce): the demo's worker (started with its key) or
+    /// any live worker. Never R, which fails them.
+    pub fn resumes_stalled(&self, short: bool) -> String {
+        use crate::keys::Action;
+        let start = self.keys.first(Action::StartWorker);
+        match (&self.worker, short) {
+            (Some(crate::WorkerState::Running { .. }), false) => {
+                "waiting for a free worker slot".to_string()
+            }
+            (Some(crate::WorkerState::Running { .. }), true) => "worker busy".to_string(),
+            (Some(_), false) => format!("{start} starts a worker to resume"),
+            (Some(_), true) => format!("{start} resumes"),
+            (None, false) => "a live worker resumes".to_string(),
+            (None, true) => "awaits a worker".to_string(),
+        }
+    }
+
     /// A fresh state for the store at `store` (a store URL or path; shown
     /// as its location, passwords redacted).
     pub fn new(store: &std::path::Path, read_only: bool, now: DateTime<Utc>) -> App {

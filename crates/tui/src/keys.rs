@@ -261,14 +261,14 @@ pub const TABLE: &[Binding] = &[
         "reclaim",
         ["R"],
         LIST,
-        "reclaim idle tasks, or the marked"
+        "fail tasks idle longer than an age, or the marked"
     ),
     row!(
         Action::Filter,
         "filter",
         ["/"],
         LIST,
-        "filter by text (Enter keeps, Esc clears)"
+        "filter by text or kind:K (Enter keeps, Esc clears)"
     ),
     row!(
         Action::ClearFilters,
@@ -343,7 +343,7 @@ pub const TABLE: &[Binding] = &[
         "help",
         ["?"],
         LIST,
-        "this help (any key closes it)"
+        "this help (j/k scroll it)"
     ),
     row!(
         Action::Quit,
@@ -425,7 +425,7 @@ pub const TABLE: &[Binding] = &[
         "start_worker",
         ["W"],
         DEMO,
-        "start a new worker"
+        "start a new worker (it resumes stalled tasks)"
     ),
 ];
 

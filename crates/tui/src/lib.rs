@@ -65,12 +65,14 @@
 
 pub mod app;
 pub mod config;
+pub mod errors;
 pub mod form;
 pub mod keys;
 pub mod marks;
 mod run;
 pub mod shown;
 pub mod task_view;
+pub mod terminal;
 pub mod update;
 pub mod view;
 pub mod window;
@@ -133,5 +135,10 @@ pub trait WorkerControl: Send {
 
 /// Run the TUI until the user quits (`q`, Ctrl-C or SIGTERM).
 pub fn run(options: Options) -> anyhow::Result<()> {
+    terminal::check(if options.worker.is_some() {
+        "rudder demo"
+    } else {
+        "rudder watch"
+    })?;
     run::run(options)
 }

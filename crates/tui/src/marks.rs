@@ -204,7 +204,7 @@ impl App {
                         Tone::Error,
                         format!(
                             "✖ {short} {what}: {}",
-                            rudder_model::text::clean(&e.to_string(), 300)
+                            rudder_model::text::truncate(&crate::errors::error_line(&e), 300)
                         ),
                     )
                 }

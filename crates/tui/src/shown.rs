@@ -177,6 +177,8 @@ pub struct ShownTask {
     pub label: String,
     /// The status message, or empty.
     pub message: String,
+    /// The kind, or empty.
+    pub kind: String,
     detail: Option<ShownDetail>,
 }
 
@@ -189,6 +191,8 @@ pub struct ShownDetail {
     pub title: Option<String>,
     /// The idempotency key.
     pub key: Option<String>,
+    /// The kind.
+    pub kind: Option<String>,
     /// The status message.
     pub message: Option<String>,
     /// The lease holder.
@@ -202,13 +206,34 @@ pub struct ShownDetail {
     pub notes: Vec<String>,
 }
 
+/// `message` without a leading repeat of the row's `label` (`INC-1042
+/// checkout latency: which service?`): the table shows both side by side,
+/// and at 80 columns the repeat would push the question out of sight.
+fn without_label<'a>(message: &'a str, label: &str) -> &'a str {
+    if label.is_empty() {
+        return message;
+    }
+    let Some(rest) = message.strip_prefix(label) else {
+        return message;
+    };
+    // Only a whole repeat followed by a separator, never a longer word.
+    let stripped = rest.trim_start_matches([':', ' ', '-', '—', '–', ',', ';']);
+    if stripped.len() == rest.len() || stripped.is_empty() {
+        return message;
+    }
+    stripped
+}
+
 impl ShownTask {
     /// What the table row of `task` shows.
     pub fn of(task: &Task) -> ShownTask {
+        let label = task.label().unwrap_or("");
+        let message = task.current_message().unwrap_or("");
         ShownTask {
             revision: task.revision,
-            label: shown(task.label().unwrap_or("")),
-            message: shown(task.current_message().unwrap_or("")),
+            label: shown(label),
+            message: shown(without_label(message, label)),
+            kind: shown(task.kind.as_deref().unwrap_or("")),
             detail: None,
         }
     }
@@ -235,6 +260,7 @@ impl ShownDetail {
             id: shown(&task.task_id),
             title: task.title.as_deref().map(shown_whole),
             key: task.idempotency_key.as_deref().map(shown_whole),
+            kind: task.kind.as_deref().map(shown_whole),
             message: task.status_message.as_deref().map(shown_whole),
             holder: task.claimed_by.as_deref().map(shown),
             schema: task.input_schema.as_ref().map(|s| {

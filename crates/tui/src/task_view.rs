@@ -116,7 +116,9 @@ pub fn document(
             prefix: format!("{:<KEY_W$} ", "stalled"),
             prefix_look: Look::Alert,
             text: format!(
-                "its lease lapsed {lapsed} ago and nobody has taken it over; {} reclaims it",
+                "its lease lapsed {lapsed} ago: a live worker resumes it ({} starts one \
+                 in the demo); {} fails it instead once idle past an age",
+                keys.first(Action::StartWorker),
                 keys.first(Action::Reclaim)
             ),
             look: Look::Alert,
@@ -126,6 +128,9 @@ pub fn document(
     out.push(DocLine::field("id", text.id.clone()));
     if let Some(t) = &text.title {
         out.push(DocLine::field("title", t.clone()));
+    }
+    if let Some(k) = &text.kind {
+        out.push(DocLine::field("kind", k.clone()));
     }
     if let Some(k) = &text.key {
         out.push(DocLine::field("key", k.clone()));

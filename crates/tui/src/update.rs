@@ -12,6 +12,7 @@ use tui_input::backend::crossterm::to_input_request;
 use tui_input::{Input, InputRequest};
 
 use crate::app::{App, DEFAULT_RECLAIM_AGE, Popup, Tone};
+use crate::errors::error_line;
 use crate::form::Form;
 use crate::keys::{Action, Key, Scope};
 use rudder_model::task::{Change, Status};
@@ -209,8 +210,25 @@ impl App {
         }
         match std::mem::take(&mut self.popup) {
             Popup::None => self.main_key(key),
-            // Any key closes help, as it says; q too, without quitting.
-            Popup::Help => Vec::new(),
+            // The scroll keys scroll it; any other key closes it, as it
+            // says (q too, without quitting).
+            Popup::Help { scroll, page } => {
+                let demo = self.worker.is_some();
+                let scroll = match self.keys.action(Scope::View, demo, Key::of(key)) {
+                    Some(Action::Down) => Some(scroll.saturating_add(1)),
+                    Some(Action::Up) => Some(scroll.saturating_sub(1)),
+                    Some(Action::PageDown) => Some(scroll.saturating_add(page.max(1))),
+                    Some(Action::PageUp) => Some(scroll.saturating_sub(page.max(1))),
+                    Some(Action::First) => Some(0),
+                    // Drawing clamps it to the last row.
+                    Some(Action::Last) => Some(usize::MAX),
+                    _ => None,
+                };
+                if let Some(scroll) = scroll {
+                    self.popup = Popup::Help { scroll, page };
+                }
+                Vec::new()
+            }
             Popup::Form(form) => self.form_key(form, key),
             Popup::View(view) => {
                 self.view_key(view, key);
@@ -354,7 +372,7 @@ impl App {
             Action::PageUp => self.select_row(self.cursor.saturating_sub(page)),
             Action::DetailDown => self.detail_scroll = self.detail_scroll.saturating_add(3),
             Action::DetailUp => self.detail_scroll = self.detail_scroll.saturating_sub(3),
-            Action::Help => self.popup = Popup::Help,
+            Action::Help => self.popup = Popup::Help { scroll: 0, page: 0 },
             Action::Input => self.open_form(true),
             Action::Open => {
                 if self
@@ -689,7 +707,7 @@ impl App {
                         } else {
                             "cancel failed"
                         };
-                        self.say(Tone::Error, format!("{what}: {}", sanitize(&e.to_string())))
+                        self.say(Tone::Error, format!("{what}: {}", error_line(&e)))
                     }
                 }
             }
@@ -720,7 +738,7 @@ impl App {
                     }
                     Err(e) => self.say(
                         Tone::Error,
-                        format!("reclaim preview failed: {}", sanitize(&e.to_string())),
+                        format!("reclaim preview failed: {}", error_line(&e)),
                     ),
                 }
             }
@@ -745,10 +763,7 @@ impl App {
                     }
                     self.popup = Popup::ReclaimDone { report };
                 }
-                Err(e) => self.say(
-                    Tone::Error,
-                    format!("reclaim refused: {}", sanitize(&e.to_string())),
-                ),
+                Err(e) => self.say(Tone::Error, format!("reclaim refused: {}", error_line(&e))),
             },
         }
     }
@@ -805,7 +820,7 @@ impl App {
                 self.say(Tone::Success, msg);
             }
             Err(e) => {
-                let text = sanitize(&e.to_string()).into_owned();
+                let text = error_line(&e);
                 self.say(Tone::Error, format!("input not sent: {text}"));
                 if let Some(mut form) = form {
                     // Keep the form and what was typed; say why at the right place.

@@ -145,6 +145,18 @@ pub struct FileMeta {
 }
 
 impl FileMeta {
+    /// What a new file in a directory with `dir`'s metadata gets: private to
+    /// the user creating it, in the directory's group when the directory is
+    /// set-group-ID (as the kernel gives it: a shared team directory), else
+    /// in the user's own group.
+    pub fn new_in(dir: Option<FileMeta>) -> Self {
+        let mut meta = FileMeta::private();
+        if let Some(dir) = dir.filter(|d| d.mode & 0o2000 != 0) {
+            meta.gid = dir.gid;
+        }
+        meta
+    }
+
     /// What a new store gets: private to the user creating it.
     pub fn private() -> Self {
         // SAFETY: geteuid and getegid cannot fail and touch no memory.
@@ -219,6 +231,14 @@ pub trait Fs: Send + Sync {
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// The paths of the entries of `dir`.
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<std::path::PathBuf>>;
+    /// Whether a temp file in `dir` could be renamed over `store` and
+    /// removed again, asked before one is written: an error (kind
+    /// `PermissionDenied`) saying why not, for a directory or store that
+    /// the file system refuses to change (append-only, immutable), where a
+    /// temp file once created could never be removed.
+    fn check_replaceable(&self, _dir: &Path, _store: &Path) -> io::Result<()> {
+        Ok(())
+    }
     /// Take the exclusive lock on the sidecar lock file `path` (created with
     /// the owner, group and mode of the store at `store`, or private when
     /// there is none yet; never deleted), waiting at most `timeout`. The lock

@@ -242,6 +242,33 @@ impl Fs for RealFs {
         }
     }
 
+    fn check_replaceable(&self, dir: &Path, store: &Path) -> io::Result<()> {
+        for (path, what) in [(dir, "the store's directory"), (store, "the store")] {
+            let flags = match inode_flags(path) {
+                Ok(flags) => flags,
+                // No such file (a new store), or a file system without
+                // these flags: nothing refuses the rename in advance.
+                Err(_) => continue,
+            };
+            let kind = if flags & FS_IMMUTABLE_FL != 0 {
+                "immutable"
+            } else if flags & FS_APPEND_FL != 0 {
+                "append-only"
+            } else {
+                continue;
+            };
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{what} is {kind} (`lsattr -d` shows it), so no write can replace \
+                     the store; `chattr -{}` it (as root) to write again",
+                    if kind == "immutable" { 'i' } else { 'a' }
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
         fs::read_dir(dir)?
             .map(|entry| entry.map(|e| e.path()))
@@ -253,7 +280,10 @@ impl Fs for RealFs {
         let meta = self
             .meta(store)
             .map_err(LockFailure::Io)?
-            .unwrap_or_else(FileMeta::private);
+            .unwrap_or_else(|| {
+                let dir = path.parent().and_then(|d| self.meta(d).ok().flatten());
+                FileMeta::new_in(dir)
+            });
         let meta = &meta;
         loop {
             // The lock file can vanish between our calls (a cleanup
@@ -275,6 +305,7 @@ impl Fs for RealFs {
                 dir: None,
                 writable,
                 recorded: None,
+                also: std::sync::Mutex::default(),
             };
             if !lock.names_locked_file().map_err(LockFailure::Io)? {
                 continue;
@@ -321,6 +352,9 @@ struct RealLock {
     writable: bool,
     /// What the lock file recorded when we took the lock.
     recorded: Option<Identity>,
+    /// Lock files that took the place of ours while we held it, locked too
+    /// (see [`HeldLock::still_held`]).
+    also: std::sync::Mutex<Vec<File>>,
 }
 
 impl RealLock {
@@ -350,12 +384,38 @@ fn recorded_identity(file: &File) -> Option<Identity> {
 
 impl HeldLock for RealLock {
     fn still_held(&self) -> io::Result<bool> {
-        // The directory lock keeps every other writer out even after the
-        // lock file was deleted; without it, only the lock file counts.
-        if self.dir.is_some() {
+        if self.names_locked_file()? {
             return Ok(true);
         }
-        self.names_locked_file()
+        // The lock file was deleted (or replaced) under us. Without the
+        // directory lock, another writer may be in: start over.
+        if self.dir.is_none() {
+            return Ok(false);
+        }
+        // With it, every rudder writer is kept out, but a program following
+        // the protocol with `flock` on the lock file alone may hold the file
+        // that now stands at the path: then start over and wait for it;
+        // else lock that file too (kept until we are done).
+        let file = match OpenOptions::new()
+            .read(true)
+            .custom_flags(OPEN_FLAGS | libc::O_NOFOLLOW)
+            .open(&self.path)
+        {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+            Err(e) => return Err(e),
+        };
+        match file.try_lock() {
+            Ok(()) => {
+                self.also
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(file);
+                Ok(true)
+            }
+            Err(fs::TryLockError::WouldBlock) => Ok(false),
+            Err(fs::TryLockError::Error(e)) => Err(e),
+        }
     }
 
     fn recorded(&self) -> Option<Identity> {
@@ -427,10 +487,19 @@ fn open_lock_file(path: &Path, meta: &FileMeta) -> io::Result<Option<(File, bool
         return Ok(None);
     }
     check_lock_file(&m)?;
-    // A lock file left by an older rudder (always 0600) follows the store's
-    // mode, so that a group sharing the store can take the lock too.
-    if m.uid() == FileMeta::private().uid && m.permissions().mode() & 0o7777 != meta.mode {
-        let _ = file.set_permissions(fs::Permissions::from_mode(meta.mode));
+    // A lock file made before the store was shared (`chmod 660`, `chgrp
+    // team` on the store after its first write) follows the store's mode
+    // and group, so that the group sharing the store can take the lock
+    // too. Only its owner (or root) may change them; best effort.
+    let me = FileMeta::private().uid;
+    if (m.uid() == me || me == 0)
+        && (m.permissions().mode() & 0o7777 != meta.mode || m.gid() != meta.gid)
+    {
+        let mine = FileMeta {
+            uid: m.uid(),
+            ..*meta
+        };
+        let _ = take_owner_and_mode(&file, &mine);
     }
     Ok(Some((file, writable)))
 }
@@ -496,6 +565,26 @@ fn take_owner_and_mode(file: &File, meta: &FileMeta) -> io::Result<()> {
     }
     // After fchown, which clears set-id bits.
     file.set_permissions(fs::Permissions::from_mode(meta.mode))
+}
+
+/// The inode flags `chattr` sets (`linux/fs.h`).
+const FS_IMMUTABLE_FL: libc::c_int = 0x10;
+const FS_APPEND_FL: libc::c_int = 0x20;
+
+/// `FS_IOC_GETFLAGS` of `path` (Linux; an error elsewhere or where the file
+/// system has no such flags).
+fn inode_flags(path: &Path) -> io::Result<libc::c_int> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(OPEN_FLAGS)
+        .open(path)?;
+    let mut flags: libc::c_int = 0;
+    // SAFETY: the ioctl writes one int into `flags`, which outlives the call.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(flags)
 }
 
 fn not_regular(m: &fs::Metadata, what: &str) -> io::Error {

@@ -63,6 +63,9 @@ struct State {
     /// What each lock file holds (not a simulated file: only the lock
     /// holder reads and writes it, and the lock takes no call to fail).
     lock_notes: BTreeMap<PathBuf, String>,
+    /// Directories made append-only (`chattr +a`): entries may be created
+    /// in them, never renamed or removed.
+    append_only: std::collections::BTreeSet<PathBuf>,
 }
 
 impl State {
@@ -155,6 +158,11 @@ impl SimFs {
         self.state()
             .lock_notes
             .insert(path.to_path_buf(), text.to_string());
+    }
+
+    /// Make `dir` append-only, as `chattr +a` does.
+    pub fn make_append_only(&self, dir: &Path) {
+        self.state().append_only.insert(dir.to_path_buf());
     }
 
     /// Every call so far.
@@ -334,6 +342,9 @@ impl Fs for SimFs {
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut s = self.enter(FsCall::Rename(from.to_path_buf(), to.to_path_buf()))?;
+        if s.append_only.contains(parent(from)) || s.append_only.contains(parent(to)) {
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
         let ino = s
             .names
             .remove(from)
@@ -365,10 +376,23 @@ impl Fs for SimFs {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         let mut s = self.enter(FsCall::Remove(path.to_path_buf()))?;
+        if s.append_only.contains(parent(path)) {
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
         s.names
             .remove(path)
             .map(|_| ())
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    }
+
+    fn check_replaceable(&self, dir: &Path, _store: &Path) -> io::Result<()> {
+        match self.state().append_only.contains(dir) {
+            true => Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "the store's directory is append-only",
+            )),
+            false => Ok(()),
+        }
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {

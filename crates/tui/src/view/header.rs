@@ -95,14 +95,20 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     // Where the stalled count goes, and its hint, which gives way when the
     // line would not fit (the detail and the task view say it too).
     let stalled_at = second.len();
+    // Nobody works on these though they say working (before anyone has,
+    // they look like any other): say what resumes them. In the demo with
+    // its worker running they only wait for one of its slots.
+    let (stalled_sym, stalled_word) = if app.worker_will_resume() {
+        ("◷", "queued")
+    } else {
+        ("⚠", "stalled")
+    };
     if app.stalled > 0 {
-        // Nobody works on these though they say working: a person should
-        // reclaim them (before anyone has, they look like any other).
         second.push(Span::styled(
             format!(
-                "⚠ {} stalled ({} reclaims)",
+                "{stalled_sym} {} {stalled_word} ({})",
                 app.stalled,
-                app.keys.first(crate::keys::Action::Reclaim)
+                app.resumes_stalled(false)
             ),
             theme.stalled(),
         ));
@@ -127,8 +133,22 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         watch,
         if error { theme.error() } else { theme.title() },
     ));
+    // Too long: the short hint, then none.
     if app.stalled > 0 && second.iter().map(Span::width).sum::<usize>() > width {
-        second[stalled_at] = Span::styled(format!("⚠ {} stalled", app.stalled), theme.stalled());
+        second[stalled_at] = Span::styled(
+            format!(
+                "{stalled_sym} {} {stalled_word} ({})",
+                app.stalled,
+                app.resumes_stalled(true)
+            ),
+            theme.stalled(),
+        );
+    }
+    if app.stalled > 0 && second.iter().map(Span::width).sum::<usize>() > width {
+        second[stalled_at] = Span::styled(
+            format!("{stalled_sym} {} {stalled_word}", app.stalled),
+            theme.stalled(),
+        );
     }
     frame.render_widget(
         Paragraph::new(vec![Line::from(first), Line::from(second)]),

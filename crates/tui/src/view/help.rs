@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
 use super::{Theme, centered, clear};
-use crate::app::App;
+use crate::app::{App, Popup};
 use crate::keys::Scope;
 use rudder_model::text::clean;
 
@@ -40,6 +40,26 @@ fn entries(app: &App) -> Vec<Entry> {
         out.push(Entry::Heading(scope.label().to_string()));
         for (keys, what) in app.keys.help_lines(scope) {
             out.push(Entry::Key(keys, what));
+        }
+        if scope == Scope::List {
+            // What the header's `⚠ N stalled` asks of a person: R is not it.
+            out.push(Entry::Key(
+                "⚠ stalled".into(),
+                "lease ran out: a live worker resumes it".into(),
+            ));
+            if app.worker.is_some() {
+                out.push(Entry::Key(
+                    "◷ queued".into(),
+                    "the worker is busy: waits for a slot".into(),
+                ));
+            }
+            out.push(Entry::Key(
+                String::new(),
+                format!(
+                    "{} fails tasks idle past an age",
+                    app.keys.first(crate::keys::Action::Reclaim)
+                ),
+            ));
         }
         if scope == Scope::Form {
             out.push(Entry::Key(
@@ -100,7 +120,7 @@ fn wrap_notes(entries: Vec<Entry>, width: usize) -> Vec<Entry> {
     out
 }
 
-pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) {
     let entries = entries(app);
     let room = usize::from(area.height.saturating_sub(2)).max(1);
     let columns = if entries.len() > room && area.width >= 100 {
@@ -130,8 +150,18 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             .max(12)
             .min(col_w / 2)
     };
+    // Scrolled, at most to where the last row is at the bottom.
+    let top = per_col.saturating_sub(room);
+    let scroll = match &mut app.popup {
+        Popup::Help { scroll, page } => {
+            *scroll = (*scroll).min(top);
+            *page = room;
+            *scroll
+        }
+        _ => 0,
+    };
     let mut lines: Vec<Line> = Vec::new();
-    for row in 0..per_col.min(room) {
+    for row in scroll..per_col.min(scroll + room) {
         let mut spans: Vec<Span> = Vec::new();
         for c in 0..columns {
             let Some(e) = entries.get(c * per_col + row) else {
@@ -146,13 +176,22 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         }
         lines.push(Line::from(spans));
     }
-    let cut = per_col > room;
     let rect = centered(area, width, (lines.len() as u16).saturating_add(2));
     clear(frame, rect);
-    let bottom = if cut {
-        " more keys in the README · any key closes "
+    // Where the view is, and how to move it, when it does not all fit.
+    let bottom = if per_col > room {
+        let more = match (scroll > 0, scroll < top) {
+            (true, true) => "↑↓ more",
+            (false, _) => "↓ more",
+            (true, false) => "↑ more",
+        };
+        format!(
+            " {more}: j/k, PgUp/PgDn scroll · rows {}–{} of {per_col} · other keys close ",
+            scroll + 1,
+            (scroll + room).min(per_col)
+        )
     } else {
-        " any key closes "
+        " any key closes ".to_string()
     };
     frame.render_widget(
         Paragraph::new(lines).block(

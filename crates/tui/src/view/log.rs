@@ -50,10 +50,10 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
                 (head, used)
             };
             let room = width.saturating_sub(used + 1);
-            let label = if room >= 6 {
-                format!(" {}", rudder_model::text::truncate_words(&e.label, room))
-            } else {
-                String::new()
+            // At a word only: `INC-1…` names no incident.
+            let label = match rudder_model::text::truncate_at_word(&e.label, room) {
+                cut if cut.is_empty() => String::new(),
+                cut => format!(" {cut}"),
             };
             Line::from(vec![
                 Span::styled(head, theme.dim()),

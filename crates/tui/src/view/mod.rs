@@ -69,9 +69,11 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: &Theme) {
     log::draw(frame, log_area, app, theme);
     status_line(frame, status, app, theme);
 
+    if matches!(app.popup, Popup::Help { .. }) {
+        help::draw(frame, area, app, theme);
+    }
     match &app.popup {
-        Popup::None => {}
-        Popup::Help => help::draw(frame, area, app, theme),
+        Popup::None | Popup::Help { .. } => {}
         Popup::Form(f) => form::draw(frame, area, f, &app.keys, theme),
         Popup::ConfirmCancel { label, .. } => confirm::draw(frame, area, label, theme),
         Popup::View(_) => {}
