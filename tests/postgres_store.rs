@@ -1253,8 +1253,11 @@ fn a_version_2_store_is_read_and_then_migrated_by_the_first_write() {
     let mut admin = postgres::Client::connect(u.secret_text(), postgres::NoTls).expect("connect");
     admin
         .batch_execute(
+            // A store of version 2 had neither the text index nor kinds.
             "DROP INDEX rudder_tasks_by_text; \
              ALTER TABLE rudder_tasks DROP COLUMN status_message; \
+             DROP INDEX rudder_tasks_by_status_kind; \
+             ALTER TABLE rudder_tasks DROP COLUMN kind; \
              UPDATE rudder_schema SET version = 2",
         )
         .unwrap();
