@@ -10,8 +10,8 @@ use super::{CliError, store_path};
 use crate::duration::parse_duration;
 use crate::schema;
 use crate::store::{MAX_STORE_BYTES, NewTask, Outcome, Store, human_bytes};
-use crate::task::{Actor, Status, Task};
-use crate::watch::{ChangeFeed, FeedEvent, FeedOptions, Unavailable};
+use crate::task::{Actor, Task};
+use crate::worker::{Until, WaitError, WaitNote};
 
 /// Run one scriptable command; returns the process exit code. Errors are
 /// printed here: as one JSON object on stdout with `--json`, else on stderr.
@@ -376,7 +376,10 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                 path,
                 &a.id,
                 timeout,
-                a.until == WaitUntil::Terminal,
+                match a.until {
+                    WaitUntil::Terminal => Until::Terminal,
+                    WaitUntil::Settled => Until::Settled,
+                },
                 !a.output.json,
             )?;
             print_answer(a.output.json, &task, || {
@@ -558,142 +561,52 @@ fn migrate(store: &Store, json: bool) -> Result<(), CliError> {
     })
 }
 
-/// Whether `wait` is done with `task`: finished, or (unless it waits
-/// until the end) waiting for input.
-fn settled(task: &Task, until_terminal: bool) -> bool {
-    task.status.is_terminal() || !until_terminal && task.status == Status::InputRequired
-}
-
-/// Block until the task is terminal or waits for input, using the change
-/// feed. With `announce`, says on stderr what it waits for once it has read
-/// the task (a person sees that it waits; a test sees that it has begun).
+/// Block until the task is terminal or waits for input ([`Store::wait`]).
+/// With `announce`, says on stderr what it waits for once it has read the
+/// task (a person sees that it waits; a test sees that it has begun), and
+/// when the store's server cannot be reached.
 ///
 /// - The store turning unreadable or corrupt ends the wait at once (exit 6)
 ///   with the store's own error, once a second read confirms it.
 /// - The task vanishing (pruned, or the store deleted) after it was seen
 ///   unfinished is [`CliError::Vanished`] (exit 3), which says how it was
-///   last seen: its outcome is unknown. A task seen finished is reported as
-///   finished at once, so a prune afterwards cannot change the answer.
+///   last seen: its outcome is unknown.
 fn wait(
     path: &Path,
     id: &str,
     timeout: Option<Duration>,
-    until_terminal: bool,
+    until: Until,
     announce: bool,
 ) -> Result<Task, CliError> {
-    // Resolve the prefix once, so that a later task with the same prefix
-    // cannot make the wait ambiguous.
     let store = Store::open(path);
-    let task = store.get(id)?;
-    if settled(&task, until_terminal) {
-        return Ok(task);
-    }
-    let full_id = task.task_id.clone();
-    if announce {
-        output::note(&format!(
-            "rudder: waiting for task {} ({}, revision {})",
-            output::sanitize_line(&full_id),
-            task.status,
-            task.revision
-        ));
-    }
-    let mut last = task;
-    let vanished = |last: &Task, store_gone: bool| CliError::Vanished {
-        last: Box::new(last.clone()),
-        path: path.to_path_buf(),
-        store_gone,
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(anyhow::Error::from)?;
-    runtime.block_on(async {
-        // The feed of this one task: a JSON file written by rudder is
-        // searched for its key line, a database's changes are filtered.
-        let options = FeedOptions {
-            task: Some(full_id.clone()),
-            ..FeedOptions::default()
-        };
-        let mut feed = ChangeFeed::start(path, options);
-        let watch = async {
-            let mut said_unreachable = false;
-            while let Some(event) = feed.next().await {
-                // A database restarting under a deploy is waited out (the
-                // timeout still bounds it), said once per outage.
-                let mut still_waiting = |message: &str| {
-                    if announce && !said_unreachable {
-                        output::note(&format!(
-                            "rudder: {}; still waiting",
-                            output::sanitize_line(message)
-                        ));
-                    }
-                    said_unreachable = true;
-                };
-                match event {
-                    FeedEvent::Unavailable(Unavailable::Missing) => {
-                        return Err(vanished(&last, true));
-                    }
-                    // The feed resets when the server is back, and the task
-                    // is read again then.
-                    FeedEvent::Unavailable(Unavailable::Unreachable { message }) => {
-                        still_waiting(&message);
-                        continue;
-                    }
-                    FeedEvent::Changes(changes) => {
-                        let Some(change) = changes.last() else {
-                            continue;
-                        };
-                        if change.to.is_none() {
-                            return Err(vanished(&last, false));
-                        }
-                        if change.revision == last.revision && change.to == Some(last.status) {
-                            continue;
-                        }
-                    }
-                    // Read the task: after a reset anything may have
-                    // changed. Writers rename whole files into place, so
-                    // an unreadable store is not a torn write: read again
-                    // for the store's own error (file, line, column), and
-                    // stop unless it was mended.
-                    FeedEvent::Reset(_)
-                    | FeedEvent::Unavailable(Unavailable::Unreadable { .. }) => {}
-                }
-                // The server may go between the feed's event and this read
-                // (the feed has not noticed yet): read again until it is
-                // back, rather than miss the change the event announced.
-                let read = loop {
-                    match store.get(&full_id) {
-                        Err(e) if e.is_unreachable() => {
-                            still_waiting(&e.to_string());
-                            tokio::time::sleep(Duration::from_millis(500)).await;
-                        }
-                        read => break read,
-                    }
-                };
-                if read.is_ok() {
-                    said_unreachable = false;
-                }
-                match read {
-                    Ok(t) if settled(&t, until_terminal) => return Ok(t),
-                    Ok(t) => last = t,
-                    Err(crate::store::StoreError::UnknownTask { .. }) => {
-                        use crate::store::Backend;
-                        let gone = !store.backend().exists().unwrap_or(true);
-                        return Err(vanished(&last, gone));
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            Err(CliError::Other(anyhow::anyhow!("the change feed stopped")))
-        };
-        match timeout {
-            Some(t) => tokio::time::timeout(t, watch).await.unwrap_or_else(|_| {
-                Err(CliError::Timeout(
-                    humantime::format_duration(t).to_string(),
-                    full_id.clone(),
-                ))
-            }),
-            None => watch.await,
+    let mut note = |note: WaitNote| {
+        if !announce {
+            return;
         }
-    })
+        output::note(&match note {
+            WaitNote::Waiting(task) => format!(
+                "rudder: waiting for task {} ({}, revision {})",
+                output::sanitize_line(&task.task_id),
+                task.status,
+                task.revision
+            ),
+            WaitNote::StillWaiting(message) => {
+                format!("rudder: {}; still waiting", output::sanitize_line(&message))
+            }
+        });
+    };
+    store
+        .wait_noting(id, until, timeout, &mut note)
+        .map_err(|e| match e {
+            WaitError::Store(e) => CliError::Store(e),
+            WaitError::TimedOut { after, id } => {
+                CliError::Timeout(humantime::format_duration(after).to_string(), id)
+            }
+            WaitError::Vanished { last, store_gone } => CliError::Vanished {
+                last,
+                path: path.to_path_buf(),
+                store_gone,
+            },
+            WaitError::FeedStopped => CliError::Other(anyhow::anyhow!("the change feed stopped")),
+        })
 }
