@@ -76,6 +76,7 @@ pub fn writes(command: &Command) -> Option<&'static str> {
         Command::Heartbeat(_) => "heartbeat",
         Command::Complete(_) => "complete",
         Command::Fail(_) => "fail",
+        Command::Claim(_) => "claim",
         Command::Cancel(_) => "cancel",
         Command::Reclaim(a) if !a.dry_run => "reclaim",
         Command::Prune(_) => "prune",
@@ -104,6 +105,7 @@ pub fn wants_json(command: &Command) -> bool {
         Command::Heartbeat(a) => a.output.json,
         Command::Complete(a) => a.output.json,
         Command::Fail(a) => a.output.json,
+        Command::Claim(a) => a.output.json,
         Command::Cancel(a) => a.output.json,
         Command::Reclaim(a) => a.output.json,
         Command::Prune(a) => a.output.json,
@@ -309,11 +311,14 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
         }
         Command::RequestInput(a) => {
             let schema = json_arg("--schema", &a.schema)?;
-            let outcome = store.request_input(&a.id, schema, a.message, Actor::Anyone)?;
+            let holder = holder_arg(a.holder.as_deref())?;
+            let outcome = store.request_input(&a.id, schema, a.message, actor(&holder, None))?;
             print_outcome(&outcome, "input requested", a.output.json)?;
         }
         Command::Heartbeat(a) => {
-            let outcome = store.heartbeat(&a.id, a.message, None, Actor::Anyone)?;
+            let holder = holder_arg(a.holder.as_deref())?;
+            let lease = duration_arg("--lease", &a.lease)?;
+            let outcome = store.heartbeat(&a.id, a.message, None, actor(&holder, Some(lease)))?;
             print_outcome(&outcome, "heartbeat recorded", a.output.json)?;
         }
         Command::Complete(a) => {
@@ -321,11 +326,13 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                 Some(r) => json_arg("--result", r)?,
                 None => Value::Null,
             };
-            let outcome = store.complete(&a.id, result, Actor::Anyone)?;
+            let holder = holder_arg(a.holder.as_deref())?;
+            let outcome = store.complete(&a.id, result, actor(&holder, None))?;
             print_outcome(&outcome, "completed", a.output.json)?;
         }
         Command::Fail(a) => {
-            let outcome = store.fail(&a.id, &a.error, Actor::Anyone)?;
+            let holder = holder_arg(a.holder.as_deref())?;
+            let outcome = store.fail(&a.id, &a.error, actor(&holder, None))?;
             print_outcome(&outcome, "failed", a.output.json)?;
         }
         Command::Cancel(a) => {
@@ -366,6 +373,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                 },
             )?;
         }
+        Command::Claim(a) => claim(&store, a)?,
         Command::Wait(a) => {
             let timeout = a
                 .timeout
@@ -401,6 +409,93 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
         }
     }
     Ok(0)
+}
+
+/// `--holder`, checked: no empty holder, no control characters.
+fn holder_arg(holder: Option<&str>) -> Result<Option<String>, CliError> {
+    holder
+        .map(|h| {
+            crate::worker::check_name("holder", h)
+                .map(|()| h.to_string())
+                .map_err(|e| CliError::usage("--holder", format!("--holder: {e}")))
+        })
+        .transpose()
+}
+
+/// Who writes: the lease holder given with `--holder` (its lease renewed
+/// for `lease`), else anyone.
+fn actor(holder: &Option<String>, lease: Option<Duration>) -> Actor<'_> {
+    match holder {
+        Some(holder) => Actor::Worker {
+            holder,
+            // A write that ends the lease (complete, fail, request-input)
+            // renews nothing.
+            lease: lease.unwrap_or(Duration::ZERO),
+        },
+        None => Actor::Anyone,
+    }
+}
+
+/// `rudder claim`: claim the next task as a shell worker, on the worker
+/// API ([`crate::worker`]), and print it with its holder. The lease is
+/// left to the script, which renews it with `heartbeat --holder`.
+fn claim(store: &Store, a: ClaimArgs) -> Result<(), CliError> {
+    let lease = duration_arg("--lease", &a.lease)?;
+    if lease.is_zero() {
+        return Err(CliError::usage(
+            "--lease",
+            "--lease: a lease must be longer than 0s",
+        ));
+    }
+    let wait = a
+        .wait
+        .as_deref()
+        .map(|w| duration_arg("--wait", w))
+        .transpose()?;
+    let config =
+        |flag: &str, e: crate::worker::ConfigError| CliError::usage(flag, format!("{flag}: {e}"));
+    for kind in &a.kinds {
+        crate::worker::check_name("kind", kind).map_err(|e| config("--kind", e))?;
+    }
+    let mut builder = store.worker("shell").lease(lease).kinds(a.kinds.clone());
+    if let Some(holder) = &a.holder {
+        crate::worker::check_name("holder", holder).map_err(|e| config("--holder", e))?;
+        builder = builder.holder(holder.clone());
+    }
+    let mut worker = builder.start().map_err(|e| match e {
+        crate::worker::StartError::Config(e) => config("--holder", e),
+        crate::worker::StartError::Url(e) => CliError::usage("--store", format!("--store: {e}")),
+        crate::worker::StartError::Runtime(e) => CliError::Other(e.into()),
+    })?;
+    let job = worker
+        .next(wait.unwrap_or(Duration::ZERO))
+        .map_err(|e| match e {
+            crate::worker::WorkError::Stop(stop) => CliError::Other(anyhow::anyhow!("{stop}")),
+            crate::worker::WorkError::Store(e) | crate::worker::WorkError::Rejected(e) => {
+                CliError::Store(e)
+            }
+        })?
+        .ok_or_else(|| CliError::NothingToClaim {
+            waited: a
+                .wait
+                .as_ref()
+                .map(|_| humantime::format_duration(wait.unwrap_or_default()).to_string()),
+        })?;
+    let holder = job.holder().to_string();
+    let task = job.detach();
+    let text = if a.output.json {
+        json!({ "holder": holder, "task": task }).to_string()
+    } else {
+        output::claim_line(&task, &holder)
+    };
+    output::emit_line(&text).map_err(|error| CliError::Output {
+        error,
+        done: Some(format!(
+            "the claim stands: task {} is held by {} until its lease lapses",
+            output::sanitize_line(&task.task_id),
+            output::sanitize_line(&holder)
+        )),
+    })
 }
 
 /// The terminal's width: `$COLUMNS` when it is a positive number, else what

@@ -229,7 +229,7 @@ impl AsyncJob {
 
     /// [`super::Job::hand_over`].
     pub async fn hand_over(
-        mut self,
+        &mut self,
         message: impl Into<String>,
         schema: Value,
     ) -> Result<Task, WorkError> {
@@ -254,14 +254,11 @@ impl AsyncJob {
             .await
     }
 
-    /// Give the lease back now and wait until it is given.
-    pub async fn release(self) {
-        let shared = Arc::clone(&self.shared);
-        let _ = blocking(&self.shared.store, move || {
-            shared.give_back();
-            Ok(())
-        })
-        .await;
+    /// [`super::Job::release`].
+    pub async fn release(&mut self) -> Result<Task, WorkError> {
+        let (id, holder) = (self.shared.id.clone(), self.shared.settings.holder.clone());
+        self.write(true, move |store, _| store.release(&id, &holder))
+            .await
     }
 }
 

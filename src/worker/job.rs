@@ -336,7 +336,7 @@ impl Job {
     /// by `schema`, and whichever worker is free claims it once it has the
     /// answer (this one included). The job is over.
     pub fn hand_over(
-        mut self,
+        &mut self,
         message: impl Into<String>,
         schema: Value,
     ) -> Result<Task, WorkError> {
@@ -367,10 +367,22 @@ impl Job {
         Ok(self.task.clone())
     }
 
-    /// Give the lease back now (as dropping the job does, but waiting for
-    /// it): another worker may claim the task at once.
-    pub fn release(self) {
-        // Drop does it.
+    /// Give the lease back now (as dropping the job does, but saying
+    /// whether it worked): another worker may claim the task at once. The
+    /// job is over.
+    pub fn release(&mut self) -> Result<Task, WorkError> {
+        let (id, holder) = (self.shared.id.clone(), self.shared.settings.holder.clone());
+        self.task = self.shared.finish(|store, _| store.release(&id, &holder))?;
+        Ok(self.task.clone())
+    }
+
+    /// Stop renewing the lease without giving it back, and hand the task
+    /// as claimed to whoever writes as this job's holder next (`rudder
+    /// claim` prints it for a shell worker). The lease lapses unless that
+    /// one renews it.
+    pub fn detach(self) -> Task {
+        self.shared.end();
+        self.task.clone()
     }
 }
 
