@@ -242,6 +242,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                     .transpose()?,
                 idempotency_key: a.key,
                 title: a.title,
+                kind: a.kind,
                 request: a
                     .request
                     .as_deref()
@@ -268,6 +269,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
             }
             let query = crate::store::PageQuery {
                 statuses: a.status,
+                kinds: a.kind,
                 sort: a.sort,
                 limit: a.limit,
                 after: a.after,
@@ -455,7 +457,12 @@ fn claim(store: &Store, a: ClaimArgs) -> Result<(), CliError> {
     let config =
         |flag: &str, e: crate::worker::ConfigError| CliError::usage(flag, format!("{flag}: {e}"));
     for kind in &a.kinds {
-        crate::worker::check_name("kind", kind).map_err(|e| config("--kind", e))?;
+        crate::task::check_kind(kind).map_err(|reason| {
+            CliError::usage(
+                "--kind",
+                format!("--kind: {kind:?} is not a kind: {reason}"),
+            )
+        })?;
     }
     let mut builder = store.worker("shell").lease(lease).kinds(a.kinds.clone());
     if let Some(holder) = &a.holder {
@@ -463,6 +470,9 @@ fn claim(store: &Store, a: ClaimArgs) -> Result<(), CliError> {
         builder = builder.holder(holder.clone());
     }
     let mut worker = builder.start().map_err(|e| match e {
+        crate::worker::StartError::Config(e @ crate::worker::ConfigError::Kind { .. }) => {
+            config("--kind", e)
+        }
         crate::worker::StartError::Config(e) => config("--holder", e),
         crate::worker::StartError::Url(e) => CliError::usage("--store", format!("--store: {e}")),
         crate::worker::StartError::Runtime(e) => CliError::Other(e.into()),

@@ -118,6 +118,7 @@ impl WorkError {
             | E::StaleRevision { .. }
             | E::RevisionExhausted { .. } => WorkError::Stop(stop(e)),
             E::TooDeep { .. }
+            | E::InvalidKind { .. }
             | E::ReservedKey { .. }
             | E::TooLarge { .. }
             | E::InvalidInput { .. }
@@ -162,6 +163,11 @@ pub enum ConfigError {
     Empty { what: &'static str },
     #[error("a worker's {what} must not hold control characters: {shown}")]
     Control { what: &'static str, shown: String },
+    #[error("{kind:?} is not a kind: {reason}")]
+    Kind {
+        kind: String,
+        reason: crate::task::KindError,
+    },
     #[error("a worker's renewal interval ({renew:?}) must be shorter than its lease ({lease:?})")]
     Renewal { renew: Duration, lease: Duration },
 }
@@ -317,7 +323,10 @@ impl WorkerBuilder {
         };
         check_name("holder", &holder)?;
         for kind in &self.kinds {
-            check_name("kind", kind)?;
+            crate::task::check_kind(kind).map_err(|reason| ConfigError::Kind {
+                kind: kind.clone(),
+                reason,
+            })?;
         }
         let renew = self.renew.unwrap_or(self.lease / 3);
         if renew >= self.lease {
@@ -403,12 +412,8 @@ impl Core {
 
     /// Claim the next task this worker takes, if any (a blocking call).
     pub fn claim(settings: &Settings, store: &Store) -> Result<Option<Task>, StoreError> {
-        let wanted = |s: &Summary<'_>| {
-            (settings.kinds.is_empty()
-                || kind_of(s).is_some_and(|k| settings.kinds.iter().any(|w| w == k)))
-                && settings.filter.as_ref().is_none_or(|f| f(s))
-        };
-        store.claim_next_where(&settings.holder, settings.lease, &wanted)
+        let wanted = |s: &Summary<'_>| settings.filter.as_ref().is_none_or(|f| f(s));
+        store.claim_next_where(&settings.holder, settings.lease, &settings.kinds, &wanted)
     }
 
     /// Turn a claim's answer into what `next` does with it.
@@ -440,11 +445,6 @@ impl Core {
     pub fn feed(&self) -> ChangeFeed {
         ChangeFeed::with_source(feed_source(&self.store, None), FeedOptions::default())
     }
-}
-
-/// The kind of the task a summary describes; none until tasks have kinds.
-fn kind_of<'a>(_summary: &Summary<'a>) -> Option<&'a str> {
-    None
 }
 
 /// A worker that works tasks from sync code: see the module docs.
