@@ -426,3 +426,41 @@ async fn the_async_form_claims_reports_asks_and_completes() {
     .expect("join");
     assert!(given_back.is_some(), "the lease is given back");
 }
+
+/// `next()` while the PostgreSQL server is down reports it once, then waits
+/// for it, and claims once it is back.
+#[test]
+fn next_reports_an_unreachable_store_and_recovers_when_it_is_back() {
+    if !common::pg::available() {
+        eprintln!("PostgreSQL is not installed: skipped");
+        return;
+    }
+    let cluster = common::pg::Cluster::start().expect("a cluster");
+    let url = cluster.url(&cluster.create_database());
+    let store = Store::connect(&url).expect("url");
+    let mut worker = store.worker("w").start().expect("start");
+    assert!(
+        worker
+            .next(Duration::from_millis(50))
+            .expect("next")
+            .is_none()
+    );
+    cluster.stop_immediate();
+    let e = worker.next(LONG).expect_err("the server is down");
+    assert!(
+        matches!(&e, WorkError::Store(s) if s.is_unreachable()),
+        "{e:?}"
+    );
+    // Said once: the next call waits quietly.
+    assert!(
+        worker
+            .next(Duration::from_millis(700))
+            .expect("quiet")
+            .is_none()
+    );
+    cluster.start_server().expect("restart");
+    let id = create(&Store::connect(&url).expect("url"), None);
+    let job = wait_for(LONG, || worker.next(Duration::from_secs(5)).ok().flatten())
+        .expect("claimed once the server is back");
+    assert_eq!(job.id(), id);
+}
