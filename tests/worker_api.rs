@@ -464,3 +464,33 @@ fn next_reports_an_unreachable_store_and_recovers_when_it_is_back() {
         .expect("claimed once the server is back");
     assert_eq!(job.id(), id);
 }
+
+/// The async form on PostgreSQL, whose client may not block on a runtime
+/// thread: every call goes through the worker's store threads.
+#[tokio::test(flavor = "current_thread")]
+async fn the_async_form_works_on_postgresql_from_a_single_threaded_runtime() {
+    if !common::pg::available() {
+        eprintln!("PostgreSQL is not installed: skipped");
+        return;
+    }
+    let url = tokio::task::spawn_blocking(|| {
+        let url = common::pg::store_url();
+        create(&Store::connect(&url).expect("url"), Some("pg"));
+        url
+    })
+    .await
+    .expect("setup");
+    let store = Store::connect(&url).expect("url");
+    let mut worker = store
+        .worker("a")
+        .kinds(["pg"])
+        .start_async()
+        .expect("start");
+    let mut job = worker.next(LONG).await.expect("next").expect("a job");
+    for step in 1..=3 {
+        job.progress(step, 3).await.expect("progress");
+    }
+    let done = job.complete(json!("ok")).await.expect("complete");
+    assert_eq!(done.status, Status::Completed);
+    assert_eq!(done.progress.map(|p| p.current), Some(3));
+}

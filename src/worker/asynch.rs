@@ -1,11 +1,13 @@
 //! The worker API for tokio code: [`AsyncWorker`], [`AsyncJob`],
 //! [`AsyncAnswer`]. The same calls as the sync form; each store call runs
-//! on tokio's blocking threads (`spawn_blocking`), never on the runtime's
-//! own, and waits are the change feed's async side.
+//! on a few store threads the worker keeps for its life (outside the
+//! runtime, where the PostgreSQL client may block without a thread of its
+//! own per call), never on the runtime's threads, and waits are the change
+//! feed's async side.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -17,19 +19,90 @@ use crate::store::{Outcome, Store, StoreError};
 use crate::task::{Actor, Progress, Task};
 use crate::watch::{ChangeFeed, FeedOptions};
 
-/// Run a blocking store call on tokio's blocking threads.
-async fn blocking<T: Send + 'static>(
-    store: &Arc<Store>,
-    f: impl FnOnce() -> Result<T, WorkError> + Send + 'static,
-) -> Result<T, WorkError> {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(done) => done,
-        // The call panicked, or the runtime is shutting down.
-        Err(e) => Err(WorkError::Store(StoreError::Database {
-            location: store.backend().store_location(),
-            action: "run a store call",
-            message: e.to_string(),
-        })),
+/// How many store threads an async worker keeps.
+const STORE_THREADS: usize = 4;
+
+type Call = Box<dyn FnOnce() + Send>;
+
+/// Long-lived threads outside any tokio runtime that run blocking store
+/// calls for an async worker and its jobs. They end when the last handle
+/// is dropped.
+pub(crate) struct Executor {
+    tx: Mutex<std::sync::mpsc::Sender<Call>>,
+}
+
+impl Executor {
+    fn new() -> Arc<Executor> {
+        let (tx, rx) = std::sync::mpsc::channel::<Call>();
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..STORE_THREADS {
+            let rx = Arc::clone(&rx);
+            // A thread that cannot start leaves the others to do the work.
+            let _ = std::thread::Builder::new()
+                .name(format!("rudder-store-{i}"))
+                .spawn(move || {
+                    loop {
+                        let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                        match next {
+                            // A call that panicked answers nobody (its
+                            // caller sees the reply dropped); the thread
+                            // goes on.
+                            Ok(call) => {
+                                drop(std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)))
+                            }
+                            Err(_) => return,
+                        }
+                    }
+                });
+        }
+        Arc::new(Executor { tx: Mutex::new(tx) })
+    }
+
+    /// Run `f` on a store thread without waiting for it.
+    fn spawn(&self, f: impl FnOnce() + Send + 'static) {
+        let _ = self
+            .tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(Box::new(f));
+    }
+
+    /// Run `f` on a store thread and wait for its answer.
+    async fn run<T: Send + 'static>(
+        &self,
+        store: &Store,
+        f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.await.unwrap_or_else(|_| {
+            Err(StoreError::Database {
+                location: store.backend().store_location(),
+                action: "run a store call",
+                message: "the call panicked".into(),
+            })
+        })
+    }
+
+    /// [`Executor::run`] for the job's own calls.
+    async fn work<T: Send + 'static>(
+        &self,
+        store: &Store,
+        f: impl FnOnce() -> Result<T, WorkError> + Send + 'static,
+    ) -> Result<T, WorkError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.await.unwrap_or_else(|_| {
+            Err(WorkError::Store(StoreError::Database {
+                location: store.backend().store_location(),
+                action: "run a store call",
+                message: "the call panicked".into(),
+            }))
+        })
     }
 }
 
@@ -38,11 +111,16 @@ async fn blocking<T: Send + 'static>(
 pub struct AsyncWorker {
     core: Core,
     feed: Option<ChangeFeed>,
+    calls: Arc<Executor>,
 }
 
 impl AsyncWorker {
     pub(crate) fn new(core: Core) -> AsyncWorker {
-        AsyncWorker { core, feed: None }
+        AsyncWorker {
+            core,
+            feed: None,
+            calls: Executor::new(),
+        }
     }
 
     /// The name the worker was given.
@@ -56,7 +134,7 @@ impl AsyncWorker {
     }
 
     /// The store it works on (its calls block: run them with
-    /// `spawn_blocking`).
+    /// `spawn_blocking`, or from sync code).
     pub fn store(&self) -> &Arc<Store> {
         &self.core.store
     }
@@ -73,18 +151,15 @@ impl AsyncWorker {
                 Arc::clone(&self.core.settings),
                 Arc::clone(&self.core.store),
             );
-            let got = tokio::task::spawn_blocking(move || Core::claim(&settings, &store)).await;
-            let got = got.unwrap_or_else(|e| {
-                Err(StoreError::Database {
-                    location: self.core.store.backend().store_location(),
-                    action: "claim a task",
-                    message: e.to_string(),
-                })
-            });
+            let got = self
+                .calls
+                .run(&self.core.store, move || Core::claim(&settings, &store))
+                .await;
             if let Look::Claimed(task) = self.core.looked(got)? {
                 return Ok(Some(AsyncJob::start(
                     Arc::clone(&self.core.settings),
                     Arc::clone(&self.core.store),
+                    Arc::clone(&self.calls),
                     *task,
                 )));
             }
@@ -105,18 +180,25 @@ impl AsyncWorker {
 }
 
 /// [`super::Job`] for tokio code: its lease is renewed by a tokio task
-/// while it is alive; dropping it gives the lease back (on a blocking
-/// thread, without waiting).
+/// while it is alive; dropping it gives the lease back (on a store thread,
+/// without waiting).
 pub struct AsyncJob {
     shared: Arc<Shared>,
     task: Task,
     renewer: tokio::task::JoinHandle<()>,
+    calls: Arc<Executor>,
 }
 
 impl AsyncJob {
-    fn start(settings: Arc<Settings>, store: Arc<Store>, task: Task) -> AsyncJob {
+    fn start(
+        settings: Arc<Settings>,
+        store: Arc<Store>,
+        calls: Arc<Executor>,
+        task: Task,
+    ) -> AsyncJob {
         let shared = Arc::new(Shared::new(settings, store, task.task_id.clone()));
         let renewing = Arc::clone(&shared);
+        let renew_calls = Arc::clone(&calls);
         let renewer = tokio::spawn(async move {
             while let Some(wait) = renewing.renew_in() {
                 tokio::select! {
@@ -126,7 +208,13 @@ impl AsyncJob {
                 if renewing.renew_in().is_some_and(|w| w.is_zero()) {
                     let shared = Arc::clone(&renewing);
                     // A failed renewal is recorded in the job's state.
-                    let _ = tokio::task::spawn_blocking(move || shared.renew()).await;
+                    let store = Arc::clone(&shared.store);
+                    let _ = renew_calls
+                        .work(&store, move || {
+                            shared.renew();
+                            Ok(())
+                        })
+                        .await;
                 }
             }
         });
@@ -134,6 +222,7 @@ impl AsyncJob {
             shared,
             task,
             renewer,
+            calls,
         }
     }
 
@@ -163,11 +252,13 @@ impl AsyncJob {
         f: impl FnOnce(&Store, Actor<'_>) -> Result<Outcome, StoreError> + Send + 'static,
     ) -> Result<Task, WorkError> {
         let shared = Arc::clone(&self.shared);
-        let task = blocking(&self.shared.store, move || match finish {
-            true => shared.finish(f),
-            false => shared.write(f),
-        })
-        .await?;
+        let task = self
+            .calls
+            .work(&self.shared.store, move || match finish {
+                true => shared.finish(f),
+                false => shared.write(f),
+            })
+            .await?;
         self.task = task.clone();
         Ok(task)
     }
@@ -266,11 +357,7 @@ impl Drop for AsyncJob {
     fn drop(&mut self) {
         self.renewer.abort();
         let shared = Arc::clone(&self.shared);
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn_blocking(move || shared.give_back())),
-            // Dropped outside a runtime: give it back here.
-            Err(_) => shared.give_back(),
-        }
+        self.calls.spawn(move || shared.give_back());
     }
 }
 
@@ -283,17 +370,15 @@ impl AsyncAnswer<'_> {
     /// [`super::Answer::wait`].
     pub async fn wait(&mut self, timeout: Option<Duration>) -> Result<Option<Value>, WorkError> {
         let shared = Arc::clone(&self.job.shared);
-        let read = |shared: Arc<Shared>| async move {
-            let store = Arc::clone(&shared.store);
-            tokio::task::spawn_blocking(move || store.get(&shared.id))
-                .await
-                .unwrap_or_else(|e| {
-                    Err(StoreError::Database {
-                        location: crate::store::Location::remote("the store"),
-                        action: "read the task",
-                        message: e.to_string(),
-                    })
-                })
+        let calls = Arc::clone(&self.job.calls);
+        let read = |shared: Arc<Shared>| {
+            let calls = Arc::clone(&calls);
+            async move {
+                let store = Arc::clone(&shared.store);
+                calls
+                    .run(&store, move || shared.store.get(&shared.id))
+                    .await
+            }
         };
         let waited = async {
             let task = read(Arc::clone(&shared)).await?;
@@ -325,7 +410,9 @@ impl AsyncAnswer<'_> {
         }
         .await;
         let after = Arc::clone(&shared);
-        let answered = blocking(&shared.store, move || after.after_wait(waited)).await?;
+        let answered = calls
+            .work(&shared.store, move || after.after_wait(waited))
+            .await?;
         match answered {
             Some((task, value)) => {
                 self.job.task = task;

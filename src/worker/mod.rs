@@ -13,8 +13,8 @@
 //! take ([`WorkError::Rejected`]), a bug of the caller's.
 //!
 //! [`AsyncWorker`] and [`AsyncJob`] are the same API for tokio code: store
-//! calls run on tokio's blocking threads, the wait is the feed's own async
-//! side.
+//! calls run on a few store threads outside the runtime, the wait is the
+//! feed's own async side.
 //!
 //! This module depends on the store, the task model and the feed only.
 
