@@ -5,7 +5,7 @@
 //!
 //! - `loop`: W workers (threads, each its own store connection, as W
 //!   processes) each running claim, three progress reports, complete until
-//!   no task is left, over 160 tasks; tasks per second, median of 5 runs,
+//!   no task is left, over 160 tasks; tasks per second, median of 3 runs,
 //!   once written with `Store::claim_next` / `heartbeat` / `complete` and
 //!   once with `store.worker(..)`, `next`, `Job::progress`, `Job::complete`;
 //! - `wake-up`: a worker blocked in `next()` until a task created on
@@ -26,7 +26,7 @@ use rudder::task::Progress;
 use rudder::{Actor, NewTask, Store};
 
 const TASKS: usize = 160;
-const RUNS: usize = 5;
+const RUNS: usize = 3;
 const WAKES: usize = 30;
 const LEASE: Duration = Duration::from_secs(60);
 
