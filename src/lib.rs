@@ -10,6 +10,8 @@
 //! - [`store`]: the store URL, the one policy and every backend
 //!   (`rudder-store`, over `rudder-core` and the backend crates);
 //! - [`watch`]: the change feed;
+//! - [`worker`]: the worker API (claim, renew, report, ask, finish), in
+//!   `rudder-store`;
 //! - [`tui`]: the live terminal UI (`rudder-tui`).
 //!
 //! Output goes through fallible writes ([`cli::output::emit`],
@@ -28,3 +30,4 @@ pub use task::{Actor, Change, Status, Task};
 pub mod cli;
 pub mod demo;
 pub use rudder_file::fuzzing;
+pub use rudder_store::worker;

@@ -145,6 +145,43 @@ fn every_command_prints_its_documented_shape_once() {
         (&e["error"], &e["field"], &e["kind"]),
         (&json!("invalid_kind"), &json!("kind"), &json!("two words"))
     );
+    // Shell workers: claim by kind, write as the holder; a stranger is
+    // refused, and nothing else is claimable.
+    let r = run(
+        p,
+        &["claim", "--kind", "diagnose", "--lease", "1h", "--json"],
+    );
+    let claimed = assert_shape(&r, "claim", 0, "claim --kind");
+    assert_eq!(claimed["task"]["task_id"], kinded["task_id"]);
+    let holder = claimed["holder"].as_str().unwrap().to_string();
+    assert_eq!(
+        claimed["task"]["claimed_by"].as_str(),
+        Some(holder.as_str())
+    );
+    let kid = kinded["task_id"].as_str().unwrap();
+    shape(
+        &[
+            "heartbeat",
+            kid,
+            "--holder",
+            &holder,
+            "--lease",
+            "1h",
+            "--json",
+        ],
+        "mutation",
+        0,
+    );
+    let r = run(p, &["heartbeat", kid, "--holder", "stranger", "--json"]);
+    assert_eq!(
+        assert_shape(&r, "error", 4, "heartbeat --holder stranger")["error"],
+        "lease_lost"
+    );
+    let r = run(p, &["claim", "--kind", "diagnose", "--json"]);
+    assert_eq!(
+        assert_shape(&r, "error", 10, "claim, nothing left")["error"],
+        "nothing_to_claim"
+    );
     // Finished, so that reclaim below has only the task it expects.
     let r = run(p, &["cancel", kinded["task_id"].as_str().unwrap()]);
     assert_eq!(r.code, 0, "{r:#?}");
@@ -659,6 +696,7 @@ fn writing_commands(path: &Path, id: &str, asking: &str, other: &Path) -> Vec<Ve
         s(&["heartbeat", id]),
         s(&["complete", id]),
         s(&["fail", id, "--error", "x"]),
+        s(&["claim"]),
         s(&["cancel", id]),
         s(&["reclaim", "--older-than", "0s"]),
         s(&["prune", "--older-than", "0s"]),

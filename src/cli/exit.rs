@@ -57,6 +57,8 @@ pub const EXIT_FAILED: i32 = 7;
 pub const EXIT_CANCELLED: i32 = 8;
 /// Exit code of `wait` when the task waits for input.
 pub const EXIT_INPUT_REQUIRED: i32 = 9;
+/// Exit code of `claim` when no task was claimable within `--wait`.
+pub const EXIT_NOTHING_TO_CLAIM: i32 = 10;
 /// Exit code when `wait` timed out.
 pub const EXIT_TIMEOUT: i32 = 124;
 /// Exit code of an internal failure that has no kind of its own.
@@ -109,6 +111,8 @@ error_kinds! {
     LockTimeout = "lock_timeout" => EXIT_STORE,
     /// The answer could not be written.
     Output = "output" => EXIT_STORE,
+    /// `claim`: no task was claimable within `--wait`.
+    NothingToClaim = "nothing_to_claim" => EXIT_NOTHING_TO_CLAIM,
     /// `wait` timed out.
     Timeout = "timeout" => EXIT_TIMEOUT,
     /// Anything else: an internal failure.
@@ -148,6 +152,7 @@ impl ErrorKind {
             CliError::Store(e) => ErrorKind::of_store(e),
             CliError::NoStore { .. } => ErrorKind::UnknownTask,
             CliError::Timeout(..) => ErrorKind::Timeout,
+            CliError::NothingToClaim { .. } => ErrorKind::NothingToClaim,
             CliError::Vanished { .. } => ErrorKind::Vanished,
             CliError::ReadOnly { .. } => ErrorKind::ReadOnly,
             CliError::Output { .. } => ErrorKind::Output,

@@ -17,8 +17,8 @@ use crate::task::Task;
 pub use output::OutputError;
 
 pub use exit::{
-    EXIT_CANCELLED, EXIT_FAILED, EXIT_INPUT_REQUIRED, EXIT_STORE, EXIT_TIMEOUT, EXIT_USAGE,
-    ErrorKind, wait_exit_code,
+    EXIT_CANCELLED, EXIT_FAILED, EXIT_INPUT_REQUIRED, EXIT_NOTHING_TO_CLAIM, EXIT_STORE,
+    EXIT_TIMEOUT, EXIT_USAGE, ErrorKind, wait_exit_code,
 };
 
 /// What a usage error is about.
@@ -58,6 +58,12 @@ pub enum CliError {
         id: String,
         /// The store as messages name it (password hidden).
         store: String,
+    },
+    /// `claim` found no claimable task within its `--wait`.
+    #[error("no task was claimable{}", waited.as_ref().map(|w| format!(" within {w}")).unwrap_or_default())]
+    NothingToClaim {
+        /// The `--wait` given, as a person reads it.
+        waited: Option<String>,
     },
     /// `wait` saw the task unfinished, then saw it gone from the store.
     #[error(

@@ -124,6 +124,25 @@ pub fn outcome_line(o: &Outcome, verb: &str) -> String {
     }
 }
 
+/// What `claim` prints for a person: the task and who holds it until when.
+pub fn claim_line(t: &Task, holder: &str) -> String {
+    let until = t
+        .lease_expires_at
+        .map(|at| {
+            format!(
+                " until {}",
+                at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "claimed: task {} (revision {}) is held by {}{until}",
+        sanitize(&t.task_id),
+        t.revision,
+        sanitize(holder)
+    )
+}
+
 /// The snapshot a refusal carries, in one line for stderr.
 pub fn current_state(t: &Task) -> String {
     let mut s = format!(

@@ -215,6 +215,11 @@ impl<B: Backend> Store<B> {
         (self.clock)()
     }
 
+    /// The store's clock (a worker opened on the store keeps it).
+    pub fn clock(&self) -> Clock {
+        Arc::clone(&self.clock)
+    }
+
     /// All tasks, in file order.
     pub fn load(&self) -> Result<TaskMap, StoreError> {
         self.backend.load()
@@ -523,6 +528,41 @@ impl<B: Backend> Store<B> {
             holder: holder.to_string(),
         };
         self.apply(id, &op, Actor::Anyone)
+    }
+
+    /// `request_input` by the worker `holder` that keeps its lease (renewed
+    /// for `lease`) while the task waits for input, so that the same worker
+    /// continues with the answer (the worker API's `ask`); a plain
+    /// `request_input` gives the lease back. If that worker dies, its lease
+    /// lapses and any worker claims the task once it has its answer.
+    pub fn request_input_holding(
+        &self,
+        id: &str,
+        schema: Value,
+        message: Option<String>,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<Outcome, StoreError> {
+        check_value("input_schema", &schema)?;
+        let op = Op::RequestInput { schema, message };
+        let actor = Actor::Worker { holder, lease };
+        self.transact(false, |tasks, now| {
+            let key = resolve_in(tasks, id)?;
+            let task = tasks.get_mut(&key)?.expect("resolved ids exist");
+            let change = machine::apply(task, &op, actor, now)
+                .map_err(|r| refusal_error(op.kind(), r, task))?;
+            if change == Change::Applied {
+                task.claimed_by = Some(holder.to_string());
+                task.lease_expires_at = Some(now + lease);
+            }
+            Ok((
+                Outcome {
+                    change,
+                    task: task.clone(),
+                },
+                change == Change::Applied,
+            ))
+        })
     }
 
     /// Claim the oldest working task of one of `kinds` (any task, with a

@@ -508,7 +508,7 @@ mod tests {
             Some((PathBuf::from("/u/c.pem"), PathBuf::from("/u/k.pem")))
         );
         // A certificate without its key is refused, saying so.
-        let err = PgUrl::parse("postgres://h/d?sslcert=/c.pem")
+        let err = check(&pg("postgres://h/d?sslcert=/c.pem"))
             .unwrap_err()
             .to_string();
         assert!(err.contains("needs its key"), "{err}");

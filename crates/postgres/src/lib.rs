@@ -111,6 +111,9 @@ pub(crate) enum Retry {
     No,
 }
 
+/// How long a read tries again while the server cannot be reached.
+const READ_PATIENCE: Duration = Duration::from_secs(2);
+
 impl PostgresBackend {
     /// The database at `url`. Nothing is connected yet. The lock timeout is
     /// `$RUDDER_LOCK_TIMEOUT` when set, else 30 s.
@@ -442,7 +445,10 @@ impl PostgresBackend {
         &self,
         f: &mut dyn FnMut(&PgTxn<'_>) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
-        let deadline = Instant::now() + self.lock_timeout;
+        // A read waits for a restarting server only briefly: the change
+        // feed and the TUI must say "unreachable" soon, and a reader can
+        // always read again (writes wait out the whole lock timeout).
+        let deadline = Instant::now() + self.lock_timeout.min(READ_PATIENCE);
         let mut tries = 0;
         loop {
             tries += 1;

@@ -70,6 +70,20 @@ impl AnyBackend {
         }
     }
 
+    /// The URL this backend was opened from (to open the same store
+    /// again), or why there is none.
+    pub fn url(&self) -> Result<StoreUrl, UrlError> {
+        match self {
+            #[cfg(feature = "file")]
+            AnyBackend::File(b) => Ok(StoreUrl::File(b.path().to_path_buf())),
+            #[cfg(feature = "sqlite")]
+            AnyBackend::Sqlite(b) => Ok(StoreUrl::Sqlite(b.path().to_path_buf())),
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(b) => Ok(StoreUrl::Postgres(b.url().clone())),
+            AnyBackend::Unsupported(e) => Err(e.clone()),
+        }
+    }
+
     /// The store as its errors name it (for a URL this build cannot open,
     /// the URL as given, password redacted).
     pub fn store_location(&self) -> Location {

@@ -21,10 +21,12 @@ mod any;
 #[cfg(all(feature = "file", feature = "sqlite", feature = "postgres"))]
 pub mod copy;
 pub mod watch;
+pub mod worker;
 
 pub use any::{AnyBackend, Open, parse_url};
 pub use rudder_core::*;
 pub use rudder_model::{duration, json, schema, task, text};
+pub use worker::{Until, Work};
 
 /// The task store over the backend a store URL names (the policy of
 /// `rudder_core::Store` over [`AnyBackend`]); [`Open`] opens one.
@@ -43,5 +45,6 @@ pub use rudder_sqlite::{self as sqlite, SqliteBackend};
 /// What a program that opens stores needs in scope.
 pub mod prelude {
     pub use crate::watch::Start as _;
-    pub use crate::{NewTask, Open, Store, StoreError};
+    pub use crate::worker::{Job, Stop, WorkError, Worker};
+    pub use crate::{NewTask, Open, Store, StoreError, Until, Work};
 }
