@@ -41,8 +41,10 @@ def _fresh_pg_database(base: str) -> str:
 
     name = f"py_{uuid.uuid4().hex[:12]}"
     subprocess.run(["psql", base, "-qc", f"CREATE DATABASE {name}"], check=True)
-    head, _, _ = base.rpartition("/")
-    return f"{head}/{name}"
+    # postgres://user@/postgres?host=...: the database is the path.
+    url, query = base.split("?", 1) if "?" in base else (base, "")
+    head, _, _ = url.rpartition("/")
+    return f"{head}/{name}" + (f"?{query}" if query else "")
 
 
 @pytest.fixture
