@@ -3,6 +3,7 @@
 //! - [`task`]: the task record and its state machine;
 //! - [`store`]: the store API and its JSON file backend (locking, atomic writes);
 //! - [`watch`]: the change feed that turns file changes into transitions;
+//! - [`worker`]: the worker API (claim, renew, report, ask, finish);
 //! - [`schema`]: input validation and typing by JSON Schema;
 //! - [`duration`]: durations as people write them (`90s`, `15m`, `2h`);
 //! - [`json`]: JSON that people give, read strictly.
@@ -27,3 +28,4 @@ pub mod fuzzing;
 pub mod text;
 pub mod tui;
 pub mod watch;
+pub mod worker;

@@ -55,6 +55,8 @@ pub enum Command {
     Reclaim(ReclaimArgs),
     /// Remove finished tasks past their ttl, or (without one) older than --older-than
     Prune(PruneArgs),
+    /// Claim the next working task no live lease holds, for a shell worker: prints it and its lease holder; exit 10 if nothing was claimable within --wait
+    Claim(ClaimArgs),
     /// Wait until a task is finished or waits for input (--until terminal: finished); exit 0 completed, 7 failed, 8 cancelled, 9 input required, 124 timed out
     Wait(WaitArgs),
     /// Copy every task of one store into another (e.g. a JSON file into SQLite)
@@ -129,6 +131,9 @@ pub struct CreateArgs {
     /// Short human label
     #[arg(long, value_name = "TEXT")]
     pub title: Option<String>,
+    /// What sort of work it is, e.g. diagnose: workers claim by kind (one word, at most 64 characters)
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
     /// What the task was asked to do (JSON or @FILE)
     #[arg(long, value_name = "JSON|@FILE")]
     pub request: Option<String>,
@@ -147,6 +152,9 @@ pub struct ListArgs {
     /// Only tasks with this status (repeatable)
     #[arg(long, value_name = "STATUS")]
     pub status: Vec<Status>,
+    /// Only tasks of this kind (repeatable)
+    #[arg(long, value_name = "KIND")]
+    pub kind: Vec<String>,
     /// Order: store (creation order, the default), updated (newest first), created, title or id
     #[arg(long, value_name = "ORDER", default_value = "store")]
     pub sort: crate::store::SortKey,
@@ -202,6 +210,9 @@ pub struct RequestInputArgs {
     /// The question, shown as the task's status message
     #[arg(long, value_name = "TEXT")]
     pub message: Option<String>,
+    /// Write as the worker holding the task's lease (from `rudder claim`): refused (exit 4) once another holder took the task over
+    #[arg(long, value_name = "HOLDER")]
+    pub holder: Option<String>,
     #[command(flatten)]
     pub output: Output,
 }
@@ -213,6 +224,17 @@ pub struct HeartbeatArgs {
     /// A new status message [default: keep the current one]
     #[arg(long, value_name = "TEXT")]
     pub message: Option<String>,
+    /// Write as the worker holding the task's lease (from `rudder claim`): refused (exit 4) once another holder took the task over
+    #[arg(long, value_name = "HOLDER")]
+    pub holder: Option<String>,
+    /// With --holder: renew the lease for this long, e.g. 30s
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "30s",
+        requires = "holder"
+    )]
+    pub lease: String,
     #[command(flatten)]
     pub output: Output,
 }
@@ -224,6 +246,9 @@ pub struct CompleteArgs {
     /// The result (JSON or @FILE) [default: null]
     #[arg(long, value_name = "JSON|@FILE")]
     pub result: Option<String>,
+    /// Write as the worker holding the task's lease (from `rudder claim`): refused (exit 4) once another holder took the task over
+    #[arg(long, value_name = "HOLDER")]
+    pub holder: Option<String>,
     #[command(flatten)]
     pub output: Output,
 }
@@ -235,6 +260,9 @@ pub struct FailArgs {
     /// What went wrong (stored as the error {"message": TEXT})
     #[arg(long, value_name = "TEXT")]
     pub error: String,
+    /// Write as the worker holding the task's lease (from `rudder claim`): refused (exit 4) once another holder took the task over
+    #[arg(long, value_name = "HOLDER")]
+    pub holder: Option<String>,
     #[command(flatten)]
     pub output: Output,
 }
@@ -279,6 +307,24 @@ pub struct CopyArgs {
     /// The store to copy into: empty, or holding an earlier copy of FROM
     #[arg(value_name = "TO")]
     pub to: PathBuf,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct ClaimArgs {
+    /// Only a task of this kind (repeat for several) [default: any kind]
+    #[arg(long = "kind", value_name = "KIND")]
+    pub kinds: Vec<String>,
+    /// How long the lease lasts unless renewed (`heartbeat --holder`), e.g. 5m
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub lease: String,
+    /// How long to wait for a claimable task, e.g. 30s [default: look once]
+    #[arg(long, value_name = "DURATION")]
+    pub wait: Option<String>,
+    /// The lease holder to record [default: shell# and 8 random hex digits]
+    #[arg(long, value_name = "HOLDER")]
+    pub holder: Option<String>,
     #[command(flatten)]
     pub output: Output,
 }

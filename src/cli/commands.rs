@@ -10,8 +10,8 @@ use super::{CliError, store_path};
 use crate::duration::parse_duration;
 use crate::schema;
 use crate::store::{MAX_STORE_BYTES, NewTask, Outcome, Store, human_bytes};
-use crate::task::{Actor, Status, Task};
-use crate::watch::{ChangeFeed, FeedEvent, FeedOptions, Unavailable};
+use crate::task::{Actor, Task};
+use crate::worker::{Until, WaitError, WaitNote};
 
 /// Run one scriptable command; returns the process exit code. Errors are
 /// printed here: as one JSON object on stdout with `--json`, else on stderr.
@@ -76,6 +76,7 @@ pub fn writes(command: &Command) -> Option<&'static str> {
         Command::Heartbeat(_) => "heartbeat",
         Command::Complete(_) => "complete",
         Command::Fail(_) => "fail",
+        Command::Claim(_) => "claim",
         Command::Cancel(_) => "cancel",
         Command::Reclaim(a) if !a.dry_run => "reclaim",
         Command::Prune(_) => "prune",
@@ -104,6 +105,7 @@ pub fn wants_json(command: &Command) -> bool {
         Command::Heartbeat(a) => a.output.json,
         Command::Complete(a) => a.output.json,
         Command::Fail(a) => a.output.json,
+        Command::Claim(a) => a.output.json,
         Command::Cancel(a) => a.output.json,
         Command::Reclaim(a) => a.output.json,
         Command::Prune(a) => a.output.json,
@@ -240,6 +242,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                     .transpose()?,
                 idempotency_key: a.key,
                 title: a.title,
+                kind: a.kind,
                 request: a
                     .request
                     .as_deref()
@@ -266,6 +269,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
             }
             let query = crate::store::PageQuery {
                 statuses: a.status,
+                kinds: a.kind,
                 sort: a.sort,
                 limit: a.limit,
                 after: a.after,
@@ -309,11 +313,14 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
         }
         Command::RequestInput(a) => {
             let schema = json_arg("--schema", &a.schema)?;
-            let outcome = store.request_input(&a.id, schema, a.message, Actor::Anyone)?;
+            let holder = holder_arg(a.holder.as_deref())?;
+            let outcome = store.request_input(&a.id, schema, a.message, actor(&holder, None))?;
             print_outcome(&outcome, "input requested", a.output.json)?;
         }
         Command::Heartbeat(a) => {
-            let outcome = store.heartbeat(&a.id, a.message, None, Actor::Anyone)?;
+            let holder = holder_arg(a.holder.as_deref())?;
+            let lease = duration_arg("--lease", &a.lease)?;
+            let outcome = store.heartbeat(&a.id, a.message, None, actor(&holder, Some(lease)))?;
             print_outcome(&outcome, "heartbeat recorded", a.output.json)?;
         }
         Command::Complete(a) => {
@@ -321,11 +328,13 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                 Some(r) => json_arg("--result", r)?,
                 None => Value::Null,
             };
-            let outcome = store.complete(&a.id, result, Actor::Anyone)?;
+            let holder = holder_arg(a.holder.as_deref())?;
+            let outcome = store.complete(&a.id, result, actor(&holder, None))?;
             print_outcome(&outcome, "completed", a.output.json)?;
         }
         Command::Fail(a) => {
-            let outcome = store.fail(&a.id, &a.error, Actor::Anyone)?;
+            let holder = holder_arg(a.holder.as_deref())?;
+            let outcome = store.fail(&a.id, &a.error, actor(&holder, None))?;
             print_outcome(&outcome, "failed", a.output.json)?;
         }
         Command::Cancel(a) => {
@@ -366,6 +375,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                 },
             )?;
         }
+        Command::Claim(a) => claim(&store, a)?,
         Command::Wait(a) => {
             let timeout = a
                 .timeout
@@ -376,7 +386,10 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                 path,
                 &a.id,
                 timeout,
-                a.until == WaitUntil::Terminal,
+                match a.until {
+                    WaitUntil::Terminal => Until::Terminal,
+                    WaitUntil::Settled => Until::Settled,
+                },
                 !a.output.json,
             )?;
             print_answer(a.output.json, &task, || {
@@ -398,6 +411,101 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
         }
     }
     Ok(0)
+}
+
+/// `--holder`, checked: no empty holder, no control characters.
+fn holder_arg(holder: Option<&str>) -> Result<Option<String>, CliError> {
+    holder
+        .map(|h| {
+            crate::worker::check_name("holder", h)
+                .map(|()| h.to_string())
+                .map_err(|e| CliError::usage("--holder", format!("--holder: {e}")))
+        })
+        .transpose()
+}
+
+/// Who writes: the lease holder given with `--holder` (its lease renewed
+/// for `lease`), else anyone.
+fn actor(holder: &Option<String>, lease: Option<Duration>) -> Actor<'_> {
+    match holder {
+        Some(holder) => Actor::Worker {
+            holder,
+            // A write that ends the lease (complete, fail, request-input)
+            // renews nothing.
+            lease: lease.unwrap_or(Duration::ZERO),
+        },
+        None => Actor::Anyone,
+    }
+}
+
+/// `rudder claim`: claim the next task as a shell worker, on the worker
+/// API ([`crate::worker`]), and print it with its holder. The lease is
+/// left to the script, which renews it with `heartbeat --holder`.
+fn claim(store: &Store, a: ClaimArgs) -> Result<(), CliError> {
+    let lease = duration_arg("--lease", &a.lease)?;
+    if lease.is_zero() {
+        return Err(CliError::usage(
+            "--lease",
+            "--lease: a lease must be longer than 0s",
+        ));
+    }
+    let wait = a
+        .wait
+        .as_deref()
+        .map(|w| duration_arg("--wait", w))
+        .transpose()?;
+    let config =
+        |flag: &str, e: crate::worker::ConfigError| CliError::usage(flag, format!("{flag}: {e}"));
+    for kind in &a.kinds {
+        crate::task::check_kind(kind).map_err(|reason| {
+            CliError::usage(
+                "--kind",
+                format!("--kind: {kind:?} is not a kind: {reason}"),
+            )
+        })?;
+    }
+    let mut builder = store.worker("shell").lease(lease).kinds(a.kinds.clone());
+    if let Some(holder) = &a.holder {
+        crate::worker::check_name("holder", holder).map_err(|e| config("--holder", e))?;
+        builder = builder.holder(holder.clone());
+    }
+    let mut worker = builder.start().map_err(|e| match e {
+        crate::worker::StartError::Config(e @ crate::worker::ConfigError::Kind { .. }) => {
+            config("--kind", e)
+        }
+        crate::worker::StartError::Config(e) => config("--holder", e),
+        crate::worker::StartError::Url(e) => CliError::usage("--store", format!("--store: {e}")),
+        crate::worker::StartError::Runtime(e) => CliError::Other(e.into()),
+    })?;
+    let job = worker
+        .next(wait.unwrap_or(Duration::ZERO))
+        .map_err(|e| match e {
+            crate::worker::WorkError::Stop(stop) => CliError::Other(anyhow::anyhow!("{stop}")),
+            crate::worker::WorkError::Store(e) | crate::worker::WorkError::Rejected(e) => {
+                CliError::Store(e)
+            }
+        })?
+        .ok_or_else(|| CliError::NothingToClaim {
+            waited: a
+                .wait
+                .as_ref()
+                .map(|_| humantime::format_duration(wait.unwrap_or_default()).to_string()),
+        })?;
+    let holder = job.holder().to_string();
+    let task = job.detach();
+    let text = if a.output.json {
+        json!({ "holder": holder, "task": task }).to_string()
+    } else {
+        output::claim_line(&task, &holder)
+    };
+    output::emit_line(&text).map_err(|error| CliError::Output {
+        error,
+        done: Some(format!(
+            "the claim stands: task {} is held by {} until its lease lapses",
+            output::sanitize_line(&task.task_id),
+            output::sanitize_line(&holder)
+        )),
+    })
 }
 
 /// The terminal's width: `$COLUMNS` when it is a positive number, else what
@@ -558,142 +666,52 @@ fn migrate(store: &Store, json: bool) -> Result<(), CliError> {
     })
 }
 
-/// Whether `wait` is done with `task`: finished, or (unless it waits
-/// until the end) waiting for input.
-fn settled(task: &Task, until_terminal: bool) -> bool {
-    task.status.is_terminal() || !until_terminal && task.status == Status::InputRequired
-}
-
-/// Block until the task is terminal or waits for input, using the change
-/// feed. With `announce`, says on stderr what it waits for once it has read
-/// the task (a person sees that it waits; a test sees that it has begun).
+/// Block until the task is terminal or waits for input ([`Store::wait`]).
+/// With `announce`, says on stderr what it waits for once it has read the
+/// task (a person sees that it waits; a test sees that it has begun), and
+/// when the store's server cannot be reached.
 ///
 /// - The store turning unreadable or corrupt ends the wait at once (exit 6)
 ///   with the store's own error, once a second read confirms it.
 /// - The task vanishing (pruned, or the store deleted) after it was seen
 ///   unfinished is [`CliError::Vanished`] (exit 3), which says how it was
-///   last seen: its outcome is unknown. A task seen finished is reported as
-///   finished at once, so a prune afterwards cannot change the answer.
+///   last seen: its outcome is unknown.
 fn wait(
     path: &Path,
     id: &str,
     timeout: Option<Duration>,
-    until_terminal: bool,
+    until: Until,
     announce: bool,
 ) -> Result<Task, CliError> {
-    // Resolve the prefix once, so that a later task with the same prefix
-    // cannot make the wait ambiguous.
     let store = Store::open(path);
-    let task = store.get(id)?;
-    if settled(&task, until_terminal) {
-        return Ok(task);
-    }
-    let full_id = task.task_id.clone();
-    if announce {
-        output::note(&format!(
-            "rudder: waiting for task {} ({}, revision {})",
-            output::sanitize_line(&full_id),
-            task.status,
-            task.revision
-        ));
-    }
-    let mut last = task;
-    let vanished = |last: &Task, store_gone: bool| CliError::Vanished {
-        last: Box::new(last.clone()),
-        path: path.to_path_buf(),
-        store_gone,
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(anyhow::Error::from)?;
-    runtime.block_on(async {
-        // The feed of this one task: a JSON file written by rudder is
-        // searched for its key line, a database's changes are filtered.
-        let options = FeedOptions {
-            task: Some(full_id.clone()),
-            ..FeedOptions::default()
-        };
-        let mut feed = ChangeFeed::start(path, options);
-        let watch = async {
-            let mut said_unreachable = false;
-            while let Some(event) = feed.next().await {
-                // A database restarting under a deploy is waited out (the
-                // timeout still bounds it), said once per outage.
-                let mut still_waiting = |message: &str| {
-                    if announce && !said_unreachable {
-                        output::note(&format!(
-                            "rudder: {}; still waiting",
-                            output::sanitize_line(message)
-                        ));
-                    }
-                    said_unreachable = true;
-                };
-                match event {
-                    FeedEvent::Unavailable(Unavailable::Missing) => {
-                        return Err(vanished(&last, true));
-                    }
-                    // The feed resets when the server is back, and the task
-                    // is read again then.
-                    FeedEvent::Unavailable(Unavailable::Unreachable { message }) => {
-                        still_waiting(&message);
-                        continue;
-                    }
-                    FeedEvent::Changes(changes) => {
-                        let Some(change) = changes.last() else {
-                            continue;
-                        };
-                        if change.to.is_none() {
-                            return Err(vanished(&last, false));
-                        }
-                        if change.revision == last.revision && change.to == Some(last.status) {
-                            continue;
-                        }
-                    }
-                    // Read the task: after a reset anything may have
-                    // changed. Writers rename whole files into place, so
-                    // an unreadable store is not a torn write: read again
-                    // for the store's own error (file, line, column), and
-                    // stop unless it was mended.
-                    FeedEvent::Reset(_)
-                    | FeedEvent::Unavailable(Unavailable::Unreadable { .. }) => {}
-                }
-                // The server may go between the feed's event and this read
-                // (the feed has not noticed yet): read again until it is
-                // back, rather than miss the change the event announced.
-                let read = loop {
-                    match store.get(&full_id) {
-                        Err(e) if e.is_unreachable() => {
-                            still_waiting(&e.to_string());
-                            tokio::time::sleep(Duration::from_millis(500)).await;
-                        }
-                        read => break read,
-                    }
-                };
-                if read.is_ok() {
-                    said_unreachable = false;
-                }
-                match read {
-                    Ok(t) if settled(&t, until_terminal) => return Ok(t),
-                    Ok(t) => last = t,
-                    Err(crate::store::StoreError::UnknownTask { .. }) => {
-                        use crate::store::Backend;
-                        let gone = !store.backend().exists().unwrap_or(true);
-                        return Err(vanished(&last, gone));
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            Err(CliError::Other(anyhow::anyhow!("the change feed stopped")))
-        };
-        match timeout {
-            Some(t) => tokio::time::timeout(t, watch).await.unwrap_or_else(|_| {
-                Err(CliError::Timeout(
-                    humantime::format_duration(t).to_string(),
-                    full_id.clone(),
-                ))
-            }),
-            None => watch.await,
+    let mut note = |note: WaitNote| {
+        if !announce {
+            return;
         }
-    })
+        output::note(&match note {
+            WaitNote::Waiting(task) => format!(
+                "rudder: waiting for task {} ({}, revision {})",
+                output::sanitize_line(&task.task_id),
+                task.status,
+                task.revision
+            ),
+            WaitNote::StillWaiting(message) => {
+                format!("rudder: {}; still waiting", output::sanitize_line(&message))
+            }
+        });
+    };
+    store
+        .wait_noting(id, until, timeout, &mut note)
+        .map_err(|e| match e {
+            WaitError::Store(e) => CliError::Store(e),
+            WaitError::TimedOut { after, id } => {
+                CliError::Timeout(humantime::format_duration(after).to_string(), id)
+            }
+            WaitError::Vanished { last, store_gone } => CliError::Vanished {
+                last,
+                path: path.to_path_buf(),
+                store_gone,
+            },
+            WaitError::FeedStopped => CliError::Other(anyhow::anyhow!("the change feed stopped")),
+        })
 }

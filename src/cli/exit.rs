@@ -57,6 +57,8 @@ pub const EXIT_FAILED: i32 = 7;
 pub const EXIT_CANCELLED: i32 = 8;
 /// Exit code of `wait` when the task waits for input.
 pub const EXIT_INPUT_REQUIRED: i32 = 9;
+/// Exit code of `claim` when no task was claimable within `--wait`.
+pub const EXIT_NOTHING_TO_CLAIM: i32 = 10;
 /// Exit code when `wait` timed out.
 pub const EXIT_TIMEOUT: i32 = 124;
 /// Exit code of an internal failure that has no kind of its own.
@@ -67,6 +69,8 @@ error_kinds! {
     Usage = "usage" => EXIT_USAGE,
     /// The given JSON Schema is not valid.
     InvalidSchema = "invalid_schema" => EXIT_USAGE,
+    /// A task's kind is empty, too long, or holds whitespace or control characters.
+    InvalidKind = "invalid_kind" => EXIT_USAGE,
     /// A value nests deeper than a store may hold.
     TooDeep = "too_deep" => EXIT_USAGE,
     /// A value holds an object led by serde_json's private number key.
@@ -107,6 +111,8 @@ error_kinds! {
     LockTimeout = "lock_timeout" => EXIT_STORE,
     /// The answer could not be written.
     Output = "output" => EXIT_STORE,
+    /// `claim`: no task was claimable within `--wait`.
+    NothingToClaim = "nothing_to_claim" => EXIT_NOTHING_TO_CLAIM,
     /// `wait` timed out.
     Timeout = "timeout" => EXIT_TIMEOUT,
     /// Anything else: an internal failure.
@@ -129,6 +135,7 @@ impl ErrorKind {
             StoreError::TooLarge { .. } => ErrorKind::TooLarge,
             StoreError::InvalidInput { .. } => ErrorKind::InvalidInput,
             StoreError::InvalidSchema(_) => ErrorKind::InvalidSchema,
+            StoreError::InvalidKind { .. } => ErrorKind::InvalidKind,
             StoreError::Corrupt { .. } => ErrorKind::CorruptStore,
             StoreError::Io { .. } => ErrorKind::Io,
             StoreError::LockTimeout { .. } => ErrorKind::LockTimeout,
@@ -144,6 +151,7 @@ impl ErrorKind {
             CliError::Usage { .. } => ErrorKind::Usage,
             CliError::Store(e) => ErrorKind::of_store(e),
             CliError::Timeout(..) => ErrorKind::Timeout,
+            CliError::NothingToClaim { .. } => ErrorKind::NothingToClaim,
             CliError::Vanished { .. } => ErrorKind::Vanished,
             CliError::ReadOnly { .. } => ErrorKind::ReadOnly,
             CliError::Output { .. } => ErrorKind::Output,
@@ -211,6 +219,10 @@ pub fn store_error_json(e: &StoreError) -> Value {
         StoreError::Corrupt { line, column, .. } => {
             v["line"] = json!(line);
             v["column"] = json!(column);
+        }
+        StoreError::InvalidKind { kind, .. } => {
+            v["field"] = json!("kind");
+            v["kind"] = json!(kind);
         }
         StoreError::TooDeep { field, limit } => {
             v["field"] = json!(field);

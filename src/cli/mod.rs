@@ -16,8 +16,8 @@ use crate::task::Task;
 pub use output::OutputError;
 
 pub use exit::{
-    EXIT_CANCELLED, EXIT_FAILED, EXIT_INPUT_REQUIRED, EXIT_STORE, EXIT_TIMEOUT, EXIT_USAGE,
-    ErrorKind, wait_exit_code,
+    EXIT_CANCELLED, EXIT_FAILED, EXIT_INPUT_REQUIRED, EXIT_NOTHING_TO_CLAIM, EXIT_STORE,
+    EXIT_TIMEOUT, EXIT_USAGE, ErrorKind, wait_exit_code,
 };
 
 /// What a usage error is about.
@@ -48,6 +48,12 @@ pub enum CliError {
     Store(#[from] StoreError),
     #[error("timed out after {0} waiting for task {1}")]
     Timeout(String, String),
+    /// `claim` found no claimable task within its `--wait`.
+    #[error("no task was claimable{}", waited.as_ref().map(|w| format!(" within {w}")).unwrap_or_default())]
+    NothingToClaim {
+        /// The `--wait` given, as a person reads it.
+        waited: Option<String>,
+    },
     /// `wait` saw the task unfinished, then saw it gone from the store.
     #[error(
         "task {} vanished from {} while it was {} (revision {}){}: it was removed before wait saw how it ended \

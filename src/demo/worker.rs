@@ -35,7 +35,8 @@ use chrono::Utc;
 use super::diagnosis::{self, Plan, STEPS, Stop, TOTAL_STEPS};
 use super::scenarios::service_schema;
 use crate::store::{Store, StoreError, Summary};
-use crate::task::{Actor, Progress, Status, Task};
+use crate::task::Status;
+use crate::worker::{Job, WorkError, Worker};
 
 /// Set by the demo's supervisor to its own pid: a worker whose parent is no
 /// longer that process was orphaned (the demo was killed) and exits, so a
@@ -50,7 +51,8 @@ pub const SLOTS: usize = 3;
 /// so this bounds how long a cancelled diagnosis keeps running.
 const TICK: Duration = Duration::from_millis(500);
 
-/// How often an idle worker looks for claimable tasks.
+/// How long the main loop waits for a claimable task (on the change feed)
+/// before it checks whether it was told to stop.
 const POLL: Duration = Duration::from_millis(250);
 
 /// How a worker runs.
@@ -173,6 +175,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             );
         }
     }
+    let mut worker = demo_worker(&store, &config)?;
     let mut running: HashMap<String, JoinHandle<()>> = HashMap::new();
     let mut last_error: Option<String> = None;
     loop {
@@ -195,38 +198,51 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             return Ok(());
         }
         running.retain(|_, handle| !handle.is_finished());
-        while running.len() < SLOTS {
-            match next_task(&store, &config, &running) {
-                Ok(Some(task)) => {
-                    last_error = None;
-                    let id = task.task_id.clone();
-                    let config = Arc::clone(&config);
-                    let stop = Arc::clone(&stop);
-                    let handle = thread::Builder::new()
-                        .name(format!("diagnose-{}", task.short_id()))
-                        .spawn(move || diagnose(&config, task, &stop))
-                        .context("cannot start a diagnosis thread")?;
-                    running.insert(id, handle);
-                }
-                Ok(None) => {
-                    last_error = None;
-                    break;
-                }
-                Err(e) => {
-                    // The store may be briefly unreadable (a person editing
-                    // it, a full disk): say so once and keep trying, like a
-                    // real worker would, instead of dying.
-                    let message = format!("cannot claim a task: {e}");
-                    if last_error.as_ref() != Some(&message) {
-                        log(&config.holder, &message);
-                        last_error = Some(message);
-                    }
-                    break;
+        if running.len() >= SLOTS {
+            thread::sleep(POLL);
+            continue;
+        }
+        match next_job(&mut worker, &running, POLL) {
+            Ok(Some(job)) => {
+                last_error = None;
+                let id = job.id().to_string();
+                let name = format!("diagnose-{}", job.task().short_id());
+                let config = Arc::clone(&config);
+                let stop = Arc::clone(&stop);
+                let handle = thread::Builder::new()
+                    .name(name)
+                    .spawn(move || diagnose(&config, job, &stop))
+                    .context("cannot start a diagnosis thread")?;
+                running.insert(id, handle);
+            }
+            Ok(None) => last_error = None,
+            Err(e) => {
+                // The store may be briefly unreadable (a person editing
+                // it, a full disk): say so once and keep trying, like a
+                // real worker would, instead of dying. The worker waits
+                // for the store before it tries again.
+                let message = format!("cannot claim a task: {e}");
+                if last_error.as_ref() != Some(&message) {
+                    log(&config.holder, &message);
+                    last_error = Some(message);
                 }
             }
         }
-        thread::sleep(POLL);
     }
+}
+
+/// The worker of `config` on `store`: its holder and lease, and only demo
+/// incidents ([`super::seed::is_demo_key`]): a task someone else created
+/// is real work this simulated diagnosis knows nothing about, and would
+/// fail for good.
+fn demo_worker(store: &Store, config: &Config) -> anyhow::Result<Worker> {
+    store
+        .worker(config.name.clone())
+        .holder(config.holder.clone())
+        .lease(config.lease)
+        .filter(|t: &Summary<'_>| super::seed::is_demo_key(t.idempotency_key))
+        .start()
+        .context("cannot start the worker")
 }
 
 /// Set `stop` on the first SIGTERM or SIGINT, which makes the worker give its
@@ -273,32 +289,29 @@ fn stop_on_signals(stop: Arc<AtomicBool>, holder: String) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// The next task to diagnose, claimed: the oldest working demo incident
-/// ([`super::seed::is_demo_key`]) no live lease holds; other tasks are never
-/// touched. That includes a task whose lease this process let lapse (it was
-/// stalled) and one a dead worker of the same name left, which is how a
-/// restarted worker resumes its predecessor's tasks.
-fn next_task(
-    store: &Store,
-    config: &Config,
+/// The next task to diagnose, claimed within `wait`: the oldest working
+/// demo incident no live lease holds; other tasks are never touched. That
+/// includes a task whose lease this process let lapse (it was stalled) and
+/// one a dead worker of the same name left, which is how a restarted worker
+/// resumes its predecessor's tasks.
+fn next_job(
+    worker: &mut Worker,
     running: &HashMap<String, JoinHandle<()>>,
-) -> Result<Option<Task>, StoreError> {
-    // Only demo incidents: a task someone else created is real work this
-    // simulated diagnosis knows nothing about, and would fail for good.
-    let demo = |t: &Summary<'_>| super::seed::is_demo_key(t.idempotency_key);
-    let Some(task) = store.claim_next_where(&config.holder, config.lease, &demo)? else {
+    wait: Duration,
+) -> Result<Option<Job>, WorkError> {
+    let Some(mut job) = worker.next(wait)? else {
         return Ok(None);
     };
-    if running.contains_key(&task.task_id) {
+    if running.contains_key(job.id()) {
         // Our own thread for it has not finished (it lost the lease and is
         // winding down, or it stalled past its lease). Give the lease back so
         // that the task does not sit claimed and idle for a whole lease: a
         // thread still at work is refused at its next write and stops, and
-        // the next poll, ours or another worker's, resumes the task.
-        store.release(&task.task_id, &config.holder)?;
+        // the next look, ours or another worker's, resumes the task.
+        job.release()?;
         return Ok(None);
     }
-    Ok(Some(task))
+    Ok(Some(job))
 }
 
 /// Why a diagnosis ended in this worker.
@@ -309,13 +322,13 @@ enum End {
     /// The store refused a write (cancelled, finished or taken over meanwhile).
     Refused {
         at: String,
-        error: StoreError,
+        error: WorkError,
     },
     /// Another error from the store; the lease runs out and the task is
     /// picked up again.
     Error {
         at: String,
-        error: StoreError,
+        error: WorkError,
     },
     /// This worker is exiting; the lease was given back.
     Stopped {
@@ -324,8 +337,8 @@ enum End {
 }
 
 /// Run the diagnosis of a claimed `task` and log how it ended.
-fn diagnose(config: &Config, task: Task, stop: &AtomicBool) {
-    let store = Store::open(&config.store);
+fn diagnose(config: &Config, mut job: Job, stop: &AtomicBool) {
+    let task = job.task().clone();
     let plan = Plan::of(&task);
     let done = match task.progress {
         Some(p) if p.total == TOTAL_STEPS => p.current.min(TOTAL_STEPS),
@@ -349,19 +362,17 @@ fn diagnose(config: &Config, task: Task, stop: &AtomicBool) {
     };
     log(&config.holder, &format!("claimed {label}: {how}"));
     let diagnosis = Diagnosis {
-        store: &store,
         config,
-        id: &task.task_id,
         plan: &plan,
         resumed_after: done,
         interrupted,
         stop,
     };
-    let message = match diagnosis.run() {
+    let message = match diagnosis.run(&mut job) {
         End::Completed => "completed".to_string(),
         End::Failed(m) => format!("failed: {m}"),
         End::AskedForInput => "asked a person for the service; the lease is given back".into(),
-        End::Refused { at, error } => match error.task() {
+        End::Refused { at, error } => match error.stop().and_then(|s| s.task()) {
             Some(t) if t.status == Status::Cancelled => format!("cancelled {at}: stopped"),
             _ => format!("stopped {at}: the store refused the write: {error}"),
         },
@@ -373,9 +384,7 @@ fn diagnose(config: &Config, task: Task, stop: &AtomicBool) {
 
 /// One diagnosis of one task by this worker.
 struct Diagnosis<'a> {
-    store: &'a Store,
     config: &'a Config,
-    id: &'a str,
     plan: &'a Plan,
     /// Steps done when this worker took the task.
     resumed_after: u64,
@@ -385,25 +394,18 @@ struct Diagnosis<'a> {
 }
 
 impl Diagnosis<'_> {
-    fn actor(&self) -> Actor<'_> {
-        Actor::Worker {
-            holder: &self.config.holder,
-            lease: self.config.lease,
-        }
-    }
-
     /// Turn a failed write into the end of the diagnosis.
-    fn ended(at: String, error: StoreError) -> End {
-        match error {
-            StoreError::Refused { .. } | StoreError::LeaseLost { .. } => End::Refused { at, error },
-            error => End::Error { at, error },
+    fn ended(at: String, error: WorkError) -> End {
+        let refused = error.stop().is_some_and(|s| {
+            matches!(
+                s.error(),
+                StoreError::Refused { .. } | StoreError::LeaseLost { .. }
+            )
+        });
+        match refused {
+            true => End::Refused { at, error },
+            false => End::Error { at, error },
         }
-    }
-
-    fn heartbeat(&self, message: String, progress: Option<Progress>) -> Result<(), StoreError> {
-        self.store
-            .heartbeat(self.id, Some(message), progress, self.actor())
-            .map(|_| ())
     }
 
     /// " · resumed by NAME" on the messages of a task this worker took over
@@ -416,55 +418,43 @@ impl Diagnosis<'_> {
         }
     }
 
-    fn run(&self) -> End {
+    fn run(&self, job: &mut Job) -> End {
         let first = self.resumed_after as usize;
         for step in first..STEPS.len() {
             let before = format!("before step {}/{TOTAL_STEPS}", step + 1);
             match diagnosis::before_step(step, self.plan) {
                 Ok(()) => {}
-                Err(stop) => return self.stop_with(stop, before),
+                Err(stop) => return self.stop_with(job, stop, before),
             }
-            let progress = Progress {
-                current: step as u64,
-                total: TOTAL_STEPS,
-            };
             let message = diagnosis::step_message(step, self.plan, 0.0) + &self.suffix();
-            if let Err(e) = self.heartbeat(message, Some(progress)) {
+            if let Err(e) = job.report(message, step as u64, TOTAL_STEPS) {
                 return Self::ended(before, e);
             }
-            if let Some(end) = self.work_through(step) {
+            if let Some(end) = self.work_through(job, step) {
                 return end;
             }
             let after = format!("after step {}/{TOTAL_STEPS}", step + 1);
             if let Err(stop) = diagnosis::after_step(step, self.plan) {
-                return self.stop_with(stop, after);
+                return self.stop_with(job, stop, after);
             }
             if step + 1 < STEPS.len() {
-                let progress = Progress {
-                    current: step as u64 + 1,
-                    total: TOTAL_STEPS,
-                };
                 let message = diagnosis::step_done_message(step, self.plan) + &self.suffix();
-                if let Err(e) = self.heartbeat(message, Some(progress)) {
+                if let Err(e) = job.report(message, step as u64 + 1, TOTAL_STEPS) {
                     return Self::ended(after, e);
                 }
             }
         }
         let result = match diagnosis::conclusion(self.plan, &self.config.name, self.resumed_after) {
             Ok(result) => result,
-            Err(stop) => return self.stop_with(stop, "at the conclusion".into()),
+            Err(stop) => return self.stop_with(job, stop, "at the conclusion".into()),
         };
         // The last word in status_message and progress is the conclusion,
         // not the percentage of the step that wrote it.
         let summary = result["summary"].as_str().unwrap_or("conclusion written");
-        let done = Progress {
-            current: TOTAL_STEPS,
-            total: TOTAL_STEPS,
-        };
-        if let Err(e) = self.heartbeat(format!("diagnosed: {summary}"), Some(done)) {
+        if let Err(e) = job.report(format!("diagnosed: {summary}"), TOTAL_STEPS, TOTAL_STEPS) {
             return Self::ended("at the conclusion".into(), e);
         }
-        match self.store.complete(self.id, result, self.actor()) {
+        match job.complete(result) {
             Ok(_) => End::Completed,
             Err(e) => Self::ended("at the conclusion".into(), e),
         }
@@ -474,7 +464,7 @@ impl Diagnosis<'_> {
     /// last: it keeps the lease, shows the step's progress, and is refused
     /// once the task was cancelled or taken over, which stops the diagnosis
     /// within a tick. `None` when the step ran to its end.
-    fn work_through(&self, step: usize) -> Option<End> {
+    fn work_through(&self, job: &mut Job, step: usize) -> Option<End> {
         let duration = diagnosis::step_duration(step, self.config.speed);
         let ticks = (duration.as_secs_f64() / TICK.as_secs_f64())
             .ceil()
@@ -486,7 +476,7 @@ impl Diagnosis<'_> {
             if self.stop.load(Ordering::SeqCst) {
                 let at = during();
                 // If this fails the lease simply runs out.
-                return Some(match self.store.release(self.id, &self.config.holder) {
+                return Some(match job.release() {
                     Ok(_) => End::Stopped { at },
                     Err(e) => Self::ended(at, e),
                 });
@@ -494,7 +484,7 @@ impl Diagnosis<'_> {
             if tick < ticks {
                 let fraction = f64::from(tick) / f64::from(ticks);
                 let message = diagnosis::step_message(step, self.plan, fraction) + &self.suffix();
-                if let Err(e) = self.heartbeat(message, None) {
+                if let Err(e) = job.message(message) {
                     return Some(Self::ended(during(), e));
                 }
             }
@@ -503,15 +493,12 @@ impl Diagnosis<'_> {
     }
 
     /// Ask for the service, or fail the task.
-    fn stop_with(&self, stop: Stop, at: String) -> End {
+    fn stop_with(&self, job: &mut Job, stop: Stop, at: String) -> End {
         match stop {
             Stop::AskForService(message) => {
-                match self.store.request_input(
-                    self.id,
-                    service_schema(),
-                    Some(message),
-                    self.actor(),
-                ) {
+                // Today's demo gives the task back while it waits: whichever
+                // worker is free takes the answer.
+                match job.hand_over(message, service_schema()) {
                     Ok(_) => End::AskedForInput,
                     Err(e) => Self::ended(at, e),
                 }
@@ -519,10 +506,10 @@ impl Diagnosis<'_> {
             Stop::Fail(message) => {
                 // Replace the step's percentage in status_message, which
                 // would otherwise stay on the failed task for good.
-                if let Err(e) = self.heartbeat(format!("failed {at}: {message}"), None) {
+                if let Err(e) = job.message(format!("failed {at}: {message}")) {
                     return Self::ended(at, e);
                 }
-                match self.store.fail(self.id, &message, self.actor()) {
+                match job.fail(&message) {
                     Ok(_) => End::Failed(message),
                     Err(e) => Self::ended(at, e),
                 }
@@ -550,6 +537,7 @@ fn log(name: &str, message: &str) {
 mod tests {
     use super::*;
     use crate::store::NewTask;
+    use crate::task::Task;
 
     fn config(path: &std::path::Path, name: &str) -> Config {
         Config::new(path.to_path_buf(), 1.0, Some(name.into())).expect("a valid configuration")
@@ -589,10 +577,11 @@ mod tests {
         while get(&store, &id).lease_live(store.now()) {
             thread::sleep(Duration::from_millis(1));
         }
+        let mut worker = demo_worker(&store, &config).expect("a worker");
         let thread = thread::spawn(|| {});
         let running = HashMap::from([(id.clone(), thread)]);
         assert!(
-            next_task(&store, &config, &running)
+            next_job(&mut worker, &running, Duration::ZERO)
                 .expect("next")
                 .is_none()
         );
@@ -602,10 +591,13 @@ mod tests {
 
         // Once the thread is gone the task is this worker's to resume.
         let running = HashMap::new();
-        let task = next_task(&store, &config, &running)
+        let job = next_job(&mut worker, &running, Duration::ZERO)
             .expect("next")
             .expect("the task is claimable");
-        assert_eq!(task.claimed_by.as_deref(), Some(config.holder.as_str()));
+        assert_eq!(
+            job.task().claimed_by.as_deref(),
+            Some(config.holder.as_str())
+        );
     }
 
     fn get(store: &Store, id: &str) -> Task {

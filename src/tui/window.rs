@@ -127,6 +127,7 @@ impl View {
         };
         PageQuery {
             statuses: self.statuses(g),
+            kinds: Vec::new(),
             sort,
             limit: Some(limit),
             after,

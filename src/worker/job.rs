@@ -1,0 +1,460 @@
+//! A claimed task: [`Job`] (sync) and what it shares with
+//! [`AsyncJob`](super::AsyncJob): the writes and the lease renewal.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::wait::{WaitError, follow};
+use super::{Settings, Stop, WorkError};
+use crate::store::{Outcome, Store, StoreError};
+use crate::task::{Actor, OpKind, Progress, Status, Task};
+use crate::watch::{ChangeFeed, FeedOptions};
+
+/// What a job's writes and its renewal share.
+pub(crate) struct Shared {
+    pub settings: Arc<Settings>,
+    pub store: Arc<Store>,
+    pub id: String,
+    state: Mutex<State>,
+    /// Wakes the sync renewer when the job ends.
+    woken: Condvar,
+    /// Wakes the async renewer when the job ends.
+    pub ended: tokio::sync::Notify,
+}
+
+struct State {
+    /// When the lease is next renewed, unless the job writes before.
+    due: Instant,
+    /// What a refused write or renewal said: every later write says it too.
+    stop: Option<Stop>,
+    /// The task is finished or given back: nothing more to renew or release.
+    over: bool,
+}
+
+impl Shared {
+    pub fn new(settings: Arc<Settings>, store: Arc<Store>, id: String) -> Shared {
+        let due = Instant::now() + settings.renew;
+        Shared {
+            settings,
+            store,
+            id,
+            state: Mutex::new(State {
+                due,
+                stop: None,
+                over: false,
+            }),
+            woken: Condvar::new(),
+            ended: tokio::sync::Notify::new(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere cannot leave the state half-changed: every
+        // change is one assignment.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn actor(&self) -> Actor<'_> {
+        Actor::Worker {
+            holder: &self.settings.holder,
+            lease: self.settings.lease,
+        }
+    }
+
+    /// The stop a refused write or renewal recorded, if any.
+    pub fn check(&self) -> Result<(), WorkError> {
+        match &self.state().stop {
+            Some(stop) => Err(WorkError::Stop(stop.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Run one write of the job (a blocking call): refused at once after a
+    /// stop; a success renews the lease, so the next renewal is due a whole
+    /// interval later.
+    pub fn write(
+        &self,
+        f: impl FnOnce(&Store, Actor<'_>) -> Result<Outcome, StoreError>,
+    ) -> Result<Task, WorkError> {
+        self.check()?;
+        if self.state().over {
+            return Err(WorkError::Stop(Stop::Finished(Arc::new(
+                StoreError::Refused {
+                    op: OpKind::Heartbeat,
+                    reason: "this job already ended".into(),
+                    task: Box::new(Task::new(self.id.clone(), Status::Completed)),
+                },
+            ))));
+        }
+        let got = f(&self.store, self.actor());
+        let mut state = self.state();
+        match got {
+            Ok(outcome) => {
+                state.due = Instant::now() + self.settings.renew;
+                Ok(outcome.task)
+            }
+            Err(e) => {
+                let e = WorkError::of(e);
+                if let WorkError::Stop(stop) = &e {
+                    state.stop = Some(stop.clone());
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// A write that ends the job: nothing is renewed or released after it.
+    pub fn finish(
+        &self,
+        f: impl FnOnce(&Store, Actor<'_>) -> Result<Outcome, StoreError>,
+    ) -> Result<Task, WorkError> {
+        let task = self.write(f)?;
+        self.end();
+        Ok(task)
+    }
+
+    /// How long until the lease must be renewed; `None` once the job is
+    /// over or stopped.
+    pub fn renew_in(&self) -> Option<Duration> {
+        let state = self.state();
+        if state.over || state.stop.is_some() {
+            return None;
+        }
+        Some(state.due.saturating_duration_since(Instant::now()))
+    }
+
+    /// Renew the lease now (a heartbeat that changes nothing else). A
+    /// refusal is recorded as the job's stop; a failed store is tried again
+    /// soon, before the lease lapses.
+    pub fn renew(&self) {
+        let id = self.id.clone();
+        if let Err(WorkError::Store(_)) =
+            self.write(|store, actor| store.heartbeat(&id, None, None, actor))
+        {
+            self.state().due = Instant::now() + self.settings.renew / 4;
+        }
+    }
+
+    /// The sync renewer: renew whenever due until the job is over.
+    pub fn renew_until_over(&self) {
+        loop {
+            let mut state = self.state();
+            loop {
+                if state.over || state.stop.is_some() {
+                    return;
+                }
+                let now = Instant::now();
+                if now >= state.due {
+                    break;
+                }
+                let wait = state.due - now;
+                state = self
+                    .woken
+                    .wait_timeout(state, wait)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            drop(state);
+            self.renew();
+        }
+    }
+
+    /// Mark the job over and wake the renewer.
+    pub fn end(&self) {
+        self.state().over = true;
+        self.woken.notify_all();
+        self.ended.notify_one();
+    }
+
+    /// Give the lease back unless the job is over (a blocking call). A
+    /// failure leaves the lease to lapse.
+    pub fn give_back(&self) {
+        let over = std::mem::replace(&mut self.state().over, true);
+        self.woken.notify_all();
+        self.ended.notify_one();
+        if !over {
+            let _ = self.store.release(&self.id, &self.settings.holder);
+        }
+    }
+
+    /// After a wait for an answer ended: the answer, if the task is
+    /// working again and still this worker's. A renewal both confirms the
+    /// lease and turns anything else into the store's own refusal.
+    pub fn answered(&self) -> Result<(Task, Value), WorkError> {
+        let id = self.id.clone();
+        let task = self.write(|store, actor| store.heartbeat(&id, None, None, actor))?;
+        let value = task.input_value.clone().unwrap_or(Value::Null);
+        Ok((task, value))
+    }
+
+    /// The end of a wait for an answer: `None` when it timed out.
+    pub fn after_wait(
+        &self,
+        waited: Result<Task, WaitError>,
+    ) -> Result<Option<(Task, Value)>, WorkError> {
+        match waited {
+            Ok(_) | Err(WaitError::Vanished { .. }) => self.answered().map(Some),
+            Err(WaitError::TimedOut { .. }) => {
+                self.check()?;
+                Ok(None)
+            }
+            Err(WaitError::Store(e)) => Err(WorkError::of(e)),
+            Err(WaitError::FeedStopped) => Err(WorkError::Store(StoreError::Database {
+                location: self.store.backend().store_location(),
+                action: "follow the change feed",
+                message: "the change feed stopped".into(),
+            })),
+        }
+    }
+}
+
+/// Whether a wait for an answer is over: the task no longer waits for it.
+pub(crate) fn no_longer_asking(task: &Task) -> bool {
+    task.status != Status::InputRequired
+}
+
+/// A task this worker claimed, with its lease renewed in the background
+/// (by a thread) while the job is alive. Dropping the job gives the lease
+/// back, unless it was completed or failed.
+///
+/// Every write returns [`WorkError::Stop`] once the store refused one
+/// (cancelled, taken over, finished, gone): stop working and drop the job.
+/// A task cancelled while the job writes nothing is found by the next
+/// renewal, so within one renewal interval [`Job::check`] (and every write
+/// after it) says [`Stop::Cancelled`].
+pub struct Job {
+    shared: Arc<Shared>,
+    task: Task,
+    renewer: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("task", &self.task.task_id)
+            .field("holder", &self.shared.settings.holder)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Job {
+    pub(crate) fn start(settings: Arc<Settings>, store: Arc<Store>, task: Task) -> Job {
+        let shared = Arc::new(Shared::new(settings, store, task.task_id.clone()));
+        let renewing = Arc::clone(&shared);
+        // Without a renewer the lease simply lapses if a write fails to
+        // renew it; the job still works.
+        let renewer = std::thread::Builder::new()
+            .name(format!("renew-{}", task.short_id()))
+            .spawn(move || renewing.renew_until_over())
+            .ok();
+        Job {
+            shared,
+            task,
+            renewer,
+        }
+    }
+
+    /// The task as of this job's last write (or its claim).
+    pub fn task(&self) -> &Task {
+        &self.task
+    }
+
+    /// The task's id.
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// The lease holder this job writes as.
+    pub fn holder(&self) -> &str {
+        &self.shared.settings.holder
+    }
+
+    /// Whether the store refused a write or a renewal of this job: the
+    /// [`Stop`] to obey, for a job that computes for long without writing.
+    pub fn check(&self) -> Result<(), WorkError> {
+        self.shared.check()
+    }
+
+    fn write(
+        &mut self,
+        f: impl FnOnce(&Store, Actor<'_>) -> Result<Outcome, StoreError>,
+    ) -> Result<(), WorkError> {
+        self.task = self.shared.write(f)?;
+        Ok(())
+    }
+
+    /// Say how far the job is: `current` steps done of `total`.
+    pub fn progress(&mut self, current: u64, total: u64) -> Result<(), WorkError> {
+        let id = self.shared.id.clone();
+        let progress = Progress { current, total };
+        self.write(|store, actor| store.heartbeat(&id, None, Some(progress), actor))
+    }
+
+    /// Set the task's status message (what the TUI shows).
+    pub fn message(&mut self, message: impl Into<String>) -> Result<(), WorkError> {
+        let (id, message) = (self.shared.id.clone(), message.into());
+        self.write(|store, actor| store.heartbeat(&id, Some(message), None, actor))
+    }
+
+    /// A message and the progress, in one write.
+    pub fn report(
+        &mut self,
+        message: impl Into<String>,
+        current: u64,
+        total: u64,
+    ) -> Result<(), WorkError> {
+        let (id, message) = (self.shared.id.clone(), message.into());
+        let progress = Progress { current, total };
+        self.write(|store, actor| store.heartbeat(&id, Some(message), Some(progress), actor))
+    }
+
+    /// Ask a person: the task waits for input described by `schema` (a
+    /// JSON Schema), with `message` as the question. The job keeps its
+    /// lease meanwhile; [`Answer::wait`] waits for the answer and this
+    /// worker continues with it. If this worker dies, its lease lapses and
+    /// another worker claims the task once it has its answer.
+    pub fn ask(
+        &mut self,
+        message: impl Into<String>,
+        schema: Value,
+    ) -> Result<Answer<'_>, WorkError> {
+        let (id, message) = (self.shared.id.clone(), message.into());
+        let (holder, lease) = (
+            self.shared.settings.holder.clone(),
+            self.shared.settings.lease,
+        );
+        self.write(|store, _| {
+            store.request_input_holding(&id, schema, Some(message), &holder, lease)
+        })?;
+        Ok(Answer { job: self })
+    }
+
+    /// Ask a person and give the task back: it waits for input described
+    /// by `schema`, and whichever worker is free claims it once it has the
+    /// answer (this one included). The job is over.
+    pub fn hand_over(
+        &mut self,
+        message: impl Into<String>,
+        schema: Value,
+    ) -> Result<Task, WorkError> {
+        let (id, message) = (self.shared.id.clone(), message.into());
+        let task = self
+            .shared
+            .finish(|store, actor| store.request_input(&id, schema, Some(message), actor))?;
+        self.task = task.clone();
+        Ok(task)
+    }
+
+    /// Complete the task with `result`. The job is over; a retry after a
+    /// [`WorkError::Store`] is safe (the same result again is "unchanged").
+    pub fn complete(&mut self, result: Value) -> Result<Task, WorkError> {
+        let id = self.shared.id.clone();
+        self.task = self
+            .shared
+            .finish(|store, actor| store.complete(&id, result, actor))?;
+        Ok(self.task.clone())
+    }
+
+    /// Fail the task with `{"message": message}`. The job is over.
+    pub fn fail(&mut self, message: &str) -> Result<Task, WorkError> {
+        let id = self.shared.id.clone();
+        self.task = self
+            .shared
+            .finish(|store, actor| store.fail(&id, message, actor))?;
+        Ok(self.task.clone())
+    }
+
+    /// Give the lease back now (as dropping the job does, but saying
+    /// whether it worked): another worker may claim the task at once. The
+    /// job is over.
+    pub fn release(&mut self) -> Result<Task, WorkError> {
+        let (id, holder) = (self.shared.id.clone(), self.shared.settings.holder.clone());
+        self.task = self.shared.finish(|store, _| store.release(&id, &holder))?;
+        Ok(self.task.clone())
+    }
+
+    /// Stop renewing the lease without giving it back, and hand the task
+    /// as claimed to whoever writes as this job's holder next (`rudder
+    /// claim` prints it for a shell worker). The lease lapses unless that
+    /// one renews it.
+    pub fn detach(self) -> Task {
+        self.shared.end();
+        self.task.clone()
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        self.shared.give_back();
+        if let Some(renewer) = self.renewer.take() {
+            // A renewer that panicked has nothing left to renew.
+            let _ = renewer.join();
+        }
+    }
+}
+
+/// The answer a [`Job::ask`] waits for.
+pub struct Answer<'j> {
+    job: &'j mut Job,
+}
+
+impl Answer<'_> {
+    /// Wait until a person answered (`Some(value)`, the input given) or
+    /// `timeout` passed (`None`: ask again with `wait`); `None` for the
+    /// timeout waits as long as it takes. The job's lease is renewed while
+    /// it waits. A task cancelled meanwhile is [`Stop::Cancelled`].
+    pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Option<Value>, WorkError> {
+        let shared = Arc::clone(&self.job.shared);
+        let store = &shared.store;
+        let waited = (|| {
+            let task = store.get(&shared.id)?;
+            if no_longer_asking(&task) {
+                return Ok(task);
+            }
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| StoreError::Io {
+                    location: store.backend().store_location(),
+                    file: store.path().to_path_buf(),
+                    action: "start the change feed",
+                    source: e,
+                })?;
+            runtime.block_on(async {
+                let feed = ChangeFeed::with_source(
+                    super::feed_source(store, Some(shared.id.clone())),
+                    FeedOptions {
+                        task: Some(shared.id.clone()),
+                        ..FeedOptions::default()
+                    },
+                );
+                let id = shared.id.clone();
+                let mut read =
+                    || -> std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> {
+                        Box::pin(std::future::ready(store.get(&id)))
+                    };
+                let exists = || crate::store::Backend::exists(store.backend()).unwrap_or(true);
+                follow(
+                    feed,
+                    task,
+                    &no_longer_asking,
+                    &mut read,
+                    &exists,
+                    timeout,
+                    &mut |_| {},
+                )
+                .await
+            })
+        })();
+        match shared.after_wait(waited)? {
+            Some((task, value)) => {
+                self.job.task = task;
+                Ok(Some(value))
+            }
+            None => Ok(None),
+        }
+    }
+}
