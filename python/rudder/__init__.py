@@ -11,6 +11,9 @@ from __future__ import annotations
 from . import errors
 from ._native import (
     DEFAULT_LEASE_SECONDS,
+    Answer,
+    Job,
+    Worker,
     MAX_VALUE_DEPTH,
     HistoryEntry,
     Outcome,
@@ -43,6 +46,9 @@ __all__ = [
     "Skipped",
     "Store",
     "Task",
+    "Worker",
+    "Job",
+    "Answer",
     "errors",
     *errors.__all__,
 ]

@@ -13,6 +13,7 @@ UsageError                usage                   2     ValueError
 InvalidSchemaError        invalid_schema          2     ValueError
 TooDeepError              too_deep                2     ValueError
 ReservedKeyError          reserved_key            2     ValueError
+InvalidKindError          invalid_kind            2     ValueError
 UnknownTaskError          unknown_task            3     KeyError
 AmbiguousIdError          ambiguous_id            3     KeyError
 VanishedError             vanished                3     KeyError
@@ -22,6 +23,7 @@ StaleRevisionError        stale_revision          4     RefusedError
 LeaseLostError            lease_lost              4     RefusedError
 RevisionExhaustedError    revision_exhausted      4     RefusedError
 CopyRefusedError          copy_refused            4     RefusedError
+JobStopped                refused, lease_lost...  4     RefusedError
 InvalidInputError         invalid_input           5     ValueError
 StoreUnavailableError     (base of the next six)  6
 CorruptStoreError         corrupt_store           6     StoreUnavailableError
@@ -56,6 +58,7 @@ __all__ = [
     "InvalidSchemaError",
     "TooDeepError",
     "ReservedKeyError",
+    "InvalidKindError",
     "UnknownTaskError",
     "AmbiguousIdError",
     "VanishedError",
@@ -65,6 +68,7 @@ __all__ = [
     "LeaseLostError",
     "RevisionExhaustedError",
     "CopyRefusedError",
+    "JobStopped",
     "InvalidInputError",
     "Violation",
     "StoreUnavailableError",
@@ -134,6 +138,15 @@ class ReservedKeyError(RudderError, ValueError):
     pointer: str
 
 
+class InvalidKindError(RudderError, ValueError):
+    """A task kind that is not one (``value``): empty, too long, or with
+    characters a kind may not have."""
+
+    kind = "invalid_kind"
+    exit_code = 2
+    value: str
+
+
 class UnknownTaskError(RudderError, KeyError):
     """No task has this id (``task_id``)."""
 
@@ -193,6 +206,17 @@ class RevisionExhaustedError(RefusedError):
     """The task's revision can grow no further."""
 
     kind = "revision_exhausted"
+
+
+class JobStopped(RefusedError):
+    """The store refused a job's write or lease renewal: stop working the
+    task. ``reason`` says why: ``"cancelled"``, ``"finished"`` (by someone
+    else, or reclaimed), ``"lease_lost"`` (another worker holds it now),
+    ``"unknown"`` (the task is gone) or ``"refused"``; ``task`` is the task as
+    it is now. Leaving a ``with job:`` block with it swallows it: the worker
+    obeys and goes on with its next job."""
+
+    reason: str
 
 
 class CopyRefusedError(RefusedError):

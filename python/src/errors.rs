@@ -34,7 +34,7 @@ pub fn raise(py: Python<'_>, name: &str, message: String, attrs: &[(&str, Py<PyA
 }
 
 /// The class and attributes of a store error.
-pub fn store_error(py: Python<'_>, e: StoreError) -> PyErr {
+pub fn store_error(py: Python<'_>, e: &StoreError) -> PyErr {
     let message = e.to_string();
     let build = || -> PyResult<PyErr> {
         let mut attrs: Vec<(&str, Py<PyAny>)> = Vec::new();
@@ -48,7 +48,7 @@ pub fn store_error(py: Python<'_>, e: StoreError) -> PyErr {
                 location.as_str().into_pyobject(py)?.into_any().unbind(),
             ));
         }
-        let name = match &e {
+        let name = match e {
             StoreError::UnknownTask { id } => {
                 attrs.push(("task_id", id.into_pyobject(py)?.into_any().unbind()));
                 "UnknownTaskError"
@@ -108,6 +108,11 @@ pub fn store_error(py: Python<'_>, e: StoreError) -> PyErr {
                 "InvalidInputError"
             }
             StoreError::InvalidSchema(_) => "InvalidSchemaError",
+            StoreError::InvalidKind { kind, .. } => {
+                attrs.push(("field", "kind".into_pyobject(py)?.into_any().unbind()));
+                attrs.push(("value", kind.into_pyobject(py)?.into_any().unbind()));
+                "InvalidKindError"
+            }
             StoreError::Corrupt { line, column, .. } => {
                 attrs.push(("line", line.into_pyobject(py)?.into_any().unbind()));
                 attrs.push(("column", column.into_pyobject(py)?.into_any().unbind()));
@@ -138,7 +143,7 @@ pub fn store_error(py: Python<'_>, e: StoreError) -> PyErr {
 pub fn too_deep(py: Python<'_>, field: &str) -> PyErr {
     store_error(
         py,
-        StoreError::TooDeep {
+        &StoreError::TooDeep {
             field: field.to_string(),
             limit: MAX_VALUE_DEPTH,
         },
@@ -148,4 +153,33 @@ pub fn too_deep(py: Python<'_>, field: &str) -> PyErr {
 /// A usage error (bad URL, bad argument): `UsageError`, a `ValueError`.
 pub fn usage(py: Python<'_>, message: String) -> PyErr {
     raise(py, "UsageError", message, &[])
+}
+
+/// A worker's error: a [`Stop`](rudder::worker::Stop) is `JobStopped` (a
+/// `RefusedError` with `reason` and the task's current snapshot), anything
+/// else the store error's own class.
+pub fn work_error(py: Python<'_>, e: &rudder::worker::WorkError) -> PyErr {
+    use rudder::worker::{Stop, WorkError};
+    match e {
+        WorkError::Stop(stop) => {
+            let reason = match stop {
+                Stop::Cancelled(_) => "cancelled",
+                Stop::Finished(_) => "finished",
+                Stop::LeaseLost(_) => "lease_lost",
+                Stop::Unknown(_) => "unknown",
+                Stop::Refused(_) => "refused",
+            };
+            let build = || -> PyResult<PyErr> {
+                let mut attrs: Vec<(&str, Py<PyAny>)> =
+                    vec![("reason", reason.into_pyobject(py)?.into_any().unbind())];
+                if let Some(task) = stop.task() {
+                    let task = Py::new(py, PyTask::from(task.clone()))?;
+                    attrs.push(("task", task.into_any()));
+                }
+                Ok(raise(py, "JobStopped", stop.to_string(), &attrs))
+            };
+            build().unwrap_or_else(|e| e)
+        }
+        WorkError::Store(e) | WorkError::Rejected(e) => store_error(py, e),
+    }
 }

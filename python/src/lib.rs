@@ -7,7 +7,9 @@
 //! - [`convert`]: JSON values to and from Python, losslessly, refusing what
 //!   JSON cannot express with the path of the culprit;
 //! - [`errors`]: the library's errors as the exceptions of `rudder.errors`;
-//! - [`wait`]: `Store.wait` on the change feed, interruptible by Ctrl-C.
+//! - [`wait`]: `Store.wait` on the change feed, interruptible by Ctrl-C;
+//! - [`worker`]: the worker API (`Store.worker`, `Worker`, `Job`,
+//!   `Answer`), bound to the library's `rudder::worker`.
 
 use pyo3::prelude::*;
 
@@ -16,6 +18,7 @@ mod errors;
 mod store;
 mod task;
 mod wait;
+mod worker;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -28,6 +31,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<task::PySkipped>()?;
     m.add_class::<task::PyPruneReport>()?;
     m.add_class::<task::PyPruned>()?;
+    m.add_class::<worker::PyWorker>()?;
+    m.add_class::<worker::PyJob>()?;
+    m.add_class::<worker::PyAnswer>()?;
     m.add("DEFAULT_LEASE_SECONDS", store::DEFAULT_LEASE.as_secs_f64())?;
     m.add("MAX_VALUE_DEPTH", rudder::store::MAX_VALUE_DEPTH)?;
     Ok(())

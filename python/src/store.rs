@@ -17,7 +17,7 @@ use crate::errors::{raise, store_error, usage};
 use crate::task::{PyOutcome, PyPruneReport, PyReclaimReport, PyTask};
 
 /// The lease a write with `holder=` renews when no `lease=` is given.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+pub const DEFAULT_LEASE: Duration = rudder::worker::DEFAULT_LEASE;
 
 /// A rudder store: a JSON file, a SQLite database or a PostgreSQL server,
 /// named by a store URL or a path (as `--store` takes it).
@@ -70,7 +70,7 @@ impl PyStore {
         f: impl FnOnce(&Store) -> Result<T, StoreError> + Send,
     ) -> PyResult<T> {
         let store = self.store(py)?;
-        py.detach(|| f(&store)).map_err(|e| store_error(py, e))
+        py.detach(|| f(&store)).map_err(|e| store_error(py, &e))
     }
 
     fn outcome(
@@ -101,6 +101,20 @@ fn as_actor(holder: Option<&str>, lease: Duration) -> Actor<'_> {
     match holder {
         Some(holder) => Actor::Worker { holder, lease },
         None => Actor::Anyone,
+    }
+}
+
+/// A kind or several (`None`: every kind).
+fn kinds(kind: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+    match kind.filter(|k| !k.is_none()) {
+        None => Ok(Vec::new()),
+        Some(k) => match k.cast::<PyString>() {
+            Ok(s) => Ok(vec![s.to_str()?.to_string()]),
+            Err(_) => k
+                .try_iter()?
+                .map(|k| k.and_then(|k| k.extract::<String>()))
+                .collect(),
+        },
     }
 }
 
@@ -198,13 +212,8 @@ impl PyStore {
         ttl: Option<&Bound<'_, PyAny>>,
         poll_interval: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyOutcome> {
-        if kind.is_some() {
-            return Err(usage(
-                py,
-                "kind: this build of rudder has no task kinds yet".into(),
-            ));
-        }
         let new = NewTask {
+            kind,
             input_schema: to_json_opt(input_schema, "input_schema")?,
             idempotency_key,
             title,
@@ -222,7 +231,8 @@ impl PyStore {
         self.with(py, move |s| s.get(&task_id)).map(PyTask::from)
     }
 
-    /// Tasks whose status is `status` (a name or several), in the order
+    /// Tasks whose status is `status` (a name or several) and whose kind is
+    /// `kind` (a name or several), in the order
     /// `sort` names (`"store"`, `"updated"`, `"created"`, `"title"`,
     /// `"id"`), `descending` to walk it backwards; a page of at most `limit`
     /// tasks starting right after the task `after` (a full id); `text`
@@ -234,20 +244,15 @@ impl PyStore {
         &self,
         py: Python<'_>,
         status: Option<&Bound<'_, PyAny>>,
-        kind: Option<String>,
+        kind: Option<&Bound<'_, PyAny>>,
         sort: &str,
         descending: bool,
         limit: Option<usize>,
         after: Option<String>,
         text: Option<String>,
     ) -> PyResult<Vec<PyTask>> {
-        if kind.is_some() {
-            return Err(usage(
-                py,
-                "kind: this build of rudder has no task kinds yet".into(),
-            ));
-        }
         let query = PageQuery {
+            kinds: kinds(kind)?,
             statuses: statuses(py, status)?,
             sort: sort
                 .parse::<SortKey>()
@@ -401,16 +406,19 @@ impl PyStore {
         self.outcome(py, move |s| s.release(&task_id, &holder))
     }
 
-    /// Claim the oldest working task no live lease holds, if any.
-    #[pyo3(signature = (holder, *, lease=None))]
+    /// Claim the oldest working task (of `kind`, a name or several, when
+    /// given) that no live lease holds, if any.
+    #[pyo3(signature = (holder, *, lease=None, kind=None))]
     fn claim_next(
         &self,
         py: Python<'_>,
         holder: String,
         lease: Option<&Bound<'_, PyAny>>,
+        kind: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<PyTask>> {
         let lease = lease_of(lease)?;
-        let task = self.with(py, move |s| s.claim_next(&holder, lease))?;
+        let kinds = kinds(kind)?;
+        let task = self.with(py, move |s| s.claim_next(&holder, lease, &kinds))?;
         Ok(task.map(PyTask::from))
     }
 
@@ -434,6 +442,38 @@ impl PyStore {
         let older_than = duration(older_than, "older_than")?;
         let report = self.with(py, move |s| s.prune(older_than))?;
         PyPruneReport::new(py, report)
+    }
+
+    /// A worker named `name` on this store, taking tasks of `kinds` (every
+    /// kind when none are given), each claimed with a lease of `lease`
+    /// (default 30 s) renewed in the background every `renew_every`
+    /// (default a third of the lease). `holder` is the lease holder its
+    /// claims record (default: the name, `#`, eight random hex digits).
+    #[pyo3(signature = (name, *, lease=None, kinds=None, holder=None, renew_every=None))]
+    fn worker(
+        &self,
+        py: Python<'_>,
+        name: String,
+        lease: Option<&Bound<'_, PyAny>>,
+        kinds: Option<Vec<String>>,
+        holder: Option<String>,
+        renew_every: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<crate::worker::PyWorker> {
+        let store = self.store(py)?;
+        let mut builder = store.worker(name).lease(lease_of(lease)?);
+        if let Some(kinds) = kinds {
+            builder = builder.kinds(kinds);
+        }
+        if let Some(holder) = holder {
+            builder = builder.holder(holder);
+        }
+        if let Some(every) = renew_every.filter(|e| !e.is_none()) {
+            builder = builder.renew_every(duration(every, "renew_every")?);
+        }
+        let worker = builder
+            .start()
+            .map_err(|e| crate::worker::start_error(py, e))?;
+        Ok(crate::worker::PyWorker::new(worker))
     }
 
     /// Block until the task is finished or waits for input (with

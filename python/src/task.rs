@@ -44,6 +44,11 @@ impl PyTask {
     fn status(&self) -> &'static str {
         self.inner.status.as_str()
     }
+    /// The task's kind (`diagnose`, `backup`), which workers claim by.
+    #[getter]
+    fn kind(&self) -> Option<&str> {
+        self.inner.kind.as_deref()
+    }
     #[getter]
     fn input_schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         opt_to_py(py, self.inner.input_schema.as_ref())

@@ -133,7 +133,7 @@ pub fn wait(
             // at the next slice rather than miss what the event announced.
             Err(e) if e.is_unreachable() => {}
             Err(StoreError::UnknownTask { .. }) => return Err(vanished(py, &last)),
-            Err(e) => return Err(store_error(py, e)),
+            Err(e) => return Err(store_error(py, &e)),
         }
     }
 }
