@@ -204,3 +204,19 @@ def test_a_forked_child_cannot_use_its_parents_worker(store: rudder.Store, tmp_p
             os._exit(0)
     os.waitpid(pid, 0)
     assert "forked" in report.read_text()
+
+
+def test_the_readme_worker_greets(store: rudder.Store) -> None:
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    task = store.create(kind="greet", request={"name": "Ada"}).task
+    proc = subprocess.Popen([sys.executable, str(examples / "greeter.py"), store.url, "--once"])
+    try:
+        asked = store.wait(task.task_id, timeout=60)
+        assert asked.status == "input_required" and asked.status_message == "How formal?"
+        store.provide_input(task.task_id, {"tone": "warm"})
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    done = store.get(task.task_id)
+    assert done.status == "completed"
+    assert done.result == {"greeting": "Hello, Ada", "tone": "warm"}
