@@ -28,9 +28,6 @@ pub const DEFAULT_LEASE: Duration = rudder::worker::DEFAULT_LEASE;
 /// call raises `StoreClosedError`. A forked child must open its own.
 #[pyclass(module = "rudder", name = "Store", frozen)]
 pub struct PyStore {
-    /// The URL as given (for the change feed; may hold a password, so it is
-    /// never shown).
-    pub(crate) url: PathBuf,
     /// The store as messages show it (password redacted).
     location: String,
     /// The process that opened it.
@@ -149,7 +146,6 @@ impl PyStore {
         let parsed = StoreUrl::parse(url.as_os_str()).map_err(|e| usage(py, e.to_string()))?;
         let store = Store::open_url(&parsed);
         Ok(PyStore {
-            url,
             location: store.location(),
             pid: std::process::id(),
             store: RwLock::new(Some(Arc::new(store))),
