@@ -259,6 +259,7 @@ class Store:
         kinds: Iterable[str] | None = None,
         holder: str | None = None,
         renew_every: Seconds | None = None,
+        key_prefix: str | None = None,
     ) -> Worker: ...
 
 @final

@@ -445,7 +445,10 @@ impl PyStore {
     /// (default 30 s) renewed in the background every `renew_every`
     /// (default a third of the lease). `holder` is the lease holder its
     /// claims record (default: the name, `#`, eight random hex digits).
-    #[pyo3(signature = (name, *, lease=None, kinds=None, holder=None, renew_every=None))]
+    /// With `key_prefix`, only tasks whose idempotency key starts with it
+    /// are taken (the demo's worker takes its `demo:` incidents only).
+    #[pyo3(signature = (name, *, lease=None, kinds=None, holder=None, renew_every=None, key_prefix=None))]
+    #[allow(clippy::too_many_arguments)]
     fn worker(
         &self,
         py: Python<'_>,
@@ -454,6 +457,7 @@ impl PyStore {
         kinds: Option<Vec<String>>,
         holder: Option<String>,
         renew_every: Option<&Bound<'_, PyAny>>,
+        key_prefix: Option<String>,
     ) -> PyResult<crate::worker::PyWorker> {
         let store = self.store(py)?;
         let mut builder = store.worker(name).lease(lease_of(lease)?);
@@ -465,6 +469,11 @@ impl PyStore {
         }
         if let Some(every) = renew_every.filter(|e| !e.is_none()) {
             builder = builder.renew_every(duration(every, "renew_every")?);
+        }
+        if let Some(prefix) = key_prefix {
+            builder = builder.filter(move |t: &rudder::store::Summary<'_>| {
+                t.idempotency_key.is_some_and(|k| k.starts_with(&prefix))
+            });
         }
         let worker = builder
             .start()
