@@ -71,17 +71,29 @@ fn in_venv(venv: &Path, program: &str) -> Command {
     cmd
 }
 
+/// The virtual environment with the package built into it (once per test
+/// process: the tests here share it).
+fn built() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let venv = venv();
+            // Into this target directory (the dependencies are built
+            // already); `cargo test` holds no lock on it while tests run.
+            run(
+                in_venv(&venv, "maturin")
+                    .args(["develop", "--quiet"])
+                    .env("CARGO_TARGET_DIR", root().join("target")),
+                "maturin develop",
+            );
+            venv
+        })
+        .clone()
+}
+
 #[test]
 fn the_python_package_builds_and_passes_its_tests() {
-    let venv = venv();
-    // Into this target directory (the dependencies are built already);
-    // `cargo test` holds no lock on it while tests run.
-    run(
-        in_venv(&venv, "maturin")
-            .args(["develop", "--quiet"])
-            .env("CARGO_TARGET_DIR", root().join("target")),
-        "maturin develop",
-    );
+    let venv = built();
     let mut pytest = in_venv(&venv, "pytest");
     pytest
         .args(["-q", "-p", "no:cacheprovider", "tests"])
@@ -97,5 +109,74 @@ fn the_python_package_builds_and_passes_its_tests() {
             .arg("--cache-dir")
             .arg(venv.join("mypy-cache")),
         "mypy (the .pyi against the tests and examples)",
+    );
+}
+
+/// `rudder demo --python-worker`'s supervisor: the Python diagnosis worker
+/// works the demo's incidents, is killed with SIGKILL (the TUI's K) and
+/// started again (W), and every task survives and settles as in the story.
+#[test]
+fn the_demo_runs_the_python_worker_through_a_kill_and_a_restart() {
+    use rudder::Store;
+    use rudder::demo::supervisor::{Supervisor, check_python};
+    use rudder::tui::{WorkerControl, WorkerState};
+    use std::time::{Duration, Instant};
+
+    let venv = built();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("rudder-demo.json");
+    let store = Store::open(&path);
+    rudder::demo::seed::seed(&store).expect("seed the demo store");
+    let seeded = store.list(&[]).expect("read the store").len();
+    let python = venv.join("bin/python");
+    let script = PathBuf::from(rudder::demo::PYTHON_WORKER);
+    check_python(python.as_os_str(), &script).expect("the venv imports rudder");
+    let log = dir.path().join("worker.log");
+    let mut worker = Supervisor::new(
+        PathBuf::from(env!("CARGO_BIN_EXE_rudder")),
+        path.clone(),
+        100.0,
+        Some(log.clone()),
+    )
+    .python(python, script);
+    // Waits for what it asserts: the store's state, read until it holds.
+    let until = |what: &str, done: &dyn Fn(&[rudder::Task]) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let tasks = store.list(&[]).expect("read the store");
+            if done(&tasks) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not within 2 minutes; worker log:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    worker.start().expect("start the Python worker");
+    until("a Python worker claims an incident", &|tasks| {
+        tasks.iter().any(|t| {
+            t.claimed_by
+                .as_deref()
+                .is_some_and(|h| h.starts_with("py-worker-"))
+                && t.progress.is_some_and(|p| p.current >= 1)
+        })
+    });
+    worker.kill().expect("kill the worker");
+    assert!(!matches!(worker.state(), WorkerState::Running { .. }));
+    worker.start().expect("start it again");
+    until("every incident settles", &|tasks| {
+        tasks
+            .iter()
+            .all(|t| t.status.is_terminal() || t.status == rudder::Status::InputRequired)
+    });
+    let tasks = store.list(&[]).expect("read the store");
+    assert_eq!(tasks.len(), seeded, "no task was lost");
+    assert!(
+        tasks.iter().any(|t| t.status == rudder::Status::Completed
+            && t.result.as_ref().is_some_and(|r| r["citations"].is_array())),
+        "a diagnosis completed with its citations"
     );
 }

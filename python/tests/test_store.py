@@ -81,7 +81,7 @@ def test_json_values_cross_losslessly(store: rudder.Store) -> None:
         "negative": -(2**100),
         "u64": 2**64 - 1,
         "floats": [0.1, 1e300, 5e-324, -0.0, 1.0],
-        "text": "naïve ☃ \u0000 \"quoted\"",
+        "text": "naïve ☃ \"quoted\" \t\n",
         "flags": [True, False, None],
         "tuple": (1, 2),
         "order": {"z": 1, "a": 2, "m": 3},
