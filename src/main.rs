@@ -106,6 +106,7 @@ fn main() -> ExitCode {
             store: demo_store(a.store.store),
             fresh: a.fresh,
             speed: a.speed,
+            python_worker: a.python_worker,
         }),
         Command::Worker(a) => rudder::demo::run_worker(rudder::demo::WorkerOptions {
             store: worker_store(a.store),

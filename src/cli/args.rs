@@ -97,6 +97,9 @@ pub struct DemoArgs {
     /// Run the simulated diagnoses this many times faster (0.01 to 10000)
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR", value_parser = crate::demo::worker::parse_speed)]
     pub speed: f64,
+    /// Run the Python diagnosis worker (python/examples/diagnosis_worker.py of this checkout, or SCRIPT) instead of the built-in one; needs the Python package (pip install ./python), run by $RUDDER_PYTHON or python3
+    #[arg(long, value_name = "SCRIPT", num_args = 0..=1, default_missing_value = crate::demo::PYTHON_WORKER)]
+    pub python_worker: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -41,7 +41,17 @@ pub struct DemoOptions {
     pub fresh: bool,
     /// The worker's speed.
     pub speed: f64,
+    /// Run this Python worker script (`--python-worker`) instead of the
+    /// built-in worker.
+    pub python_worker: Option<PathBuf>,
 }
+
+/// The Python diagnosis worker of the checkout this binary was built from
+/// (`rudder demo --python-worker`).
+pub const PYTHON_WORKER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/python/examples/diagnosis_worker.py"
+);
 
 /// Run the worker until it is killed or told to stop (SIGTERM, SIGINT: it
 /// gives its leases back first).
@@ -70,8 +80,14 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
     })?;
     let exe = std::env::current_exe().context("cannot find the rudder binary to run the worker")?;
     let log = Supervisor::log_path_for(&options.store);
-    let supervisor =
-        Supervisor::new(exe.clone(), options.store.clone(), options.speed, Some(log)).shared();
+    let mut supervisor =
+        Supervisor::new(exe.clone(), options.store.clone(), options.speed, Some(log));
+    if let Some(script) = &options.python_worker {
+        let python = std::env::var_os("RUDDER_PYTHON").unwrap_or_else(|| "python3".into());
+        supervisor::check_python(&python, script)?;
+        supervisor = supervisor.python(PathBuf::from(python), script.clone());
+    }
+    let supervisor = supervisor.shared();
     let mut control = supervisor.clone();
     control
         .start()

@@ -30,6 +30,9 @@ pub struct Supervisor {
     log: Option<PathBuf>,
     child: Option<Child>,
     state: WorkerState,
+    /// `(interpreter, script)`: run the Python diagnosis worker
+    /// (`rudder demo --python-worker`) instead of `EXE worker`.
+    python: Option<(PathBuf, PathBuf)>,
 }
 
 impl Supervisor {
@@ -43,7 +46,15 @@ impl Supervisor {
             log,
             child: None,
             state: WorkerState::NotStarted,
+            python: None,
         }
+    }
+
+    /// Run `python SCRIPT --store STORE --speed SPEED` (the Python
+    /// diagnosis worker) instead of `EXE --store STORE worker --speed SPEED`.
+    pub fn python(mut self, python: PathBuf, script: PathBuf) -> Self {
+        self.python = Some((python, script));
+        self
     }
 
     /// The log file beside the store: `rudder-demo.json.worker.log`.
@@ -125,6 +136,29 @@ pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Send SIGTERM to `child`, which has not been reaped (so its pid is still
 /// its own, even if it exited).
+/// Refuse a Python worker that cannot start, before the TUI takes the
+/// screen: the script must exist and `python` must import `rudder`.
+pub fn check_python(python: &std::ffi::OsStr, script: &Path) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        script.is_file(),
+        "the Python worker {} does not exist",
+        script.display()
+    );
+    let imports = Command::new(python)
+        .args(["-c", "import rudder"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", Path::new(python).display()))?;
+    anyhow::ensure!(
+        imports.success(),
+        "{} cannot import the rudder Python package: install it with `pip install ./python` (or name another interpreter with $RUDDER_PYTHON)",
+        Path::new(python).display()
+    );
+    Ok(())
+}
+
 fn terminate(child: &Child) -> std::io::Result<()> {
     let pid = libc::pid_t::try_from(child.id()).map_err(std::io::Error::other)?;
     // SAFETY: kill(2) has no memory-safety preconditions; the pid is our
@@ -222,8 +256,21 @@ impl WorkerControl for Supervisor {
             let log = self.log.as_deref().unwrap_or(Path::new("-"));
             format!("cannot open the worker log {}: {e}", log.display())
         })?;
-        let child = Command::new(&self.exe)
-            .arg("worker")
+        // The store goes to the worker in its environment, never on its
+        // command line, where `ps` would show a password.
+        let mut command = match &self.python {
+            Some((python, script)) => {
+                let mut c = Command::new(python);
+                c.arg(script);
+                c
+            }
+            None => {
+                let mut c = Command::new(&self.exe);
+                c.arg("worker");
+                c
+            }
+        };
+        let child = command
             .env("RUDDER_STORE", &self.store)
             .arg("--speed")
             .arg(self.speed.to_string())

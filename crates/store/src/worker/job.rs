@@ -332,6 +332,14 @@ impl Job {
         Ok(Answer { job: self })
     }
 
+    /// The answer to the question this job asked last ([`Job::ask`]), to
+    /// wait for it again later: for a caller that cannot keep the
+    /// [`Answer`] borrowed between calls (the Python binding, whose
+    /// `ask(...)` and `wait(...)` are separate calls).
+    pub fn answer(&mut self) -> Answer<'_> {
+        Answer { job: self }
+    }
+
     /// Ask a person and give the task back: it waits for input described
     /// by `schema`, and whichever worker is free claims it once it has the
     /// answer (this one included). The job is over.
