@@ -70,7 +70,7 @@ fn each_db(retention: Retention, f: impl Fn(&dyn Fn() -> Db, &mut dyn FeedSource
     if !pg::available() {
         return;
     }
-    let url = match StoreUrl::parse(&pg::store_url()).expect("a URL") {
+    let url = match StoreUrl::parse(pg::store_url()).expect("a URL") {
         StoreUrl::Postgres(u) => u,
         other => panic!("not postgres: {other:?}"),
     };
