@@ -17,6 +17,7 @@ pub mod lock_timeout;
 pub mod pending;
 pub mod query;
 mod report;
+pub mod retention;
 pub mod shared;
 mod txn;
 pub mod url;

@@ -72,6 +72,7 @@ fn copy_in(
         .map(|t| pending::encode(&*txn, t))
         .collect::<Result<Vec<String>, StoreError>>()?;
     stage(txn, tasks, &docs)?;
+    txn.trim_at_commit();
     let mut counts = CopyCounts::default();
     // The tasks TO already holds, locked until the commit.
     let rows = txn.query(

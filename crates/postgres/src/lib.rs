@@ -25,6 +25,7 @@ mod bulk;
 pub mod config;
 pub mod libpq;
 mod listen;
+mod retention;
 mod schema;
 mod tls;
 mod txn;
@@ -38,6 +39,7 @@ use postgres::config::Host;
 use postgres::error::SqlState;
 use postgres::{Client, IsolationLevel, Statement};
 
+use rudder_core::retention::Retention;
 use rudder_core::url::PgUrl;
 use rudder_core::{Backend, ChangeLog, Location, StoreError, Transaction};
 
@@ -55,6 +57,8 @@ const ATTEMPTS: u32 = 10;
 pub struct PostgresBackend {
     url: PgUrl,
     lock_timeout: Duration,
+    /// How much of the change log writers keep.
+    retention: Retention,
     /// Boxed: a client is large, and the backend sits in enums.
     conn: Mutex<Option<Box<Conn>>>,
 }
@@ -122,8 +126,21 @@ impl PostgresBackend {
         PostgresBackend {
             url,
             lock_timeout,
+            retention: Retention::DEFAULT,
             conn: Mutex::new(None),
         }
+    }
+
+    /// Keep `retention` of the change log instead of
+    /// [`Retention::DEFAULT`] (tests use a small one).
+    pub fn with_retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// How much of the change log writers keep.
+    pub(crate) fn retention(&self) -> Retention {
+        self.retention
     }
 
     /// Wait at most `timeout` to connect, for a statement or for a lock.
@@ -634,6 +651,9 @@ impl PostgresBackend {
                 let migrated = v != Some(schema::VERSION);
                 let mut txn = PgTxn::new(tx, &mut *statements, self, true);
                 txn.set_found_version(found);
+                if migrated {
+                    txn.trim_at_commit();
+                }
                 let out = f(&mut txn);
                 let failure = txn.failure();
                 let result = match out {

@@ -75,6 +75,8 @@ pub(crate) struct PgTxn<'c> {
     /// whether the connection broke.
     failure: Cell<Option<(Retry, bool)>>,
     changes: RefCell<Vec<ChangeRow>>,
+    /// Trim the change log at commit whatever the write (bulk work).
+    trim: Cell<bool>,
     deltas: RefCell<BTreeMap<Status, i64>>,
     found_version: Option<i32>,
     /// The version of the tables this transaction works on (a reader may
@@ -138,6 +140,7 @@ impl<'c> PgTxn<'c> {
             pending: Pending::new(),
             failure: Cell::new(None),
             changes: RefCell::new(Vec::new()),
+            trim: Cell::new(false),
             deltas: RefCell::new(BTreeMap::new()),
             found_version: None,
             schema: super::schema::VERSION,
@@ -518,11 +521,28 @@ impl<'c> PgTxn<'c> {
         Ok(true)
     }
 
+    /// Trim the change log at commit (`copy` batches, migrations), not
+    /// only when this write's changes pass a multiple of the step.
+    pub(crate) fn trim_at_commit(&self) {
+        self.trim.set(true);
+    }
+
     /// The changes, the counts and the wake-up of the feed, in commit order
-    /// (see the module comment).
+    /// (see the module comment); then the change log's retention, under
+    /// the same lock.
     fn record_changes(&self) -> Result<(), StoreError> {
         let changes = std::mem::take(&mut *self.changes.borrow_mut());
+        let retention = self.backend.retention();
         if changes.is_empty() {
+            if self.trim.get() {
+                self.execute(
+                    "SELECT pg_advisory_xact_lock($1)",
+                    &[&CHANGES_LOCK],
+                    "trim the change log",
+                )?;
+                let last = self.last_change()?;
+                self.trim_changes(&retention, last)?;
+            }
             return Ok(());
         }
         self.execute(
@@ -544,7 +564,7 @@ impl<'c> PgTxn<'c> {
         let deltas = self.deltas.borrow();
         let statuses: Vec<&str> = deltas.keys().map(|s| s.as_str()).collect();
         let by: Vec<i64> = deltas.values().copied().collect();
-        self.query(
+        let rows = self.query(
             &format!(
                 "WITH ch AS (\
                    INSERT INTO rudder_changes (task_id, revision, status_before, status_after, at) \
@@ -554,11 +574,18 @@ impl<'c> PgTxn<'c> {
                    INSERT INTO rudder_counts (status, n) \
                    SELECT * FROM unnest($5::text[], $6::int8[]) \
                    ON CONFLICT (status) DO UPDATE SET n = rudder_counts.n + excluded.n) \
-                 SELECT pg_notify('{CHANNEL}', max(seq)::text) FROM ch"
+                 SELECT min(seq), max(seq), pg_notify('{CHANNEL}', max(seq)::text) FROM ch"
             ),
             &[&ids, &revisions, &before, &after, &statuses, &by, &at],
             "record the changes",
         )?;
+        let (first, last): (Option<i64>, Option<i64>) =
+            rows.first().map_or((None, None), |r| (r.get(0), r.get(1)));
+        if let (Some(first), Some(last)) = (first, last)
+            && (self.trim.get() || retention.due(first - 1, last))
+        {
+            self.trim_changes(&retention, last)?;
+        }
         Ok(())
     }
 

@@ -12,6 +12,7 @@
 //! (SQLite gives its `-wal` and `-shm` files the database's mode).
 
 mod bulk;
+mod retention;
 mod schema;
 mod shm;
 mod txn;
@@ -27,6 +28,7 @@ use std::time::Instant;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
+use rudder_core::retention::Retention;
 use rudder_core::{Backend, ChangeLog, Location, StoreError, Transaction};
 use rudder_file::fs::{Fs, LockFailure, LockGuard, RealFs};
 use rudder_model::task::TaskMap;
@@ -66,6 +68,8 @@ pub struct SqliteBackend {
     /// The sidecar lock file every write transaction holds (`<db>.lock`).
     lock_path: PathBuf,
     conn: Mutex<Option<Open>>,
+    /// How much of the change log writers keep.
+    retention: Retention,
 }
 
 impl std::fmt::Debug for SqliteBackend {
@@ -95,7 +99,15 @@ impl SqliteBackend {
             lock_timeout: rudder_core::lock_timeout::lock_timeout_from_env(),
             lock_path,
             conn: Mutex::new(None),
+            retention: Retention::DEFAULT,
         }
+    }
+
+    /// Keep `retention` of the change log instead of
+    /// [`Retention::DEFAULT`] (tests use a small one).
+    pub fn with_retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
     }
 
     /// Wait at most `timeout` for another writer (default 30 s; at most
@@ -524,6 +536,8 @@ impl SqliteBackend {
                     .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                     .map_err(|e| self.error("lock the database", e))?;
                 migrated = self.migrate_in(&tx)?;
+                let before =
+                    retention::last_seq(&tx).map_err(|e| self.error("read the changes", e))?;
                 if !f(&tx)? {
                     return tx
                         .rollback()
@@ -536,6 +550,14 @@ impl SqliteBackend {
                     return tx
                         .rollback()
                         .map_err(|e| self.error("end the transaction", e));
+                }
+                // The change log's retention: after bulk work, and when
+                // this write's changes pass a multiple of its step.
+                let after =
+                    retention::last_seq(&tx).map_err(|e| self.error("read the changes", e))?;
+                if compact || migrated || self.retention.due(before, after) {
+                    retention::trim(&tx, &self.retention, after)
+                        .map_err(|e| self.error("trim the change log", e))?;
                 }
                 tx.commit().map_err(|e| self.error("commit", e))
             });
