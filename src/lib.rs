@@ -24,6 +24,7 @@ pub use task::{Actor, Change, Status, Task};
 pub mod cli;
 pub mod demo;
 pub mod fuzzing;
+pub mod mcp;
 pub mod text;
 pub mod tui;
 pub mod watch;

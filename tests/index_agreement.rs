@@ -46,6 +46,7 @@ fn every_field() -> Task {
             at: now,
             note: Some("created".into()),
         }],
+        origin: None,
         extra: IndexMap::from([("owner".to_string(), json!({"team": "payments"}))]),
     }
 }

@@ -61,6 +61,11 @@ pub enum Command {
     Copy(CopyArgs),
     /// Create or upgrade a PostgreSQL store's tables now (as an owner role)
     Migrate(MigrateArgs),
+    /// Serve the store to MCP clients (Tasks extension): stdio, or Streamable HTTP with --http
+    #[command(
+        after_help = "The bearer token of --http comes from $RUDDER_MCP_TOKEN or --token-file, never the command line; without one only loopback addresses are served. The README's \"MCP\" section describes the catalogue."
+    )]
+    Mcp(McpArgs),
     /// Print a shell completion script (e.g. `rudder completions bash > ~/.local/share/bash-completion/completions/rudder`)
     Completions(CompletionsArgs),
     /// Print the manual page (roff; e.g. `rudder man | man -l -`)
@@ -95,6 +100,22 @@ pub struct DemoArgs {
     /// Run the simulated diagnoses this many times faster (0.01 to 10000)
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR", value_parser = crate::demo::worker::parse_speed)]
     pub speed: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The tools catalogue (TOML): each tool's name, description, schemas and task kind
+    #[arg(long, value_name = "FILE")]
+    pub tools: Option<PathBuf>,
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (e.g. 127.0.0.1:8765)
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// Read the bearer token of --http from FILE (else $RUDDER_MCP_TOKEN)
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// A browser Origin allowed to call --http besides loopback ones (repeatable)
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
 }
 
 #[derive(Debug, Args)]
