@@ -603,7 +603,14 @@ impl ServerHandler for RudderMcp {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.call(request, cx).await
+        match self.call(request, cx).await? {
+            // Every non-task answer says it is complete (SEP-2322).
+            CallToolResponse::Complete(mut r) => {
+                r.result_type.get_or_insert(rmcp::model::ResultType::COMPLETE);
+                Ok(CallToolResponse::Complete(r))
+            }
+            other => Ok(other),
+        }
     }
 
     async fn get_task(
