@@ -131,7 +131,12 @@ fn work(store: &Store, holder: &str, task: &Task) -> Result<(), String> {
         "slow_compute" => {
             let seconds = args.get("seconds").and_then(Value::as_f64).unwrap_or(1.0);
             let label = str_arg("label", "compute");
-            busy(store, id, actor, Duration::from_secs_f64(seconds.clamp(0.0, 3600.0)))?;
+            busy(
+                store,
+                id,
+                actor,
+                Duration::from_secs_f64(seconds.clamp(0.0, 3600.0)),
+            )?;
             store
                 .complete(
                     id,

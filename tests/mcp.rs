@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientInfo,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
     ClientRequest, CustomRequest, ErrorCode, GetTaskParams, Implementation, TaskPayload,
     TaskStatus, UpdateTaskParams,
 };
@@ -22,18 +22,21 @@ use rudder::task::{Actor, Op, Status};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
-type Client = RunningService<RoleClient, ClientInfo>;
+type Client = RunningService<RoleClient, ClientConfig>;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/mcp-conformance.toml");
+const FIXTURES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/mcp-conformance.toml"
+);
 const WORKER: Actor<'static> = Actor::Anyone;
 
-fn info(tasks: bool) -> ClientInfo {
+fn info(tasks: bool) -> ClientConfig {
     let caps = if tasks {
         ClientCapabilities::builder().enable_tasks().build()
     } else {
         ClientCapabilities::default()
     };
-    ClientInfo::new(caps, Implementation::new("rudder-test-client", "7.1"))
+    ClientConfig::new(caps, Implementation::new("rudder-test-client", "7.1"))
 }
 
 fn store_url(dir: &Path) -> PathBuf {
@@ -49,7 +52,7 @@ async fn stdio_client(dir: &Path, tasks: bool) -> Client {
     cmd.env_remove("RUDDER_STORE")
         .args(["--store", &sqlite(dir), "mcp", "--tools", FIXTURES]);
     let transport = TokioChildProcess::new(cmd).expect("spawn rudder mcp");
-    info(tasks).serve(transport).await.expect("client connects")
+    modern(info(tasks), transport).await
 }
 
 /// A `rudder mcp --http` child and the URL it listens on.
@@ -62,7 +65,15 @@ async fn http_server(dir: &Path, addr: &str, env: &[(&str, &str)]) -> HttpServer
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
     cmd.env_remove("RUDDER_STORE")
         .env_remove("RUDDER_MCP_TOKEN")
-        .args(["--store", &sqlite(dir), "mcp", "--tools", FIXTURES, "--http", addr])
+        .args([
+            "--store",
+            &sqlite(dir),
+            "mcp",
+            "--tools",
+            FIXTURES,
+            "--http",
+            addr,
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -89,16 +100,41 @@ async fn http_server(dir: &Path, addr: &str, env: &[(&str, &str)]) -> HttpServer
 
 async fn http_client(url: &str, tasks: bool) -> Client {
     let transport = StreamableHttpClientTransport::from_uri(url.to_string());
-    info(tasks).serve(transport).await.expect("client connects over HTTP")
+    modern(info(tasks), transport).await
+}
+
+/// A client of the 2026-07-28 protocol (`server/discover`, per-request
+/// metadata), the era the Tasks extension is served on.
+async fn modern<T, E, A>(config: ClientConfig, transport: T) -> Client
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    config
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("client connects")
 }
 
 fn call(name: &str, args: Value) -> CallToolRequestParams {
-    let Value::Object(args) = args else { panic!("arguments are an object") };
+    let Value::Object(args) = args else {
+        panic!("arguments are an object")
+    };
     CallToolRequestParams::new(name.to_string()).with_arguments(args)
 }
 
 async fn create(client: &Client, name: &str, args: Value) -> String {
-    match client.call_tool_once(call(name, args)).await.expect("tools/call") {
+    match client
+        .call_tool_once(call(name, args))
+        .await
+        .expect("tools/call")
+    {
         CallToolResponse::Task(t) => {
             assert_eq!(t.task.status, TaskStatus::Working);
             t.task.task_id
@@ -127,9 +163,10 @@ fn open(dir: &Path) -> Store {
 }
 
 async fn update(client: &Client, id: &str, responses: Value) {
-    let Value::Object(o) = responses else { panic!() };
-    let mut p = UpdateTaskParams::new(id.to_string());
-    p.input_responses = o.into_iter().collect();
+    let Value::Object(o) = responses else {
+        panic!()
+    };
+    let p = UpdateTaskParams::new(id.to_string(), o.into_iter().collect());
     client.update_task(p).await.expect("tasks/update acks");
 }
 
@@ -140,7 +177,11 @@ async fn the_whole_surface(client: &Client, plain: &Client, dir: &Path) {
     let id = create(client, "slow_compute", json!({"seconds": 5, "label": "x"})).await;
     let t = get(client, &id).await;
     assert_eq!(t.status(), TaskStatus::Working);
-    assert_eq!(t.task.poll_interval_ms, Some(200), "the catalogue's poll interval");
+    assert_eq!(
+        t.task.poll_interval_ms,
+        Some(200),
+        "the catalogue's poll interval"
+    );
     assert_eq!(t.task.ttl_ms, Some(3_600_000));
     let stored = store.get(&id).unwrap();
     let origin = stored.origin.clone().expect("origin recorded");
@@ -151,7 +192,9 @@ async fn the_whole_surface(client: &Client, plain: &Client, dir: &Path) {
     assert_eq!(stored.request, Some(json!({"seconds": 5, "label": "x"})));
     store.complete(&id, json!({"answer": 42}), WORKER).unwrap();
     let t = get(client, &id).await;
-    let TaskPayload::Completed { result } = &t.payload else { panic!("{t:?}") };
+    let TaskPayload::Completed { result } = &t.payload else {
+        panic!("{t:?}")
+    };
     assert_eq!(result["structuredContent"], json!({"answer": 42}));
     assert_eq!(result["content"][0]["type"], "text");
     // tasks/cancel of a finished task: an ack, nothing changes.
@@ -165,7 +208,9 @@ async fn the_whole_surface(client: &Client, plain: &Client, dir: &Path) {
     let id = create(client, "slow_compute", json!({})).await;
     store.fail(&id, "disk full", WORKER).unwrap();
     let t = get(client, &id).await;
-    let TaskPayload::Completed { result } = &t.payload else { panic!("{t:?}") };
+    let TaskPayload::Completed { result } = &t.payload else {
+        panic!("{t:?}")
+    };
     assert_eq!(result["isError"], true);
     assert_eq!(result["content"][0]["text"], "disk full");
 
@@ -174,7 +219,9 @@ async fn the_whole_surface(client: &Client, plain: &Client, dir: &Path) {
     let error = json!({"code": -32603, "message": "boom"});
     store.apply(&id, &Op::Fail { error }, WORKER).unwrap();
     let t = get(client, &id).await;
-    let TaskPayload::Failed { error } = &t.payload else { panic!("{t:?}") };
+    let TaskPayload::Failed { error } = &t.payload else {
+        panic!("{t:?}")
+    };
     assert_eq!(error["code"], -32603);
     assert_eq!(error["message"], "boom");
 
@@ -187,17 +234,31 @@ async fn the_whole_surface(client: &Client, plain: &Client, dir: &Path) {
         .request_input(&id, schema.clone(), Some("Delete a.txt?".into()), WORKER)
         .unwrap();
     let t = get(client, &id).await;
-    let TaskPayload::InputRequired { input_requests } = &t.payload else { panic!("{t:?}") };
+    let TaskPayload::InputRequired { input_requests } = &t.payload else {
+        panic!("{t:?}")
+    };
     let keys: Vec<&String> = input_requests.keys().collect();
     assert_eq!(keys, ["input-1"]);
     let request = serde_json::to_value(&input_requests["input-1"]).unwrap();
     assert_eq!(request["method"], "elicitation/create");
     assert_eq!(request["params"]["mode"], "form");
     assert_eq!(request["params"]["message"], "Delete a.txt?");
-    assert_eq!(request["params"]["requestedSchema"]["properties"]["confirm"]["type"], "boolean");
-    update(client, &id, json!({"input-1": {"action": "accept", "content": {"confirm": "yes"}}})).await;
+    assert_eq!(
+        request["params"]["requestedSchema"]["properties"]["confirm"]["type"],
+        "boolean"
+    );
+    update(
+        client,
+        &id,
+        json!({"input-1": {"action": "accept", "content": {"confirm": "yes"}}}),
+    )
+    .await;
     let after = store.get(&id).unwrap();
-    assert_eq!(after.status, Status::InputRequired, "an invalid answer is not taken");
+    assert_eq!(
+        after.status,
+        Status::InputRequired,
+        "an invalid answer is not taken"
+    );
     let message = after.status_message.unwrap();
     assert!(message.starts_with("Delete a.txt?"), "{message}");
     assert!(message.contains("the last answer was refused"), "{message}");
@@ -205,9 +266,19 @@ async fn the_whole_surface(client: &Client, plain: &Client, dir: &Path) {
     update(client, &id, json!({"input-1": {"action": "cancel"}})).await;
     assert_eq!(store.get(&id).unwrap().status, Status::InputRequired);
     // An unknown key is ignored.
-    update(client, &id, json!({"nope": {"action": "accept", "content": {"confirm": true}}})).await;
+    update(
+        client,
+        &id,
+        json!({"nope": {"action": "accept", "content": {"confirm": true}}}),
+    )
+    .await;
     assert_eq!(store.get(&id).unwrap().status, Status::InputRequired);
-    update(client, &id, json!({"input-1": {"action": "accept", "content": {"confirm": true}}})).await;
+    update(
+        client,
+        &id,
+        json!({"input-1": {"action": "accept", "content": {"confirm": true}}}),
+    )
+    .await;
     let after = store.get(&id).unwrap();
     assert_eq!(after.status, Status::Working);
     assert_eq!(after.input_value, Some(json!({"confirm": true})));
@@ -216,10 +287,21 @@ async fn the_whole_surface(client: &Client, plain: &Client, dir: &Path) {
         .request_input(&id, schema.clone(), Some("Really?".into()), WORKER)
         .unwrap();
     let t = get(client, &id).await;
-    let TaskPayload::InputRequired { input_requests } = &t.payload else { panic!("{t:?}") };
+    let TaskPayload::InputRequired { input_requests } = &t.payload else {
+        panic!("{t:?}")
+    };
     assert_eq!(input_requests.keys().collect::<Vec<_>>(), ["input-2"]);
-    update(client, &id, json!({"input-1": {"action": "accept", "content": {"confirm": false}}})).await;
-    assert_eq!(store.get(&id).unwrap().status, Status::InputRequired, "a stale key is ignored");
+    update(
+        client,
+        &id,
+        json!({"input-1": {"action": "accept", "content": {"confirm": false}}}),
+    )
+    .await;
+    assert_eq!(
+        store.get(&id).unwrap().status,
+        Status::InputRequired,
+        "a stale key is ignored"
+    );
     // `decline`: the task ends cancelled.
     update(client, &id, json!({"input-2": {"action": "decline"}})).await;
     assert_eq!(store.get(&id).unwrap().status, Status::Cancelled);
@@ -236,16 +318,36 @@ async fn the_whole_surface(client: &Client, plain: &Client, dir: &Path) {
     });
     store.request_input(&id, multi, None, WORKER).unwrap();
     let t = get(client, &id).await;
-    let TaskPayload::InputRequired { input_requests } = &t.payload else { panic!("{t:?}") };
-    assert_eq!(input_requests.keys().collect::<Vec<_>>(), ["input-1.a", "input-1.b"]);
-    update(client, &id, json!({"input-1.a": {"action": "accept", "content": {"value": "x"}}})).await;
+    let TaskPayload::InputRequired { input_requests } = &t.payload else {
+        panic!("{t:?}")
+    };
+    assert_eq!(
+        input_requests.keys().collect::<Vec<_>>(),
+        ["input-1.a", "input-1.b"]
+    );
+    update(
+        client,
+        &id,
+        json!({"input-1.a": {"action": "accept", "content": {"value": "x"}}}),
+    )
+    .await;
     let t = get(client, &id).await;
-    let TaskPayload::InputRequired { input_requests } = &t.payload else { panic!("{t:?}") };
+    let TaskPayload::InputRequired { input_requests } = &t.payload else {
+        panic!("{t:?}")
+    };
     assert_eq!(input_requests.keys().collect::<Vec<_>>(), ["input-1.b"]);
-    update(client, &id, json!({"input-1.b": {"action": "accept", "content": {"value": "y"}}})).await;
+    update(
+        client,
+        &id,
+        json!({"input-1.b": {"action": "accept", "content": {"value": "y"}}}),
+    )
+    .await;
     let after = store.get(&id).unwrap();
     assert_eq!(after.status, Status::Working);
-    assert_eq!(after.input_value, Some(json!({"a": {"value": "x"}, "b": {"value": "y"}})));
+    assert_eq!(
+        after.input_value,
+        Some(json!({"a": {"value": "x"}, "b": {"value": "y"}}))
+    );
 
     // tasks/cancel of a working task.
     let id = create(client, "slow_compute", json!({})).await;
@@ -261,8 +363,15 @@ async fn the_whole_surface(client: &Client, plain: &Client, dir: &Path) {
         .await
         .unwrap_err();
     assert_eq!(code(e), ErrorCode::INVALID_PARAMS);
-    let e = client.get_task(GetTaskParams::new(id[..8].to_string())).await.unwrap_err();
-    assert_eq!(code(e), ErrorCode::INVALID_PARAMS, "a prefix is not a handle");
+    let e = client
+        .get_task(GetTaskParams::new(id[..8].to_string()))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        code(e),
+        ErrorCode::INVALID_PARAMS,
+        "a prefix is not a handle"
+    );
     let e = client
         .cancel_task(CancelTaskParams::new("nope"))
         .await
@@ -277,7 +386,11 @@ async fn the_whole_surface(client: &Client, plain: &Client, dir: &Path) {
                 Some(json!({"taskId": id})),
             )))
             .await;
-        assert_eq!(code(r.unwrap_err()), ErrorCode::METHOD_NOT_FOUND, "{method}");
+        assert_eq!(
+            code(r.unwrap_err()),
+            ErrorCode::METHOD_NOT_FOUND,
+            "{method}"
+        );
     }
 
     // Arguments that fail the input schema: an error, and no task.
@@ -294,7 +407,11 @@ async fn the_whole_surface(client: &Client, plain: &Client, dir: &Path) {
         }
         other => panic!("expected a tool error, got {other:?}"),
     }
-    assert_eq!(store.list(&[]).unwrap().len(), before, "no task was created");
+    assert_eq!(
+        store.list(&[]).unwrap().len(),
+        before,
+        "no task was created"
+    );
     let e = client
         .call_tool_once(call("no_such_tool", json!({})))
         .await
@@ -308,7 +425,10 @@ async fn the_whole_surface(client: &Client, plain: &Client, dir: &Path) {
         .await
         .unwrap_err();
     assert_eq!(code(e), ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY);
-    let e = plain.get_task(GetTaskParams::new(id.clone())).await.unwrap_err();
+    let e = plain
+        .get_task(GetTaskParams::new(id.clone()))
+        .await
+        .unwrap_err();
     assert_eq!(code(e), ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY);
     // An optional one waits for the result inline (here the test works it).
     let worker = {
@@ -335,7 +455,11 @@ async fn the_whole_surface(client: &Client, plain: &Client, dir: &Path) {
     {
         CallToolResponse::Complete(r) => {
             assert_eq!(r.is_error, Some(false));
-            assert!(serde_json::to_string(&r.content).unwrap().contains("done inline"));
+            assert!(
+                serde_json::to_string(&r.content)
+                    .unwrap()
+                    .contains("done inline")
+            );
         }
         other => panic!("expected the result inline, got {other:?}"),
     }
@@ -358,9 +482,12 @@ async fn the_whole_surface(client: &Client, plain: &Client, dir: &Path) {
     assert_eq!(store.list(&[]).unwrap().len(), before);
     let mut p = call("test_tool_with_task", json!({}));
     p.input_responses = Some(
-        [("user_name".to_string(), json!({"action": "accept", "content": {"name": "Alice"}}))]
-            .into_iter()
-            .collect(),
+        [(
+            "user_name".to_string(),
+            json!({"action": "accept", "content": {"name": "Alice"}}),
+        )]
+        .into_iter()
+        .collect(),
     );
     let CallToolResponse::Task(t) = client.call_tool_once(p).await.unwrap() else {
         panic!("a task on the second round")
@@ -390,6 +517,56 @@ async fn over_stdio_every_method_status_and_error() {
     plain.cancel().await.unwrap();
 }
 
+/// A 2025-11-25 client (`initialize`) gets plain tools, even if it says
+/// it takes tasks: the extension is served on the 2026 protocol only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_legacy_client_gets_plain_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
+    cmd.env_remove("RUDDER_STORE").args([
+        "--store",
+        &sqlite(dir.path()),
+        "mcp",
+        "--tools",
+        FIXTURES,
+    ]);
+    let transport = TokioChildProcess::new(cmd).expect("spawn rudder mcp");
+    let legacy = info(true)
+        .with_protocol_version(rmcp::model::ProtocolVersion::V_2025_11_25)
+        .serve(transport)
+        .await
+        .expect("a legacy client connects");
+    let e = legacy
+        .call_tool_once(call("failing_job", json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY);
+    let worker = {
+        let dir = dir.path().to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            let store = open(&dir);
+            let found = common::wait_for(Duration::from_secs(60), || {
+                store.list(&[Status::Working]).unwrap().into_iter().next()
+            })
+            .expect("the call's task appears");
+            store
+                .complete(&found.task_id, json!("plain"), WORKER)
+                .unwrap();
+        })
+    };
+    match legacy
+        .call_tool_once(call("slow_compute", json!({})))
+        .await
+        .unwrap()
+    {
+        CallToolResponse::Complete(r) => {
+            assert!(serde_json::to_string(&r.content).unwrap().contains("plain"))
+        }
+        other => panic!("expected a plain result, got {other:?}"),
+    }
+    worker.await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn over_http_every_method_status_and_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -408,7 +585,11 @@ async fn a_killed_server_answers_every_task_again() {
     let mut server = http_server(dir.path(), "127.0.0.1:0", &[]).await;
     let client = http_client(&server.url, true).await;
     let id = create(&client, "confirm_delete", json!({"filename": "b"})).await;
-    let addr = server.url.trim_start_matches("http://").trim_end_matches("/mcp").to_string();
+    let addr = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
     server.child.start_kill().unwrap();
     server.child.wait().await.unwrap();
     drop(client);
@@ -424,7 +605,12 @@ async fn a_killed_server_answers_every_task_again() {
     let t = get(&client, &id).await;
     assert_eq!(t.task.task_id, id);
     assert_eq!(t.status(), TaskStatus::InputRequired);
-    update(&client, &id, json!({"input-1": {"action": "accept", "content": {"confirm": true}}})).await;
+    update(
+        &client,
+        &id,
+        json!({"input-1": {"action": "accept", "content": {"confirm": true}}}),
+    )
+    .await;
     store.complete(&id, json!("deleted"), WORKER).unwrap();
     let t = get(&client, &id).await;
     assert_eq!(t.status(), TaskStatus::Completed);
@@ -491,9 +677,18 @@ async fn the_http_face_refuses_what_it_must() {
 
     let token = "s3cret-token-0123456789";
     let server = http_server(dir.path(), "0.0.0.0:0", &[("RUDDER_MCP_TOKEN", token)]).await;
-    let port = server.url.rsplit(':').next().unwrap().trim_end_matches("/mcp").to_string();
+    let port = server
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches("/mcp")
+        .to_string();
     let url = format!("http://127.0.0.1:{port}/mcp");
-    let get_task = meta_request("tasks/get", json!({"taskId": "00000000-0000-4000-8000-000000000000"}));
+    let get_task = meta_request(
+        "tasks/get",
+        json!({"taskId": "00000000-0000-4000-8000-000000000000"}),
+    );
     // No token, a wrong token: 401.
     let r = post(&url, &get_task)
         .header("mcp-method", "tasks/get")
@@ -533,13 +728,19 @@ async fn the_http_face_refuses_what_it_must() {
     assert_eq!(body["error"]["code"], -32020, "{body}");
     // An oversized body: 413.
     let huge = "x".repeat(rudder::mcp::http::MAX_BODY + 1);
-    let r = post(&url, &meta_request("tools/call", json!({"name": "greet", "arguments": {"name": huge}})))
-        .bearer_auth(token)
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "greet")
-        .send()
-        .await
-        .unwrap();
+    let r = post(
+        &url,
+        &meta_request(
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": huge}}),
+        ),
+    )
+    .bearer_auth(token)
+    .header("mcp-method", "tools/call")
+    .header("mcp-name", "greet")
+    .send()
+    .await
+    .unwrap();
     assert_eq!(r.status(), 413);
     // Malformed JSON: a JSON-RPC error, and the server still serves.
     let r = post(&url, "{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\":")
@@ -567,7 +768,11 @@ async fn the_http_face_refuses_what_it_must() {
 fn a_catalogue_that_cannot_be_used_is_exit_2_with_file_line_and_reason() {
     let dir = tempfile::tempdir().unwrap();
     let tools = dir.path().join("tools.toml");
-    std::fs::write(&tools, "[[tool]]\nname = \"a\"\n\n[[tool]]\nname = \"b\"\nkind = \"a\"\n").unwrap();
+    std::fs::write(
+        &tools,
+        "[[tool]]\nname = \"a\"\n\n[[tool]]\nname = \"b\"\nkind = \"a\"\n",
+    )
+    .unwrap();
     let out = common::rudder()
         .args(["--store", &sqlite(dir.path()), "mcp", "--tools"])
         .arg(&tools)
@@ -577,7 +782,10 @@ fn a_catalogue_that_cannot_be_used_is_exit_2_with_file_line_and_reason() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains(&format!("{}:6:8: kind \"a\" is named twice", tools.display())),
+        stderr.contains(&format!(
+            "{}:6:8: kind \"a\" is named twice",
+            tools.display()
+        )),
         "{stderr}"
     );
 }

@@ -165,8 +165,37 @@ impl Guard {
                 "too many requests at once; try again",
             );
         };
-        next.run(req).await
+        let response = next.run(req).await;
+        jsonrpc_error_body(response).await
     }
+}
+
+/// A refusal rmcp answers in plain text (a body that does not parse, too
+/// large, a foreign Origin) as a JSON-RPC error, with the same status.
+async fn jsonrpc_error_body(response: Response<Body>) -> Response<Body> {
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/event-stream"));
+    if !(status.is_client_error() || status.is_server_error()) || json {
+        return response;
+    }
+    let text = match axum::body::to_bytes(response.into_body(), 4096).await {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(_) => String::new(),
+    };
+    let message = match crate::text::clean(&text, 300) {
+        m if m.is_empty() => status.canonical_reason().unwrap_or("refused").to_string(),
+        m => m,
+    };
+    let code = match status {
+        StatusCode::BAD_REQUEST if message.to_lowercase().contains("json") => -32700,
+        StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => -32600,
+        _ => -32000,
+    };
+    error(status, code, &message)
 }
 
 /// Compare in time independent of where they differ.

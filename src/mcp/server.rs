@@ -606,7 +606,8 @@ impl ServerHandler for RudderMcp {
         match self.call(request, cx).await? {
             // Every non-task answer says it is complete (SEP-2322).
             CallToolResponse::Complete(mut r) => {
-                r.result_type.get_or_insert(rmcp::model::ResultType::COMPLETE);
+                r.result_type
+                    .get_or_insert(rmcp::model::ResultType::COMPLETE);
                 Ok(CallToolResponse::Complete(r))
             }
             other => Ok(other),

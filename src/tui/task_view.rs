@@ -489,7 +489,10 @@ mod tests {
             "{}",
             line.text
         );
-        assert!(!line.text.contains('\u{1b}'), "escape sequences are stripped");
+        assert!(
+            !line.text.contains('\u{1b}'),
+            "escape sequences are stripped"
+        );
     }
 
     #[test]
