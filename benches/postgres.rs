@@ -153,7 +153,7 @@ fn postgres(c: &mut Criterion) {
                                 s.spawn(move || {
                                     let name = format!("w{w}");
                                     let lease = Duration::from_secs(600);
-                                    while let Some(t) = st.claim_next(&name, lease).unwrap() {
+                                    while let Some(t) = st.claim_next(&name, lease, &[]).unwrap() {
                                         st.complete(
                                             &t.task_id,
                                             serde_json::json!({}),

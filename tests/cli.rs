@@ -100,6 +100,72 @@ fn retrying_with_a_null_result_or_request_is_a_safe_repeat_once() {
     assert_eq!(plain.json()["change"], "unchanged");
 }
 
+/// `create --kind`, `list --kind` (repeatable), the table's KIND column and
+/// `get`; a kind a store may not hold is refused, nothing written.
+#[test]
+fn kinds_are_created_listed_and_shown() {
+    common::each_backend(kinds_are_created_listed_and_shown_once);
+}
+
+fn kinds_are_created_listed_and_shown_once() {
+    let (_d, path) = store();
+    let a = create(&path, &["--kind", "diagnose", "--title", "INC-1 slow"]);
+    let b = create(&path, &["--kind", "backup", "--title", "nightly"]);
+    let c = create(&path, &["--title", "no kind"]);
+    let r = run_plain(&["--store", path.to_str().unwrap(), "list"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(lines[0].contains("  KIND  "), "{}", r.stdout);
+    assert!(lines[1].contains("  diagnose  ") && lines[1].contains("INC-1 slow"));
+    assert!(lines[3].contains("  -  ") && lines[3].contains("no kind"));
+    let r = run_plain(&[
+        "--store",
+        path.to_str().unwrap(),
+        "list",
+        "--kind",
+        "backup",
+    ]);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", r.stdout);
+    assert!(lines[1].starts_with(&b[..8]), "{}", r.stdout);
+    let r = run(
+        &path,
+        &["list", "--kind", "backup", "--kind", "diagnose", "--json"],
+    );
+    let json = r.json();
+    let ids: Vec<&str> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [a.as_str(), b.as_str()]);
+    let r = run_plain(&["--store", path.to_str().unwrap(), "get", &a]);
+    assert!(
+        r.stdout.lines().any(|l| l == "kind       diagnose"),
+        "{}",
+        r.stdout
+    );
+    let r = run_plain(&["--store", path.to_str().unwrap(), "get", &c]);
+    assert!(!r.stdout.contains("kind "), "{}", r.stdout);
+
+    let before = common::store_state(&path);
+    for bad in ["", "a\tb", "x\u{1b}[31m", &"k".repeat(65)] {
+        let r = run(&path, &["create", "--kind", bad, "--json"]);
+        let v = json_error(&r, 2, "invalid_kind");
+        assert_eq!(v["field"], "kind");
+        let r = run_plain(&["--store", path.to_str().unwrap(), "create", "--kind", bad]);
+        assert_eq!(r.code, 2, "{r:#?}");
+        assert!(r.stderr.contains("kind"), "{}", r.stderr);
+        assert!(
+            !r.stderr.contains('\u{1b}'),
+            "the message is sanitized: {:?}",
+            r.stderr
+        );
+    }
+    assert_eq!(common::store_state(&path), before, "nothing written");
+}
+
 #[test]
 fn exit_2_for_usage_errors() {
     common::each_backend(exit_2_for_usage_errors_once);

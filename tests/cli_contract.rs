@@ -129,6 +129,24 @@ fn every_command_prints_its_documented_shape_once() {
             .len(),
         1
     );
+    // Kinds: created, listed by kind, shown; a bad one refused, naming it.
+    let r = run(p, &["create", "--kind", "diagnose", "--json"]);
+    let kinded = assert_shape(&r, "mutation", 0, "create --kind")["task"].clone();
+    assert_eq!(kinded["kind"], "diagnose");
+    let r = run(p, &["list", "--kind", "diagnose", "--kind", "x", "--json"]);
+    let listed = assert_shape(&r, "list", 0, "list --kind");
+    assert_eq!(listed.as_array().unwrap(), std::slice::from_ref(&kinded));
+    let r = run(p, &["get", kinded["task_id"].as_str().unwrap(), "--json"]);
+    assert_eq!(assert_shape(&r, "get", 0, "get")["kind"], "diagnose");
+    let r = run(p, &["create", "--kind", "two words", "--json"]);
+    let e = assert_shape(&r, "error", 2, "create --kind 'two words'");
+    assert_eq!(
+        (&e["error"], &e["field"], &e["kind"]),
+        (&json!("invalid_kind"), &json!("kind"), &json!("two words"))
+    );
+    // Finished, so that reclaim below has only the task it expects.
+    let r = run(p, &["cancel", kinded["task_id"].as_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:#?}");
     // wait on a task waiting for input: 9 and the task.
     shape(&["wait", &asking, "--json"], "task", 9);
     let r = run(p, &["input", &asking, "--set", "service=db", "--json"]);

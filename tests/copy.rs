@@ -29,6 +29,7 @@ fn source(path: &std::path::Path) -> TaskMap {
                 title: Some(format!("task {i}")),
                 input_schema: (i % 3 == 0).then(|| json!({"type": "object", "required": ["x"]})),
                 idempotency_key: Some(format!("key-{i}")),
+                kind: (i % 2 == 0).then(|| format!("kind-{}", i % 4)),
                 request: Some(json!({"n": i, "nested": {"a": [1, 2.5, "три"]}})),
                 ..NewTask::default()
             })
@@ -77,6 +78,17 @@ fn file_to_sqlite_to_file_gives_back_equal_tasks() {
         original.keys().collect::<Vec<_>>(),
         "store order"
     );
+    // The kinds are in SQLite's indexed column too, not only the documents.
+    let of_kind = rudder::store::PageQuery {
+        kinds: vec!["kind-2".into()],
+        ..Default::default()
+    };
+    let want: Vec<_> = original
+        .values()
+        .filter(|t| t.kind.as_deref() == Some("kind-2"))
+        .collect();
+    assert_eq!(want.len(), 6);
+    assert_eq!(Store::open(&db).page(&of_kind).unwrap().len(), want.len());
     copy(&db, &b);
     assert_eq!(Store::open(&b).load().unwrap(), original, "sqlite -> file");
 

@@ -480,7 +480,7 @@ fn a_zombie_holder_is_refused_once_its_lease_was_taken_over() {
         (!t.lease_live(store.now())).then_some(())
     });
     let taken = store
-        .claim_next("successor", long)
+        .claim_next("successor", long, &[])
         .expect("claim_next")
         .expect("the expired task is claimable");
     assert_eq!(taken.task_id, id);

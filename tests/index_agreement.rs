@@ -29,6 +29,7 @@ fn every_field() -> Task {
         created_at: Some(now),
         updated_at: Some(now),
         title: Some("INC-1 checkout".into()),
+        kind: Some("diagnose".into()),
         request: Some(json!({"incident": "INC-1"})),
         status_message: Some("which service?".into()),
         progress: Some(Progress {

@@ -355,7 +355,7 @@ fn child_process_claim_loop() {
     let store = Store::open(path);
     let mut out = std::io::stdout().lock();
     while let Some(task) = store
-        .claim_next(&holder, Duration::from_secs(3600))
+        .claim_next(&holder, Duration::from_secs(3600), &[])
         .expect("claim_next")
     {
         writeln!(out, "CLAIMED {}", task.task_id).unwrap();

@@ -57,13 +57,13 @@ fn a_new_database_reads_empty_and_the_first_write_creates_the_schema() {
     assert_eq!(again.task.task_id, created.task.task_id);
     let id = created.task.task_id.clone();
     let claimed = store
-        .claim_next("w1", Duration::from_secs(60))
+        .claim_next("w1", Duration::from_secs(60), &[])
         .unwrap()
         .expect("a claimable task");
     assert_eq!(claimed.task_id, id);
     assert!(
         store
-            .claim_next("w2", Duration::from_secs(60))
+            .claim_next("w2", Duration::from_secs(60), &[])
             .unwrap()
             .is_none()
     );
@@ -89,11 +89,20 @@ fn unknown_fields_and_number_spelling_round_trip_through_copy() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tasks.json");
     let text = r#"{
-  "a1": {"task_id": "a1", "status": "working", "revision": 3, "x-extra": {"z": 1, "a": 1.50}, "title": "t"}
+  "a1": {"task_id": "a1", "status": "working", "revision": 3, "x-extra": {"z": 1, "a": 1.50}, "title": "t", "kind": "diagnose"}
 }
 "#;
     std::fs::write(&file, text).unwrap();
     let url = pg::store_url();
+    let r = common::run_plain(&["copy", file.to_str().unwrap(), &url]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    // The kind is in the indexed column too: a claim by kind finds it.
+    let claimed = Store::open(&url)
+        .claim_next("w", Duration::from_secs(60), &["diagnose".into()])
+        .unwrap();
+    assert_eq!(claimed.map(|t| t.task_id).as_deref(), Some("a1"));
+    let text = text.replace(r#""revision": 3"#, r#""revision": 4"#);
+    std::fs::write(&file, &text).unwrap();
     let r = common::run_plain(&["copy", file.to_str().unwrap(), &url]);
     assert_eq!(r.code, 0, "{r:#?}");
     let back = dir.path().join("back.json");
@@ -197,7 +206,7 @@ fn child_machine() {
         }
     }
     let lease = Duration::from_secs(600);
-    while let Some(task) = store.claim_next(&name, lease).expect("claim") {
+    while let Some(task) = store.claim_next(&name, lease, &[]).expect("claim") {
         let done = store
             .complete(
                 &task.task_id,
@@ -466,7 +475,7 @@ fn a_zombie_worker_whose_claim_was_taken_over_is_refused() {
     std::thread::sleep(Duration::from_millis(5));
     // The lease lapsed: another machine takes the task over.
     let taken = Store::open(&url)
-        .claim_next("rescuer", Duration::from_secs(600))
+        .claim_next("rescuer", Duration::from_secs(600), &[])
         .unwrap()
         .expect("the lapsed task is claimable");
     assert_eq!(taken.task_id, id);
@@ -541,7 +550,7 @@ fn a_least_privileged_role_runs_everything_once_the_owner_migrated() {
     assert_eq!(r.code, 0, "{r:#?}");
     let store = Store::open(&app);
     let claimed = store
-        .claim_next("w", Duration::from_secs(60))
+        .claim_next("w", Duration::from_secs(60), &[])
         .unwrap()
         .expect("claimable");
     assert_eq!(claimed.task_id, id);
@@ -1230,6 +1239,63 @@ fn a_version_2_store_is_read_and_then_migrated_by_the_first_write() {
     assert_eq!(message.as_deref(), Some("looking for the needle"));
     let found = Store::open(&url).page(&needle).unwrap();
     assert_eq!(found.len(), 1);
+}
+
+/// A store of the schema before kinds (no `kind` column, no index of it):
+/// a reader's kind filter answers from the tasks in full; the first write
+/// migrates it, the column filled from the documents already there, and
+/// claims by kind then find the task.
+#[test]
+fn a_store_from_before_kinds_is_read_and_then_migrated_by_the_first_write() {
+    need_pg!();
+    let url = pg::store_url();
+    let store = Store::open(&url);
+    let new = |kind: &str| NewTask {
+        kind: Some(kind.into()),
+        ..NewTask::default()
+    };
+    let id = store.create(new("diagnose")).unwrap().task.task_id;
+    store.create(new("backup")).unwrap();
+    drop(store);
+    let StoreUrl::Postgres(u) = StoreUrl::parse(&url).unwrap() else {
+        unreachable!()
+    };
+    let mut admin = postgres::Client::connect(u.secret_text(), postgres::NoTls).expect("connect");
+    let before = rudder::store::postgres::KIND_VERSION - 1;
+    admin
+        .batch_execute(&format!(
+            "ALTER TABLE rudder_tasks DROP COLUMN kind; \
+             UPDATE rudder_schema SET version = {before}"
+        ))
+        .unwrap();
+    let diagnose = rudder::store::query::PageQuery {
+        kinds: vec!["diagnose".into()],
+        ..Default::default()
+    };
+    let store = Store::open(&url);
+    let found = store.page(&diagnose).unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].task_id, id);
+    assert_eq!(store.list(&[]).unwrap().len(), 2);
+    store.create(NewTask::default()).unwrap();
+    let (version, kind): (i32, Option<String>) = {
+        let v = admin
+            .query_one("SELECT version FROM rudder_schema", &[])
+            .unwrap()
+            .get(0);
+        let k = admin
+            .query_one("SELECT kind FROM rudder_tasks WHERE task_id = $1", &[&id])
+            .unwrap()
+            .get(0);
+        (v, k)
+    };
+    assert!(version >= rudder::store::postgres::KIND_VERSION);
+    assert_eq!(kind.as_deref(), Some("diagnose"));
+    assert_eq!(store.page(&diagnose).unwrap().len(), 1);
+    let claimed = store
+        .claim_next("w", Duration::from_secs(60), &["diagnose".into()])
+        .unwrap();
+    assert_eq!(claimed.map(|t| t.task_id), Some(id));
 }
 
 /// `rudder wait` on a PostgreSQL store outlives the server's restart (a

@@ -213,6 +213,13 @@ fn varied(store: &Store) {
                 title,
                 input_schema: (i % 5 == 0).then(|| serde_json::json!({"type": "object"})),
                 idempotency_key: (i % 3 == 0).then(|| format!("key-{i}")),
+                kind: match i % 4 {
+                    0 => Some("diagnose"),
+                    1 => Some("backup"),
+                    3 => Some("diag"),
+                    _ => None,
+                }
+                .map(str::to_string),
                 ..NewTask::default()
             })
             .unwrap()
@@ -272,7 +279,10 @@ fn pages_and_counts_agree_with_the_reference_on_every_backend_once() {
         SortKey::Title,
         SortKey::Id,
     ] {
-        for statuses in &filters {
+        for (statuses, kinds) in filters.iter().flat_map(|s| {
+            let kinds: [&[&str]; 3] = [&[], &["diagnose"], &["backup", "diag", "nope"]];
+            kinds.map(|k| (s, k.iter().map(|k| k.to_string()).collect::<Vec<_>>()))
+        }) {
             for after in &anchors {
                 for (limit, descending, text) in [
                     (None, false, None),
@@ -292,6 +302,7 @@ fn pages_and_counts_agree_with_the_reference_on_every_backend_once() {
                 ] {
                     let q = PageQuery {
                         statuses: statuses.clone(),
+                        kinds: kinds.clone(),
                         sort,
                         limit,
                         after: after.clone(),

@@ -496,6 +496,7 @@ fn create_is_idempotent_by_key_once() {
         input_schema: Some(s0()),
         idempotency_key: Some("incident-1".into()),
         request: Some(json!({"incident": "INC-1"})),
+        kind: Some("diagnose".into()),
         ..NewTask::default()
     };
     let first = store.create(new()).unwrap();
@@ -548,6 +549,20 @@ fn create_is_idempotent_by_key_once() {
                 ..new()
             },
         ),
+        (
+            "kind",
+            NewTask {
+                kind: Some("backup".into()),
+                ..new()
+            },
+        ),
+        (
+            "kind",
+            NewTask {
+                kind: None,
+                ..new()
+            },
+        ),
     ] {
         let e = store.create(conflicting).unwrap_err();
         assert_eq!(e.kind(), "idempotency_conflict", "{what}");
@@ -563,6 +578,103 @@ fn create_is_idempotent_by_key_once() {
     assert_eq!(after_cancel.change, Change::Unchanged);
     assert_eq!(after_cancel.task.status, Status::Cancelled);
     assert_eq!(store.list(&[]).unwrap().len(), 1);
+}
+
+#[test]
+fn tasks_are_created_listed_and_claimed_by_kind() {
+    common::each_backend(tasks_are_created_listed_and_claimed_by_kind_once);
+}
+
+fn tasks_are_created_listed_and_claimed_by_kind_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = common::store_in(dir.path());
+    let store = Store::open(&path);
+    let create = |kind: Option<&str>| {
+        store
+            .create(NewTask {
+                kind: kind.map(str::to_string),
+                ..NewTask::default()
+            })
+            .unwrap()
+            .task
+    };
+    let a = create(Some("diagnose"));
+    let b = create(Some("backup"));
+    let c = create(None);
+    let d = create(Some("diagnose"));
+    assert_eq!(a.kind.as_deref(), Some("diagnose"));
+    assert_eq!(
+        store.get(&b.task_id).unwrap().kind.as_deref(),
+        Some("backup")
+    );
+    assert_eq!(store.get(&c.task_id).unwrap().kind, None);
+
+    // A kind a store may not hold is refused, naming the field, before
+    // anything is written.
+    let before = store_state(&path);
+    let long = "k".repeat(65);
+    for bad in [
+        "",
+        "two words",
+        "tab\there",
+        "bell\u{7}",
+        "line\n",
+        long.as_str(),
+    ] {
+        let e = store
+            .create(NewTask {
+                kind: Some(bad.into()),
+                ..NewTask::default()
+            })
+            .unwrap_err();
+        assert_eq!(e.kind(), "invalid_kind", "{bad:?}");
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("kind"), "{e}");
+        assert_untouched(&before, &path, &format!("create with kind {bad:?}"));
+    }
+
+    let ids = |kinds: &[&str]| -> Vec<String> {
+        let q = rudder::store::PageQuery {
+            kinds: kinds.iter().map(|k| k.to_string()).collect(),
+            ..rudder::store::PageQuery::default()
+        };
+        store
+            .page(&q)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.task_id)
+            .collect()
+    };
+    let id = |t: &Task| t.task_id.clone();
+    assert_eq!(ids(&["diagnose"]), [id(&a), id(&d)]);
+    assert_eq!(ids(&["backup", "diagnose"]), [id(&a), id(&b), id(&d)]);
+    assert_eq!(ids(&["nope"]), Vec::<String>::new());
+    assert_eq!(ids(&[]).len(), 4);
+
+    // A worker of a kind takes the oldest claimable task of its kinds only;
+    // a worker of any kind takes any task.
+    let kinds = |k: &[&str]| k.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+    let claim = |k: &[&str]| {
+        store
+            .claim_next("w", HOUR, &kinds(k))
+            .unwrap()
+            .map(|t| t.task_id)
+    };
+    assert_eq!(claim(&["backup"]), Some(id(&b)));
+    assert_eq!(claim(&["backup"]), None);
+    assert_eq!(claim(&["nope"]), None);
+    assert_eq!(claim(&["diagnose"]), Some(id(&a)));
+    assert_eq!(claim(&[]), Some(id(&c)));
+    assert_eq!(claim(&["backup", "diagnose"]), Some(id(&d)));
+    assert_eq!(claim(&[]), None);
+    // A lapsed lease frees the task for its kind again.
+    let later = Store::open(&path).with_clock(std::sync::Arc::new(|| {
+        chrono::Utc::now() + chrono::TimeDelta::hours(2)
+    }));
+    let next = later
+        .claim_next("w2", HOUR, &kinds(&["nope", "backup"]))
+        .unwrap();
+    assert_eq!(next.map(|t| t.task_id), Some(id(&b)));
 }
 
 #[test]

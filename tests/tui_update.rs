@@ -621,6 +621,30 @@ fn text_and_status_filters_and_esc_clears_them() {
     });
 }
 
+/// `/kind:K` keeps the tasks of that kind (the store's kind filter, not a
+/// text match), the rest of the filter matching as text.
+#[test]
+fn a_kind_word_in_the_text_filter_keeps_that_kind() {
+    each_store(|| {
+        let mut app = app_with(fixture());
+        app.handle_key(ch('/'));
+        type_text(&mut app, "kind:diagnose");
+        app.handle_key(key(KeyCode::Enter));
+        assert_eq!(app.rows.len(), 2, "tasks 1 and 2 are of kind diagnose");
+        app.handle_key(key(KeyCode::Esc));
+        app.handle_key(ch('/'));
+        type_text(&mut app, "kind:diagnose,cache-flush-nightly 10");
+        app.handle_key(key(KeyCode::Enter));
+        assert_eq!(app.rows.len(), 3, "INC-1042, INC-1043 and INC-1001");
+        app.handle_key(key(KeyCode::Esc));
+        app.handle_key(ch('/'));
+        type_text(&mut app, "kind:dia");
+        assert_eq!(app.rows.len(), 0, "a kind is matched whole");
+        app.handle_key(key(KeyCode::Esc));
+        assert_eq!(app.rows.len(), 6);
+    });
+}
+
 #[test]
 fn selection_follows_the_task_id_when_rows_move() {
     each_store(|| {

@@ -434,7 +434,7 @@ fn an_idle_worker_poll_takes_no_lock() {
     setup.create(waiting).expect("create");
     let leased = setup.create(NewTask::default()).expect("create").task;
     setup
-        .claim_next("busy", Duration::from_secs(3600))
+        .claim_next("busy", Duration::from_secs(3600), &[])
         .expect("claim")
         .expect("claimed");
     // Another writer holds the lock for as long as this test runs.
@@ -445,7 +445,7 @@ fn an_idle_worker_poll_takes_no_lock() {
     for _ in 0..3 {
         assert!(
             store
-                .claim_next("idle", Duration::from_secs(8))
+                .claim_next("idle", Duration::from_secs(8), &[])
                 .expect("an idle poll does not wait for the lock")
                 .is_none()
         );
@@ -456,7 +456,7 @@ fn an_idle_worker_poll_takes_no_lock() {
     setup.release(&leased.task_id, "busy").expect("release");
     let lock = fs::File::open(dir.path().join("tasks.json.lock")).expect("open lock");
     lock.lock().expect("lock");
-    match store.claim_next("idle", Duration::from_secs(8)) {
+    match store.claim_next("idle", Duration::from_secs(8), &[]) {
         Err(StoreError::LockTimeout { .. }) => {}
         other => panic!("a claimable task is claimed under the lock: {other:?}"),
     }

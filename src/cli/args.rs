@@ -150,6 +150,9 @@ pub struct CreateArgs {
     /// Short human label
     #[arg(long, value_name = "TEXT")]
     pub title: Option<String>,
+    /// What sort of work it is, e.g. diagnose: workers claim by kind (one word, at most 64 characters)
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
     /// What the task was asked to do (JSON or @FILE)
     #[arg(long, value_name = "JSON|@FILE")]
     pub request: Option<String>,
@@ -168,6 +171,9 @@ pub struct ListArgs {
     /// Only tasks with this status (repeatable)
     #[arg(long, value_name = "STATUS")]
     pub status: Vec<Status>,
+    /// Only tasks of this kind (repeatable)
+    #[arg(long, value_name = "KIND")]
+    pub kind: Vec<String>,
     /// Order: store (creation order, the default), updated (newest first), created, title or id
     #[arg(long, value_name = "ORDER", default_value = "store")]
     pub sort: crate::store::SortKey,

@@ -242,6 +242,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                     .transpose()?,
                 idempotency_key: a.key,
                 title: a.title,
+                kind: a.kind,
                 request: a
                     .request
                     .as_deref()
@@ -269,6 +270,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
             }
             let query = crate::store::PageQuery {
                 statuses: a.status,
+                kinds: a.kind,
                 sort: a.sort,
                 limit: a.limit,
                 after: a.after,

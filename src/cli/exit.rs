@@ -67,6 +67,8 @@ error_kinds! {
     Usage = "usage" => EXIT_USAGE,
     /// The given JSON Schema is not valid.
     InvalidSchema = "invalid_schema" => EXIT_USAGE,
+    /// A task's kind is empty, too long, or holds whitespace or control characters.
+    InvalidKind = "invalid_kind" => EXIT_USAGE,
     /// A value nests deeper than a store may hold.
     TooDeep = "too_deep" => EXIT_USAGE,
     /// A value holds an object led by serde_json's private number key.
@@ -129,6 +131,7 @@ impl ErrorKind {
             StoreError::TooLarge { .. } => ErrorKind::TooLarge,
             StoreError::InvalidInput { .. } => ErrorKind::InvalidInput,
             StoreError::InvalidSchema(_) => ErrorKind::InvalidSchema,
+            StoreError::InvalidKind { .. } => ErrorKind::InvalidKind,
             StoreError::Corrupt { .. } => ErrorKind::CorruptStore,
             StoreError::Io { .. } => ErrorKind::Io,
             StoreError::LockTimeout { .. } => ErrorKind::LockTimeout,
@@ -211,6 +214,10 @@ pub fn store_error_json(e: &StoreError) -> Value {
         StoreError::Corrupt { line, column, .. } => {
             v["line"] = json!(line);
             v["column"] = json!(column);
+        }
+        StoreError::InvalidKind { kind, .. } => {
+            v["field"] = json!("kind");
+            v["kind"] = json!(kind);
         }
         StoreError::TooDeep { field, limit } => {
             v["field"] = json!(field);

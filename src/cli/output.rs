@@ -156,7 +156,10 @@ pub struct TableLayout {
 
 impl TableLayout {
     /// Every column but the title and the message, with the gaps.
-    const FIXED: usize = 8 + 2 + 14 + 2 + 2 + 9 + 2 + 9 + 2;
+    const FIXED: usize = 8 + 2 + 14 + 2 + Self::KIND + 2 + 2 + 9 + 2 + 9 + 2;
+    /// The kind's column: most kinds are one short word (longer ones are
+    /// cut, `get` and `--json` show them whole).
+    const KIND: usize = 10;
     const TITLE: usize = 28;
     const NARROWEST_TITLE: usize = 10;
     const MESSAGE: usize = 60;
@@ -185,6 +188,7 @@ impl TableLayout {
         self.line([
             "ID".into(),
             "STATUS".into(),
+            "KIND".into(),
             "TITLE/KEY".into(),
             "AGE".into(),
             "UPDATED".into(),
@@ -197,6 +201,7 @@ impl TableLayout {
         self.line([
             clean(t.short_id(), 8),
             t.status.as_str().into(),
+            clean(t.kind.as_deref().unwrap_or("-"), Self::KIND),
             clean(t.label().unwrap_or("-"), self.title),
             ago(t.created_at, now).trim_end_matches(" ago").into(),
             ago(t.updated_at, now).trim_end_matches(" ago").into(),
@@ -204,8 +209,8 @@ impl TableLayout {
         ])
     }
 
-    fn line(&self, cells: [String; 6]) -> String {
-        let widths = [8, 14, self.title, 9, 9, 0];
+    fn line(&self, cells: [String; 7]) -> String {
+        let widths = [8, 14, Self::KIND, self.title, 9, 9, 0];
         let mut line = String::new();
         for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
             if i > 0 {
@@ -259,6 +264,9 @@ pub fn task_detail(t: &Task, now: DateTime<Utc>) -> String {
     line("status", format!("{} (revision {})", t.status, t.revision));
     if let Some(v) = &t.title {
         line("title", sanitize_line(v));
+    }
+    if let Some(v) = &t.kind {
+        line("kind", sanitize_line(v));
     }
     if let Some(v) = &t.idempotency_key {
         line("key", sanitize_line(v));
@@ -485,6 +493,13 @@ mod table_tests {
         // Wide enough, nothing is cut but the message at its 60 columns.
         let row = TableLayout::fit(Some(300)).row(&tasks[0], now);
         assert!(row.contains("INC-1043 card payments decl"), "{row}");
+        // The kind has its column, cut to it; none shows as `-`.
+        let mut kinded = tasks[2].clone();
+        kinded.kind = Some("diagnose-payments".into());
+        let layout = TableLayout::fit(None);
+        assert!(layout.header().contains("  KIND  "));
+        assert!(layout.row(&kinded, now).contains("  diagnose-…  "));
+        assert!(layout.row(&tasks[2], now).contains("  -  "));
         // The columns line up whatever the characters' widths: the
         // message starts at the same column.
         let layout = TableLayout::fit(Some(120));

@@ -286,7 +286,7 @@ fn next_task(
     // Only demo incidents: a task someone else created is real work this
     // simulated diagnosis knows nothing about, and would fail for good.
     let demo = |t: &Summary<'_>| super::seed::is_demo_key(t.idempotency_key);
-    let Some(task) = store.claim_next_where(&config.holder, config.lease, &demo)? else {
+    let Some(task) = store.claim_next_where(&config.holder, config.lease, &[], &demo)? else {
         return Ok(None);
     };
     if running.contains_key(&task.task_id) {

@@ -178,6 +178,14 @@ pub enum StoreError {
     #[error("{0}")]
     InvalidSchema(String),
 
+    /// A task's `kind` that a store may not hold (see
+    /// [`crate::task::check_kind`]).
+    #[error("the task's kind {kind:?} is refused: {reason}; nothing was written")]
+    InvalidKind {
+        kind: String,
+        reason: crate::task::KindError,
+    },
+
     /// The store does not read back: a file that does not parse, a task
     /// document that does not deserialize, a damaged database.
     #[error("{location}: {} is corrupt{}: {message}; it was left untouched",

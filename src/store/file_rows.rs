@@ -545,10 +545,7 @@ impl FileRows {
             if q.descending { o.reverse() } else { o }
         };
         let anchor = q.after.as_deref().map(|a| (a, rows.get_full(a)));
-        let keep = |t: &Task| {
-            (q.statuses.is_empty() || q.statuses.contains(&t.status))
-                && q.text.as_deref().is_none_or(|n| query::text_matches(t, n))
-        };
+        let keep = |t: &Task| q.keeps(t);
         let mut hits: Vec<(usize, &Task)> = rows
             .values()
             .enumerate()
@@ -662,6 +659,7 @@ mod tests {
                         for (limit, text) in [(Some(3), None), (None, Some("2")), (Some(0), None)] {
                             let q = PageQuery {
                                 statuses: statuses.clone(),
+                                kinds: Vec::new(),
                                 sort,
                                 limit,
                                 after: after.clone(),

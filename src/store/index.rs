@@ -31,6 +31,7 @@ pub struct Summary<'a> {
     pub status: Status,
     pub idempotency_key: Option<&'a str>,
     pub title: Option<&'a str>,
+    pub kind: Option<&'a str>,
     pub updated_at: Option<DateTime<Utc>>,
     pub claimed_by: Option<&'a str>,
     pub lease_expires_at: Option<DateTime<Utc>>,
@@ -45,6 +46,7 @@ impl<'a> Summary<'a> {
             status: task.status,
             idempotency_key: task.idempotency_key.as_deref(),
             title: task.title.as_deref(),
+            kind: task.kind.as_deref(),
             updated_at: task.updated_at,
             claimed_by: task.claimed_by.as_deref(),
             lease_expires_at: task.lease_expires_at,
@@ -248,6 +250,7 @@ enum Field {
     Status,
     IdempotencyKey,
     Title,
+    Kind,
     UpdatedAt,
     ClaimedBy,
     LeaseExpiresAt,
@@ -278,6 +281,7 @@ impl<'de> Deserialize<'de> for Field {
                     "status" => Field::Status,
                     "idempotency_key" => Field::IdempotencyKey,
                     "title" => Field::Title,
+                    "kind" => Field::Kind,
                     "updated_at" => Field::UpdatedAt,
                     "claimed_by" => Field::ClaimedBy,
                     "lease_expires_at" => Field::LeaseExpiresAt,
@@ -333,6 +337,7 @@ impl<'de> Visitor<'de> for TaskVisitor {
         let mut status = None;
         let mut idempotency_key = None;
         let mut title = None;
+        let mut kind = None;
         let mut updated_at = None;
         let mut claimed_by = None;
         let mut lease_expires_at = None;
@@ -358,6 +363,10 @@ impl<'de> Visitor<'de> for TaskVisitor {
                 Field::Title => {
                     let v = map.next_value::<Option<Str<'de>>>()?;
                     once(&mut title, "title", v.map(|s| s.0))?;
+                }
+                Field::Kind => {
+                    let v = map.next_value::<Option<Str<'de>>>()?;
+                    once(&mut kind, "kind", v.map(|s| s.0))?;
                 }
                 Field::UpdatedAt => {
                     let v = map.next_value::<Option<Time>>()?;
@@ -412,6 +421,7 @@ impl<'de> Visitor<'de> for TaskVisitor {
             status: status.ok_or_else(|| de::Error::missing_field("status"))?,
             idempotency_key: idempotency_key.flatten(),
             title: title.flatten(),
+            kind: kind.flatten(),
             updated_at: updated_at.flatten(),
             claimed_by: claimed_by.flatten(),
             lease_expires_at: lease_expires_at.flatten(),

@@ -143,6 +143,8 @@ pub struct NewTask {
     pub input_schema: Option<Value>,
     pub idempotency_key: Option<String>,
     pub title: Option<String>,
+    /// The task's kind ([`crate::task::check_kind`] says what it may be).
+    pub kind: Option<String>,
     pub request: Option<Value>,
     pub status_message: Option<String>,
     pub ttl_ms: Option<u64>,
@@ -447,7 +449,8 @@ impl<B: Backend> Store<B> {
     }
 
     /// Create a task. With an idempotency key already in use, return that task
-    /// unchanged, or refuse if it was created with another schema or request.
+    /// unchanged, or refuse if it was created with another schema, request
+    /// or kind.
     pub fn create(&self, mut new: NewTask) -> Result<Outcome, StoreError> {
         // A `null` request reads back from the file as none: make it none
         // now, so that retrying the same create matches its key.
@@ -462,6 +465,12 @@ impl<B: Backend> Store<B> {
         if let Some(schema) = &new.input_schema {
             schema::check_schema(schema).map_err(StoreError::InvalidSchema)?;
         }
+        if let Some(kind) = &new.kind {
+            crate::task::check_kind(kind).map_err(|reason| StoreError::InvalidKind {
+                kind: kind.clone(),
+                reason,
+            })?;
+        }
         self.transact(true, |tasks, now| {
             if let Some(key) = &new.idempotency_key
                 && let Some(id) = tasks.find_key(key)?
@@ -471,6 +480,8 @@ impl<B: Backend> Store<B> {
                     Some("input_schema")
                 } else if existing.request != new.request {
                     Some("request")
+                } else if existing.kind != new.kind {
+                    Some("kind")
                 } else {
                     None
                 };
@@ -498,6 +509,7 @@ impl<B: Backend> Store<B> {
             task.input_schema = new.input_schema.clone();
             task.idempotency_key = new.idempotency_key.clone();
             task.title = new.title.clone();
+            task.kind = new.kind.clone();
             task.request = new.request.clone();
             task.status_message = new.status_message.clone();
             task.ttl_ms = new.ttl_ms;
@@ -621,10 +633,16 @@ impl<B: Backend> Store<B> {
         self.apply(id, &op, Actor::Anyone)
     }
 
-    /// Claim the oldest working task that no live lease holds, if any, in one
+    /// Claim the oldest working task of one of `kinds` (any task, with a
+    /// kind or not, when empty) that no live lease holds, if any, in one
     /// locked step (so two workers never take the same task).
-    pub fn claim_next(&self, holder: &str, lease: Duration) -> Result<Option<Task>, StoreError> {
-        self.claim_next_where(holder, lease, &|_| true)
+    pub fn claim_next(
+        &self,
+        holder: &str,
+        lease: Duration,
+        kinds: &[String],
+    ) -> Result<Option<Task>, StoreError> {
+        self.claim_next_where(holder, lease, kinds, &|_| true)
     }
 
     /// [`Store::claim_next`] among the tasks `wanted` accepts only: a
@@ -633,6 +651,7 @@ impl<B: Backend> Store<B> {
         &self,
         holder: &str,
         lease: Duration,
+        kinds: &[String],
         wanted: &dyn Fn(&Summary<'_>) -> bool,
     ) -> Result<Option<Task>, StoreError> {
         // Idle workers poll: look without the lock first, so that a store
@@ -642,14 +661,14 @@ impl<B: Backend> Store<B> {
         let mut any = false;
         self.backend.snapshot(&mut |tasks| {
             let now = self.now();
-            any = tasks.next_claimable(now, wanted)?.is_some();
+            any = tasks.next_claimable(now, kinds, wanted)?.is_some();
             Ok(())
         })?;
         if !any {
             return Ok(None);
         }
         self.transact(false, |tasks, now| {
-            let Some(id) = tasks.next_claimable(now, wanted)? else {
+            let Some(id) = tasks.next_claimable(now, kinds, wanted)? else {
                 return Ok((None, false));
             };
             let task = tasks.get_mut(&id)?.expect("a listed task exists");

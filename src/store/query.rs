@@ -35,7 +35,12 @@ pub(crate) fn parse_time(text: Option<String>) -> Option<DateTime<Utc>> {
 /// The columns a [`SummaryBuf`] is read from, in [`summary_of_row`]'s
 /// order: both database backends' task tables have them.
 pub(crate) const SUMMARY_COLUMNS: &str = "task_id, status, idempotency_key, title, updated_at, \
-                                          claimed_by, lease_expires_at, ttl_ms, revision";
+                                          claimed_by, lease_expires_at, ttl_ms, revision, kind";
+
+/// [`SUMMARY_COLUMNS`] of tables from before kinds (a reader's of a store
+/// no writer has migrated yet): no task there has a kind.
+pub(crate) const SUMMARY_COLUMNS_BEFORE_KINDS: &str = "task_id, status, idempotency_key, title, updated_at, \
+     claimed_by, lease_expires_at, ttl_ms, revision, NULL";
 
 /// A database row as [`summary_of_row`] reads it, whatever the driver.
 pub(crate) trait SummaryRow {
@@ -61,6 +66,7 @@ pub(crate) fn summary_of_row<R: SummaryRow>(row: &R, at: usize) -> Result<Summar
         lease_expires_at: parse_time(row.opt_text(at + 6)?),
         ttl_ms: row.opt_int(at + 7)?.map(|v| v.max(0) as u64),
         revision: row.int(at + 8)?.max(0) as u64,
+        kind: row.opt_text(at + 9)?,
     })
 }
 
@@ -78,6 +84,7 @@ pub struct SummaryFields<S> {
     pub lease_expires_at: Option<DateTime<Utc>>,
     pub ttl_ms: Option<u64>,
     pub revision: u64,
+    pub kind: Option<S>,
 }
 
 /// An owned [`Summary`], for answers that outlive the transaction's borrows.
@@ -96,6 +103,7 @@ impl<S: AsRef<str>> SummaryFields<S> {
             lease_expires_at: self.lease_expires_at,
             ttl_ms: self.ttl_ms,
             revision: self.revision,
+            kind: self.kind.as_ref().map(AsRef::as_ref),
         }
     }
 }
@@ -113,6 +121,7 @@ impl SummaryBuf {
             lease_expires_at: s.lease_expires_at,
             ttl_ms: s.ttl_ms,
             revision: s.revision,
+            kind: s.kind.map(str::to_string),
         }
     }
 }
@@ -187,6 +196,9 @@ impl std::str::FromStr for SortKey {
 pub struct PageQuery {
     /// Only tasks with one of these statuses (every task when empty).
     pub statuses: Vec<Status>,
+    /// Only tasks of one of these kinds (every task, with a kind or not,
+    /// when empty).
+    pub kinds: Vec<String>,
     pub sort: SortKey,
     /// At most this many tasks (all when `None`).
     pub limit: Option<usize>,
@@ -202,6 +214,26 @@ pub struct PageQuery {
     /// status contains this text, ASCII letters matched regardless of case
     /// (every other character exactly): see [`text_matches`].
     pub text: Option<String>,
+}
+
+impl PageQuery {
+    /// Whether the filter keeps `t` (its statuses, kinds and text).
+    pub fn keeps(&self, t: &Task) -> bool {
+        (self.statuses.is_empty() || self.statuses.contains(&t.status))
+            && self.wants_kind(t.kind.as_deref())
+            && self.text.as_deref().is_none_or(|n| text_matches(t, n))
+    }
+
+    /// Whether the kind filter keeps a task of kind `kind`.
+    pub fn wants_kind(&self, kind: Option<&str>) -> bool {
+        wants_kind(&self.kinds, kind)
+    }
+}
+
+/// Whether a task of kind `kind` is among `kinds` (any task when empty):
+/// the kind filter of a page and of a claim.
+pub fn wants_kind(kinds: &[String], kind: Option<&str>) -> bool {
+    kinds.is_empty() || kind.is_some_and(|k| kinds.iter().any(|w| w == k))
 }
 
 /// The SQL `LIKE` pattern of the text filter `text`: `%text%` with `%`,
@@ -313,10 +345,7 @@ pub fn page_in_memory(mut tasks: Vec<Task>, q: &PageQuery) -> Vec<Task> {
             None => 0,
         },
     };
-    let keep = |t: &Task| {
-        (q.statuses.is_empty() || q.statuses.contains(&t.status))
-            && q.text.as_deref().is_none_or(|n| text_matches(t, n))
-    };
+    let keep = |t: &Task| q.keeps(t);
     let limit = q.limit.unwrap_or(usize::MAX);
     tasks.drain(..start);
     tasks.retain(keep);

@@ -82,15 +82,19 @@ pub trait Transaction {
             .collect())
     }
     /// The first claimable task in store order (see [`query::claimable`])
-    /// that `wanted` accepts (a worker that runs only some kinds of task).
+    /// of one of `kinds` (any task, with a kind or not, when empty) that
+    /// `wanted` accepts. A database answers from its (status, kind, store
+    /// order) index, so a worker of one kind never reads the tasks of
+    /// others.
     fn next_claimable(
         &self,
         now: DateTime<Utc>,
+        kinds: &[String],
         wanted: &dyn Fn(&Summary) -> bool,
     ) -> Result<Option<String>, StoreError> {
         Ok(self
             .summaries()
-            .find(|t| query::claimable(t, now) && wanted(t))
+            .find(|t| query::claimable(t, now) && query::wants_kind(kinds, t.kind) && wanted(t))
             .map(|t| t.task_id.to_string()))
     }
     /// The unfinished tasks reclaim must look at, in store order (at least
@@ -123,8 +127,7 @@ pub trait Transaction {
         // The anchor too, wherever the filter leaves it: the page starts
         // after it.
         let tasks = self.get_where(&|t| {
-            q.statuses.is_empty()
-                || q.statuses.contains(&t.status)
+            (q.statuses.is_empty() || q.statuses.contains(&t.status)) && q.wants_kind(t.kind)
                 || q.after.as_deref() == Some(t.task_id)
         })?;
         Ok(query::page_in_memory(tasks, q))
@@ -1124,7 +1127,7 @@ mod tests {
                 &|| store.prune(std::time::Duration::ZERO).map(drop),
                 &|| {
                     store
-                        .claim_next("w", std::time::Duration::from_secs(1))
+                        .claim_next("w", std::time::Duration::from_secs(1), &[])
                         .map(drop)
                 },
             ];

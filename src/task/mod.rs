@@ -5,6 +5,7 @@
 //! Fields this version does not know are kept in [`Task::extra`] and written
 //! back unchanged; optional fields missing from a file take their defaults.
 
+mod kind;
 pub mod machine;
 mod status;
 pub(crate) mod time;
@@ -14,6 +15,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use kind::{KindError, MAX_KIND_CHARS, check_kind};
 pub use machine::{Actor, Change, Op, OpKind, Refusal};
 pub use status::{ParseStatusError, Status};
 
@@ -102,6 +104,11 @@ pub struct Task {
     pub updated_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// What sort of work the task is (`diagnose`, `backup`): workers claim
+    /// by kind. Unset for tasks of any kind (and in files written before
+    /// kinds existed). [`check_kind`] says what a kind may be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -147,6 +154,7 @@ impl Task {
             created_at: None,
             updated_at: None,
             title: None,
+            kind: None,
             request: None,
             status_message: None,
             progress: None,

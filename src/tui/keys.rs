@@ -268,7 +268,7 @@ pub const TABLE: &[Binding] = &[
         "filter",
         ["/"],
         LIST,
-        "filter by text (Enter keeps, Esc clears)"
+        "filter by text or kind:K (Enter keeps, Esc clears)"
     ),
     row!(
         Action::ClearFilters,

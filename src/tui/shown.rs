@@ -177,6 +177,8 @@ pub struct ShownTask {
     pub label: String,
     /// The status message, or empty.
     pub message: String,
+    /// The kind, or empty.
+    pub kind: String,
     detail: Option<ShownDetail>,
 }
 
@@ -189,6 +191,8 @@ pub struct ShownDetail {
     pub title: Option<String>,
     /// The idempotency key.
     pub key: Option<String>,
+    /// The kind.
+    pub kind: Option<String>,
     /// The status message.
     pub message: Option<String>,
     /// The lease holder.
@@ -209,6 +213,7 @@ impl ShownTask {
             revision: task.revision,
             label: shown(task.label().unwrap_or("")),
             message: shown(task.current_message().unwrap_or("")),
+            kind: shown(task.kind.as_deref().unwrap_or("")),
             detail: None,
         }
     }
@@ -235,6 +240,7 @@ impl ShownDetail {
             id: shown(&task.task_id),
             title: task.title.as_deref().map(shown_whole),
             key: task.idempotency_key.as_deref().map(shown_whole),
+            kind: task.kind.as_deref().map(shown_whole),
             message: task.status_message.as_deref().map(shown_whole),
             holder: task.claimed_by.as_deref().map(shown),
             schema: task.input_schema.as_ref().map(|s| {

@@ -127,6 +127,9 @@ pub fn document(
     if let Some(t) = &text.title {
         out.push(DocLine::field("title", t.clone()));
     }
+    if let Some(k) = &text.kind {
+        out.push(DocLine::field("kind", k.clone()));
+    }
     if let Some(k) = &text.key {
         out.push(DocLine::field("key", k.clone()));
     }

@@ -99,12 +99,38 @@ pub struct View {
     pub sort: SortKey,
 }
 
+/// What the text filter `text` asks for: `kind:NAME` as its first word
+/// (`kind:a,b` for several) keeps the tasks of those kinds, and the rest is
+/// matched as text (as [`query::text_matches`]); any other filter is all
+/// text. The kinds are the store's indexed filter, not a text match.
+pub fn filter_parts(text: &str) -> (Vec<String>, &str) {
+    let Some(rest) = text.strip_prefix(KIND_PREFIX) else {
+        return (Vec::new(), text);
+    };
+    let (names, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+    let kinds: Vec<String> = names
+        .split(',')
+        .filter(|k| !k.is_empty())
+        .map(str::to_string)
+        .collect();
+    if kinds.is_empty() {
+        // `kind:` alone (still being typed): no kind filter yet.
+        return (Vec::new(), rest.trim_start());
+    }
+    (kinds, rest.trim_start())
+}
+
+/// The word that starts a kind filter in the text filter.
+pub const KIND_PREFIX: &str = "kind:";
+
 impl View {
     /// Whether the table shows `task`.
     pub fn shows(&self, task: &Task) -> bool {
         let any = self.statuses.iter().any(|s| *s);
+        let (kinds, text) = filter_parts(&self.text);
         (!any || self.statuses[status_index(task.status)])
-            && (self.text.is_empty() || query::text_matches(task, &self.text))
+            && query::wants_kind(&kinds, task.kind.as_deref())
+            && (text.is_empty() || query::text_matches(task, text))
     }
 
     /// The statuses of group `g` that the filter keeps.
@@ -125,13 +151,15 @@ impl View {
             SortKey::Title => (StoreSort::Title, false),
             SortKey::Id => (StoreSort::Id, false),
         };
+        let (kinds, text) = filter_parts(&self.text);
         PageQuery {
             statuses: self.statuses(g),
+            kinds,
             sort,
             limit: Some(limit),
             after,
             descending: descending != backwards,
-            text: (!self.text.is_empty()).then(|| self.text.clone()),
+            text: (!text.is_empty()).then(|| text.to_string()),
         }
     }
 }
@@ -285,6 +313,11 @@ mod tests {
                 t.created_at = Some(base + TimeDelta::minutes(i as i64));
                 t.updated_at = Some(base + TimeDelta::minutes((i * 7 % n) as i64));
                 t.title = Some(format!("title {}", i % 13));
+                t.kind = match i % 3 {
+                    0 => Some("diagnose".to_string()),
+                    1 => Some("backup".to_string()),
+                    _ => None,
+                };
                 t.revision = 1;
                 (t.task_id.clone(), t)
             })
@@ -369,5 +402,35 @@ mod tests {
         .expect("fetch");
         assert_eq!(w.anchor, Some(1));
         assert_eq!(w.rows[1].task_id, all[1]);
+    }
+
+    #[test]
+    fn a_kind_word_leads_the_text_filter_and_the_rest_is_text() {
+        assert_eq!(filter_parts("payments"), (vec![], "payments"));
+        assert_eq!(filter_parts("kind:diagnose"), (vec!["diagnose".into()], ""));
+        assert_eq!(
+            filter_parts("kind:diagnose,backup  slow db"),
+            (vec!["diagnose".into(), "backup".into()], "slow db")
+        );
+        assert_eq!(filter_parts("kind:"), (vec![], ""));
+        // Not the first word: plain text.
+        assert_eq!(filter_parts("slow kind:x"), (vec![], "slow kind:x"));
+
+        let source = store(60);
+        let mut v = view(SortKey::Created);
+        v.text = "kind:backup title 1".into();
+        let all = whole(&source, &v);
+        let expected: Vec<_> = {
+            let tasks = source.read().unwrap();
+            let mut list: Vec<&Task> = tasks
+                .values()
+                .filter(|t| t.kind.as_deref() == Some("backup"))
+                .filter(|t| t.title.as_deref().unwrap_or("").contains("title 1"))
+                .collect();
+            list.sort_by_key(|t| (group_of(t.status), std::cmp::Reverse(t.created_at)));
+            list.into_iter().map(|t| t.task_id.clone()).collect()
+        };
+        assert!(!expected.is_empty());
+        assert_eq!(all, expected);
     }
 }

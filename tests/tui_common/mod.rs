@@ -98,6 +98,7 @@ pub fn fixture() -> TaskMap {
     waiting.input_schema = Some(schema());
     waiting.status_message = Some("which service should I look at?".into());
     waiting.idempotency_key = Some("inc-1042".into());
+    waiting.kind = Some("diagnose".into());
     tasks.push(waiting);
     let mut working = task(2, Status::Working, "INC-1043 db replication lag", 45, 1);
     working.status_message = Some("comparing replica offsets".into());
@@ -106,6 +107,7 @@ pub fn fixture() -> TaskMap {
         total: 7,
     });
     working.claimed_by = Some("worker-7".into());
+    working.kind = Some("diagnose".into());
     working.lease_expires_at = Some(now() + TimeDelta::seconds(30));
     working.request = Some(json!({"incident": "INC-1043", "service": "db"}));
     tasks.push(working);
@@ -113,6 +115,8 @@ pub fn fixture() -> TaskMap {
     done.result =
         Some(json!({"root_cause": "cache TTL set to 0 by deploy 4711", "confidence": 0.9}));
     done.input_value = Some(json!({"service": "cache"}));
+    // Longer than the table's kind column.
+    done.kind = Some("cache-flush-nightly".into());
     tasks.push(done);
     let mut failed = task(4, Status::Failed, "INC-0999 dns", 300, 200);
     failed.error = Some(json!({"message": "worker lost: no update for 17m 5s"}));
@@ -121,6 +125,8 @@ pub fn fixture() -> TaskMap {
     cancelled.status_message = Some("cancelled from the TUI".into());
     tasks.push(cancelled);
     let mut hostile = task(6, Status::Working, "evil\u{1b}]0;pwned\u{7} title", 5, 0);
+    // No writer stores this kind; a hand-written file may.
+    hostile.kind = Some("k\u{1b}[31mred".into());
     hostile.status_message = Some(
         "msg\u{1b}[2J\u{1b}[1;1Hcleared?\u{202E}reversed\u{1b}]52;c;Zm9v\u{7} end\r\nnext".into(),
     );

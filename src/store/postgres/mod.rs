@@ -38,7 +38,7 @@ use super::file::DEFAULT_LOCK_TIMEOUT;
 use super::url::{PgUrl, SslMode};
 use super::{Backend, Location, StoreError, Transaction};
 use crate::task::TaskMap;
-pub use schema::{CHANNEL, VERSION as SCHEMA_VERSION};
+pub use schema::{CHANNEL, KIND_VERSION, VERSION as SCHEMA_VERSION};
 use txn::PgTxn;
 
 /// How many times a write is run in all before a transient failure is

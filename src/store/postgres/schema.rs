@@ -56,7 +56,13 @@ pub const CHANNEL: &str = "rudder_changes";
 /// becomes a column, generated from the document (so no writer has to
 /// know it), for the text filter; [`ensure_text_index`] adds a trigram
 /// index over the filter's columns when `pg_trgm` can be had.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3];
+///
+/// [`KINDS`] gives tasks their `kind`: a column generated from the
+/// document (so no writer has to know it, and the migration fills it for
+/// every task already there), indexed by (status, kind, seq), so that a
+/// worker claiming tasks of one kind reads the working tasks of that kind
+/// in store order and never those of other kinds.
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, KINDS];
 
 const V1: &str = r#"
 CREATE TABLE rudder_tasks (
@@ -109,6 +115,43 @@ CREATE INDEX rudder_tasks_by_updated ON rudder_tasks (updated_at NULLS FIRST, ta
 CREATE INDEX rudder_tasks_by_created ON rudder_tasks (created_at NULLS FIRST, task_id);
 CREATE INDEX rudder_tasks_by_title ON rudder_tasks (title NULLS FIRST, task_id);
 "#;
+
+const KINDS: &str = r#"
+ALTER TABLE rudder_tasks ADD COLUMN kind text COLLATE "C"
+    GENERATED ALWAYS AS (doc::json ->> 'kind') STORED;
+CREATE INDEX rudder_tasks_by_status_kind ON rudder_tasks (status, kind, seq);
+"#;
+
+/// The version that gave tasks their `kind` column: the one [`KINDS`]
+/// migrates to, wherever it stands in [`MIGRATIONS`] (a reader of older
+/// tables finds no kinds in the columns).
+pub const KIND_VERSION: i32 = version_of(KINDS);
+
+/// The version migration `sql` of [`MIGRATIONS`] takes the schema to.
+const fn version_of(sql: &str) -> i32 {
+    let mut i = 0;
+    while i < MIGRATIONS.len() {
+        if same(MIGRATIONS[i].as_bytes(), sql.as_bytes()) {
+            return i as i32 + 1;
+        }
+        i += 1;
+    }
+    panic!("the migration is not in MIGRATIONS")
+}
+
+const fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
 
 /// The version that gave the text filter its column and index.
 pub const TEXT_VERSION: i32 = 3;

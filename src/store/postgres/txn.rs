@@ -142,6 +142,20 @@ impl<'c> PgTxn<'c> {
         }
     }
 
+    /// Whether the tables have the `kind` column.
+    fn has_kinds(&self) -> bool {
+        self.schema >= super::schema::KIND_VERSION
+    }
+
+    /// The summary columns of these tables ([`SUMMARY_COLUMNS`]).
+    fn summary_columns(&self) -> &'static str {
+        if self.has_kinds() {
+            SUMMARY_COLUMNS
+        } else {
+            query::SUMMARY_COLUMNS_BEFORE_KINDS
+        }
+    }
+
     /// The tables are at version `v` (a reader's, older than this rudder's).
     pub fn set_schema(&mut self, v: i32) {
         self.schema = v;
@@ -552,7 +566,8 @@ impl<'c> PgTxn<'c> {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<SummaryBuf>, StoreError> {
         self.flush()?;
-        let sql = format!("SELECT {SUMMARY_COLUMNS} FROM rudder_tasks {tail}");
+        let columns = self.summary_columns();
+        let sql = format!("SELECT {columns} FROM rudder_tasks {tail}");
         let rows = self.query(&sql, params, "query the tasks")?;
         Ok(rows.iter().map(|r| summary_of_row(r, 0)).collect())
     }
@@ -668,24 +683,51 @@ impl Transaction for PgTxn<'_> {
     fn next_claimable(
         &self,
         now: DateTime<Utc>,
+        kinds: &[String],
         wanted: &dyn Fn(&Summary) -> bool,
     ) -> Result<Option<String>, StoreError> {
+        if !kinds.is_empty() && !self.has_kinds() {
+            // Tables from before kinds, which only a writer (who migrates
+            // them first) could have given a task of a kind.
+            return Ok(None);
+        }
         let now_text = time_text(now);
+        let columns = self.summary_columns();
+        // One kind walks the (status, kind, seq) index in order; several
+        // read the index's ranges of those kinds and sort them.
+        let of_kind = match kinds.len() {
+            0 => "",
+            1 => "AND kind = $3",
+            _ => "AND kind = ANY($3)",
+        };
+        let one = kinds.first().map(String::as_str);
         let mut after: i64 = -1;
         loop {
             self.flush()?;
-            let rows = self.query(
-                &format!(
-                    "SELECT seq, {SUMMARY_COLUMNS} FROM rudder_tasks WHERE status = 'working' \
-                     AND seq > $2 AND (claimed_by IS NULL OR lease_expires_at IS NULL \
-                     OR lease_expires_at <= $1) ORDER BY seq LIMIT 32"
-                ),
-                &[&now_text, &after],
-                "look for a claimable task",
-            )?;
+            let sql = format!(
+                "SELECT seq, {columns} FROM rudder_tasks WHERE status = 'working' {of_kind} \
+                 AND seq > $2 AND (claimed_by IS NULL OR lease_expires_at IS NULL \
+                 OR lease_expires_at <= $1) ORDER BY seq LIMIT 32"
+            );
+            let rows = match (kinds.len(), one) {
+                (1, Some(kind)) => self.query(
+                    &sql,
+                    &[&now_text, &after, &kind],
+                    "look for a claimable task",
+                )?,
+                (0, _) => self.query(&sql, &[&now_text, &after], "look for a claimable task")?,
+                _ => self.query(
+                    &sql,
+                    &[&now_text, &after, &kinds],
+                    "look for a claimable task",
+                )?,
+            };
             for row in &rows {
                 let t = summary_of_row(row, 1);
-                if !(query::claimable(&t.summary(), now) && wanted(&t.summary())) {
+                if !(query::claimable(&t.summary(), now)
+                    && query::wants_kind(kinds, t.kind.as_deref())
+                    && wanted(&t.summary()))
+                {
                     continue;
                 }
                 // In a write, only a task no other worker is claiming right
@@ -742,9 +784,12 @@ impl Transaction for PgTxn<'_> {
     }
 
     fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
-        if self.schema < super::schema::TEXT_VERSION && q.text.is_some() {
+        if self.schema < super::schema::TEXT_VERSION && q.text.is_some()
+            || !q.kinds.is_empty() && !self.has_kinds()
+        {
             // Tables no writer has migrated yet have no `status_message`
-            // column: the text filter is answered from the tasks in full.
+            // or `kind` column: the text or kind filter is answered from
+            // the tasks in full.
             let tasks = self.get_where(&|t| {
                 q.statuses.is_empty()
                     || q.statuses.contains(&t.status)
@@ -768,6 +813,10 @@ impl Transaction for PgTxn<'_> {
                 .map(|s| arg(s.as_str().to_string()))
                 .collect();
             clauses.push(format!("status IN ({})", list.join(", ")));
+        }
+        if !q.kinds.is_empty() {
+            let list: Vec<String> = q.kinds.iter().map(|k| arg(k.clone())).collect();
+            clauses.push(format!("kind IN ({})", list.join(", ")));
         }
         if let Some(text) = q.text.as_deref().filter(|t| !t.is_empty()) {
             clauses.push(text_clause(text, &arg));

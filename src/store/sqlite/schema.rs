@@ -39,6 +39,10 @@ pub const APPLICATION_ID: i32 = 0x5275_6472;
 /// - Version 3 indexes the working tasks by lease, so that the TUI's count
 ///   of stalled tasks (`lease_expires_at <= now`, asked once a second) is
 ///   a range of that index, not a walk over every working task.
+/// - Version 4 adds `tasks.kind` ([`KIND_VERSION`]), filled from the
+///   documents, indexed by (status, kind, seq): a worker claiming tasks of
+///   one kind reads the working tasks of that kind in store order, never
+///   those of other kinds; `list --kind` reads the same index.
 pub const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE tasks (
@@ -82,14 +86,23 @@ UPDATE tasks SET status_message = json_extract(doc, '$.status_message')
     r#"
 CREATE INDEX tasks_by_status_lease ON tasks(status, lease_expires_at);
 "#,
+    r#"
+ALTER TABLE tasks ADD COLUMN kind TEXT;
+UPDATE tasks SET kind = json_extract(doc, '$.kind') WHERE json_type(doc, '$.kind') = 'text';
+CREATE INDEX tasks_by_status_kind ON tasks(status, kind, seq);
+"#,
 ];
+
+/// The version that gave tasks their `kind` column: a reader of an older
+/// store (no writer has migrated it yet) finds no kinds in the columns.
+pub const KIND_VERSION: i64 = 4;
 
 /// The schema version this rudder writes.
 pub const VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// The columns of a task's row that every write sets, in the order of
 /// [`TaskRow::params`] (`?1` is the id).
-const TASK_COLUMNS: [&str; 12] = [
+const TASK_COLUMNS: [&str; 13] = [
     "task_id",
     "status",
     "idempotency_key",
@@ -102,9 +115,10 @@ const TASK_COLUMNS: [&str; 12] = [
     "revision",
     "doc",
     "status_message",
+    "kind",
 ];
 
-/// `INSERT INTO tasks (COLUMNS) VALUES (?1, …, ?12)`, then `tail`.
+/// `INSERT INTO tasks (COLUMNS) VALUES (?1, …, ?13)`, then `tail`.
 pub(super) fn insert_task_sql(tail: &str) -> String {
     let values: Vec<String> = (1..=TASK_COLUMNS.len()).map(|i| format!("?{i}")).collect();
     format!(
@@ -115,7 +129,7 @@ pub(super) fn insert_task_sql(tail: &str) -> String {
 }
 
 /// `UPDATE tasks SET` every column but the id `WHERE task_id = ?1`, then
-/// `tail` (whose parameters start at `?13`).
+/// `tail` (whose parameters start at `?14`).
 pub(super) fn update_task_sql(tail: &str) -> String {
     let set: Vec<String> = TASK_COLUMNS
         .iter()
@@ -163,8 +177,8 @@ impl<'a> TaskRow<'a> {
         }
     }
 
-    /// `?1` to `?12`, in `TASK_COLUMNS` order.
-    pub(super) fn params(&self) -> [&dyn ToSql; 12] {
+    /// `?1` to `?13`, in `TASK_COLUMNS` order.
+    pub(super) fn params(&self) -> [&dyn ToSql; 13] {
         [
             &self.id,
             &self.status,
@@ -178,6 +192,7 @@ impl<'a> TaskRow<'a> {
             &self.revision,
             &self.doc,
             &self.task.status_message,
+            &self.task.kind,
         ]
     }
 }
@@ -245,6 +260,73 @@ pub fn migrate(conn: &Connection, from: i64) -> rusqlite::Result<()> {
 mod tests {
     use super::*;
     use crate::store::{NewTask, SqliteBackend, Store};
+
+    /// A store of schema 3 (no `tasks.kind`) whose documents name kinds:
+    /// a reader's kind filter answers from the documents; the first write
+    /// migrates it to [`KIND_VERSION`], the column filled from them.
+    #[test]
+    fn a_version_3_store_is_read_then_migrated_with_its_kinds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tasks.db");
+        {
+            let conn = Connection::open(&path).expect("open");
+            for sql in &MIGRATIONS[..3] {
+                conn.execute_batch(sql).expect("versions 1 to 3");
+            }
+            conn.pragma_update(None, "user_version", 3)
+                .expect("version");
+            conn.pragma_update(None, "application_id", APPLICATION_ID)
+                .expect("id");
+            for (id, kind) in [("t-diagnose", Some("diagnose")), ("t-none", None)] {
+                let mut task = Task::new(id, crate::task::Status::Working);
+                task.kind = kind.map(str::to_string);
+                task.revision = 1;
+                let doc = serde_json::to_string(&task).expect("json");
+                conn.execute(
+                    "INSERT INTO tasks (task_id, status, revision, doc) \
+                     VALUES (?1, 'working', 1, ?2)",
+                    [id, doc.as_str()],
+                )
+                .expect("a task");
+            }
+            conn.execute("INSERT INTO counts (status, n) VALUES ('working', 2)", [])
+                .expect("counts");
+        }
+        let store = Store::open(&path);
+        let diagnose = crate::store::PageQuery {
+            kinds: vec!["diagnose".into()],
+            ..Default::default()
+        };
+        let ids = |store: &Store| -> Vec<String> {
+            let page = store.page(&diagnose).expect("page");
+            page.into_iter().map(|t| t.task_id).collect()
+        };
+        assert_eq!(ids(&store), ["t-diagnose"]);
+
+        store.create(NewTask::default()).expect("create");
+        let conn = Connection::open(&path).expect("open");
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, VERSION);
+        let kind: Option<String> = conn
+            .query_row(
+                "SELECT kind FROM tasks WHERE task_id = 't-diagnose'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("kind");
+        assert_eq!(kind.as_deref(), Some("diagnose"));
+        assert_eq!(ids(&store), ["t-diagnose"]);
+        let claimed = store
+            .claim_next(
+                "w",
+                std::time::Duration::from_secs(60),
+                &["diagnose".into()],
+            )
+            .expect("claim");
+        assert_eq!(claimed.map(|t| t.task_id).as_deref(), Some("t-diagnose"));
+    }
 
     /// A store written by the first schema (no `changes.at`) is read as it
     /// is, then migrated by the next write, which records its time.

@@ -14,11 +14,11 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, Row, ToSql, params};
 
 use super::SqliteBackend;
-use super::schema::{TaskRow, clamp, insert_task_sql, update_task_sql};
+use super::schema::{KIND_VERSION, TaskRow, clamp, insert_task_sql, update_task_sql};
 use crate::store::pending::{self, Database, Pending};
 use crate::store::query::{
-    self, PageQuery, SUMMARY_COLUMNS, SortKey, Stale, StatusCounts, SummaryBuf, SummaryRow,
-    parse_time, summary_of_row, time_text,
+    self, PageQuery, SUMMARY_COLUMNS, SUMMARY_COLUMNS_BEFORE_KINDS, SortKey, Stale, StatusCounts,
+    SummaryBuf, SummaryRow, parse_time, summary_of_row, time_text,
 };
 use crate::store::{Location, StoreError, Summary, Transaction};
 use crate::task::{Status, Task, TaskMap};
@@ -33,14 +33,17 @@ pub(super) struct Before {
 
 /// A new task's row.
 static INSERT: LazyLock<String> = LazyLock::new(|| insert_task_sql(""));
-/// A task's row, if it is still at the revision `?13` this transaction read.
+/// A task's row, if it is still at the revision `?14` this transaction read.
 static UPDATE_AT_REVISION: LazyLock<String> =
-    LazyLock::new(|| update_task_sql(" AND revision = ?13"));
+    LazyLock::new(|| update_task_sql(" AND revision = ?14"));
 
 pub(super) struct SqlTxn<'c> {
     conn: &'c Connection,
     backend: &'c SqliteBackend,
     pending: Pending<Before>,
+    /// Whether the tables have the `kind` column (schema
+    /// [`KIND_VERSION`] or later), once asked.
+    kinds: std::cell::Cell<Option<bool>>,
 }
 
 fn status_of(text: &str) -> rusqlite::Result<Status> {
@@ -74,7 +77,32 @@ impl<'c> SqlTxn<'c> {
             conn,
             backend,
             pending: Pending::new(),
+            kinds: std::cell::Cell::new(None),
         }
+    }
+
+    /// Whether the tables have the `kind` column: a writer's always (it
+    /// migrated them), a reader's from schema [`KIND_VERSION`] on.
+    fn has_kinds(&self) -> Result<bool, StoreError> {
+        if let Some(known) = self.kinds.get() {
+            return Ok(known);
+        }
+        let version: i64 = self
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(self.err("read the schema version"))?;
+        let known = version >= KIND_VERSION;
+        self.kinds.set(Some(known));
+        Ok(known)
+    }
+
+    /// The summary columns of these tables ([`SUMMARY_COLUMNS`]).
+    fn summary_columns(&self) -> Result<&'static str, StoreError> {
+        Ok(if self.has_kinds()? {
+            SUMMARY_COLUMNS
+        } else {
+            SUMMARY_COLUMNS_BEFORE_KINDS
+        })
     }
 
     fn err(&self, action: &'static str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
@@ -240,6 +268,52 @@ impl<'c> SqlTxn<'c> {
         Ok(())
     }
 
+    /// The first claimable task in store order of kind `kind` (of any kind
+    /// when `None`) that `wanted` accepts: its `seq` and id.
+    fn first_claimable(
+        &self,
+        now: DateTime<Utc>,
+        kind: Option<&str>,
+        wanted: &dyn Fn(&Summary) -> bool,
+    ) -> Result<Option<(i64, String)>, StoreError> {
+        let now_text = time_text(now);
+        let columns = self.summary_columns()?;
+        let of_kind = if kind.is_some() { "AND kind = ?3" } else { "" };
+        // Unleased or lapsed working tasks, oldest first, refined exactly.
+        let mut after: i64 = -1;
+        loop {
+            self.flush()?;
+            let mut stmt = self
+                .conn
+                .prepare_cached(&format!(
+                    "SELECT seq, {columns} FROM tasks WHERE status = 'working' {of_kind} \
+                     AND seq > ?2 AND (claimed_by IS NULL OR lease_expires_at IS NULL \
+                     OR lease_expires_at <= ?1) ORDER BY seq LIMIT 32"
+                ))
+                .map_err(self.err("look for a claimable task"))?;
+            let map = |r: &rusqlite::Row<'_>| {
+                // Columns shift by one for `seq`.
+                Ok((r.get(0)?, summary_of_row(r, 1)?))
+            };
+            let rows: Vec<(i64, SummaryBuf)> = match kind {
+                Some(kind) => stmt.query_map(params![now_text, after, kind], map),
+                None => stmt.query_map(params![now_text, after], map),
+            }
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("look for a claimable task"))?;
+            if let Some((seq, t)) = rows
+                .iter()
+                .find(|(_, t)| query::claimable(&t.summary(), now) && wanted(&t.summary()))
+            {
+                return Ok(Some((*seq, t.task_id.clone())));
+            }
+            match rows.last() {
+                Some((seq, _)) if rows.len() == 32 => after = *seq,
+                _ => return Ok(None),
+            }
+        }
+    }
+
     /// Summaries of the rows that `sql` (a `WHERE ... ORDER BY ...` tail)
     /// selects.
     fn summaries_where(
@@ -248,7 +322,8 @@ impl<'c> SqlTxn<'c> {
         params: &[&dyn rusqlite::ToSql],
     ) -> Result<Vec<SummaryBuf>, StoreError> {
         self.flush()?;
-        let sql = format!("SELECT {SUMMARY_COLUMNS} FROM tasks {tail}");
+        let columns = self.summary_columns()?;
+        let sql = format!("SELECT {columns} FROM tasks {tail}");
         let mut stmt = self
             .conn
             .prepare_cached(&sql)
@@ -357,39 +432,28 @@ impl Transaction for SqlTxn<'_> {
     fn next_claimable(
         &self,
         now: DateTime<Utc>,
+        kinds: &[String],
         wanted: &dyn Fn(&Summary) -> bool,
     ) -> Result<Option<String>, StoreError> {
-        let now_text = time_text(now);
-        // Unleased or lapsed working tasks, oldest first, refined exactly.
-        let mut after: i64 = -1;
-        loop {
-            self.flush()?;
-            let mut stmt = self
-                .conn
-                .prepare_cached(&format!(
-                    "SELECT seq, {SUMMARY_COLUMNS} FROM tasks WHERE status = 'working' \
-                     AND seq > ?2 AND (claimed_by IS NULL OR lease_expires_at IS NULL \
-                     OR lease_expires_at <= ?1) ORDER BY seq LIMIT 32"
-                ))
-                .map_err(self.err("look for a claimable task"))?;
-            let rows: Vec<(i64, SummaryBuf)> = stmt
-                .query_map(params![now_text, after], |r| {
-                    // Columns shift by one for `seq`.
-                    Ok((r.get(0)?, summary_of_row(r, 1)?))
-                })
-                .and_then(|rows| rows.collect())
-                .map_err(self.err("look for a claimable task"))?;
-            if let Some((_, t)) = rows
-                .iter()
-                .find(|(_, t)| query::claimable(&t.summary(), now) && wanted(&t.summary()))
+        if kinds.is_empty() {
+            return Ok(self.first_claimable(now, None, wanted)?.map(|(_, id)| id));
+        }
+        if !self.has_kinds()? {
+            // Tables from before kinds, which only a writer (who migrates
+            // them first) could have given a task of a kind.
+            return Ok(None);
+        }
+        // One walk of the (status, kind, seq) index per kind, the oldest
+        // of their first claimable tasks taken.
+        let mut best: Option<(i64, String)> = None;
+        for kind in kinds {
+            if let Some(found) = self.first_claimable(now, Some(kind), wanted)?
+                && best.as_ref().is_none_or(|(seq, _)| found.0 < *seq)
             {
-                return Ok(Some(t.task_id.clone()));
-            }
-            match rows.last() {
-                Some((seq, _)) if rows.len() == 32 => after = *seq,
-                _ => return Ok(None),
+                best = Some(found);
             }
         }
+        Ok(best.map(|(_, id)| id))
     }
 
     fn stale(&self, now: DateTime<Utc>, older_than: Duration) -> Result<Stale, StoreError> {
@@ -433,6 +497,16 @@ impl Transaction for SqlTxn<'_> {
     }
 
     fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
+        if !q.kinds.is_empty() && !self.has_kinds()? {
+            // Tables no writer has migrated yet have no `kind` column: the
+            // kind filter is answered from the tasks in full.
+            let tasks = self.get_where(&|t| {
+                q.statuses.is_empty()
+                    || q.statuses.contains(&t.status)
+                    || q.after.as_deref() == Some(t.task_id)
+            })?;
+            return Ok(query::page_in_memory(tasks, q));
+        }
         self.flush()?;
         let mut clauses: Vec<String> = Vec::new();
         let args: RefCell<Vec<Box<dyn rusqlite::ToSql>>> = RefCell::new(Vec::new());
@@ -503,6 +577,10 @@ impl Transaction for SqlTxn<'_> {
                 }
             };
             clauses.extend(clause);
+        }
+        if !q.kinds.is_empty() {
+            let list: Vec<String> = q.kinds.iter().map(|k| arg(Box::new(k.clone()))).collect();
+            clauses.push(format!("kind IN ({})", list.join(", ")));
         }
         if let Some(text) = q.text.as_deref().filter(|t| !t.is_empty()) {
             // LIKE matches ASCII letters regardless of case and every other

@@ -19,6 +19,7 @@ enum Col {
     Mark,
     Status,
     Id,
+    Kind,
     Label,
     Message,
     Progress,
@@ -29,14 +30,15 @@ enum Col {
 /// The columns that fit `width`, with their widths (0: the message, which
 /// takes what is left). Below 100 columns the status is its symbol alone
 /// (the colour and the symbol still tell it); then, while the message would
-/// get fewer than 24 columns, the least important go: progress, age, a
-/// narrower title, the last update. Nothing is cut mid-column. Past a
+/// get fewer than 24 columns, the least important go: the kind (which the
+/// detail pane shows), progress, age, a narrower title, the last update. Nothing is cut mid-column. Past a
 /// message of [`WIDE_MESSAGE`] columns, the title widens.
 fn columns(width: u16) -> Vec<(Col, u16)> {
     let mut cols = vec![
         (Col::Mark, 1),
         (Col::Status, if width < 100 { 1 } else { 16 }),
         (Col::Id, 8),
+        (Col::Kind, 10),
         (Col::Label, 24),
         (Col::Message, 0),
         (Col::Progress, 8),
@@ -47,7 +49,7 @@ fn columns(width: u16) -> Vec<(Col, u16)> {
         let fixed: u16 = cols.iter().map(|c| c.1).sum::<u16>() + cols.len() as u16 - 1;
         width.saturating_sub(fixed)
     };
-    for step in [Col::Progress, Col::Age, Col::Label, Col::Updated] {
+    for step in [Col::Kind, Col::Progress, Col::Age, Col::Label, Col::Updated] {
         if message(&cols) >= 24 {
             break;
         }
@@ -124,6 +126,7 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) 
         let text = app.shown.row(t);
         let label = truncate_words(&text.label, width_of(Col::Label));
         let message = truncate_words(&text.message, message_w);
+        let kind = crate::text::truncate(&text.kind, width_of(Col::Kind)).into_owned();
         let progress = t
             .progress
             .map(|p| format!("{}/{}", p.current, p.total))
@@ -156,6 +159,7 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) 
                 },
             )),
             Col::Id => Cell::from(clean(t.short_id(), 8)),
+            Col::Kind => Cell::from(kind.clone()),
             Col::Label => Cell::from(label.clone()),
             Col::Message => Cell::from(message.clone()),
             Col::Progress => Cell::from(clean(&progress, 8)),
@@ -171,6 +175,7 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) 
                 Col::Status if narrow => "",
                 Col::Status => "status",
                 Col::Id => "id",
+                Col::Kind => "kind",
                 Col::Label => "title / key",
                 Col::Message => "message",
                 Col::Progress => "progress",
@@ -234,9 +239,14 @@ mod tests {
         // At 80 and 140 columns the title keeps its 24 (the snapshots).
         assert_eq!(width_of(&columns(140), Col::Label), Some(24));
         assert_eq!(width_of(&columns(80), Col::Label), Some(24));
-        // At 200 the title grows to 48 and the message still has 96+.
-        assert_eq!(width_of(&columns(200), Col::Label), Some(48));
-        assert!(message_of(200) >= WIDE_MESSAGE, "{}", message_of(200));
+        // At 220 the title grows to 48 and the message still has 96+.
+        assert_eq!(width_of(&columns(220), Col::Label), Some(48));
+        assert!(message_of(220) >= WIDE_MESSAGE, "{}", message_of(220));
+        // The kind shows where the message keeps its 24 beside it.
+        assert_eq!(width_of(&columns(140), Col::Kind), Some(10));
+        assert_eq!(width_of(&columns(110), Col::Kind), Some(10));
+        assert_eq!(width_of(&columns(100), Col::Kind), None);
+        assert_eq!(width_of(&columns(80), Col::Kind), None);
         // Never past twice its width, however wide.
         assert_eq!(width_of(&columns(500), Col::Label), Some(48));
         for w in 60..400 {
