@@ -47,13 +47,10 @@ fn main() {
     };
     let store = Arc::new(Store::open(&url));
     let holder = format!("mcp-fixture-worker-{}", std::process::id());
+    // The catalogue gives each tool its own kind (the tool's name).
+    let kinds: Vec<String> = TOOLS.iter().map(|t| t.to_string()).collect();
     loop {
-        let wanted = |s: &rudder::store::Summary<'_>| {
-            s.title
-                .and_then(|t| t.split(' ').next())
-                .is_some_and(|tool| TOOLS.contains(&tool))
-        };
-        match store.claim_next_where(&holder, LEASE, &wanted) {
+        match store.claim_next(&holder, LEASE, &kinds) {
             Ok(Some(task)) => {
                 let store = Arc::clone(&store);
                 let holder = holder.clone();
@@ -108,11 +105,7 @@ fn work(store: &Store, holder: &str, task: &Task) -> Result<(), String> {
         lease: LEASE,
     };
     let id = task.task_id.as_str();
-    let tool = task
-        .title
-        .as_deref()
-        .and_then(|t| t.split(' ').next())
-        .unwrap_or("");
+    let tool = task.kind.as_deref().unwrap_or("");
     let args = task.request.clone().unwrap_or(json!({}));
     let str_arg = |k: &str, default: &str| {
         args.get(k)

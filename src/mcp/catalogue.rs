@@ -150,8 +150,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
             Some(k) => (k.get_ref().clone(), k.span()),
             None => (name.clone(), raw.name.span()),
         };
-        if kind.is_empty() {
-            return Err(fail(Some(kind_span), "the kind is empty".into()));
+        if let Err(e) = crate::task::check_kind(&kind) {
+            return Err(fail(Some(kind_span), format!("kind {kind:?} cannot be used: {e}")));
         }
         if let Some((_, other)) = kinds.iter().find(|(k, _)| *k == kind) {
             return Err(fail(

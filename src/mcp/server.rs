@@ -239,6 +239,7 @@ impl RudderMcp {
             ttl_ms: spec.ttl.map(|d| d.as_millis() as u64),
             poll_interval_ms: spec.poll_interval.map(|d| d.as_millis() as u64),
             origin: Some(origin),
+            kind: Some(spec.kind.clone()),
             ..NewTask::default()
         };
         // Durable once `create` returns: every backend commits (fsync,
