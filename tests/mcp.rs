@@ -186,7 +186,11 @@ async fn the_whole_surface(client: &Client, plain: &Client, dir: &Path) {
     let stored = store.get(&id).unwrap();
     let origin = stored.origin.clone().expect("origin recorded");
     assert_eq!(origin.tool, "slow_compute");
-    assert_eq!(stored.kind.as_deref(), Some("slow_compute"), "the tool's kind");
+    assert_eq!(
+        stored.kind.as_deref(),
+        Some("slow_compute"),
+        "the tool's kind"
+    );
     let client_info = origin.client.expect("client recorded");
     assert_eq!(client_info.name, "rudder-test-client");
     assert_eq!(client_info.version.as_deref(), Some("7.1"));

@@ -151,7 +151,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
             None => (name.clone(), raw.name.span()),
         };
         if let Err(e) = crate::task::check_kind(&kind) {
-            return Err(fail(Some(kind_span), format!("kind {kind:?} cannot be used: {e}")));
+            return Err(fail(
+                Some(kind_span),
+                format!("kind {kind:?} cannot be used: {e}"),
+            ));
         }
         if let Some((_, other)) = kinds.iter().find(|(k, _)| *k == kind) {
             return Err(fail(
@@ -271,6 +274,22 @@ mod tests {
         assert_eq!(t.wait, Duration::ZERO);
         assert!(!t.task_required);
         assert_eq!(t.input_schema, serde_json::json!({"type": "object"}));
+    }
+
+    #[test]
+    fn the_shipped_catalogues_load() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let demo = load(&root.join("assets/mcp-demo.toml")).expect("the demo catalogue");
+        assert_eq!(
+            demo.tool("diagnose").map(|t| t.kind.as_str()),
+            Some("diagnose")
+        );
+        let fixtures = load(&root.join("tests/fixtures/mcp-conformance.toml")).expect("fixtures");
+        assert_eq!(fixtures.tools.len(), 7);
+        assert_eq!(
+            fixtures.tool("test_tool_with_task").map(|t| t.ask.len()),
+            Some(1)
+        );
     }
 
     #[test]
