@@ -796,3 +796,41 @@ fn a_catalogue_that_cannot_be_used_is_exit_2_with_file_line_and_reason() {
         "{stderr}"
     );
 }
+
+/// `subscriptions/listen`: a store change reaches the listener as
+/// `notifications/tasks`, carrying the task as `tasks/get` shows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_listener_hears_of_store_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = stdio_client(dir.path(), true).await;
+    let id = create(&client, "slow_compute", json!({})).await;
+    let mut subscription = client
+        .peer()
+        .listen(rmcp::model::SubscriptionFilter::default())
+        .await
+        .expect("the listen is acknowledged");
+    open(dir.path())
+        .complete(&id, json!("heard"), WORKER)
+        .unwrap();
+    let heard = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match subscription.next().await.expect("a notification") {
+                Some(rmcp::model::ServerNotification::TaskStatusNotification(n)) => {
+                    if n.params.task.task.task_id == id
+                        && n.params.task.status() == TaskStatus::Completed
+                    {
+                        return n.params.task;
+                    }
+                }
+                Some(_) => {}
+                None => panic!("the subscription ended"),
+            }
+        }
+    })
+    .await
+    .expect("the change is heard");
+    let TaskPayload::Completed { result } = &heard.payload else {
+        panic!("{heard:?}")
+    };
+    assert_eq!(result["content"][0]["text"], "heard");
+}
