@@ -30,4 +30,5 @@ pub use task::{Actor, Change, Status, Task};
 pub mod cli;
 pub mod demo;
 pub use rudder_file::fuzzing;
+pub mod mcp;
 pub use rudder_store::worker;

@@ -113,6 +113,15 @@ fn main() -> ExitCode {
             speed: a.speed,
             name: a.name,
         }),
+        Command::Mcp(a) => {
+            return ExitCode::from(rudder::mcp::run(rudder::mcp::McpOptions {
+                store,
+                tools: a.tools,
+                http: a.http,
+                token_file: a.token_file,
+                allow_origins: a.allow_origin,
+            }) as u8);
+        }
         other => {
             return ExitCode::from(rudder::cli::run(cli.store, cli.read_only, other) as u8);
         }

@@ -48,6 +48,7 @@ fn every_field() -> Task {
             at: now,
             note: Some("created".into()),
         }],
+        origin: None,
         extra: IndexMap::from([("owner".to_string(), json!({"team": "payments"}))]),
     }
 }

@@ -218,6 +218,7 @@ impl PyStore {
             status_message: message,
             ttl_ms: millis(ttl, "ttl")?,
             poll_interval_ms: millis(poll_interval, "poll_interval")?,
+            origin: None,
         };
         self.outcome(py, move |s| s.create(new))
     }

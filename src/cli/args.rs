@@ -63,6 +63,11 @@ pub enum Command {
     Copy(CopyArgs),
     /// Create or upgrade a PostgreSQL store's tables now (as an owner role)
     Migrate(MigrateArgs),
+    /// Serve the store to MCP clients (Tasks extension): stdio, or Streamable HTTP with --http
+    #[command(
+        after_help = "The bearer token of --http comes from $RUDDER_MCP_TOKEN or --token-file, never the command line; without one only loopback addresses are served. The README's \"MCP\" section describes the catalogue."
+    )]
+    Mcp(McpArgs),
     /// Print a shell completion script (e.g. `rudder completions bash > ~/.local/share/bash-completion/completions/rudder`)
     Completions(CompletionsArgs),
     /// Print the manual page (roff; e.g. `rudder man | man -l -`)
@@ -100,6 +105,22 @@ pub struct DemoArgs {
     /// Run the Python diagnosis worker (python/examples/diagnosis_worker.py of this checkout, or SCRIPT) instead of the built-in one; needs the Python package (pip install ./python), run by $RUDDER_PYTHON or python3
     #[arg(long, value_name = "SCRIPT", num_args = 0..=1, default_missing_value = crate::demo::PYTHON_WORKER)]
     pub python_worker: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The tools catalogue (TOML): each tool's name, description, schemas and task kind
+    #[arg(long, value_name = "FILE")]
+    pub tools: Option<PathBuf>,
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (e.g. 127.0.0.1:8765)
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// Read the bearer token of --http from FILE (else $RUDDER_MCP_TOKEN)
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// A browser Origin allowed to call --http besides loopback ones (repeatable)
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
 }
 
 #[derive(Debug, Args)]

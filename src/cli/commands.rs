@@ -107,6 +107,7 @@ pub fn writes(command: &Command) -> Option<&'static str> {
         Command::Migrate(_) => "migrate",
         Command::Demo(_) => "demo",
         Command::Worker(_) => "worker",
+        Command::Mcp(_) => "mcp",
         Command::Reclaim(_)
         | Command::List(_)
         | Command::Get(_)
@@ -138,6 +139,7 @@ pub fn wants_json(command: &Command) -> bool {
         Command::Watch(_)
         | Command::Demo(_)
         | Command::Worker(_)
+        | Command::Mcp(_)
         | Command::Completions(_)
         | Command::Man => false,
     }
@@ -278,6 +280,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                     .map(|s| duration_arg("--ttl", s).map(|d| d.as_millis() as u64))
                     .transpose()?,
                 poll_interval_ms: None,
+                origin: None,
             };
             let outcome = store.create(new)?;
             print_outcome(&outcome, "created", a.output.json)?;
@@ -425,6 +428,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
         Command::Watch(_)
         | Command::Demo(_)
         | Command::Worker(_)
+        | Command::Mcp(_)
         | Command::Completions(_)
         | Command::Man => {
             return Err(CliError::Usage {

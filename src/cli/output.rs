@@ -315,6 +315,9 @@ pub fn task_detail(t: &Task, now: DateTime<Utc>) -> String {
             .unwrap_or_default();
         line("worker", format!("{} {until}", sanitize_line(h)));
     }
+    if let Some(o) = &t.origin {
+        line("origin", sanitize_line(&o.line()));
+    }
     if let Some(v) = t.ttl_ms {
         line("ttl", human_duration(v));
     }

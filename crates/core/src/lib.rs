@@ -160,6 +160,8 @@ pub struct NewTask {
     pub status_message: Option<String>,
     pub ttl_ms: Option<u64>,
     pub poll_interval_ms: Option<u64>,
+    /// The tool and client that asked for the task (`rudder mcp`).
+    pub origin: Option<rudder_model::task::Origin>,
 }
 
 /// The task store.
@@ -413,6 +415,7 @@ impl<B: Backend> Store<B> {
             task.status_message = new.status_message.clone();
             task.ttl_ms = new.ttl_ms;
             task.poll_interval_ms = new.poll_interval_ms;
+            task.origin = new.origin.clone();
             task.created_at = Some(now);
             task.updated_at = Some(now);
             task.revision = 1;

@@ -169,6 +169,12 @@ pub fn document(
         None => "none".into(),
     };
     out.push(DocLine::field("lease", lease));
+    if let Some(origin) = &task.origin {
+        out.push(DocLine::field(
+            "origin",
+            rudder_model::text::sanitize(&origin.line()).into_owned(),
+        ));
+    }
     if let Some(ttl) = task.ttl_ms {
         out.push(DocLine::field("ttl", human_duration(ttl)));
     }
@@ -461,6 +467,37 @@ mod tests {
             .into_iter()
             .map(|(a, b)| &text[a..b])
             .collect()
+    }
+
+    #[test]
+    fn the_detail_shows_where_a_task_came_from() {
+        let mut task = Task::new("t-1", rudder_model::task::Status::Working);
+        task.origin = Some(rudder_model::task::Origin {
+            tool: "diagnose".into(),
+            client: Some(rudder_model::task::ClientInfo {
+                name: "claude\u{1b}[31m".into(),
+                version: Some("1.0".into()),
+            }),
+        });
+        let doc = document(
+            &task,
+            &ShownDetail::of(&task),
+            chrono::Utc::now(),
+            &crate::keys::KeyMap::default(),
+        );
+        let line = doc
+            .iter()
+            .find(|l| l.prefix.starts_with("origin"))
+            .expect("an origin line");
+        assert!(
+            line.text.starts_with("tool diagnose, client claude") && line.text.ends_with(" 1.0"),
+            "{}",
+            line.text
+        );
+        assert!(
+            !line.text.contains('\u{1b}'),
+            "escape sequences are stripped"
+        );
     }
 
     #[test]

@@ -30,6 +30,39 @@ pub struct Progress {
     pub total: u64,
 }
 
+/// Where a task came from when a front end such as `rudder mcp` created
+/// it: the tool that was called and the client that called it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    /// The tool of the catalogue that was called (`diagnose`).
+    pub tool: String,
+    /// The calling client, from its `clientInfo`, if it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientInfo>,
+}
+
+/// A client's name and version, as it gave them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientInfo {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+impl Origin {
+    /// One line for people: `tool diagnose, client claude-code 1.2`.
+    pub fn line(&self) -> String {
+        let mut line = format!("tool {}", self.tool);
+        if let Some(c) = &self.client {
+            line.push_str(&format!(", client {}", c.name));
+            if let Some(v) = &c.version {
+                line.push_str(&format!(" {v}"));
+            }
+        }
+        line
+    }
+}
+
 /// One status transition, oldest first in [`Task::history`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryEntry {
@@ -100,6 +133,9 @@ pub struct Task {
     pub revision: u64,
     #[serde(default)]
     pub history: Vec<HistoryEntry>,
+    /// The tool and client that created the task (`rudder mcp`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
     /// Fields written by other tools or newer versions, kept verbatim.
     #[serde(flatten)]
     pub extra: IndexMap<String, Value>,
@@ -129,6 +165,7 @@ impl Task {
             poll_interval_ms: None,
             revision: 0,
             history: Vec::new(),
+            origin: None,
             extra: IndexMap::new(),
         }
     }

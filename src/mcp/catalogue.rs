@@ -1,0 +1,327 @@
+//! The tools catalogue of `rudder mcp`: which tools it lists, and what task
+//! each call becomes. A TOML file (see the README's "MCP" section):
+//!
+//! ```toml
+//! [[tool]]
+//! name = "diagnose"
+//! description = "Diagnose an incident"
+//! kind = "diagnose"          # the task kind; default: the name
+//! ttl = "24h"                # kept this long after creation (ttlMs)
+//! poll_interval = "2s"       # suggested tasks/get interval (pollIntervalMs)
+//! wait = "0s"                # how long a call may wait for the result inline
+//! task = "optional"          # or "required": clients without the extension get -32021
+//! input_schema = { type = "object", properties = { incident = { type = "string" } } }
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use toml::Spanned;
+
+/// How long a client that did not declare the tasks extension may wait
+/// for the result of an optional-task tool when the catalogue says nothing.
+pub const DEFAULT_SYNC_WAIT: Duration = Duration::from_secs(300);
+
+/// One tool of the catalogue, checked.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub kind: String,
+    pub input_schema: Value,
+    pub output_schema: Option<Value>,
+    pub ttl: Option<Duration>,
+    pub poll_interval: Option<Duration>,
+    /// How long a call from a client with the extension waits for the task
+    /// to finish before it is answered with the task instead.
+    pub wait: Duration,
+    /// How long a call from a client without the extension waits for the
+    /// result (then it is answered with an error naming the task).
+    pub sync_wait: Duration,
+    /// A client without the extension is refused (`-32021`) instead of
+    /// waiting for the result.
+    pub task_required: bool,
+    /// Questions asked before the task exists (a `tools/call` answered with
+    /// `input_required` until the client retries with the answers).
+    pub ask: Vec<Ask>,
+}
+
+/// A question asked before the task is created.
+#[derive(Debug, Clone)]
+pub struct Ask {
+    pub key: String,
+    pub message: String,
+    pub schema: Value,
+}
+
+/// The catalogue: its tools in file order.
+#[derive(Debug, Clone, Default)]
+pub struct Catalogue {
+    pub tools: Vec<ToolSpec>,
+}
+
+impl Catalogue {
+    pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+}
+
+/// Why a catalogue was refused: the file, where in it, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{}: {reason}", path.display(), at.map(|(l, c)| format!(":{l}:{c}")).unwrap_or_default())]
+pub struct CatalogueError {
+    pub path: PathBuf,
+    /// Line and column (1-based), when the reason has a place.
+    pub at: Option<(usize, usize)>,
+    pub reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    tool: Vec<RawTool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTool {
+    name: Spanned<String>,
+    #[serde(default)]
+    description: String,
+    kind: Option<Spanned<String>>,
+    input_schema: Option<Spanned<Value>>,
+    output_schema: Option<Spanned<Value>>,
+    ttl: Option<Spanned<String>>,
+    poll_interval: Option<Spanned<String>>,
+    wait: Option<Spanned<String>>,
+    sync_wait: Option<Spanned<String>>,
+    task: Option<Spanned<String>>,
+    #[serde(default)]
+    ask: Vec<RawAsk>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAsk {
+    key: Spanned<String>,
+    #[serde(default)]
+    message: String,
+    schema: Spanned<Value>,
+}
+
+/// Read and check the catalogue at `path`.
+pub fn load(path: &Path) -> Result<Catalogue, CatalogueError> {
+    let text = std::fs::read_to_string(path).map_err(|e| CatalogueError {
+        path: path.to_path_buf(),
+        at: None,
+        reason: format!("cannot read it: {e}"),
+    })?;
+    parse(path, &text)
+}
+
+/// Check the catalogue `text` (read from `path`, for messages).
+pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
+    let fail = |span: Option<std::ops::Range<usize>>, reason: String| CatalogueError {
+        path: path.to_path_buf(),
+        at: span.map(|s| line_col(text, s.start)),
+        reason,
+    };
+    let file: File = toml::from_str(text).map_err(|e| fail(e.span(), e.message().to_string()))?;
+    let mut tools: Vec<ToolSpec> = Vec::new();
+    let mut kinds: Vec<(String, String)> = Vec::new();
+    for raw in file.tool {
+        let name = raw.name.get_ref().clone();
+        if !valid_name(&name) {
+            return Err(fail(
+                Some(raw.name.span()),
+                format!("tool name {name:?} is not 1-128 letters, digits, '_', '-' or '.'"),
+            ));
+        }
+        if tools.iter().any(|t| t.name == name) {
+            return Err(fail(
+                Some(raw.name.span()),
+                format!("tool {name:?} is named twice"),
+            ));
+        }
+        let (kind, kind_span) = match &raw.kind {
+            Some(k) => (k.get_ref().clone(), k.span()),
+            None => (name.clone(), raw.name.span()),
+        };
+        if let Err(e) = crate::task::check_kind(&kind) {
+            return Err(fail(
+                Some(kind_span),
+                format!("kind {kind:?} cannot be used: {e}"),
+            ));
+        }
+        if let Some((_, other)) = kinds.iter().find(|(k, _)| *k == kind) {
+            return Err(fail(
+                Some(kind_span),
+                format!("kind {kind:?} is named twice (tools {other:?} and {name:?})"),
+            ));
+        }
+        kinds.push((kind.clone(), name.clone()));
+        let schema = |s: &Spanned<Value>, what: &str| -> Result<Value, CatalogueError> {
+            let v = s.get_ref().clone();
+            if v.get("type").and_then(Value::as_str) != Some("object") {
+                return Err(fail(
+                    Some(s.span()),
+                    format!("{what} of tool {name:?} must have type \"object\""),
+                ));
+            }
+            crate::schema::check_schema(&v)
+                .map_err(|e| fail(Some(s.span()), format!("{what} of tool {name:?}: {e}")))?;
+            Ok(v)
+        };
+        let input_schema = match &raw.input_schema {
+            Some(s) => schema(s, "input_schema")?,
+            None => serde_json::json!({"type": "object"}),
+        };
+        let output_schema = raw
+            .output_schema
+            .as_ref()
+            .map(|s| schema(s, "output_schema"))
+            .transpose()?;
+        let duration = |d: &Option<Spanned<String>>| -> Result<Option<Duration>, CatalogueError> {
+            d.as_ref()
+                .map(|d| {
+                    crate::duration::parse_duration(d.get_ref())
+                        .map_err(|e| fail(Some(d.span()), e.to_string()))
+                })
+                .transpose()
+        };
+        let task_required = match raw.task.as_ref().map(|t| (t.get_ref().as_str(), t.span())) {
+            None | Some(("optional", _)) => false,
+            Some(("required", _)) => true,
+            Some((other, span)) => {
+                return Err(fail(
+                    Some(span),
+                    format!("task is {other:?}; it takes \"optional\" or \"required\""),
+                ));
+            }
+        };
+        let mut ask = Vec::new();
+        for a in &raw.ask {
+            let key = a.key.get_ref().clone();
+            if key.is_empty() || ask.iter().any(|x: &Ask| x.key == key) {
+                return Err(fail(
+                    Some(a.key.span()),
+                    format!("ask key {key:?} is empty or named twice"),
+                ));
+            }
+            let s = schema(&a.schema, "the schema of ask")?;
+            let fit = crate::schema::mcp::mcp_fit(&s);
+            if let Some(reason) = fit.reason {
+                return Err(fail(
+                    Some(a.schema.span()),
+                    format!("the schema of ask {key:?} does not fit MCP elicitation: {reason}"),
+                ));
+            }
+            ask.push(Ask {
+                key,
+                message: a.message.clone(),
+                schema: s,
+            });
+        }
+        tools.push(ToolSpec {
+            name: name.clone(),
+            description: raw.description,
+            kind,
+            input_schema,
+            output_schema,
+            ttl: duration(&raw.ttl)?,
+            poll_interval: duration(&raw.poll_interval)?,
+            wait: duration(&raw.wait)?.unwrap_or(Duration::ZERO),
+            sync_wait: duration(&raw.sync_wait)?.unwrap_or(DEFAULT_SYNC_WAIT),
+            task_required,
+            ask,
+        });
+    }
+    Ok(Catalogue { tools })
+}
+
+/// MCP's tool names: 1-128 of `A-Za-z0-9_-.`.
+fn valid_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// 1-based line and column (in characters) of byte `offset` of `text`.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> CatalogueError {
+        parse(Path::new("tools.toml"), text).expect_err("refused")
+    }
+
+    #[test]
+    fn a_tool_takes_its_defaults() {
+        let c = parse(Path::new("t.toml"), "[[tool]]\nname = \"greet\"\n").unwrap();
+        let t = &c.tools[0];
+        assert_eq!(t.kind, "greet");
+        assert_eq!(t.wait, Duration::ZERO);
+        assert!(!t.task_required);
+        assert_eq!(t.input_schema, serde_json::json!({"type": "object"}));
+    }
+
+    #[test]
+    fn the_shipped_catalogues_load() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let demo = load(&root.join("assets/mcp-demo.toml")).expect("the demo catalogue");
+        assert_eq!(
+            demo.tool("diagnose").map(|t| t.kind.as_str()),
+            Some("diagnose")
+        );
+        let fixtures = load(&root.join("tests/fixtures/mcp-conformance.toml")).expect("fixtures");
+        assert_eq!(fixtures.tools.len(), 7);
+        assert_eq!(
+            fixtures.tool("test_tool_with_task").map(|t| t.ask.len()),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn a_kind_named_twice_is_refused_where_it_is() {
+        let e = err("[[tool]]\nname = \"a\"\n\n[[tool]]\nname = \"b\"\nkind = \"a\"\n");
+        assert_eq!(e.at, Some((6, 8)));
+        assert!(
+            e.reason.contains("kind \"a\" is named twice"),
+            "{}",
+            e.reason
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("tools.toml:6:8: {}", e.reason),
+            "file, line and reason"
+        );
+    }
+
+    #[test]
+    fn a_schema_that_does_not_compile_is_refused() {
+        let e = err(
+            "[[tool]]\nname = \"a\"\ninput_schema = { type = \"object\", minProperties = \"x\" }\n",
+        );
+        assert_eq!(e.at.map(|a| a.0), Some(3));
+        assert!(e.reason.contains("input_schema"), "{}", e.reason);
+    }
+
+    #[test]
+    fn toml_that_does_not_parse_is_refused_with_its_line() {
+        let e = err("[[tool]]\nname = \"a\"\nwait = \n");
+        assert_eq!(e.at.map(|a| a.0), Some(3));
+        let e = err("[[tool]]\nname = \"a\"\nwat = \"1s\"\n");
+        assert!(e.reason.contains("unknown field"), "{}", e.reason);
+    }
+}

@@ -1,0 +1,219 @@
+//! The Streamable HTTP face: `http://ADDR/mcp`, and its guards.
+//!
+//! - Loopback only, unless a bearer token is configured (`$RUDDER_MCP_TOKEN`
+//!   or `--token-file`, never an argument: argv is visible to every user);
+//!   with a token every request must carry `Authorization: Bearer TOKEN`.
+//! - A request from a browser page of a foreign `Origin` is refused with
+//!   403 (DNS rebinding); loopback origins and `--allow-origin` ones pass.
+//! - `Mcp-Method` / `Mcp-Name` must match the body (400, `-32020`); rmcp
+//!   checks them.
+//! - Bodies over [`MAX_BODY`] get 413; more than [`MAX_CONCURRENT`]
+//!   requests at once get 503, each with a JSON-RPC error, and other
+//!   clients are not disturbed.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, Request, Response, StatusCode, header};
+use axum::middleware::{self, Next};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::sync::Semaphore;
+
+use super::{RudderMcp, say};
+
+/// The largest request body taken, in bytes.
+pub const MAX_BODY: usize = 4 * 1024 * 1024;
+/// How many requests are handled at once; more are refused (503).
+pub const MAX_CONCURRENT: usize = 64;
+
+/// The bearer token: from `file` if given (its first line), else
+/// `$RUDDER_MCP_TOKEN`; `None` when neither is set.
+pub fn token(file: Option<&Path>) -> Result<Option<String>, String> {
+    let raw = match file {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?,
+        None => match std::env::var("RUDDER_MCP_TOKEN") {
+            Ok(t) => t,
+            Err(std::env::VarError::NotPresent) => return Ok(None),
+            Err(_) => return Err("$RUDDER_MCP_TOKEN is not UTF-8".into()),
+        },
+    };
+    let token = raw.lines().next().unwrap_or("").trim().to_string();
+    if token.is_empty() {
+        return Err(match file {
+            Some(path) => format!("the token file {} is empty", path.display()),
+            None => "$RUDDER_MCP_TOKEN is empty".into(),
+        });
+    }
+    if token.len() < 16 {
+        return Err("the bearer token is shorter than 16 characters".into());
+    }
+    Ok(Some(token))
+}
+
+/// Serve until the process is stopped; the exit code if it cannot.
+pub async fn serve(
+    server: RudderMcp,
+    addr: &str,
+    token: Option<String>,
+    allow_origins: &[String],
+) -> i32 {
+    let addrs: Vec<SocketAddr> = match tokio::net::lookup_host(addr).await {
+        Ok(a) => a.collect(),
+        Err(e) => {
+            say(&format!("--http {addr}: not an address (HOST:PORT): {e}"));
+            return super::EXIT_USAGE;
+        }
+    };
+    if token.is_none()
+        && let Some(open) = addrs.iter().find(|a| !a.ip().is_loopback())
+    {
+        say(&format!(
+            "--http {addr}: {open} is not a loopback address; serving beyond this machine needs a bearer token ($RUDDER_MCP_TOKEN or --token-file)"
+        ));
+        return super::EXIT_USAGE;
+    }
+    let listener = match tokio::net::TcpListener::bind(&addrs[..]).await {
+        Ok(l) => l,
+        Err(e) => {
+            say(&format!("--http {addr}: cannot listen: {e}"));
+            return 1;
+        }
+    };
+    let local = match listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            say(&format!("--http {addr}: {e}"));
+            return 1;
+        }
+    };
+    let router = router(server, token, allow_origins);
+    say(&format!("listening on http://{local}/mcp"));
+    match axum::serve(listener, router).await {
+        Ok(()) => 0,
+        Err(e) => {
+            say(&format!("http: {e}"));
+            1
+        }
+    }
+}
+
+/// The HTTP routes: `/mcp` behind the guards.
+pub fn router(server: RudderMcp, token: Option<String>, allow_origins: &[String]) -> axum::Router {
+    let mut origins: Vec<String> = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    origins.extend(allow_origins.iter().cloned());
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(MAX_BODY);
+    if token.is_some() {
+        // With a token the server may face a network: the Host header is
+        // whatever name clients use, and the token is the guard.
+        config = config.disable_allowed_hosts();
+    }
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        LocalSessionManager::default().into(),
+        config,
+    );
+    let guard = Arc::new(Guard {
+        token,
+        slots: Arc::new(Semaphore::new(MAX_CONCURRENT)),
+    });
+    axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(middleware::from_fn(move |req, next| {
+            let guard = Arc::clone(&guard);
+            async move { guard.check(req, next).await }
+        }))
+}
+
+struct Guard {
+    token: Option<String>,
+    slots: Arc<Semaphore>,
+}
+
+impl Guard {
+    async fn check(&self, req: Request<Body>, next: Next) -> Response<Body> {
+        if let Some(token) = &self.token {
+            let given = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "));
+            if !given.is_some_and(|g| same(g.as_bytes(), token.as_bytes())) {
+                let mut r = error(
+                    StatusCode::UNAUTHORIZED,
+                    -32001,
+                    "a valid bearer token is required",
+                );
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                return r;
+            }
+        }
+        let Ok(_slot) = Arc::clone(&self.slots).try_acquire_owned() else {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                -32000,
+                "too many requests at once; try again",
+            );
+        };
+        let response = next.run(req).await;
+        jsonrpc_error_body(response).await
+    }
+}
+
+/// A refusal rmcp answers in plain text (a body that does not parse, too
+/// large, a foreign Origin) as a JSON-RPC error, with the same status.
+async fn jsonrpc_error_body(response: Response<Body>) -> Response<Body> {
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/event-stream"));
+    if !(status.is_client_error() || status.is_server_error()) || json {
+        return response;
+    }
+    let text = match axum::body::to_bytes(response.into_body(), 4096).await {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(_) => String::new(),
+    };
+    let message = match crate::text::clean(&text, 300) {
+        m if m.is_empty() => status.canonical_reason().unwrap_or("refused").to_string(),
+        m => m,
+    };
+    let code = match status {
+        StatusCode::BAD_REQUEST if message.to_lowercase().contains("json") => -32700,
+        StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => -32600,
+        _ => -32000,
+    };
+    error(status, code, &message)
+}
+
+/// Compare in time independent of where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn error(status: StatusCode, code: i64, message: &str) -> Response<Body> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": message},
+    });
+    let mut r = Response::new(Body::from(body.to_string()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}

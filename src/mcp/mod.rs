@@ -1,0 +1,114 @@
+//! `rudder mcp`: the store served to MCP clients with the Tasks extension
+//! (`io.modelcontextprotocol/tasks`, protocol 2026-07-28), over stdio or
+//! Streamable HTTP.
+//!
+//! - [`catalogue`]: the tools file (which tools, which task kind each);
+//! - [`wire`]: a task as the extension shows it;
+//! - [`server`]: rmcp's `ServerHandler` over the store;
+//! - [`http`]: the HTTP face and its guards (token, Origin, limits).
+//!
+//! This module uses the store, task, watch and schema modules only.
+
+pub mod catalogue;
+pub mod http;
+pub mod server;
+pub mod wire;
+
+use crate::store::Open as _;
+use std::io::Write;
+use std::path::PathBuf;
+
+pub use catalogue::{Catalogue, CatalogueError};
+pub use server::RudderMcp;
+
+use crate::store::{Store, StoreUrl};
+
+/// Exit code of a usage error (a catalogue or address that cannot be used).
+pub const EXIT_USAGE: i32 = 2;
+
+/// What `rudder mcp` was asked to do.
+#[derive(Debug, Clone)]
+pub struct McpOptions {
+    /// The store URL or path.
+    pub store: PathBuf,
+    /// The tools catalogue; none: no tools (tasks/* still answer).
+    pub tools: Option<PathBuf>,
+    /// Serve Streamable HTTP at `http://ADDR/mcp` instead of stdio.
+    pub http: Option<String>,
+    /// A file holding the bearer token (else `$RUDDER_MCP_TOKEN`).
+    pub token_file: Option<PathBuf>,
+    /// Origins a browser page may call from, besides loopback ones.
+    pub allow_origins: Vec<String>,
+}
+
+/// Say something on stderr (stdout is the protocol's over stdio).
+pub(crate) fn say(text: &str) {
+    let _ = writeln!(
+        std::io::stderr(),
+        "rudder mcp: {}",
+        crate::text::sanitize(text)
+    );
+}
+
+/// Run `rudder mcp` until stdin closes (stdio) or forever (HTTP); the exit code.
+pub fn run(options: McpOptions) -> i32 {
+    let catalogue = match &options.tools {
+        Some(path) => match catalogue::load(path) {
+            Ok(c) => c,
+            Err(e) => {
+                say(&e.to_string());
+                return EXIT_USAGE;
+            }
+        },
+        None => Catalogue::default(),
+    };
+    let url = match StoreUrl::parse(&options.store) {
+        Ok(u) => u,
+        Err(e) => {
+            say(&e.to_string());
+            return EXIT_USAGE;
+        }
+    };
+    let token = match http::token(options.token_file.as_deref()) {
+        Ok(t) => t,
+        Err(e) => {
+            say(&e);
+            return EXIT_USAGE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            say(&format!("cannot start: {e}"));
+            return 1;
+        }
+    };
+    runtime.block_on(async move {
+        let store = Store::open_url(&url);
+        let server = RudderMcp::new(store, options.store.clone(), catalogue);
+        match &options.http {
+            Some(addr) => http::serve(server, addr, token, &options.allow_origins).await,
+            None => stdio(server).await,
+        }
+    })
+}
+
+async fn stdio(server: RudderMcp) -> i32 {
+    use rmcp::ServiceExt;
+    match server.serve(rmcp::transport::stdio()).await {
+        Ok(running) => match running.waiting().await {
+            Ok(_) => 0,
+            Err(e) => {
+                say(&format!("stdio: {e}"));
+                1
+            }
+        },
+        Err(e) => {
+            say(&format!("stdio: {e}"));
+            1
+        }
+    }
+}

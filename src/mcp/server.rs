@@ -1,0 +1,654 @@
+//! The MCP server: rmcp's `ServerHandler` over a rudder store.
+//!
+//! Every task lives in the store, never in this process: `tools/call`
+//! answers `CreateTaskResult` only after the create is durable, and every
+//! `tasks/*` request reads the store again, so a server started anew (or
+//! another one on the same store) answers every task it ever handed out.
+
+use crate::store::watch::Start as _;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
+    ContentBlock, CreateTaskResult, ErrorCode, ErrorData, GetTaskParams, GetTaskResult,
+    Implementation, InputRequests, InputRequiredResult, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, ServerNotification,
+    SubscriptionFilter, TaskStatusNotification, TaskStatusNotificationParams, Tool,
+    UpdateTaskParams,
+};
+use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::{RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, watch};
+
+use super::catalogue::{Catalogue, ToolSpec};
+use super::wire;
+use crate::store::{NewTask, Store, StoreError};
+use crate::task::{Actor, ClientInfo, Origin, Status, Task};
+use crate::watch::{ChangeFeed, FeedEvent, FeedOptions};
+
+/// What changed in the store, as the feed said.
+#[derive(Debug, Clone)]
+pub enum Changed {
+    Tasks(Arc<Vec<String>>),
+    /// Re-read everything (the feed started, recovered or lost its place).
+    All,
+}
+
+/// The server; cheap to clone (one per HTTP request or stdio session).
+#[derive(Clone)]
+pub struct RudderMcp {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<Store>,
+    catalogue: Catalogue,
+    tools: Vec<Tool>,
+    /// Bumped on every feed event: waiters re-read when it moves.
+    generation: watch::Receiver<u64>,
+    changes: broadcast::Sender<Changed>,
+    /// Answers to some parts of a several-question round, until all are in
+    /// (then they go to the store as one input): task id and round.
+    partial: Mutex<HashMap<(String, u64), BTreeMap<String, Value>>>,
+}
+
+/// Why an answer was refused, kept in the task's message.
+const REFUSED: &str = "\n(the last answer was refused: ";
+
+impl RudderMcp {
+    /// A server over `store` (opened from `url`, which its change feed
+    /// follows) with the tools of `catalogue`. Must run inside tokio.
+    pub fn new(store: Store, url: std::path::PathBuf, catalogue: Catalogue) -> RudderMcp {
+        let (gen_tx, generation) = watch::channel(0u64);
+        let (changes, _) = broadcast::channel(256);
+        let tx = changes.clone();
+        let mut feed = ChangeFeed::start(url, FeedOptions::default());
+        tokio::spawn(async move {
+            while let Some(event) = feed.next().await {
+                gen_tx.send_modify(|g| *g += 1);
+                let changed = match event {
+                    FeedEvent::Changes(c) => {
+                        Changed::Tasks(Arc::new(c.into_iter().map(|c| c.task_id).collect()))
+                    }
+                    FeedEvent::Reset(_) => Changed::All,
+                    FeedEvent::Unavailable(_) => continue,
+                };
+                let _ = tx.send(changed);
+            }
+        });
+        let tools = catalogue.tools.iter().map(tool_of).collect();
+        RudderMcp {
+            inner: Arc::new(Inner {
+                store: Arc::new(store),
+                catalogue,
+                tools,
+                generation,
+                changes,
+                partial: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Run a store call off the async threads (the store blocks on locks
+    /// and I/O).
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, ErrorData> {
+        let store = Arc::clone(&self.inner.store);
+        match tokio::task::spawn_blocking(move || f(&store)).await {
+            Ok(r) => r.map_err(store_error),
+            Err(e) => Err(ErrorData::internal_error(format!("store call: {e}"), None)),
+        }
+    }
+
+    /// The task `id`, exactly (a prefix is not a handle: it would let a
+    /// client find tasks it was never given).
+    async fn task(&self, id: &str) -> Result<Task, ErrorData> {
+        let wanted = id.to_string();
+        let unknown = || unknown_task(id);
+        if uuid::Uuid::parse_str(id).is_err() {
+            return Err(unknown());
+        }
+        match self.blocking(move |s| s.get(&wanted)).await {
+            Ok(t) if t.task_id == id => Ok(t),
+            Ok(_) => Err(unknown()),
+            Err(e) if e.code == ErrorCode::INVALID_PARAMS => Err(unknown()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn poll_of(&self, task: &Task) -> Option<u64> {
+        let tool = task.origin.as_ref()?.tool.as_str();
+        let spec = self.inner.catalogue.tool(tool)?;
+        spec.poll_interval.map(|d| d.as_millis() as u64)
+    }
+
+    fn answered(&self, task: &Task) -> BTreeSet<String> {
+        let key = (task.task_id.clone(), wire::round(task));
+        let partial = self.inner.partial.lock().unwrap_or_else(|e| e.into_inner());
+        partial
+            .get(&key)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The task on the wire, as `tasks/get` and notifications show it.
+    pub fn detailed(&self, task: &Task) -> rmcp::model::DetailedTask {
+        wire::detailed(task, self.poll_of(task), &self.answered(task))
+    }
+
+    /// Wait until `done` holds for the task, `limit` passes or `cancel`
+    /// fires; the task as last read.
+    async fn wait_for(
+        &self,
+        id: &str,
+        limit: Duration,
+        cancel: &tokio_util::sync::CancellationToken,
+        done: impl Fn(&Task) -> bool,
+    ) -> Result<Task, ErrorData> {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut generation = self.inner.generation.clone();
+        loop {
+            generation.borrow_and_update();
+            let task = self.task(id).await?;
+            if done(&task) || tokio::time::Instant::now() >= deadline {
+                return Ok(task);
+            }
+            // The feed wakes us; the tick is a safety net for a wake-up
+            // that went missing.
+            let tick = tokio::time::Instant::now() + Duration::from_secs(1);
+            tokio::select! {
+                _ = generation.changed() => {}
+                _ = tokio::time::sleep_until(deadline.min(tick)) => {}
+                _ = cancel.cancelled() => return Ok(task),
+            }
+        }
+    }
+
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(spec) = self.inner.catalogue.tool(&request.name).cloned() else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool: {}", request.name),
+                None,
+            ));
+        };
+        let tasks_ok = client_takes_tasks(&cx);
+        if spec.task_required && !tasks_ok {
+            return Err(ErrorData::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            ));
+        }
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        if let Err(violations) = crate::schema::validate(&spec.input_schema, &arguments) {
+            // Before any task exists: a tool error the caller can correct
+            // (SEP-1303), with every violation and where it is.
+            let text = violations
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            let mut r = CallToolResult::error(vec![ContentBlock::text(format!(
+                "invalid arguments for {}: {text}",
+                spec.name
+            ))]);
+            r.structured_content = Some(json!({
+                "violations": violations
+                    .iter()
+                    .map(|v| json!({"pointer": v.pointer, "message": v.message}))
+                    .collect::<Vec<_>>(),
+            }));
+            return Ok(r.into());
+        }
+        let mut request_value = arguments.clone();
+        if !spec.ask.is_empty() {
+            match ask_first(&spec, request.input_responses.as_ref()) {
+                Asked::Missing(requests) => {
+                    return Ok(InputRequiredResult::from_input_requests(requests).into());
+                }
+                Asked::Declined(key) => {
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                        "{}: the question {key:?} was declined; nothing was started",
+                        spec.name
+                    ))])
+                    .into());
+                }
+                Asked::All(answers) => {
+                    if let Value::Object(o) = &mut request_value {
+                        o.insert("_inputs".into(), Value::Object(answers));
+                    }
+                }
+            }
+        }
+        let origin = Origin {
+            tool: spec.name.clone(),
+            client: cx.client_info().map(|i| ClientInfo {
+                name: i.name,
+                version: Some(i.version).filter(|v| !v.is_empty()),
+            }),
+        };
+        let new = NewTask {
+            title: Some(title(&spec, &arguments)),
+            request: Some(request_value),
+            ttl_ms: spec.ttl.map(|d| d.as_millis() as u64),
+            poll_interval_ms: spec.poll_interval.map(|d| d.as_millis() as u64),
+            origin: Some(origin),
+            kind: Some(spec.kind.clone()),
+            ..NewTask::default()
+        };
+        // Durable once `create` returns: every backend commits (fsync,
+        // synchronous=FULL, a committed transaction) before it answers.
+        let created = self.blocking(move |s| s.create(new)).await?.task;
+        let id = created.task_id.clone();
+        if tasks_ok {
+            let task = if spec.wait.is_zero() {
+                created
+            } else {
+                self.wait_for(&id, spec.wait, &cx.ct, |t| {
+                    t.status.is_terminal() || t.status == Status::InputRequired
+                })
+                .await?
+            };
+            if task.status.is_terminal() {
+                return self.inline(&task);
+            }
+            let base = wire::base(&task, self.poll_of(&task));
+            return Ok(CreateTaskResult::new(base).into());
+        }
+        let task = self
+            .wait_for(&id, spec.sync_wait, &cx.ct, |t| t.status.is_terminal())
+            .await?;
+        if task.status.is_terminal() {
+            return self.inline(&task);
+        }
+        Err(ErrorData::internal_error(
+            format!(
+                "task {id} is still {} after {}; a client with the tasks extension can follow it, or `rudder get {id}`",
+                task.status,
+                humantime::format_duration(spec.sync_wait)
+            ),
+            Some(json!({"taskId": id})),
+        ))
+    }
+
+    /// A finished task as the answer of its `tools/call`.
+    fn inline(&self, task: &Task) -> Result<CallToolResponse, ErrorData> {
+        if task.status == Status::Failed && wire::protocol_failure(task) {
+            let e = wire::error_object(task);
+            return Err(ErrorData::new(
+                ErrorCode(e.get("code").and_then(Value::as_i64).unwrap_or(-32603) as i32),
+                e.get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the task failed")
+                    .to_string(),
+                e.get("data").cloned(),
+            ));
+        }
+        Ok(wire::tool_result(task).into())
+    }
+
+    async fn update(&self, request: UpdateTaskParams) -> Result<(), ErrorData> {
+        let id = request.task_id.clone();
+        let task = self.task(&id).await?;
+        if task.status != Status::InputRequired {
+            // An answer to a question no longer asked: ignored, as the
+            // extension says for a stale key.
+            return Ok(());
+        }
+        let round = wire::round(&task);
+        let questions = wire::questions(&task);
+        let mut parts: BTreeMap<String, Value> = BTreeMap::new();
+        let mut whole: Option<Value> = None;
+        for q in &questions {
+            let Some(response) = request.input_responses.get(&q.key) else {
+                continue;
+            };
+            match response.get("action").and_then(Value::as_str) {
+                Some("accept") => {
+                    let content = response
+                        .get("content")
+                        .cloned()
+                        .unwrap_or_else(|| json!({}));
+                    match &q.part {
+                        Some(p) => {
+                            parts.insert(p.clone(), content);
+                        }
+                        None => whole = Some(content),
+                    }
+                }
+                Some("decline") => {
+                    // The person said no to the question: the work cannot go
+                    // on without it, so the task ends cancelled.
+                    let reason = format!("the MCP client declined the question ({})", q.key);
+                    let cancel_id = id.clone();
+                    return self
+                        .blocking(move |s| s.cancel(&cancel_id, Some(reason)))
+                        .await
+                        .map(drop)
+                        .or_else(refused_is_fine);
+                }
+                // `cancel` (the person dismissed the form without choosing)
+                // and anything else: the question stays open, to be answered
+                // later here, in the TUI or with `rudder input`.
+                _ => {}
+            }
+        }
+        let value = if let Some(v) = whole {
+            v
+        } else if !parts.is_empty() {
+            let all: Vec<String> = questions.iter().filter_map(|q| q.part.clone()).collect();
+            let mut partial = self.inner.partial.lock().unwrap_or_else(|e| e.into_inner());
+            let have = partial.entry((id.clone(), round)).or_default();
+            have.extend(parts);
+            if !all.iter().all(|p| have.contains_key(p)) {
+                return Ok(());
+            }
+            Value::Object(have.clone().into_iter().collect())
+        } else {
+            return Ok(());
+        };
+        let revision = task.revision;
+        let given = value.clone();
+        let provide_id = id.clone();
+        let outcome = self
+            .blocking(move |s| s.provide_input(&provide_id, given, Some(revision)))
+            .await;
+        self.inner
+            .partial
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(id.clone(), round));
+        match outcome {
+            Ok(_) => Ok(()),
+            Err(e) if e.code == ErrorCode::INVALID_PARAMS => Err(e),
+            Err(e) => {
+                let Some(reason) = e.data.as_ref().and_then(|d| d.get("refusal")).cloned() else {
+                    return Err(e);
+                };
+                if reason == "invalid_input" {
+                    // The task keeps waiting; its message says why the
+                    // answer was not taken, for whoever answers next.
+                    let question = task
+                        .status_message
+                        .as_deref()
+                        .map(|m| m.split(REFUSED).next().unwrap_or(m).to_string())
+                        .unwrap_or_default();
+                    let message = format!("{question}{REFUSED}{})", e.message);
+                    let _ = self
+                        .blocking(move |s| s.heartbeat(&id, Some(message), None, Actor::Anyone))
+                        .await;
+                }
+                // A stale revision (someone answered first, in the TUI or
+                // elsewhere) or a refusal: the task moved on; ignored.
+                Ok(())
+            }
+        }
+    }
+
+    async fn cancel(&self, id: String, cx: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        self.task(&id).await?;
+        let who = cx
+            .client_info()
+            .map(|i| format!(" ({} {})", i.name, i.version))
+            .unwrap_or_default();
+        let reason = format!("cancelled by the MCP client{who}");
+        self.blocking(move |s| s.cancel(&id, Some(reason)))
+            .await
+            .map(drop)
+            .or_else(refused_is_fine)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        // rmcp 3.11's subscription filter has no `taskIds` yet (it drops
+        // the field), so a listener hears of every task created through
+        // this face (those with an origin) when it changes.
+        let mut changes = self.inner.changes.subscribe();
+        let peer = context.request_context().peer.clone();
+        let id = context.request_context().id.clone();
+        loop {
+            let changed = tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                c = changes.recv() => c,
+            };
+            let ids: Vec<String> = match changed {
+                Ok(Changed::Tasks(ids)) => ids.iter().cloned().collect(),
+                // A reset or a listener that fell behind: nothing to say per
+                // task; a client re-reads with tasks/get when it wants to.
+                Ok(Changed::All) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return Ok(()),
+            };
+            for task_id in ids {
+                let Ok(task) = self.task(&task_id).await else {
+                    continue;
+                };
+                if task.origin.is_none() {
+                    continue;
+                }
+                let mut n = TaskStatusNotification::new(TaskStatusNotificationParams::new(
+                    self.detailed(&task),
+                ));
+                let mut meta = rmcp::model::NotificationMetaObject::new();
+                meta.set_subscription_id(id.clone());
+                n.extensions.insert(meta);
+                if peer
+                    .send_notification(ServerNotification::TaskStatusNotification(n))
+                    .await
+                    .is_err()
+                {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// Whether this request's client takes tasks: it declared the extension
+/// (in the request's `_meta`, or at `initialize` for a session) and speaks
+/// the 2026 protocol (a 2025-11-25 client gets plain tools).
+fn client_takes_tasks(cx: &RequestContext<RoleServer>) -> bool {
+    let modern = cx
+        .protocol_version()
+        .is_some_and(|v| !v.has_initialize() || v >= ProtocolVersion::V_2026_07_28);
+    modern
+        && cx
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks())
+}
+
+enum Asked {
+    Missing(InputRequests),
+    Declined(String),
+    All(JsonObject),
+}
+
+/// The questions a tool asks before its task exists, against the answers
+/// this call carries.
+fn ask_first(spec: &ToolSpec, responses: Option<&rmcp::model::InputResponses>) -> Asked {
+    let mut missing = InputRequests::new();
+    let mut answers = JsonObject::new();
+    for a in &spec.ask {
+        let response = responses.and_then(|r| r.get(&a.key));
+        match response
+            .and_then(|r| r.get("action"))
+            .and_then(Value::as_str)
+        {
+            Some("accept") => {
+                let content = response
+                    .and_then(|r| r.get("content"))
+                    .cloned()
+                    .unwrap_or_else(|| json!({}));
+                if crate::schema::validate(&a.schema, &content).is_ok() {
+                    answers.insert(a.key.clone(), content);
+                    continue;
+                }
+            }
+            Some("decline") => return Asked::Declined(a.key.clone()),
+            _ => {}
+        }
+        let q = wire::Question {
+            key: a.key.clone(),
+            part: None,
+            message: a.message.clone(),
+            schema: a.schema.clone(),
+        };
+        // The catalogue checked that the schema fits form elicitation.
+        if let Ok(r) = wire::elicitation(&q) {
+            missing.insert(a.key.clone(), r);
+        }
+    }
+    if missing.is_empty() {
+        Asked::All(answers)
+    } else {
+        Asked::Missing(missing)
+    }
+}
+
+/// A short label for lists: the tool and its string arguments.
+fn title(spec: &ToolSpec, arguments: &Value) -> String {
+    let mut title = spec.name.clone();
+    if let Some(o) = arguments.as_object() {
+        for v in o.values().filter_map(Value::as_str) {
+            title.push(' ');
+            title.push_str(v);
+        }
+    }
+    crate::text::clean(&title, 80)
+}
+
+fn tool_of(spec: &ToolSpec) -> Tool {
+    let schema = match &spec.input_schema {
+        Value::Object(o) => o.clone(),
+        _ => JsonObject::new(),
+    };
+    let mut tool = Tool::new(
+        spec.name.clone(),
+        spec.description.clone(),
+        Arc::new(schema),
+    );
+    if let Some(Value::Object(o)) = &spec.output_schema {
+        tool = tool.with_raw_output_schema(Arc::new(o.clone()));
+    }
+    tool
+}
+
+fn unknown_task(id: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("unknown task: {}", crate::text::clean(id, 80)),
+        None,
+    )
+}
+
+/// A store error on the wire: an unknown task is `-32602`; a refusal
+/// carries what was refused; anything else is internal (its message never
+/// holds a password: store locations are shown redacted).
+pub fn store_error(e: StoreError) -> ErrorData {
+    let refusal = match &e {
+        StoreError::UnknownTask { id } | StoreError::AmbiguousId { prefix: id, .. } => {
+            return unknown_task(id);
+        }
+        StoreError::Refused { .. } => "refused",
+        StoreError::StaleRevision { .. } => "stale_revision",
+        StoreError::LeaseLost { .. } => "lease_lost",
+        StoreError::InvalidInput { .. } => "invalid_input",
+        _ => "error",
+    };
+    ErrorData::internal_error(
+        crate::text::sanitize(&e.to_string()).into_owned(),
+        Some(json!({ "refusal": refusal })),
+    )
+}
+
+/// A cancel or answer refused because the task already moved on is still
+/// acknowledged: the extension's operations are cooperative.
+fn refused_is_fine(e: ErrorData) -> Result<(), ErrorData> {
+    match e
+        .data
+        .as_ref()
+        .and_then(|d| d.get("refusal"))
+        .and_then(Value::as_str)
+    {
+        Some("refused" | "stale_revision" | "lease_lost") => Ok(()),
+        _ => Err(e),
+    }
+}
+
+impl ServerHandler for RudderMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
+            .with_server_info(Implementation::new("rudder", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Tools start durable rudder tasks: poll them with tasks/get, answer their questions with tasks/update.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.inner.tools.clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.inner.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        match self.call(request, cx).await? {
+            // Every non-task answer says it is complete (SEP-2322).
+            CallToolResponse::Complete(mut r) => {
+                r.result_type
+                    .get_or_insert(rmcp::model::ResultType::COMPLETE);
+                Ok(CallToolResponse::Complete(r))
+            }
+            other => Ok(other),
+        }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let task = self.task(&request.task_id).await?;
+        Ok(GetTaskResult::new(self.detailed(&task)))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.update(request).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.cancel(request.task_id, &cx).await
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.supported_by(&self.get_info().capabilities))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        RudderMcp::listen(self, context).await
+    }
+}

@@ -1,0 +1,799 @@
+//! `rudder mcp` with rmcp's own client, over stdio and Streamable HTTP: every
+//! method, status and error of the Tasks extension, the restart of the
+//! server, and the guards of the HTTP face. The test plays the worker with
+//! the store's calls, so every status is reached exactly when asserted.
+
+mod common;
+
+use rudder::store::Open as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
+    ClientRequest, CustomRequest, ErrorCode, GetTaskParams, Implementation, TaskPayload,
+    TaskStatus, UpdateTaskParams,
+};
+use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rudder::store::Store;
+use rudder::task::{Actor, Op, Status};
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+const FIXTURES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/mcp-conformance.toml"
+);
+const WORKER: Actor<'static> = Actor::Anyone;
+
+fn info(tasks: bool) -> ClientConfig {
+    let caps = if tasks {
+        ClientCapabilities::builder().enable_tasks().build()
+    } else {
+        ClientCapabilities::default()
+    };
+    ClientConfig::new(caps, Implementation::new("rudder-test-client", "7.1"))
+}
+
+fn store_url(dir: &Path) -> PathBuf {
+    dir.join("mcp.db")
+}
+
+fn sqlite(dir: &Path) -> String {
+    format!("sqlite:{}", store_url(dir).display())
+}
+
+async fn stdio_client(dir: &Path, tasks: bool) -> Client {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
+    cmd.env_remove("RUDDER_STORE")
+        .args(["--store", &sqlite(dir), "mcp", "--tools", FIXTURES]);
+    let transport = TokioChildProcess::new(cmd).expect("spawn rudder mcp");
+    modern(info(tasks), transport).await
+}
+
+/// A `rudder mcp --http` child and the URL it listens on.
+struct HttpServer {
+    child: tokio::process::Child,
+    url: String,
+}
+
+async fn http_server(dir: &Path, addr: &str, env: &[(&str, &str)]) -> HttpServer {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
+    cmd.env_remove("RUDDER_STORE")
+        .env_remove("RUDDER_MCP_TOKEN")
+        .args([
+            "--store",
+            &sqlite(dir),
+            "mcp",
+            "--tools",
+            FIXTURES,
+            "--http",
+            addr,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn rudder mcp --http");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let url = loop {
+        let line = lines
+            .next_line()
+            .await
+            .expect("read stderr")
+            .expect("rudder mcp says where it listens before anything else");
+        if let Some(url) = line.strip_prefix("rudder mcp: listening on ") {
+            break url.to_string();
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    HttpServer { child, url }
+}
+
+async fn http_client(url: &str, tasks: bool) -> Client {
+    let transport = StreamableHttpClientTransport::from_uri(url.to_string());
+    modern(info(tasks), transport).await
+}
+
+/// A client of the 2026-07-28 protocol (`server/discover`, per-request
+/// metadata), the era the Tasks extension is served on.
+async fn modern<T, E, A>(config: ClientConfig, transport: T) -> Client
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    config
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("client connects")
+}
+
+fn call(name: &str, args: Value) -> CallToolRequestParams {
+    let Value::Object(args) = args else {
+        panic!("arguments are an object")
+    };
+    CallToolRequestParams::new(name.to_string()).with_arguments(args)
+}
+
+async fn create(client: &Client, name: &str, args: Value) -> String {
+    match client
+        .call_tool_once(call(name, args))
+        .await
+        .expect("tools/call")
+    {
+        CallToolResponse::Task(t) => {
+            assert_eq!(t.task.status, TaskStatus::Working);
+            t.task.task_id
+        }
+        other => panic!("expected a task, got {other:?}"),
+    }
+}
+
+async fn get(client: &Client, id: &str) -> rmcp::model::DetailedTask {
+    client
+        .get_task(GetTaskParams::new(id.to_string()))
+        .await
+        .expect("tasks/get")
+        .task
+}
+
+fn code(e: ServiceError) -> ErrorCode {
+    match e {
+        ServiceError::McpError(e) => e.code,
+        other => panic!("expected a JSON-RPC error, got {other:?}"),
+    }
+}
+
+fn open(dir: &Path) -> Store {
+    Store::open(sqlite(dir))
+}
+
+async fn update(client: &Client, id: &str, responses: Value) {
+    let Value::Object(o) = responses else {
+        panic!()
+    };
+    let p = UpdateTaskParams::new(id.to_string(), o.into_iter().collect());
+    client.update_task(p).await.expect("tasks/update acks");
+}
+
+/// Every method, status and error, over one transport.
+async fn the_whole_surface(client: &Client, plain: &Client, dir: &Path) {
+    let store = open(dir);
+    // working, then completed with the tool's CallToolResult.
+    let id = create(client, "slow_compute", json!({"seconds": 5, "label": "x"})).await;
+    let t = get(client, &id).await;
+    assert_eq!(t.status(), TaskStatus::Working);
+    assert_eq!(
+        t.task.poll_interval_ms,
+        Some(200),
+        "the catalogue's poll interval"
+    );
+    assert_eq!(t.task.ttl_ms, Some(3_600_000));
+    let stored = store.get(&id).unwrap();
+    let origin = stored.origin.clone().expect("origin recorded");
+    assert_eq!(origin.tool, "slow_compute");
+    assert_eq!(
+        stored.kind.as_deref(),
+        Some("slow_compute"),
+        "the tool's kind"
+    );
+    let client_info = origin.client.expect("client recorded");
+    assert_eq!(client_info.name, "rudder-test-client");
+    assert_eq!(client_info.version.as_deref(), Some("7.1"));
+    assert_eq!(stored.request, Some(json!({"seconds": 5, "label": "x"})));
+    store.complete(&id, json!({"answer": 42}), WORKER).unwrap();
+    let t = get(client, &id).await;
+    let TaskPayload::Completed { result } = &t.payload else {
+        panic!("{t:?}")
+    };
+    assert_eq!(result["structuredContent"], json!({"answer": 42}));
+    assert_eq!(result["content"][0]["type"], "text");
+    // tasks/cancel of a finished task: an ack, nothing changes.
+    client
+        .cancel_task(CancelTaskParams::new(id.clone()))
+        .await
+        .expect("cancel acks on a finished task");
+    assert_eq!(store.get(&id).unwrap().status, Status::Completed);
+
+    // A worker's fail is a tool error: completed, isError.
+    let id = create(client, "slow_compute", json!({})).await;
+    store.fail(&id, "disk full", WORKER).unwrap();
+    let t = get(client, &id).await;
+    let TaskPayload::Completed { result } = &t.payload else {
+        panic!("{t:?}")
+    };
+    assert_eq!(result["isError"], true);
+    assert_eq!(result["content"][0]["text"], "disk full");
+
+    // A protocol-level failure: failed, with the error.
+    let id = create(client, "protocol_error_job", json!({})).await;
+    let error = json!({"code": -32603, "message": "boom"});
+    store.apply(&id, &Op::Fail { error }, WORKER).unwrap();
+    let t = get(client, &id).await;
+    let TaskPayload::Failed { error } = &t.payload else {
+        panic!("{t:?}")
+    };
+    assert_eq!(error["code"], -32603);
+    assert_eq!(error["message"], "boom");
+
+    // input_required: the question as a form elicitation under a key of
+    // its round; an invalid answer keeps it waiting with the reason; a
+    // valid one goes through the store's validation to the task.
+    let id = create(client, "confirm_delete", json!({"filename": "a.txt"})).await;
+    let schema = json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]});
+    store
+        .request_input(&id, schema.clone(), Some("Delete a.txt?".into()), WORKER)
+        .unwrap();
+    let t = get(client, &id).await;
+    let TaskPayload::InputRequired { input_requests } = &t.payload else {
+        panic!("{t:?}")
+    };
+    let keys: Vec<&String> = input_requests.keys().collect();
+    assert_eq!(keys, ["input-1"]);
+    let request = serde_json::to_value(&input_requests["input-1"]).unwrap();
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["mode"], "form");
+    assert_eq!(request["params"]["message"], "Delete a.txt?");
+    assert_eq!(
+        request["params"]["requestedSchema"]["properties"]["confirm"]["type"],
+        "boolean"
+    );
+    update(
+        client,
+        &id,
+        json!({"input-1": {"action": "accept", "content": {"confirm": "yes"}}}),
+    )
+    .await;
+    let after = store.get(&id).unwrap();
+    assert_eq!(
+        after.status,
+        Status::InputRequired,
+        "an invalid answer is not taken"
+    );
+    let message = after.status_message.unwrap();
+    assert!(message.starts_with("Delete a.txt?"), "{message}");
+    assert!(message.contains("the last answer was refused"), "{message}");
+    // `cancel` (the form dismissed) leaves the question open.
+    update(client, &id, json!({"input-1": {"action": "cancel"}})).await;
+    assert_eq!(store.get(&id).unwrap().status, Status::InputRequired);
+    // An unknown key is ignored.
+    update(
+        client,
+        &id,
+        json!({"nope": {"action": "accept", "content": {"confirm": true}}}),
+    )
+    .await;
+    assert_eq!(store.get(&id).unwrap().status, Status::InputRequired);
+    update(
+        client,
+        &id,
+        json!({"input-1": {"action": "accept", "content": {"confirm": true}}}),
+    )
+    .await;
+    let after = store.get(&id).unwrap();
+    assert_eq!(after.status, Status::Working);
+    assert_eq!(after.input_value, Some(json!({"confirm": true})));
+    // A second round has a new key; the old one is stale and ignored.
+    store
+        .request_input(&id, schema.clone(), Some("Really?".into()), WORKER)
+        .unwrap();
+    let t = get(client, &id).await;
+    let TaskPayload::InputRequired { input_requests } = &t.payload else {
+        panic!("{t:?}")
+    };
+    assert_eq!(input_requests.keys().collect::<Vec<_>>(), ["input-2"]);
+    update(
+        client,
+        &id,
+        json!({"input-1": {"action": "accept", "content": {"confirm": false}}}),
+    )
+    .await;
+    assert_eq!(
+        store.get(&id).unwrap().status,
+        Status::InputRequired,
+        "a stale key is ignored"
+    );
+    // `decline`: the task ends cancelled.
+    update(client, &id, json!({"input-2": {"action": "decline"}})).await;
+    assert_eq!(store.get(&id).unwrap().status, Status::Cancelled);
+    assert_eq!(get(client, &id).await.status(), TaskStatus::Cancelled);
+
+    // Two questions at once, answered one at a time.
+    let id = create(client, "multi_input", json!({})).await;
+    let part = json!({"type": "object", "properties": {"value": {"type": "string"}}});
+    let multi = json!({
+        "type": "object",
+        "properties": {"a": part, "b": part},
+        "required": ["a", "b"],
+        "x-mcp-input-requests": {"a": {"message": "A?"}, "b": {"message": "B?"}},
+    });
+    store.request_input(&id, multi, None, WORKER).unwrap();
+    let t = get(client, &id).await;
+    let TaskPayload::InputRequired { input_requests } = &t.payload else {
+        panic!("{t:?}")
+    };
+    assert_eq!(
+        input_requests.keys().collect::<Vec<_>>(),
+        ["input-1.a", "input-1.b"]
+    );
+    update(
+        client,
+        &id,
+        json!({"input-1.a": {"action": "accept", "content": {"value": "x"}}}),
+    )
+    .await;
+    let t = get(client, &id).await;
+    let TaskPayload::InputRequired { input_requests } = &t.payload else {
+        panic!("{t:?}")
+    };
+    assert_eq!(input_requests.keys().collect::<Vec<_>>(), ["input-1.b"]);
+    update(
+        client,
+        &id,
+        json!({"input-1.b": {"action": "accept", "content": {"value": "y"}}}),
+    )
+    .await;
+    let after = store.get(&id).unwrap();
+    assert_eq!(after.status, Status::Working);
+    assert_eq!(
+        after.input_value,
+        Some(json!({"a": {"value": "x"}, "b": {"value": "y"}}))
+    );
+
+    // tasks/cancel of a working task.
+    let id = create(client, "slow_compute", json!({})).await;
+    client
+        .cancel_task(CancelTaskParams::new(id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(get(client, &id).await.status(), TaskStatus::Cancelled);
+
+    // Unknown ids, and a prefix of a real one, are -32602.
+    let e = client
+        .get_task(GetTaskParams::new("00000000-0000-4000-8000-000000000000"))
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), ErrorCode::INVALID_PARAMS);
+    let e = client
+        .get_task(GetTaskParams::new(id[..8].to_string()))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        code(e),
+        ErrorCode::INVALID_PARAMS,
+        "a prefix is not a handle"
+    );
+    let e = client
+        .cancel_task(CancelTaskParams::new("nope"))
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), ErrorCode::INVALID_PARAMS);
+
+    // tasks/list and tasks/result do not exist.
+    for method in ["tasks/list", "tasks/result"] {
+        let r = client
+            .send_request(ClientRequest::CustomRequest(CustomRequest::new(
+                method,
+                Some(json!({"taskId": id})),
+            )))
+            .await;
+        assert_eq!(
+            code(r.unwrap_err()),
+            ErrorCode::METHOD_NOT_FOUND,
+            "{method}"
+        );
+    }
+
+    // Arguments that fail the input schema: an error, and no task.
+    let before = store.list(&[]).unwrap().len();
+    match client
+        .call_tool_once(call("slow_compute", json!({"seconds": "soon"})))
+        .await
+        .unwrap()
+    {
+        CallToolResponse::Complete(r) => {
+            assert_eq!(r.is_error, Some(true));
+            let text = serde_json::to_string(&r.content).unwrap();
+            assert!(text.contains("/seconds"), "{text}");
+        }
+        other => panic!("expected a tool error, got {other:?}"),
+    }
+    assert_eq!(
+        store.list(&[]).unwrap().len(),
+        before,
+        "no task was created"
+    );
+    let e = client
+        .call_tool_once(call("no_such_tool", json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), ErrorCode::INVALID_PARAMS);
+
+    // A client without the extension: a required-task tool is -32021, and
+    // so is every tasks/* method.
+    let e = plain
+        .call_tool_once(call("failing_job", json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY);
+    let e = plain
+        .get_task(GetTaskParams::new(id.clone()))
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY);
+    // An optional one waits for the result inline (here the test works it).
+    let worker = {
+        let dir = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            let store = open(&dir);
+            let found = common::wait_for(Duration::from_secs(60), || {
+                store
+                    .list(&[Status::Working])
+                    .ok()?
+                    .into_iter()
+                    .find(|t| t.title.as_deref() == Some("slow_compute inline"))
+            })
+            .expect("the inline call's task appears");
+            store
+                .complete(&found.task_id, json!("done inline"), WORKER)
+                .unwrap();
+        })
+    };
+    match plain
+        .call_tool_once(call("slow_compute", json!({"label": "inline"})))
+        .await
+        .unwrap()
+    {
+        CallToolResponse::Complete(r) => {
+            assert_eq!(r.is_error, Some(false));
+            assert!(
+                serde_json::to_string(&r.content)
+                    .unwrap()
+                    .contains("done inline")
+            );
+        }
+        other => panic!("expected the result inline, got {other:?}"),
+    }
+    worker.await.unwrap();
+
+    // An ask before the task: input_required with no task, then a task
+    // whose request carries the answer.
+    let before = store.list(&[]).unwrap().len();
+    match client
+        .call_tool_once(call("test_tool_with_task", json!({})))
+        .await
+        .unwrap()
+    {
+        CallToolResponse::InputRequired(r) => {
+            let requests = r.input_requests.expect("input requests");
+            assert!(requests.contains_key("user_name"));
+        }
+        other => panic!("expected input_required, got {other:?}"),
+    }
+    assert_eq!(store.list(&[]).unwrap().len(), before);
+    let mut p = call("test_tool_with_task", json!({}));
+    p.input_responses = Some(
+        [(
+            "user_name".to_string(),
+            json!({"action": "accept", "content": {"name": "Alice"}}),
+        )]
+        .into_iter()
+        .collect(),
+    );
+    let CallToolResponse::Task(t) = client.call_tool_once(p).await.unwrap() else {
+        panic!("a task on the second round")
+    };
+    let stored = store.get(&t.task.task_id).unwrap();
+    assert_eq!(
+        stored.request,
+        Some(json!({"_inputs": {"user_name": {"name": "Alice"}}}))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn over_stdio_every_method_status_and_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = stdio_client(dir.path(), true).await;
+    let plain = stdio_client(dir.path(), false).await;
+    let discovered = client.peer_info().expect("server info");
+    let caps = serde_json::to_value(&discovered.capabilities).unwrap();
+    assert!(
+        caps["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
+        "the extension is advertised: {caps}"
+    );
+    let tools = client.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), 7);
+    the_whole_surface(&client, &plain, dir.path()).await;
+    client.cancel().await.unwrap();
+    plain.cancel().await.unwrap();
+}
+
+/// A 2025-11-25 client (`initialize`) gets plain tools, even if it says
+/// it takes tasks: the extension is served on the 2026 protocol only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_legacy_client_gets_plain_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
+    cmd.env_remove("RUDDER_STORE").args([
+        "--store",
+        &sqlite(dir.path()),
+        "mcp",
+        "--tools",
+        FIXTURES,
+    ]);
+    let transport = TokioChildProcess::new(cmd).expect("spawn rudder mcp");
+    let legacy = info(true)
+        .with_protocol_version(rmcp::model::ProtocolVersion::V_2025_11_25)
+        .serve(transport)
+        .await
+        .expect("a legacy client connects");
+    let e = legacy
+        .call_tool_once(call("failing_job", json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY);
+    let worker = {
+        let dir = dir.path().to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            let store = open(&dir);
+            let found = common::wait_for(Duration::from_secs(60), || {
+                // The server creates the store with the call's task: until
+                // then there is nothing (or not yet a database) to read.
+                store.list(&[Status::Working]).ok()?.into_iter().next()
+            })
+            .expect("the call's task appears");
+            store
+                .complete(&found.task_id, json!("plain"), WORKER)
+                .unwrap();
+        })
+    };
+    match legacy
+        .call_tool_once(call("slow_compute", json!({})))
+        .await
+        .unwrap()
+    {
+        CallToolResponse::Complete(r) => {
+            assert!(serde_json::to_string(&r.content).unwrap().contains("plain"))
+        }
+        other => panic!("expected a plain result, got {other:?}"),
+    }
+    worker.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn over_http_every_method_status_and_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = http_server(dir.path(), "127.0.0.1:0", &[]).await;
+    let client = http_client(&server.url, true).await;
+    let plain = http_client(&server.url, false).await;
+    the_whole_surface(&client, &plain, dir.path()).await;
+    drop(server);
+}
+
+/// SIGKILL the server, start it again on the same address: the task is
+/// answered with the same id, and a worker that kept going is seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_server_answers_every_task_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = http_server(dir.path(), "127.0.0.1:0", &[]).await;
+    let client = http_client(&server.url, true).await;
+    let id = create(&client, "confirm_delete", json!({"filename": "b"})).await;
+    let addr = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    server.child.start_kill().unwrap();
+    server.child.wait().await.unwrap();
+    drop(client);
+    // Meanwhile the worker goes on: it asks its question.
+    let store = open(dir.path());
+    let schema = json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}});
+    store
+        .request_input(&id, schema, Some("Delete b?".into()), WORKER)
+        .unwrap();
+    let server = http_server(dir.path(), &addr, &[]).await;
+    assert_eq!(server.url, format!("http://{addr}/mcp"));
+    let client = http_client(&server.url, true).await;
+    let t = get(&client, &id).await;
+    assert_eq!(t.task.task_id, id);
+    assert_eq!(t.status(), TaskStatus::InputRequired);
+    update(
+        &client,
+        &id,
+        json!({"input-1": {"action": "accept", "content": {"confirm": true}}}),
+    )
+    .await;
+    store.complete(&id, json!("deleted"), WORKER).unwrap();
+    let t = get(&client, &id).await;
+    assert_eq!(t.status(), TaskStatus::Completed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_started_again_answers_the_same_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = stdio_client(dir.path(), true).await;
+    let id = create(&client, "slow_compute", json!({})).await;
+    drop(client);
+    open(dir.path()).complete(&id, json!("ok"), WORKER).unwrap();
+    let client = stdio_client(dir.path(), true).await;
+    assert_eq!(get(&client, &id).await.status(), TaskStatus::Completed);
+    // `get` and its JSON say where the task came from.
+    let store = store_url(dir.path());
+    let human = common::run(&store, &["get", &id]);
+    assert_eq!(human.code, 0, "{human:?}");
+    assert!(
+        human
+            .stdout
+            .contains("tool slow_compute, client rudder-test-client 7.1"),
+        "{}",
+        human.stdout
+    );
+    let json = common::run(&store, &["get", &id, "--json"]).json();
+    assert_eq!(
+        json["origin"],
+        json!({"tool": "slow_compute", "client": {"name": "rudder-test-client", "version": "7.1"}})
+    );
+}
+
+fn post(url: &str, body: &str) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .body(body.to_string())
+}
+
+fn meta_request(method: &str, params: Value) -> String {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    });
+    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_face_refuses_what_it_must() {
+    let dir = tempfile::tempdir().unwrap();
+    // A non-loopback address without a token: exit 2, nothing served.
+    let out = common::rudder()
+        .env_remove("RUDDER_MCP_TOKEN")
+        .args(["--store", &sqlite(dir.path()), "mcp", "--http", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("needs a bearer token"), "{stderr}");
+
+    let token = "s3cret-token-0123456789";
+    let server = http_server(dir.path(), "0.0.0.0:0", &[("RUDDER_MCP_TOKEN", token)]).await;
+    let port = server
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches("/mcp")
+        .to_string();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let get_task = meta_request(
+        "tasks/get",
+        json!({"taskId": "00000000-0000-4000-8000-000000000000"}),
+    );
+    // No token, a wrong token: 401.
+    let r = post(&url, &get_task)
+        .header("mcp-method", "tasks/get")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = post(&url, &get_task)
+        .bearer_auth("wrong-token-0123456789")
+        .header("mcp-method", "tasks/get")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let body: Value = r.json().await.unwrap();
+    assert!(body["error"]["code"].is_i64(), "a JSON-RPC error: {body}");
+    // A foreign Origin: 403.
+    let r = post(&url, &get_task)
+        .bearer_auth(token)
+        .header("origin", "http://evil.example")
+        .header("mcp-method", "tasks/get")
+        .header("mcp-name", "00000000-0000-4000-8000-000000000000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    // Mcp-Name that does not match the body: 400, -32020.
+    let r = post(&url, &get_task)
+        .bearer_auth(token)
+        .header("mcp-method", "tasks/get")
+        .header("mcp-name", "another-task")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32020, "{body}");
+    // An oversized body: 413.
+    let huge = "x".repeat(rudder::mcp::http::MAX_BODY + 1);
+    let r = post(
+        &url,
+        &meta_request(
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": huge}}),
+        ),
+    )
+    .bearer_auth(token)
+    .header("mcp-method", "tools/call")
+    .header("mcp-name", "greet")
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 413);
+    // Malformed JSON: a JSON-RPC error, and the server still serves.
+    let r = post(&url, "{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\":")
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_client_error(), "{}", r.status());
+    let body: Value = r.json().await.unwrap();
+    assert!(body["error"]["code"].is_i64(), "{body}");
+    // The right token and headers: the unknown task is -32602.
+    let r = post(&url, &get_task)
+        .bearer_auth(token)
+        .header("mcp-method", "tasks/get")
+        .header("mcp-name", "00000000-0000-4000-8000-000000000000")
+        .send()
+        .await
+        .unwrap();
+    let text = r.text().await.unwrap();
+    assert!(text.contains("-32602"), "{text}");
+    drop(server);
+}
+
+#[test]
+fn a_catalogue_that_cannot_be_used_is_exit_2_with_file_line_and_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.toml");
+    std::fs::write(
+        &tools,
+        "[[tool]]\nname = \"a\"\n\n[[tool]]\nname = \"b\"\nkind = \"a\"\n",
+    )
+    .unwrap();
+    let out = common::rudder()
+        .args(["--store", &sqlite(dir.path()), "mcp", "--tools"])
+        .arg(&tools)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{}:6:8: kind \"a\" is named twice",
+            tools.display()
+        )),
+        "{stderr}"
+    );
+}
