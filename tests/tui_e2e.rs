@@ -369,7 +369,9 @@ fn over_postgres_another_process_shows_and_an_outage_is_survived() {
     let db = cluster.create_database();
     let url = std::path::PathBuf::from(cluster.url(&db));
     cli(&url, &["create", "--title", "alpha-on-postgres"]);
-    let mut tui = Tui::start(&url);
+    // A write waits for a restarting server up to the lock timeout: a short
+    // one, so that the refused cancel below is refused soon.
+    let mut tui = Tui::start_with(&url, &[("RUDDER_LOCK_TIMEOUT", "2s")]);
     tui.wait_for("alpha-on-postgres");
     tui.wait_for("live");
     // Another process's change appears (LISTEN wakes the feed).
