@@ -1042,10 +1042,19 @@ fn reclaim_dry_run_writes_nothing_once() {
     let (_d, path) = store();
     aged_store(&path);
     let before = common::store_state(&path);
-    // A writer made the store; its lock file goes, so that a dry run that
-    // locked would make it again.
-    let lock = path.with_file_name(format!("{}.lock", common::store_file()));
-    let _ = std::fs::remove_file(&lock);
+    // A writer made the JSON file; its lock file goes, so that a dry run
+    // that locked would make it again.
+    let json_file = matches!(
+        rudder::store::StoreUrl::parse(&path),
+        Ok(rudder::store::StoreUrl::File(_))
+    );
+    let lock = path.with_file_name(format!(
+        "{}.lock",
+        path.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    if json_file {
+        let _ = std::fs::remove_file(&lock);
+    }
     let r = run(
         &path,
         &["reclaim", "--older-than", "15m", "--dry-run", "--json"],
@@ -1087,10 +1096,6 @@ fn reclaim_dry_run_writes_nothing_once() {
     // A dry run is a read: over the JSON file it takes no lock. (SQLite
     // opens a connection under its writers' lock, and PostgreSQL has no
     // lock file: there the unchanged store above is the proof.)
-    let json_file = matches!(
-        rudder::store::StoreUrl::parse(&path),
-        Ok(rudder::store::StoreUrl::File(_))
-    );
     assert!(!json_file || !lock.exists(), "a dry run took the lock");
 }
 
