@@ -116,9 +116,9 @@ class Plan:
                 what = f"{i['id']} ({i['title']})"
             except Stop:
                 what = self.label()
-            raise Stop(f"{what} names no service: which service should the diagnosis follow?", ask=True)
+            raise Stop(f"Which service should the diagnosis follow? {what} names none.", ask=True)
         if self.service not in SCENARIOS["services"]:
-            raise Stop(f"the trace store knows no service {json.dumps(self.service)}: which service should the diagnosis follow?", ask=True)
+            raise Stop(f"Which service should the diagnosis follow? The trace store knows no service {json.dumps(self.service)}.", ask=True)
 
     def trace(self) -> dict[str, Any]:
         incident = self.find_incident()

@@ -10,7 +10,7 @@ use pyo3::types::{PyDict, PyString};
 use rudder_store::task::Progress;
 use rudder_store::task::{Actor, Status};
 use rudder_store::{NewTask, Open as _, Store, StoreError, Work as _};
-use rudder_store::{PageQuery, SortKey, StoreUrl};
+use rudder_store::{PageQuery, SortKey};
 use serde_json::Value;
 
 use crate::convert::{duration, millis, to_json, to_json_opt};
@@ -144,7 +144,8 @@ impl PyStore {
     /// A URL that names no store rudder can open raises `UsageError` at once.
     #[new]
     fn new(py: Python<'_>, url: PathBuf) -> PyResult<Self> {
-        let parsed = StoreUrl::parse(url.as_os_str()).map_err(|e| usage(py, e.to_string()))?;
+        let parsed =
+            rudder_store::parse_url(url.as_os_str()).map_err(|e| usage(py, e.to_string()))?;
         let store = Store::open_url(&parsed);
         Ok(PyStore {
             location: store.location(),
