@@ -1588,3 +1588,36 @@ fn dropping_one_stores_schema_keeps_another_stores_text_index() {
     cluster.sql(&db, "DROP SCHEMA first CASCADE");
     assert_eq!(indexes(), ["second"]);
 }
+
+/// A row whose status no rudder writes (a hand-edited table) is reported
+/// as corrupt, as SQLite reports it (`tests/sqlite_store.rs`), never read
+/// as `failed`.
+#[test]
+fn an_unknown_status_in_a_row_is_reported_as_corrupt() {
+    need_pg!();
+    let url = pg::store_url();
+    let store = Store::open(&url);
+    let id = store.create(NewTask::default()).unwrap().task.task_id;
+    let StoreUrl::Postgres(u) = StoreUrl::parse(&url).unwrap() else {
+        unreachable!()
+    };
+    let mut admin = postgres::Client::connect(u.secret_text(), postgres::NoTls).expect("connect");
+    admin
+        .batch_execute(
+            "UPDATE rudder_tasks SET status = 'bogus'; \
+             INSERT INTO rudder_counts (status, n) VALUES ('bogus', 1)",
+        )
+        .unwrap();
+    for result in [
+        store.get(&id).map(|_| ()),
+        store.cancel(&id, None).map(|_| ()),
+        store.counts().map(|_| ()),
+    ] {
+        match result {
+            Err(rudder::StoreError::Corrupt { message, .. }) => {
+                assert!(message.contains("unknown status \"bogus\""), "{message}")
+            }
+            other => panic!("expected a corrupt store, got {other:?}"),
+        }
+    }
+}

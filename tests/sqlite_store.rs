@@ -573,3 +573,33 @@ fn the_stalled_count_is_a_range_of_an_index() {
         "{plan:?}"
     );
 }
+
+/// A row whose status no rudder writes (a hand-edited database) is
+/// reported as corrupt by every read of the column, as PostgreSQL reports
+/// it (`tests/postgres_store.rs`), never read as another status.
+#[test]
+fn an_unknown_status_in_a_row_is_reported_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.db");
+    let store = Store::open(&path);
+    let id = store.create(NewTask::default()).unwrap().task.task_id;
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "UPDATE tasks SET status = 'bogus'; INSERT INTO counts (status, n) VALUES ('bogus', 1)",
+        )
+        .unwrap();
+    }
+    for result in [
+        store.get(&id).map(|_| ()),
+        store.cancel(&id, None).map(|_| ()),
+        store.counts().map(|_| ()),
+    ] {
+        match result {
+            Err(rudder::StoreError::Corrupt { message, .. }) => {
+                assert!(message.contains("unknown status \"bogus\""), "{message}")
+            }
+            other => panic!("expected a corrupt store, got {other:?}"),
+        }
+    }
+}

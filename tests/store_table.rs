@@ -989,3 +989,123 @@ fn a_new_database_and_its_wal_are_private() {
         assert_eq!(mode, 0o600, "{p}");
     }
 }
+
+/// Prune racing every mutation, with real concurrent writers (threads,
+/// each with its own `Store`): a task found and then removed before it is
+/// read (on PostgreSQL each statement sees the latest commit) is answered
+/// as unknown, never a panic; every answer is a success or a typed
+/// refusal.
+#[test]
+fn prune_racing_every_mutation_gives_only_typed_answers() {
+    common::each_backend(prune_racing_every_mutation_once);
+}
+
+/// The errors a racing writer may meet: refusals the caller acts on.
+fn racing_refusal(e: &StoreError) -> bool {
+    matches!(
+        e,
+        StoreError::UnknownTask { .. }
+            | StoreError::Refused { .. }
+            | StoreError::LeaseLost { .. }
+            | StoreError::StaleRevision { .. }
+            | StoreError::InvalidInput { .. }
+    )
+}
+
+fn prune_racing_every_mutation_once() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const TASKS: usize = 24;
+    let dir = tempfile::tempdir().unwrap();
+    let path = common::store_in(dir.path());
+    let key = |i: usize| NewTask {
+        idempotency_key: Some(format!("k{i}")),
+        ..NewTask::default()
+    };
+    let setup = Store::open(&path);
+    let ids: Vec<String> = (0..TASKS)
+        .map(|i| setup.create(key(i)).unwrap().task.task_id)
+        .collect();
+    let done = AtomicBool::new(false);
+    // What each writer met that is not a success or a refusal.
+    let check = |what: &str, r: Result<(), StoreError>, bad: &mut Vec<String>| {
+        if let Err(e) = r
+            && !racing_refusal(&e)
+        {
+            bad.push(format!("{what}: {e:?}"));
+        }
+    };
+    let unexpected: Vec<String> = std::thread::scope(|s| {
+        // Removes every finished task, over and over, until the others end.
+        let pruner = s.spawn(|| {
+            let store = Store::open(&path);
+            let mut bad = Vec::new();
+            let mut rounds = 0;
+            while rounds == 0 || !done.load(Ordering::SeqCst) {
+                check("prune", store.prune(Duration::ZERO).map(|_| ()), &mut bad);
+                rounds += 1;
+            }
+            bad
+        });
+        // Finishes each task in turn, making it prunable under the others.
+        let finisher = s.spawn(|| {
+            let store = Store::open(&path);
+            let mut bad = Vec::new();
+            for id in &ids {
+                check("cancel", store.cancel(id, None).map(|_| ()), &mut bad);
+            }
+            bad
+        });
+        // Every mutation, and a read, on each task in turn.
+        let mutator = s.spawn(|| {
+            let store = Store::open(&path);
+            let mut bad = Vec::new();
+            for id in &ids {
+                for m in MUTATIONS {
+                    check(
+                        &format!("{m:?}"),
+                        mutate(&store, id, m).map(|_| ()),
+                        &mut bad,
+                    );
+                }
+                check("get", store.get(id).map(|_| ()), &mut bad);
+            }
+            bad
+        });
+        // Claims whatever is claimable while tasks are finished and removed.
+        let claimer = s.spawn(|| {
+            let store = Store::open(&path);
+            let mut bad = Vec::new();
+            for _ in 0..TASKS {
+                let r = store.claim_next("w3", HOUR, &[]).map(|_| ());
+                check("claim_next", r, &mut bad);
+            }
+            bad
+        });
+        // Creates again with the keys of the tasks being removed.
+        let creator = s.spawn(|| {
+            let store = Store::open(&path);
+            let mut bad = Vec::new();
+            for i in 0..TASKS {
+                check("create", store.create(key(i)).map(|_| ()), &mut bad);
+            }
+            bad
+        });
+        let mut bad = Vec::new();
+        for (name, t) in [
+            ("finisher", finisher),
+            ("mutator", mutator),
+            ("claimer", claimer),
+            ("creator", creator),
+        ] {
+            bad.extend(t.join().unwrap_or_else(|_| panic!("the {name} panicked")));
+        }
+        done.store(true, Ordering::SeqCst);
+        bad.extend(pruner.join().expect("the pruner panicked"));
+        bad
+    });
+    assert!(unexpected.is_empty(), "{unexpected:#?}");
+    // Every task the finisher cancelled is gone once prune has run again.
+    setup.prune(Duration::ZERO).unwrap();
+    let left = setup.load().unwrap();
+    assert!(left.values().all(|t| !t.status.is_terminal()), "{left:#?}");
+}

@@ -304,6 +304,21 @@ fn position(line: Option<usize>, column: Option<usize>) -> String {
 }
 
 impl StoreError {
+    /// A database row with a status no rudder writes (a hand-edited row):
+    /// every database backend reports it so, never reading it as another
+    /// status.
+    pub fn unknown_status(
+        location: Location,
+        e: &rudder_model::task::ParseStatusError,
+    ) -> StoreError {
+        StoreError::Corrupt {
+            location,
+            line: None,
+            column: None,
+            message: format!("a task's row has an {e}"),
+        }
+    }
+
     /// The task's current snapshot, for refusals.
     pub fn task(&self) -> Option<&Task> {
         match self {

@@ -119,8 +119,12 @@ pub trait Backend: Send + Sync {
             let ids: Vec<String> = txn.ids().map(str::to_string).collect();
             let mut tasks = TaskMap::with_capacity(ids.len());
             for id in ids {
-                let task = txn.get(&id)?.expect("listed tasks exist");
-                tasks.insert(id, task);
+                // Gone since the listing (another machine pruned it, on a
+                // database whose reads are not one snapshot): not a task
+                // of this transaction any more.
+                if let Some(task) = txn.get(&id)? {
+                    tasks.insert(id, task);
+                }
             }
             if !f(&mut tasks)? {
                 return Ok(false);
@@ -233,10 +237,11 @@ impl<B: Backend> Store<B> {
         let mut task = None;
         self.backend.snapshot(&mut |tasks| {
             let key = resolve_in(tasks, id)?;
-            task = tasks.get(&key)?;
+            // Removed between the lookup and the read (see `vanished`).
+            task = Some(tasks.get(&key)?.ok_or_else(|| vanished(&key))?);
             Ok(())
         })?;
-        Ok(task.expect("resolved ids exist"))
+        task.ok_or_else(|| vanished(id))
     }
 
     /// Tasks whose status is one of `statuses` (all tasks when empty), in
@@ -373,10 +378,13 @@ impl<B: Backend> Store<B> {
             })?;
         }
         self.transact(true, |tasks, now| {
+            // A task with the key that is removed between the lookup and
+            // the read (pruned by another machine) no longer holds the key:
+            // the task is made, as it would have been a moment later.
             if let Some(key) = &new.idempotency_key
                 && let Some(id) = tasks.find_key(key)?
+                && let Some(existing) = tasks.get(&id)?
             {
-                let existing = tasks.get(&id)?.expect("a listed task exists");
                 let field = if existing.input_schema != new.input_schema {
                     Some("input_schema")
                 } else if existing.request != new.request {
@@ -452,7 +460,7 @@ impl<B: Backend> Store<B> {
         }
         self.transact(false, |tasks, now| {
             let key = resolve_in(tasks, id)?;
-            let task = tasks.get_mut(&key)?.expect("resolved ids exist");
+            let task = tasks.get_mut(&key)?.ok_or_else(|| vanished(&key))?;
             let change = machine::apply(task, op, actor, now)
                 .map_err(|r| refusal_error(op.kind(), r, task))?;
             Ok((
@@ -604,10 +612,22 @@ impl<B: Backend> Store<B> {
             return Ok(None);
         }
         self.transact(false, |tasks, now| {
-            let Some(id) = tasks.next_claimable(now, kinds, wanted)? else {
-                return Ok((None, false));
+            // A task found claimable may be gone or changed by the time it
+            // is read in full (another machine pruned, cancelled or claimed
+            // it in between, on a database whose statements each see the
+            // latest commit): passed over for the next one.
+            let mut passed: Vec<String> = Vec::new();
+            let task = loop {
+                let keep = |t: &Summary<'_>| !passed.iter().any(|p| p == t.task_id) && wanted(t);
+                let Some(id) = tasks.next_claimable(now, kinds, &keep)? else {
+                    return Ok((None, false));
+                };
+                match tasks.get(&id)? {
+                    Some(t) if query::claimable(&Summary::of(&t), now) => break id,
+                    _ => passed.push(id),
+                }
             };
-            let task = tasks.get_mut(&id)?.expect("a listed task exists");
+            let task = tasks.get_mut(&task)?.ok_or_else(|| vanished(&task))?;
             let op = Op::Claim {
                 holder: holder.to_string(),
                 lease,
@@ -882,8 +902,16 @@ fn fail_reclaimed(
 }
 
 /// Find the key for a full id or a unique prefix of one.
+/// The task `id` was found and then, before it was read, removed by
+/// another machine (a database whose statements each see the latest
+/// commit): it is unknown now, a refusal like any unknown id, never a
+/// panic.
+fn vanished(id: &str) -> StoreError {
+    StoreError::UnknownTask { id: id.to_string() }
+}
+
 fn resolve_in(tasks: &dyn Transaction, id: &str) -> Result<String, StoreError> {
-    if tasks.contains(id) {
+    if tasks.contains(id)? {
         return Ok(id.to_string());
     }
     let unknown = || StoreError::UnknownTask { id: id.to_string() };

@@ -184,16 +184,12 @@ pub fn summary<'a, D: Database + ?Sized>(db: &'a D, id: &str) -> Option<Summary<
         .map(SummaryBuf::summary)
 }
 
-/// [`Transaction::contains`](crate::Transaction::contains): an error
-/// is deferred and reads as absent.
-pub fn contains<D: Database + ?Sized>(db: &D, id: &str) -> bool {
+/// [`Transaction::contains`](crate::Transaction::contains).
+pub fn contains<D: Database + ?Sized>(db: &D, id: &str) -> Result<bool, StoreError> {
     if let Some(put) = db.pending().holds(id) {
-        return put;
+        return Ok(put);
     }
-    db.exists(id).unwrap_or_else(|e| {
-        db.pending().defer(e);
-        false
-    })
+    db.exists(id)
 }
 
 /// [`Transaction::get`](crate::Transaction::get).
@@ -306,21 +302,15 @@ pub fn clear<D: Database + ?Sized>(db: &mut D) {
 #[macro_export]
 macro_rules! transaction_methods {
     () => {
-        fn len(&self) -> usize {
-            match self.counts() {
-                Ok(c) => c.total(),
-                Err(e) => {
-                    $crate::pending::Database::pending(self).defer(e);
-                    0
-                }
-            }
+        fn len(&self) -> Result<usize, $crate::StoreError> {
+            Ok(self.counts()?.total())
         }
 
         fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_> {
             $crate::pending::ids(self)
         }
 
-        fn contains(&self, id: &str) -> bool {
+        fn contains(&self, id: &str) -> Result<bool, $crate::StoreError> {
             $crate::pending::contains(self, id)
         }
 
@@ -477,7 +467,7 @@ mod tests {
         let mut db = Memory::with(&[A]);
         insert(&mut db, Task::new(B, Status::Completed));
         assert!(remove(&mut db, A));
-        assert!(contains(&db, B) && !contains(&db, A));
+        assert!(matches!(contains(&db, B), Ok(true)) && matches!(contains(&db, A), Ok(false)));
         assert_eq!(
             get(&db, B).unwrap().map(|t| t.status),
             Some(Status::Completed)
@@ -546,7 +536,12 @@ mod tests {
         let mut db = Memory::with(&[A]);
         db.fail_reads = true;
         insert(&mut db, Task::new(B, Status::Working));
-        assert!(!contains(&db, A));
+        // A failed lookup says so at once; the insert's failed read is
+        // reported at the flush.
+        assert!(matches!(
+            contains(&db, A),
+            Err(StoreError::Database { message, .. }) if message == "the read failed"
+        ));
         assert!(matches!(
             flush(&db),
             Err(StoreError::Database { message, .. }) if message == "the read failed"

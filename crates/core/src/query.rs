@@ -10,6 +10,8 @@
 //!
 //! [`Transaction::summaries`]: super::Transaction::summaries
 
+pub mod sql;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

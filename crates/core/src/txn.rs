@@ -19,13 +19,15 @@ use rudder_model::task::{Task, TaskMap};
 /// The tasks of a store under exclusive access, in store order.
 pub trait Transaction {
     /// How many tasks there are.
-    fn len(&self) -> usize;
-    fn is_empty(&self) -> bool {
-        self.len() == 0
+    fn len(&self) -> Result<usize, StoreError>;
+    fn is_empty(&self) -> Result<bool, StoreError> {
+        Ok(self.len()? == 0)
     }
     /// Every task id, in store order.
     fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_>;
-    fn contains(&self, id: &str) -> bool;
+    /// Whether there is a task `id` (a database says so from a query,
+    /// which can fail).
+    fn contains(&self, id: &str) -> Result<bool, StoreError>;
     /// What the scans need of every task, in store order.
     fn summaries(&self) -> Box<dyn Iterator<Item = Summary<'_>> + '_>;
     /// What the scans need of the task `id`.
@@ -39,10 +41,14 @@ pub trait Transaction {
             .filter(|t| keep(t))
             .map(|t| t.task_id)
             .collect();
-        let tasks = ids.into_iter().map(|id| self.get(id));
-        tasks
-            .map(|t| t.map(|t| t.expect("listed tasks exist")))
-            .collect()
+        // A task gone since the listing (removed by another machine, on a
+        // database whose statements each see the latest commit) is left
+        // out: it is not a task of this read any more.
+        let mut tasks = Vec::with_capacity(ids.len());
+        for id in ids {
+            tasks.extend(self.get(id)?);
+        }
+        Ok(tasks)
     }
     /// The task `id`, to change in place: written back if the transaction commits.
     fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError>;
@@ -140,14 +146,14 @@ pub trait Transaction {
 }
 
 impl Transaction for TaskMap {
-    fn len(&self) -> usize {
-        IndexMap::len(self)
+    fn len(&self) -> Result<usize, StoreError> {
+        Ok(IndexMap::len(self))
     }
     fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_> {
         Box::new(self.keys().map(String::as_str))
     }
-    fn contains(&self, id: &str) -> bool {
-        self.contains_key(id)
+    fn contains(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.contains_key(id))
     }
     fn summaries(&self) -> Box<dyn Iterator<Item = Summary<'_>> + '_> {
         Box::new(self.values().map(Summary::of))

@@ -36,12 +36,13 @@ use postgres::{Row, Statement};
 use super::schema::{CHANGES_LOCK, CHANNEL};
 use super::{PostgresBackend, Retry, transient};
 use rudder_core::pending::{self, Database, Pending};
+use rudder_core::query::sql::{self, Anchor, Dialect, PageHints, Placeholder, Sql, Value};
 use rudder_core::query::{
-    self, PageQuery, SUMMARY_COLUMNS, SortKey, Stale, StatusCounts, SummaryBuf, SummaryRow,
-    parse_time, time_text,
+    self, PageQuery, SUMMARY_COLUMNS, Stale, StatusCounts, SummaryBuf, SummaryRow, parse_time,
+    time_text,
 };
 use rudder_core::{ChangeLog, Location, RecordedChange, StoreError, Summary, Transaction};
-use rudder_model::task::{Status, Task, TaskMap};
+use rudder_model::task::{ParseStatusError, Status, Task, TaskMap};
 
 type Param = dyn ToSql + Sync;
 
@@ -84,10 +85,11 @@ pub(crate) struct PgTxn<'c> {
     schema: i32,
 }
 
-fn status_of(text: &str) -> Status {
-    // The column is only ever written from a `Status`; an unknown text
-    // (a hand-edited row) reads as failed rather than stopping every read.
-    text.parse().unwrap_or(Status::Failed)
+fn status_of(text: &str) -> Result<Status, ParseStatusError> {
+    // The column is only ever written from a `Status`: anything else is
+    // corrupt data (`StoreError::unknown_status`), reported as SQLite
+    // reports it, never read as another status.
+    text.parse()
 }
 
 fn to_i64(v: u64) -> i64 {
@@ -97,31 +99,24 @@ fn to_i64(v: u64) -> i64 {
 /// A row of a summary query (a local type, for the seam's [`SummaryRow`]).
 struct PgRow<'a>(&'a Row);
 
-/// The columns are typed by the schema, so reading them cannot fail.
+/// The columns are typed by the schema, so reading them cannot fail; the
+/// status may be one no rudder wrote.
 impl SummaryRow for PgRow<'_> {
-    type Error = std::convert::Infallible;
+    type Error = ParseStatusError;
     fn text(&self, i: usize) -> Result<String, Self::Error> {
         Ok(self.0.get(i))
     }
     fn opt_text(&self, i: usize) -> Result<Option<String>, Self::Error> {
         Ok(self.0.get(i))
     }
-    fn int(&self, i: usize) -> Result<i64, Self::Error> {
-        Ok(self.0.get(i))
-    }
     fn opt_int(&self, i: usize) -> Result<Option<i64>, Self::Error> {
         Ok(self.0.get(i))
     }
-    fn status(&self, text: &str) -> Result<Status, Self::Error> {
-        Ok(status_of(text))
+    fn int(&self, i: usize) -> Result<i64, Self::Error> {
+        Ok(self.0.get(i))
     }
-}
-
-/// [`query::summary_of_row`], which cannot fail on a PostgreSQL row.
-fn summary_of_row(row: &Row, at: usize) -> SummaryBuf {
-    match query::summary_of_row(&PgRow(row), at) {
-        Ok(s) => s,
-        Err(never) => match never {},
+    fn status(&self, text: &str) -> Result<Status, Self::Error> {
+        status_of(text)
     }
 }
 
@@ -309,17 +304,20 @@ impl<'c> PgTxn<'c> {
             &[&after, &task, &to_i64(limit as u64)],
             action,
         )?;
+        let status = |text: Option<&str>| text.map(|t| self.status(t)).transpose();
         let changes = rows
             .iter()
-            .map(|r| RecordedChange {
-                seq: r.get(0),
-                task_id: r.get(1),
-                revision: r.get::<_, i64>(2).max(0) as u64,
-                before: r.get::<_, Option<&str>>(3).map(status_of),
-                after: r.get::<_, Option<&str>>(4).map(status_of),
-                at: parse_time(r.get(5)),
+            .map(|r| {
+                Ok(RecordedChange {
+                    seq: r.get(0),
+                    task_id: r.get(1),
+                    revision: r.get::<_, i64>(2).max(0) as u64,
+                    before: status(r.get(3))?,
+                    after: status(r.get(4))?,
+                    at: parse_time(r.get(5)),
+                })
             })
-            .collect();
+            .collect::<Result<_, StoreError>>()?;
         Ok((
             oid,
             ChangeLog {
@@ -347,7 +345,7 @@ impl<'c> PgTxn<'c> {
         Ok(Some((
             task,
             Before {
-                status: status_of(row.get(0)),
+                status: self.status(row.get(0))?,
                 revision: row.get(1),
                 claimed_by: row.get(2),
                 doc,
@@ -589,16 +587,40 @@ impl<'c> PgTxn<'c> {
         Ok(())
     }
 
-    fn summaries_where(
-        &self,
-        tail: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<SummaryBuf>, StoreError> {
+    /// Run a shared query ([`sql`]).
+    fn query_sql(&self, q: &Sql, action: &'static str) -> Result<Vec<Row>, StoreError> {
+        let params: Vec<&Param> = q
+            .params
+            .iter()
+            .map(|v| match v {
+                Value::Text(t) => t as &Param,
+                Value::Int(i) => i as &Param,
+            })
+            .collect();
+        self.query(&q.text, &params, action)
+    }
+
+    /// Summaries of the rows that `q` selects.
+    fn summaries_of(&self, q: &Sql) -> Result<Vec<SummaryBuf>, StoreError> {
         self.flush()?;
-        let columns = self.summary_columns();
-        let sql = format!("SELECT {columns} FROM rudder_tasks {tail}");
-        let rows = self.query(&sql, params, "query the tasks")?;
-        Ok(rows.iter().map(|r| summary_of_row(r, 0)).collect())
+        let rows = self.query_sql(q, "query the tasks")?;
+        rows.iter().map(|r| self.summary_of_row(r, 0)).collect()
+    }
+
+    /// [`query::summary_of_row`]: the columns are typed by the schema, so
+    /// only a status no rudder wrote can fail it.
+    fn summary_of_row(&self, row: &Row, at: usize) -> Result<SummaryBuf, StoreError> {
+        query::summary_of_row(&PgRow(row), at).map_err(|e| self.corrupt(e))
+    }
+
+    /// A row no rudder wrote (an unknown status): reported, as SQLite does.
+    fn corrupt(&self, e: ParseStatusError) -> StoreError {
+        StoreError::unknown_status(self.backend.location(), &e)
+    }
+
+    /// The status `text` of a row.
+    fn status(&self, text: &str) -> Result<Status, StoreError> {
+        status_of(text).map_err(|e| self.corrupt(e))
     }
 
     /// Lock the task `id` at `revision` unless another transaction holds
@@ -612,31 +634,6 @@ impl<'c> PgTxn<'c> {
         )?;
         Ok(!rows.is_empty())
     }
-}
-
-/// Rows after an anchor whose `col` is `value`, ascending with nulls first
-/// (then by `task_id`, the parameter `id`).
-/// The text filter (`query::text_matches`): `ILIKE` under the `C`
-/// collation folds ASCII letters only and matches every other character
-/// exactly, as the reference does. Over the columns a trigram index covers
-/// (schema version 3, when `pg_trgm` could be installed: see `schema.rs`),
-/// each arm is an index scan; the status, one of five words, is matched
-/// here and asked as a list.
-fn text_clause(text: &str, arg: &dyn Fn(String) -> String) -> String {
-    let pattern = arg(query::like_pattern(text));
-    let mut arms: Vec<String> = ["task_id", "title", "idempotency_key", "status_message"]
-        .iter()
-        .map(|col| format!("{col} ILIKE {pattern}"))
-        .collect();
-    let statuses: Vec<String> = Status::ALL
-        .iter()
-        .filter(|s| query::contains_text(s.as_str(), text))
-        .map(|s| format!("'{}'", s.as_str()))
-        .collect();
-    if !statuses.is_empty() {
-        arms.push(format!("status IN ({})", statuses.join(", ")));
-    }
-    format!("({})", arms.join(" OR "))
 }
 
 impl Database for PgTxn<'_> {
@@ -664,7 +661,12 @@ impl Database for PgTxn<'_> {
         Ok(!rows.is_empty())
     }
     fn read_summaries(&self) -> Result<Vec<SummaryBuf>, StoreError> {
-        self.summaries_where("ORDER BY seq", &[])
+        let mut q = Sql::new(Placeholder::Dollar);
+        q.push(&format!(
+            "SELECT {} FROM rudder_tasks ORDER BY seq",
+            self.summary_columns()
+        ));
+        self.summaries_of(&q)
     }
     fn read_tasks(&self) -> Result<TaskMap, StoreError> {
         self.load_all()
@@ -720,39 +722,16 @@ impl Transaction for PgTxn<'_> {
             // them first) could have given a task of a kind.
             return Ok(None);
         }
-        let now_text = time_text(now);
         let columns = self.summary_columns();
         // One kind walks the (status, kind, seq) index in order; several
         // read the index's ranges of those kinds and sort them.
-        let of_kind = match kinds.len() {
-            0 => "",
-            1 => "AND kind = $3",
-            _ => "AND kind = ANY($3)",
-        };
-        let one = kinds.first().map(String::as_str);
         let mut after: i64 = -1;
         loop {
             self.flush()?;
-            let sql = format!(
-                "SELECT seq, {columns} FROM rudder_tasks WHERE status = 'working' {of_kind} \
-                 AND seq > $2 AND (claimed_by IS NULL OR lease_expires_at IS NULL \
-                 OR lease_expires_at <= $1) ORDER BY seq LIMIT 32"
-            );
-            let rows = match (kinds.len(), one) {
-                (1, Some(kind)) => self.query(
-                    &sql,
-                    &[&now_text, &after, &kind],
-                    "look for a claimable task",
-                )?,
-                (0, _) => self.query(&sql, &[&now_text, &after], "look for a claimable task")?,
-                _ => self.query(
-                    &sql,
-                    &[&now_text, &after, &kinds],
-                    "look for a claimable task",
-                )?,
-            };
+            let q = sql::claimable(Dialect::POSTGRES, columns, now, kinds, after);
+            let rows = self.query_sql(&q, "look for a claimable task")?;
             for row in &rows {
-                let t = summary_of_row(row, 1);
+                let t = self.summary_of_row(row, 1)?;
                 if !(query::claimable(&t.summary(), now)
                     && query::wants_kind(kinds, t.kind.as_deref())
                     && wanted(&t.summary()))
@@ -766,7 +745,7 @@ impl Transaction for PgTxn<'_> {
                 }
             }
             match rows.last() {
-                Some(row) if rows.len() == 32 => after = row.get(0),
+                Some(row) if rows.len() == sql::CLAIMABLE_BATCH => after = row.get(0),
                 _ => return Ok(None),
             }
         }
@@ -775,18 +754,8 @@ impl Transaction for PgTxn<'_> {
     fn stale(&self, now: DateTime<Utc>, older_than: Duration) -> Result<Stale, StoreError> {
         let counts = self.counts()?;
         let unfinished = counts.get(Status::Working) + counts.get(Status::InputRequired);
-        let cutoff = chrono::TimeDelta::from_std(older_than)
-            .ok()
-            .and_then(|d| now.checked_sub_signed(d))
-            .map(time_text);
-        let future = time_text(now + chrono::TimeDelta::seconds(1));
-        let now_text = time_text(now);
-        let mut candidates = self.summaries_where(
-            "WHERE status IN ('working', 'input_required') AND (updated_at IS NULL \
-             OR updated_at <= $1 OR updated_at > $2 \
-             OR (claimed_by IS NOT NULL AND lease_expires_at > $3)) ORDER BY seq",
-            &[&cutoff, &future, &now_text],
-        )?;
+        let q = sql::stale(Dialect::POSTGRES, self.summary_columns(), now, older_than);
+        let mut candidates = self.summaries_of(&q)?;
         candidates.retain(|t| query::reclaim_candidate(&t.summary(), now, older_than));
         Ok(Stale {
             candidates,
@@ -799,15 +768,8 @@ impl Transaction for PgTxn<'_> {
         now: DateTime<Utc>,
         older_than: Duration,
     ) -> Result<Vec<SummaryBuf>, StoreError> {
-        let cutoff = chrono::TimeDelta::from_std(older_than)
-            .ok()
-            .and_then(|d| now.checked_sub_signed(d))
-            .map(time_text);
-        let mut found = self.summaries_where(
-            "WHERE status IN ('completed', 'failed', 'cancelled') AND (updated_at IS NULL \
-             OR ttl_ms IS NOT NULL OR updated_at <= $1) ORDER BY seq",
-            &[&cutoff],
-        )?;
+        let q = sql::prunable(Dialect::POSTGRES, self.summary_columns(), now, older_than);
+        let mut found = self.summaries_of(&q)?;
         found.retain(|t| query::prune_candidate(&t.summary(), now, older_than));
         Ok(found)
     }
@@ -827,125 +789,26 @@ impl Transaction for PgTxn<'_> {
             return Ok(query::page_in_memory(tasks, q));
         }
         self.flush()?;
-        // Parameters are all text: `$n` is `args[n - 1]`.
-        let args: RefCell<Vec<String>> = RefCell::new(Vec::new());
-        let arg = |v: String| {
-            let mut args = args.borrow_mut();
-            args.push(v);
-            format!("${}", args.len())
+        let anchor = match &q.after {
+            Some(after) => {
+                let a = sql::anchor(Dialect::POSTGRES, after);
+                let rows = self.query_sql(&a, "find the page's anchor")?;
+                rows.first().map(|r| Anchor {
+                    seq: r.get(0),
+                    updated_at: r.get(1),
+                    created_at: r.get(2),
+                    title: r.get(3),
+                })
+            }
+            None => None,
         };
-        let mut clauses: Vec<String> = Vec::new();
-        if !q.statuses.is_empty() {
-            let list: Vec<String> = q
-                .statuses
-                .iter()
-                .map(|s| arg(s.as_str().to_string()))
-                .collect();
-            clauses.push(format!("status IN ({})", list.join(", ")));
-        }
-        if !q.kinds.is_empty() {
-            let list: Vec<String> = q.kinds.iter().map(|k| arg(k.clone())).collect();
-            clauses.push(format!("kind IN ({})", list.join(", ")));
-        }
-        if let Some(text) = q.text.as_deref().filter(|t| !t.is_empty()) {
-            clauses.push(text_clause(text, &arg));
-        }
-        // Every order but the store's and the id's is (column NULLS FIRST,
-        // task_id) walked forwards or backwards (`Updated` is it
-        // backwards), as `query::compare` orders; the indexes of schema
-        // version 3 are in that order, so either way is an index scan.
-        let backwards = q.descending != (q.sort == SortKey::Updated);
-        let (lt, dir, nulls) = if backwards {
-            ("<", "DESC", "NULLS LAST")
-        } else {
-            (">", "ASC", "NULLS FIRST")
-        };
-        let column = match q.sort {
-            SortKey::Store | SortKey::Id => None,
-            SortKey::Updated => Some("updated_at"),
-            SortKey::Created => Some("created_at"),
-            SortKey::Title => Some("title"),
-        };
-        let order = match (q.sort, column) {
-            (SortKey::Store, _) => format!("seq {dir}"),
-            (_, Some(col)) => format!("{col} {dir} {nulls}, task_id {dir}"),
-            _ => format!("task_id {dir}"),
-        };
-        // Rows after the anchor: one or two segments of that order, each
-        // a range of an index (a row comparison, not an OR, which would
-        // make it a filter over the whole index), read one after the
-        // other until the page is full.
-        let mut segments: Vec<Option<String>> = vec![None];
-        if let Some(after) = &q.after {
-            let rows = self.query(
-                "SELECT seq, updated_at, created_at, title FROM rudder_tasks WHERE task_id = $1",
-                &[&after.as_str()],
-                "find the page's anchor",
-            )?;
-            let anchor = rows.first().map(|r| {
-                let value = match q.sort {
-                    SortKey::Updated => r.get::<_, Option<String>>(1),
-                    SortKey::Created => r.get::<_, Option<String>>(2),
-                    SortKey::Title => r.get::<_, Option<String>>(3),
-                    SortKey::Store | SortKey::Id => None,
-                };
-                (r.get::<_, i64>(0), value)
-            });
-            segments = match (q.sort, column, anchor) {
-                (SortKey::Id, ..) => vec![Some(format!("task_id {lt} {}", arg(after.clone())))],
-                (_, _, None) => vec![None],
-                (SortKey::Store, _, Some((seq, _))) => vec![Some(format!("seq {lt} {seq}"))],
-                (_, Some(col), Some((_, Some(v)))) => {
-                    let (v, id) = (arg(v), arg(after.clone()));
-                    let range = format!("({col}, task_id) {lt} ({v}, {id})");
-                    if backwards {
-                        // Below the anchor's value, then every NULL.
-                        vec![Some(range), Some(format!("{col} IS NULL"))]
-                    } else {
-                        vec![Some(range)]
-                    }
-                }
-                (_, Some(col), Some((_, None))) => {
-                    let id = arg(after.clone());
-                    let nulls = format!("{col} IS NULL AND task_id {lt} {id}");
-                    if backwards {
-                        vec![Some(nulls)]
-                    } else {
-                        // The NULLs after the anchor, then every value.
-                        vec![Some(nulls), Some(format!("{col} IS NOT NULL"))]
-                    }
-                }
-                (_, None, Some(_)) => vec![None],
-            };
-        }
-        let args = args.into_inner();
-        let params: Vec<&Param> = args.iter().map(|a| a as &Param).collect();
         let mut tasks = Vec::new();
-        for segment in segments {
+        for segment in sql::page(Dialect::POSTGRES, q, anchor.as_ref(), PageHints::default()) {
             let left = q.limit.map(|l| l.saturating_sub(tasks.len()));
             if left == Some(0) {
                 break;
             }
-            let filter: Vec<&str> = clauses
-                .iter()
-                .map(String::as_str)
-                .chain(segment.as_deref())
-                .collect();
-            let filter = if filter.is_empty() {
-                String::new()
-            } else {
-                format!("WHERE {}", filter.join(" AND "))
-            };
-            let limit = left.map_or(String::new(), |l| format!("LIMIT {}", to_i64(l as u64)));
-            let sql =
-                format!("SELECT task_id, doc FROM rudder_tasks {filter} ORDER BY {order} {limit}");
-            // Only the parameters this statement names (a segment may use
-            // fewer than were made).
-            let used = (1..=params.len())
-                .rev()
-                .find(|n| sql.contains(&format!("${n}")))
-                .unwrap_or(0);
-            let rows = self.query(&sql, &params[..used], "read a page of tasks")?;
+            let rows = self.query_sql(&segment.sql(left), "read a page of tasks")?;
             for r in &rows {
                 tasks.push(self.parse(r.get(0), r.get(1))?);
             }
@@ -962,7 +825,7 @@ impl Transaction for PgTxn<'_> {
         )?;
         let mut n: BTreeMap<Status, i64> = BTreeMap::new();
         for row in rows {
-            *n.entry(status_of(row.get(0))).or_default() += row.get::<_, i64>(1);
+            *n.entry(self.status(row.get(0))?).or_default() += row.get::<_, i64>(1);
         }
         // This transaction's own changes, counted at its commit.
         for (s, d) in self.deltas.borrow().iter() {

@@ -689,10 +689,22 @@ fn sql_error(
             column: None,
             message: format!("the database is damaged ({e})"),
         },
-        _ => StoreError::Database {
-            location,
-            action,
-            message: e.to_string(),
+        _ => match &e {
+            rusqlite::Error::FromSqlConversionFailure(_, _, inner) => {
+                match inner.downcast_ref::<rudder_model::task::ParseStatusError>() {
+                    Some(bad) => StoreError::unknown_status(location, bad),
+                    None => StoreError::Database {
+                        location,
+                        action,
+                        message: e.to_string(),
+                    },
+                }
+            }
+            _ => StoreError::Database {
+                location,
+                action,
+                message: e.to_string(),
+            },
         },
     }
 }

@@ -6,7 +6,6 @@
 //! commit, each with its row in `changes` and its effect on `counts`, so
 //! that every query sees the transaction's own changes.
 
-use std::cell::RefCell;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -16,6 +15,7 @@ use rusqlite::{Connection, OptionalExtension, Row, ToSql, params};
 use super::SqliteBackend;
 use super::schema::{KIND_VERSION, TaskRow, clamp, insert_task_sql, update_task_sql};
 use rudder_core::pending::{self, Database, Pending};
+use rudder_core::query::sql::{self, Anchor, Dialect, PageHints, Placeholder, Sql, Value};
 use rudder_core::query::{
     self, PageQuery, SUMMARY_COLUMNS, SUMMARY_COLUMNS_BEFORE_KINDS, SortKey, Stale, StatusCounts,
     SummaryBuf, SummaryRow, parse_time, summary_of_row, time_text,
@@ -280,31 +280,25 @@ impl<'c> SqlTxn<'c> {
         kind: Option<&str>,
         wanted: &dyn Fn(&Summary) -> bool,
     ) -> Result<Option<(i64, String)>, StoreError> {
-        let now_text = time_text(now);
         let columns = self.summary_columns()?;
-        let of_kind = if kind.is_some() { "AND kind = ?3" } else { "" };
+        let kinds: Vec<String> = kind.into_iter().map(str::to_string).collect();
         // Unleased or lapsed working tasks, oldest first, refined exactly.
         let mut after: i64 = -1;
         loop {
             self.flush()?;
+            let q = sql::claimable(Dialect::SQLITE, columns, now, &kinds, after);
             let mut stmt = self
                 .conn
-                .prepare_cached(&format!(
-                    "SELECT seq, {columns} FROM tasks WHERE status = 'working' {of_kind} \
-                     AND seq > ?2 AND (claimed_by IS NULL OR lease_expires_at IS NULL \
-                     OR lease_expires_at <= ?1) ORDER BY seq LIMIT 32"
-                ))
+                .prepare_cached(&q.text)
                 .map_err(self.err("look for a claimable task"))?;
             let map = |r: &rusqlite::Row<'_>| {
                 // Columns shift by one for `seq`.
                 Ok((r.get(0)?, summary_of_row(&SqlRow(r), 1)?))
             };
-            let rows: Vec<(i64, SummaryBuf)> = match kind {
-                Some(kind) => stmt.query_map(params![now_text, after, kind], map),
-                None => stmt.query_map(params![now_text, after], map),
-            }
-            .and_then(|rows| rows.collect())
-            .map_err(self.err("look for a claimable task"))?;
+            let rows: Vec<(i64, SummaryBuf)> = stmt
+                .query_map(bind(&q.params).as_slice(), map)
+                .and_then(|rows| rows.collect())
+                .map_err(self.err("look for a claimable task"))?;
             if let Some((seq, t)) = rows
                 .iter()
                 .find(|(_, t)| query::claimable(&t.summary(), now) && wanted(&t.summary()))
@@ -312,56 +306,38 @@ impl<'c> SqlTxn<'c> {
                 return Ok(Some((*seq, t.task_id.clone())));
             }
             match rows.last() {
-                Some((seq, _)) if rows.len() == 32 => after = *seq,
+                Some((seq, _)) if rows.len() == sql::CLAIMABLE_BATCH => after = *seq,
                 _ => return Ok(None),
             }
         }
     }
 
-    /// Summaries of the rows that `sql` (a `WHERE ... ORDER BY ...` tail)
-    /// selects.
-    fn summaries_where(
-        &self,
-        tail: &str,
-        params: &[&dyn rusqlite::ToSql],
-    ) -> Result<Vec<SummaryBuf>, StoreError> {
+    /// Summaries of the rows that `q` selects.
+    fn summaries_of(&self, q: &Sql) -> Result<Vec<SummaryBuf>, StoreError> {
         self.flush()?;
-        let columns = self.summary_columns()?;
-        let sql = format!("SELECT {columns} FROM tasks {tail}");
         let mut stmt = self
             .conn
-            .prepare_cached(&sql)
+            .prepare_cached(&q.text)
             .map_err(self.err("query the tasks"))?;
         let rows = stmt
-            .query_map(params, |r| summary_of_row(&SqlRow(r), 0))
+            .query_map(bind(&q.params).as_slice(), |r| {
+                summary_of_row(&SqlRow(r), 0)
+            })
             .map_err(self.err("query the tasks"))?;
         rows.collect::<Result<Vec<_>, _>>()
             .map_err(self.err("query the tasks"))
     }
 }
 
-/// The rows after an anchor whose `col` is `value` in the order (`col`
-/// with nulls first, then `task_id`; the parameter `id`), or before it
-/// (`backwards`: the rows after it in the reverse order).
-fn after_in(
-    col: &str,
-    value: Option<String>,
-    id: String,
-    backwards: bool,
-    arg: &dyn Fn(Box<dyn rusqlite::ToSql>) -> String,
-) -> String {
-    match (value, backwards) {
-        (Some(v), false) => {
-            let v = arg(Box::new(v));
-            format!("({col} > {v} OR ({col} = {v} AND task_id > {id}))")
-        }
-        (None, false) => format!("({col} IS NOT NULL OR task_id > {id})"),
-        (Some(v), true) => {
-            let v = arg(Box::new(v));
-            format!("({col} IS NULL OR {col} < {v} OR ({col} = {v} AND task_id < {id}))")
-        }
-        (None, true) => format!("({col} IS NULL AND task_id < {id})"),
-    }
+/// The parameters of a shared query, to bind.
+fn bind(params: &[Value]) -> Vec<&dyn ToSql> {
+    params
+        .iter()
+        .map(|v| match v {
+            Value::Text(t) => t as &dyn ToSql,
+            Value::Int(i) => i as &dyn ToSql,
+        })
+        .collect()
 }
 
 impl Database for SqlTxn<'_> {
@@ -382,7 +358,12 @@ impl Database for SqlTxn<'_> {
             .map_err(self.err("look a task up"))
     }
     fn read_summaries(&self) -> Result<Vec<SummaryBuf>, StoreError> {
-        self.summaries_where("ORDER BY seq", &[])
+        let mut q = Sql::new(Placeholder::Question);
+        q.push(&format!(
+            "SELECT {} FROM tasks ORDER BY seq",
+            self.summary_columns()?
+        ));
+        self.summaries_of(&q)
     }
     fn read_tasks(&self) -> Result<TaskMap, StoreError> {
         self.load_all()
@@ -463,18 +444,8 @@ impl Transaction for SqlTxn<'_> {
     fn stale(&self, now: DateTime<Utc>, older_than: Duration) -> Result<Stale, StoreError> {
         let counts = self.counts()?;
         let unfinished = counts.get(Status::Working) + counts.get(Status::InputRequired);
-        let cutoff = chrono::TimeDelta::from_std(older_than)
-            .ok()
-            .and_then(|d| now.checked_sub_signed(d))
-            .map(time_text);
-        let future = time_text(now + chrono::TimeDelta::seconds(1));
-        let now_text = time_text(now);
-        let mut candidates = self.summaries_where(
-            "WHERE status IN ('working', 'input_required') AND (updated_at IS NULL \
-             OR updated_at <= ?1 OR updated_at > ?2 \
-             OR (claimed_by IS NOT NULL AND lease_expires_at > ?3)) ORDER BY seq",
-            &[&cutoff, &future, &now_text],
-        )?;
+        let q = sql::stale(Dialect::SQLITE, self.summary_columns()?, now, older_than);
+        let mut candidates = self.summaries_of(&q)?;
         candidates.retain(|t| query::reclaim_candidate(&t.summary(), now, older_than));
         Ok(Stale {
             candidates,
@@ -487,15 +458,8 @@ impl Transaction for SqlTxn<'_> {
         now: DateTime<Utc>,
         older_than: Duration,
     ) -> Result<Vec<SummaryBuf>, StoreError> {
-        let cutoff = chrono::TimeDelta::from_std(older_than)
-            .ok()
-            .and_then(|d| now.checked_sub_signed(d))
-            .map(time_text);
-        let mut found = self.summaries_where(
-            "WHERE status IN ('completed', 'failed', 'cancelled') AND (updated_at IS NULL \
-             OR ttl_ms IS NOT NULL OR updated_at <= ?1) ORDER BY seq",
-            &[&cutoff],
-        )?;
+        let q = sql::prunable(Dialect::SQLITE, self.summary_columns()?, now, older_than);
+        let mut found = self.summaries_of(&q)?;
         found.retain(|t| query::prune_candidate(&t.summary(), now, older_than));
         Ok(found)
     }
@@ -512,19 +476,8 @@ impl Transaction for SqlTxn<'_> {
             return Ok(query::page_in_memory(tasks, q));
         }
         self.flush()?;
-        let mut clauses: Vec<String> = Vec::new();
-        let args: RefCell<Vec<Box<dyn rusqlite::ToSql>>> = RefCell::new(Vec::new());
-        let arg = |v: Box<dyn rusqlite::ToSql>| {
-            let mut args = args.borrow_mut();
-            args.push(v);
-            format!("?{}", args.len())
-        };
-        if !q.statuses.is_empty() {
-            let list: Vec<String> = q
-                .statuses
-                .iter()
-                .map(|s| arg(Box::new(s.as_str())))
-                .collect();
+        let mut hints = PageHints::default();
+        if !q.statuses.is_empty() && q.sort != SortKey::Store {
             // When the filter keeps many tasks, reading the order's index
             // and skipping the others finds a page after a few rows, where
             // the status index would sort every match first: `+status`
@@ -534,99 +487,47 @@ impl Transaction for SqlTxn<'_> {
             let matches: usize = q.statuses.iter().map(|s| counts.get(*s)).sum();
             let dense = matches.saturating_mul(20) >= counts.total();
             let single_by_update = q.statuses.len() == 1 && q.sort == SortKey::Updated;
-            let column = if dense && !single_by_update && q.sort != SortKey::Store {
-                "+status"
-            } else {
-                "status"
-            };
-            clauses.push(format!("{column} IN ({})", list.join(", ")));
+            hints.status_unindexed = dense && !single_by_update;
         }
-        if let Some(after) = &q.after {
-            let anchor = self
-                .conn
-                .prepare_cached(
-                    "SELECT seq, updated_at, created_at, title FROM tasks WHERE task_id = ?1",
-                )
-                .and_then(|mut s| {
-                    s.query_row([after], |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, Option<String>>(1)?,
-                            r.get::<_, Option<String>>(2)?,
-                            r.get::<_, Option<String>>(3)?,
-                        ))
+        let anchor = match &q.after {
+            Some(after) => {
+                let a = sql::anchor(Dialect::SQLITE, after);
+                self.conn
+                    .prepare_cached(&a.text)
+                    .and_then(|mut s| {
+                        s.query_row(bind(&a.params).as_slice(), |r| {
+                            Ok(Anchor {
+                                seq: r.get(0)?,
+                                updated_at: r.get(1)?,
+                                created_at: r.get(2)?,
+                                title: r.get(3)?,
+                            })
+                        })
+                        .optional()
                     })
-                    .optional()
-                })
-                .map_err(self.err("find the page's anchor"))?;
-            // Rows after the anchor in each order (see `query::compare`);
-            // an anchor that is not in the store starts from the beginning
-            // (in `Id` order: where it would stand). Every order but the
-            // store's is (column, task_id) with NULL first, walked forwards
-            // or backwards (`Updated` is that order backwards).
-            let id = || arg(Box::new(after.clone()));
-            let lt = if q.descending { "<" } else { ">" };
-            let clause = match (q.sort, anchor) {
-                (SortKey::Id, _) => Some(format!("task_id {lt} {}", id())),
-                (_, None) => None,
-                (SortKey::Store, Some((seq, ..))) => Some(format!("seq {lt} {seq}")),
-                (SortKey::Updated, Some((_, updated, ..))) => {
-                    Some(after_in("updated_at", updated, id(), !q.descending, &arg))
-                }
-                (SortKey::Created, Some((_, _, created, _))) => {
-                    Some(after_in("created_at", created, id(), q.descending, &arg))
-                }
-                (SortKey::Title, Some((.., title))) => {
-                    Some(after_in("title", title, id(), q.descending, &arg))
-                }
-            };
-            clauses.extend(clause);
-        }
-        if !q.kinds.is_empty() {
-            let list: Vec<String> = q.kinds.iter().map(|k| arg(Box::new(k.clone()))).collect();
-            clauses.push(format!("kind IN ({})", list.join(", ")));
-        }
-        if let Some(text) = q.text.as_deref().filter(|t| !t.is_empty()) {
-            // LIKE matches ASCII letters regardless of case and every other
-            // character exactly, as `query::text_matches` does.
-            let pattern = arg(Box::new(query::like_pattern(text)));
-            clauses.push(format!(
-                "(task_id LIKE {pattern} ESCAPE '\\' OR title LIKE {pattern} ESCAPE '\\' \
-                 OR idempotency_key LIKE {pattern} ESCAPE '\\' \
-                 OR status_message LIKE {pattern} ESCAPE '\\' OR status LIKE {pattern} ESCAPE '\\')"
-            ));
-        }
-        let backwards = q.descending != (q.sort == SortKey::Updated);
-        let dir = if backwards { "DESC" } else { "" };
-        let order = match q.sort {
-            SortKey::Store => format!("seq {dir}"),
-            // NULL is the smallest value: first forwards, last backwards.
-            SortKey::Updated => format!("updated_at {dir}, task_id {dir}"),
-            SortKey::Created => format!("created_at {dir}, task_id {dir}"),
-            SortKey::Title => format!("title {dir}, task_id {dir}"),
-            SortKey::Id => format!("task_id {dir}"),
+                    .map_err(self.err("find the page's anchor"))?
+            }
+            None => None,
         };
-        let filter = if clauses.is_empty() {
-            String::new()
-        } else {
-            format!("WHERE {}", clauses.join(" AND "))
-        };
-        let limit = q.limit.map_or(-1, |l| l.min(i64::MAX as usize) as i64);
-        let sql = format!("SELECT task_id, doc FROM tasks {filter} ORDER BY {order} LIMIT {limit}");
-        let mut stmt = self
-            .conn
-            .prepare_cached(&sql)
-            .map_err(self.err("read a page of tasks"))?;
-        let args = args.into_inner();
-        let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| a.as_ref()).collect();
-        let mut rows = stmt
-            .query(params.as_slice())
-            .map_err(self.err("read a page of tasks"))?;
         let mut tasks = Vec::new();
-        while let Some(row) = rows.next().map_err(self.err("read a page of tasks"))? {
-            let id: String = row.get(0).map_err(self.err("read a page of tasks"))?;
-            let doc: String = row.get(1).map_err(self.err("read a page of tasks"))?;
-            tasks.push(self.parse(&id, &doc)?);
+        for segment in sql::page(Dialect::SQLITE, q, anchor.as_ref(), hints) {
+            let left = q.limit.map(|l| l.saturating_sub(tasks.len()));
+            if left == Some(0) {
+                break;
+            }
+            let s = segment.sql(left);
+            let mut stmt = self
+                .conn
+                .prepare_cached(&s.text)
+                .map_err(self.err("read a page of tasks"))?;
+            let mut rows = stmt
+                .query(bind(&s.params).as_slice())
+                .map_err(self.err("read a page of tasks"))?;
+            while let Some(row) = rows.next().map_err(self.err("read a page of tasks"))? {
+                let id: String = row.get(0).map_err(self.err("read a page of tasks"))?;
+                let doc: String = row.get(1).map_err(self.err("read a page of tasks"))?;
+                tasks.push(self.parse(&id, &doc)?);
+            }
         }
         Ok(tasks)
     }
