@@ -1,4 +1,4 @@
-//! The worker API (src/worker, docs/workers.md) on every backend: `next`
+//! The worker API (crates/store/src/worker, docs/workers.md) on every backend: `next`
 //! on the change feed and its timeout, lease renewal, `Stop::Cancelled`
 //! from a renewal, the lease given back on drop, ask and wait, a killed
 //! worker process resumed by another, the async form, `Store::connect`.

@@ -1,6 +1,6 @@
 //! Tasks whose strings make a boundary scanner stumble, for the property
 //! tests of the readers that find tasks in a file without parsing it whole
-//! (src/store/stream.rs, src/store/file_rows.rs).
+//! (stream.rs, file_rows.rs).
 
 use proptest::prelude::*;
 use serde_json::json;
