@@ -1009,6 +1009,9 @@ fn racing_refusal(e: &StoreError) -> bool {
             | StoreError::LeaseLost { .. }
             | StoreError::StaleRevision { .. }
             | StoreError::InvalidInput { .. }
+            // A create again with the key of a task the mutator asked a
+            // question of: the existing task's schema differs from none.
+            | StoreError::IdempotencyConflict { .. }
     )
 }
 
