@@ -26,23 +26,21 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(with_tips(e, &args)),
     };
     let json = cli.command.as_ref().is_some_and(wants_json);
-    // The store reads them when it opens; a typo must not silently mean
-    // the default.
-    let lock_timeout = env_check(rudder::store::LOCK_TIMEOUT_VAR, |t| {
-        rudder::store::parse_lock_timeout(t).map(drop)
-    });
-    let max_bytes = env_check("RUDDER_MAX_STORE_BYTES", |t| {
-        rudder::store::parse_max_bytes(t)
-            .map(drop)
-            .map_err(|e| e.to_string())
-    });
-    if let Some((variable, message)) = lock_timeout.or(max_bytes) {
-        if json {
-            report_json(&environment_error_json(variable, &message), EXIT_USAGE);
-        } else {
-            note(&format!("rudder: {variable}: {message}"));
+    // The store's settings, read once here and used by every store this
+    // process opens; a typo must not silently mean the default.
+    match rudder::store::Settings::from_env() {
+        Ok(settings) => {
+            // Nothing has read them yet: this is the first and only time.
+            let _ = settings.set_for_process();
         }
-        return ExitCode::from(EXIT_USAGE as u8);
+        Err(e) => {
+            if json {
+                report_json(&environment_error_json(e.variable, &e.message), EXIT_USAGE);
+            } else {
+                note(&format!("rudder: {e}"));
+            }
+            return ExitCode::from(EXIT_USAGE as u8);
+        }
     }
     match cli.command {
         Some(Command::Completions(a)) => {
@@ -134,16 +132,6 @@ fn main() -> ExitCode {
             ExitCode::from(exit::interactive_exit_code(&e) as u8)
         }
     }
-}
-
-/// `Some((variable, why))` if the environment variable is set to a value
-/// `parse` refuses.
-fn env_check(
-    variable: &'static str,
-    parse: impl FnOnce(&str) -> Result<(), String>,
-) -> Option<(&'static str, String)> {
-    let text = std::env::var_os(variable)?;
-    parse(&text.to_string_lossy()).err().map(|e| (variable, e))
 }
 
 /// Write a generated completion script or manual page to stdout.

@@ -429,7 +429,7 @@ async fn more_changes_at_once_than_a_batch_are_a_reset_once() {
             for i in 0..=MAX_BATCH {
                 let mut t = rudder::task::Task::new(format!("bulk-{i}"), Status::Working);
                 t.revision = 1;
-                txn.insert(t);
+                txn.insert(t)?;
             }
             Ok(true)
         })

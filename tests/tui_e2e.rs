@@ -461,7 +461,7 @@ fn a_large_sqlite_store_is_paged() {
                 t.created_at = Some(base + chrono::TimeDelta::seconds(i as i64));
                 t.updated_at = t.created_at;
                 t.revision = 1;
-                txn.insert(t);
+                txn.insert(t)?;
             }
             Ok(true)
         })

@@ -127,7 +127,7 @@ pub fn sqlite_fixture(n: usize) -> (PathBuf, String) {
                 .backend()
                 .transaction(&mut |txn| {
                     for i in start..(start + 10_000).min(n) {
-                        txn.insert(task(i, n, now));
+                        txn.insert(task(i, n, now))?;
                     }
                     Ok(true)
                 })

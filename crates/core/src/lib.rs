@@ -18,6 +18,7 @@ pub mod pending;
 pub mod query;
 mod report;
 pub mod retention;
+pub mod settings;
 pub mod shared;
 mod txn;
 pub mod url;
@@ -41,6 +42,9 @@ pub use limits::{MAX_VALUE_DEPTH, RESERVED_KEY, check_value};
 pub use lock_timeout::{LOCK_TIMEOUT_VAR, MAX_LOCK_TIMEOUT, parse_lock_timeout};
 pub use query::{PageQuery, SortKey, StatusCounts};
 pub use report::{PruneReport, Pruned, ReclaimReport, Reclaimed, Skipped, human_duration, ms};
+pub use settings::{
+    MAX_STORE_BYTES, MAX_STORE_BYTES_VAR, Settings, SettingsError, parse_max_bytes,
+};
 pub use shared::{ChangeLog, CopyCounts, NewerInStore, RecordedChange};
 pub use txn::Transaction;
 pub use url::{StoreUrl, UrlError};
@@ -116,7 +120,7 @@ pub trait Backend: Send + Sync {
         f: &mut dyn FnMut(&mut TaskMap) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
         self.transaction(&mut |txn| {
-            let ids: Vec<String> = txn.ids().map(str::to_string).collect();
+            let ids: Vec<String> = txn.ids()?.map(str::to_string).collect();
             let mut tasks = TaskMap::with_capacity(ids.len());
             for id in ids {
                 // Gone since the listing (another machine pruned it, on a
@@ -129,9 +133,9 @@ pub trait Backend: Send + Sync {
             if !f(&mut tasks)? {
                 return Ok(false);
             }
-            txn.clear();
+            txn.clear()?;
             for task in tasks.into_values() {
-                txn.insert(task);
+                txn.insert(task)?;
             }
             Ok(true)
         })
@@ -432,7 +436,7 @@ impl<B: Backend> Store<B> {
                 at: now,
                 note: Some("created".into()),
             });
-            tasks.insert(task.clone());
+            tasks.insert(task.clone())?;
             Ok((
                 Outcome {
                     change: Change::Applied,
@@ -741,7 +745,7 @@ impl<B: Backend> Store<B> {
                 let found = tasks.prunable(now, older_than)?;
                 let report = report::plan_prune(found.iter().map(|t| t.summary()), older_than, now);
                 for p in &report.removed {
-                    tasks.remove(&p.task_id);
+                    tasks.remove(&p.task_id)?;
                 }
                 let write = !report.removed.is_empty();
                 Ok((report, write))
@@ -771,7 +775,7 @@ impl<B: Backend> Store<B> {
                     };
                     let again = report::plan_prune([Summary::of(&task)], older_than, now);
                     if let Some(pruned) = again.removed.into_iter().next() {
-                        tasks.remove(&pruned.task_id);
+                        tasks.remove(&pruned.task_id)?;
                         removed.push(pruned);
                     }
                 }

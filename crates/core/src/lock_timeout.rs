@@ -1,5 +1,6 @@
-//! `$RUDDER_LOCK_TIMEOUT`: how long a writer waits for the store lock, read
-//! and bounded here once for every backend and for the CLI's check.
+//! `$RUDDER_LOCK_TIMEOUT`: how long a writer waits for the store lock,
+//! parsed and bounded here for every backend (read from the environment
+//! once, by [`crate::settings`]).
 //!
 //! The bound is what every backend can honour: SQLite takes its busy
 //! timeout in milliseconds as a C `int` (rusqlite panics past about 24.8
@@ -7,8 +8,6 @@
 //! values. A day is already far longer than any writer should wait.
 
 use std::time::Duration;
-
-use super::DEFAULT_LOCK_TIMEOUT;
 
 /// The longest lock timeout rudder accepts.
 pub const MAX_LOCK_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
@@ -26,16 +25,6 @@ pub fn parse_lock_timeout(text: &str) -> Result<Duration, String> {
         ));
     }
     Ok(d)
-}
-
-/// The lock timeout `$RUDDER_LOCK_TIMEOUT` sets, else the default (30 s).
-/// An invalid value also means the default here: the CLI refuses it with a
-/// usage error before any store is opened.
-pub fn lock_timeout_from_env() -> Duration {
-    std::env::var(LOCK_TIMEOUT_VAR)
-        .ok()
-        .and_then(|t| parse_lock_timeout(&t).ok())
-        .unwrap_or(DEFAULT_LOCK_TIMEOUT)
 }
 
 /// A lock timeout a library caller chose, brought within what every

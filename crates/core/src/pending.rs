@@ -38,8 +38,6 @@ pub struct Pending<B> {
     /// Every task's summary, for the whole-store iterators (which the
     /// policy does not use: they exist for callers that want everything).
     all: OnceCell<Vec<SummaryBuf>>,
-    /// An error met where the trait cannot return one; reported at flush.
-    deferred: RefCell<Option<StoreError>>,
 }
 
 impl<B> Default for Pending<B> {
@@ -53,22 +51,12 @@ impl<B> Pending<B> {
         Pending {
             changes: RefCell::new(IndexMap::new()),
             all: OnceCell::new(),
-            deferred: RefCell::new(None),
         }
     }
 
-    /// Keep `e` (the first one only) for the next flush to report.
-    pub fn defer(&self, e: StoreError) {
-        self.deferred.borrow_mut().get_or_insert(e);
-    }
-
-    /// The changes to write out, oldest first, leaving none; or the error
-    /// deferred since the last flush, which stops the write.
-    pub fn take(&self) -> Result<IndexMap<String, Change<B>>, StoreError> {
-        if let Some(e) = self.deferred.borrow_mut().take() {
-            return Err(e);
-        }
-        Ok(std::mem::take(&mut *self.changes.borrow_mut()))
+    /// The changes to write out, oldest first, leaving none.
+    pub fn take(&self) -> IndexMap<String, Change<B>> {
+        std::mem::take(&mut *self.changes.borrow_mut())
     }
 
     /// Whether this transaction put (`Some(true)`) or deleted
@@ -121,10 +109,9 @@ pub trait Database {
     fn delete(&self, id: &str, before: &Self::Before) -> Result<(), StoreError>;
 }
 
-/// Write out every pending change, oldest first; or report the error
-/// deferred since the last flush, writing nothing.
+/// Write out every pending change, oldest first.
 pub fn flush<D: Database + ?Sized>(db: &D) -> Result<(), StoreError> {
-    for (id, change) in db.pending().take()? {
+    for (id, change) in db.pending().take() {
         match change {
             Change::Put { task, before } => db.put(&id, &task, before.as_ref())?,
             Change::Delete { before } => db.delete(&id, &before)?,
@@ -152,36 +139,39 @@ pub fn encode<D: Database + ?Sized>(db: &D, task: &Task) -> Result<String, Store
     })
 }
 
-/// Every task's summary, read once until the next change; an error is
-/// deferred (the iterators cannot return one) and reads as no tasks.
-pub fn all<D: Database + ?Sized>(db: &D) -> &[SummaryBuf] {
+/// Every task's summary, read once until the next change.
+pub fn all<D: Database + ?Sized>(db: &D) -> Result<&[SummaryBuf], StoreError> {
     let cache = &db.pending().all;
-    if cache.get().is_none() {
-        let all = db.read_summaries().unwrap_or_else(|e| {
-            db.pending().defer(e);
-            Vec::new()
-        });
-        let _ = cache.set(all);
+    if let Some(all) = cache.get() {
+        return Ok(all);
     }
-    cache.get().expect("set above")
+    let all = db.read_summaries()?;
+    Ok(cache.get_or_init(|| all))
 }
 
 /// [`Transaction::ids`](crate::Transaction::ids).
-pub fn ids<D: Database + ?Sized>(db: &D) -> Box<dyn Iterator<Item = &str> + '_> {
-    Box::new(all(db).iter().map(|t| t.task_id.as_str()))
+pub fn ids<D: Database + ?Sized>(
+    db: &D,
+) -> Result<Box<dyn Iterator<Item = &str> + '_>, StoreError> {
+    Ok(Box::new(all(db)?.iter().map(|t| t.task_id.as_str())))
 }
 
 /// [`Transaction::summaries`](crate::Transaction::summaries).
-pub fn summaries<D: Database + ?Sized>(db: &D) -> Box<dyn Iterator<Item = Summary<'_>> + '_> {
-    Box::new(all(db).iter().map(SummaryBuf::summary))
+pub fn summaries<D: Database + ?Sized>(
+    db: &D,
+) -> Result<Box<dyn Iterator<Item = Summary<'_>> + '_>, StoreError> {
+    Ok(Box::new(all(db)?.iter().map(SummaryBuf::summary)))
 }
 
 /// [`Transaction::summary`](crate::Transaction::summary).
-pub fn summary<'a, D: Database + ?Sized>(db: &'a D, id: &str) -> Option<Summary<'a>> {
-    all(db)
+pub fn summary<'a, D: Database + ?Sized>(
+    db: &'a D,
+    id: &str,
+) -> Result<Option<Summary<'a>>, StoreError> {
+    Ok(all(db)?
         .iter()
         .find(|t| t.task_id == id)
-        .map(SummaryBuf::summary)
+        .map(SummaryBuf::summary))
 }
 
 /// [`Transaction::contains`](crate::Transaction::contains).
@@ -237,32 +227,25 @@ pub fn get_mut<'a, D: Database + ?Sized>(
 
 /// What the database held of `id` before this transaction, taking out
 /// the change this transaction made to it, if any: whether that change
-/// was a removal, and the row read before. `Err(())`: the read failed, and
-/// its error is deferred.
+/// was a removal, and the row read before. A failed read changes nothing.
 fn take_before<D: Database + ?Sized>(
     db: &mut D,
     id: &str,
-) -> Result<(bool, Option<D::Before>), ()> {
+) -> Result<(bool, Option<D::Before>), StoreError> {
+    if !db.pending_mut().changing().contains_key(id) {
+        return Ok((false, db.read(id)?.map(|(_, b)| b)));
+    }
     match db.pending_mut().changing().shift_remove(id) {
         Some(Change::Put { before, .. }) => Ok((false, before)),
         Some(Change::Delete { before }) => Ok((true, Some(before))),
-        None => match db.read(id) {
-            Ok(row) => Ok((false, row.map(|(_, b)| b))),
-            Err(e) => {
-                db.pending().defer(e);
-                Err(())
-            }
-        },
+        None => Ok((false, None)),
     }
 }
 
-/// [`Transaction::insert`](crate::Transaction::insert): a failed
-/// read is deferred and the task not inserted.
-pub fn insert<D: Database + ?Sized>(db: &mut D, task: Task) {
+/// [`Transaction::insert`](crate::Transaction::insert).
+pub fn insert<D: Database + ?Sized>(db: &mut D, task: Task) -> Result<(), StoreError> {
     let id = task.task_id.clone();
-    let Ok((_, before)) = take_before(db, &id) else {
-        return;
-    };
+    let (_, before) = take_before(db, &id)?;
     db.pending_mut().changing().insert(
         id,
         Change::Put {
@@ -270,14 +253,12 @@ pub fn insert<D: Database + ?Sized>(db: &mut D, task: Task) {
             before,
         },
     );
+    Ok(())
 }
 
-/// [`Transaction::remove`](crate::Transaction::remove): a failed
-/// read is deferred and reads as no task.
-pub fn remove<D: Database + ?Sized>(db: &mut D, id: &str) -> bool {
-    let Ok((removed, before)) = take_before(db, id) else {
-        return false;
-    };
+/// [`Transaction::remove`](crate::Transaction::remove).
+pub fn remove<D: Database + ?Sized>(db: &mut D, id: &str) -> Result<bool, StoreError> {
+    let (removed, before) = take_before(db, id)?;
     // Without `before` the task was added in this transaction and never
     // written: nothing to undo. A task removed already stays removed.
     if let Some(before) = before {
@@ -285,15 +266,16 @@ pub fn remove<D: Database + ?Sized>(db: &mut D, id: &str) -> bool {
             .changing()
             .insert(id.to_string(), Change::Delete { before });
     }
-    !removed
+    Ok(!removed)
 }
 
 /// [`Transaction::clear`](crate::Transaction::clear).
-pub fn clear<D: Database + ?Sized>(db: &mut D) {
-    let ids: Vec<String> = all(db).iter().map(|t| t.task_id.clone()).collect();
+pub fn clear<D: Database + ?Sized>(db: &mut D) -> Result<(), StoreError> {
+    let ids: Vec<String> = all(db)?.iter().map(|t| t.task_id.clone()).collect();
     for id in ids {
-        remove(db, &id);
+        remove(db, &id)?;
     }
+    Ok(())
 }
 
 /// The [`Transaction`](crate::Transaction) methods a database
@@ -306,7 +288,7 @@ macro_rules! transaction_methods {
             Ok(self.counts()?.total())
         }
 
-        fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_> {
+        fn ids(&self) -> Result<Box<dyn Iterator<Item = &str> + '_>, $crate::StoreError> {
             $crate::pending::ids(self)
         }
 
@@ -314,11 +296,13 @@ macro_rules! transaction_methods {
             $crate::pending::contains(self, id)
         }
 
-        fn summaries(&self) -> Box<dyn Iterator<Item = $crate::Summary<'_>> + '_> {
+        fn summaries(
+            &self,
+        ) -> Result<Box<dyn Iterator<Item = $crate::Summary<'_>> + '_>, $crate::StoreError> {
             $crate::pending::summaries(self)
         }
 
-        fn summary(&self, id: &str) -> Option<$crate::Summary<'_>> {
+        fn summary(&self, id: &str) -> Result<Option<$crate::Summary<'_>>, $crate::StoreError> {
             $crate::pending::summary(self, id)
         }
 
@@ -340,15 +324,15 @@ macro_rules! transaction_methods {
             $crate::pending::get_mut(self, id)
         }
 
-        fn insert(&mut self, task: $crate::model::task::Task) {
+        fn insert(&mut self, task: $crate::model::task::Task) -> Result<(), $crate::StoreError> {
             $crate::pending::insert(self, task)
         }
 
-        fn remove(&mut self, id: &str) -> bool {
+        fn remove(&mut self, id: &str) -> Result<bool, $crate::StoreError> {
             $crate::pending::remove(self, id)
         }
 
-        fn clear(&mut self) {
+        fn clear(&mut self) -> Result<(), $crate::StoreError> {
             $crate::pending::clear(self)
         }
     };
@@ -424,6 +408,9 @@ mod tests {
             Ok(self.rows.borrow().contains_key(id))
         }
         fn read_summaries(&self) -> Result<Vec<SummaryBuf>, StoreError> {
+            if self.fail_reads {
+                return Err(Self::failure());
+            }
             // As the backends' queries do: the changes are written out first.
             flush(self)?;
             let rows = self.rows.borrow();
@@ -465,8 +452,8 @@ mod tests {
     #[test]
     fn reads_see_the_changes_before_they_are_written() {
         let mut db = Memory::with(&[A]);
-        insert(&mut db, Task::new(B, Status::Completed));
-        assert!(remove(&mut db, A));
+        insert(&mut db, Task::new(B, Status::Completed)).unwrap();
+        assert!(remove(&mut db, A).unwrap());
         assert!(matches!(contains(&db, B), Ok(true)) && matches!(contains(&db, A), Ok(false)));
         assert_eq!(
             get(&db, B).unwrap().map(|t| t.status),
@@ -507,13 +494,13 @@ mod tests {
     #[test]
     fn a_removal_stays_and_a_new_task_removed_writes_nothing() {
         let mut db = Memory::with(&[A]);
-        assert!(remove(&mut db, A));
-        assert!(!remove(&mut db, A), "removed already");
+        assert!(remove(&mut db, A).unwrap());
+        assert!(!remove(&mut db, A).unwrap(), "removed already");
         assert_eq!(get_mut(&mut db, A).unwrap(), None);
-        insert(&mut db, Task::new(B, Status::Working));
-        assert!(remove(&mut db, B));
+        insert(&mut db, Task::new(B, Status::Working)).unwrap();
+        assert!(remove(&mut db, B).unwrap());
         // Put back after its removal: written on condition of the row read.
-        insert(&mut db, Task::new(A, Status::Failed));
+        insert(&mut db, Task::new(A, Status::Failed)).unwrap();
         flush(&db).unwrap();
         assert_eq!(*db.writes.borrow(), [(A.to_string(), Some(7), true)]);
     }
@@ -521,32 +508,34 @@ mod tests {
     #[test]
     fn the_summaries_are_read_again_after_a_change() {
         let mut db = Memory::with(&[A]);
-        assert_eq!(ids(&db).collect::<Vec<_>>(), [A]);
-        insert(&mut db, Task::new(B, Status::Working));
+        assert_eq!(ids(&db).unwrap().collect::<Vec<_>>(), [A]);
+        insert(&mut db, Task::new(B, Status::Working)).unwrap();
         // Reading them writes the change out, without a borrow conflict.
-        assert_eq!(ids(&db).collect::<Vec<_>>(), [A, B]);
-        assert_eq!(summary(&db, B).map(|s| s.status), Some(Status::Working));
-        clear(&mut db);
-        assert_eq!(ids(&db).count(), 0);
+        assert_eq!(ids(&db).unwrap().collect::<Vec<_>>(), [A, B]);
+        assert_eq!(
+            summary(&db, B).unwrap().map(|s| s.status),
+            Some(Status::Working)
+        );
+        clear(&mut db).unwrap();
+        assert_eq!(ids(&db).unwrap().count(), 0);
         assert!(db.rows.borrow().is_empty());
     }
 
     #[test]
-    fn a_failed_read_is_reported_at_the_flush_and_stops_it() {
+    fn a_failed_read_is_an_error_at_once_and_changes_nothing() {
         let mut db = Memory::with(&[A]);
         db.fail_reads = true;
-        insert(&mut db, Task::new(B, Status::Working));
-        // A failed lookup says so at once; the insert's failed read is
-        // reported at the flush.
-        assert!(matches!(
-            contains(&db, A),
-            Err(StoreError::Database { message, .. }) if message == "the read failed"
-        ));
-        assert!(matches!(
-            flush(&db),
-            Err(StoreError::Database { message, .. }) if message == "the read failed"
-        ));
-        assert!(db.writes.borrow().is_empty());
+        let failed = |r: Result<(), StoreError>| matches!(r, Err(StoreError::Database { message, .. }) if message == "the read failed");
+        assert!(failed(insert(&mut db, Task::new(B, Status::Working))));
+        assert!(failed(remove(&mut db, A).map(|_| ())));
+        assert!(failed(contains(&db, A).map(|_| ())));
+        assert!(failed(ids(&db).map(|_| ())));
         assert_eq!(db.pending.holds(B), None, "the insert did not happen");
+        assert_eq!(db.pending.holds(A), None, "the removal did not happen");
+        // The reads work again: the transaction goes on from where it was.
+        db.fail_reads = false;
+        assert_eq!(ids(&db).unwrap().collect::<Vec<_>>(), [A]);
+        flush(&db).unwrap();
+        assert!(db.writes.borrow().is_empty());
     }
 }

@@ -24,20 +24,20 @@ pub trait Transaction {
         Ok(self.len()? == 0)
     }
     /// Every task id, in store order.
-    fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_>;
+    fn ids(&self) -> Result<Box<dyn Iterator<Item = &str> + '_>, StoreError>;
     /// Whether there is a task `id` (a database says so from a query,
     /// which can fail).
     fn contains(&self, id: &str) -> Result<bool, StoreError>;
     /// What the scans need of every task, in store order.
-    fn summaries(&self) -> Box<dyn Iterator<Item = Summary<'_>> + '_>;
+    fn summaries(&self) -> Result<Box<dyn Iterator<Item = Summary<'_>> + '_>, StoreError>;
     /// What the scans need of the task `id`.
-    fn summary(&self, id: &str) -> Option<Summary<'_>>;
+    fn summary(&self, id: &str) -> Result<Option<Summary<'_>>, StoreError>;
     /// The task `id` in full.
     fn get(&self, id: &str) -> Result<Option<Task>, StoreError>;
     /// Every task whose summary `keep` accepts, in full, in store order.
     fn get_where(&self, keep: &dyn Fn(&Summary) -> bool) -> Result<Vec<Task>, StoreError> {
         let ids: Vec<&str> = self
-            .summaries()
+            .summaries()?
             .filter(|t| keep(t))
             .map(|t| t.task_id)
             .collect();
@@ -54,10 +54,11 @@ pub trait Transaction {
     fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError>;
     /// Add a task under its `task_id` (at the end), or replace the task with
     /// that id where it stands.
-    fn insert(&mut self, task: Task);
+    fn insert(&mut self, task: Task) -> Result<(), StoreError>;
     /// Remove the task `id`; whether there was one.
-    fn remove(&mut self, id: &str) -> bool;
-    fn clear(&mut self);
+    fn remove(&mut self, id: &str) -> Result<bool, StoreError>;
+    /// Remove every task.
+    fn clear(&mut self) -> Result<(), StoreError>;
 
     // The indexed operations the policy uses. The defaults scan the
     // summaries (the JSON file backend); a database answers from its
@@ -66,14 +67,14 @@ pub trait Transaction {
     /// The id of the task created with idempotency key `key`.
     fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {
         Ok(self
-            .summaries()
+            .summaries()?
             .find(|t| t.idempotency_key == Some(key))
             .map(|t| t.task_id.to_string()))
     }
     /// At most `limit` ids that start with `prefix`, in any order.
     fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError> {
         Ok(self
-            .ids()
+            .ids()?
             .filter(|k| k.starts_with(prefix))
             .take(limit)
             .map(str::to_string)
@@ -91,7 +92,7 @@ pub trait Transaction {
         wanted: &dyn Fn(&Summary) -> bool,
     ) -> Result<Option<String>, StoreError> {
         Ok(self
-            .summaries()
+            .summaries()?
             .find(|t| query::claimable(t, now) && query::wants_kind(kinds, t.kind) && wanted(t))
             .map(|t| t.task_id.to_string()))
     }
@@ -99,7 +100,7 @@ pub trait Transaction {
     /// those [`query::reclaim_candidate`] accepts).
     fn stale(&self, now: DateTime<Utc>, older_than: Duration) -> Result<Stale, StoreError> {
         let mut stale = Stale::default();
-        for t in self.summaries().filter(|t| !t.status.is_terminal()) {
+        for t in self.summaries()?.filter(|t| !t.status.is_terminal()) {
             stale.unfinished += 1;
             if query::reclaim_candidate(&t, now, older_than) {
                 stale.candidates.push(SummaryBuf::of(&t));
@@ -115,7 +116,7 @@ pub trait Transaction {
         older_than: Duration,
     ) -> Result<Vec<SummaryBuf>, StoreError> {
         Ok(self
-            .summaries()
+            .summaries()?
             .filter(|t| query::prune_candidate(t, now, older_than))
             .map(|t| SummaryBuf::of(&t))
             .collect())
@@ -133,7 +134,7 @@ pub trait Transaction {
     /// How many tasks have each status.
     fn counts(&self) -> Result<StatusCounts, StoreError> {
         let mut counts = StatusCounts::default();
-        for t in self.summaries() {
+        for t in self.summaries()? {
             *counts.0.entry(t.status).or_default() += 1;
         }
         Ok(counts)
@@ -141,7 +142,7 @@ pub trait Transaction {
     /// How many tasks are stalled at `now` ([`query::stalled`]: working,
     /// with a lease that lapsed), in the whole store.
     fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
-        Ok(self.summaries().filter(|t| query::stalled(t, now)).count())
+        Ok(self.summaries()?.filter(|t| query::stalled(t, now)).count())
     }
 }
 
@@ -149,17 +150,17 @@ impl Transaction for TaskMap {
     fn len(&self) -> Result<usize, StoreError> {
         Ok(IndexMap::len(self))
     }
-    fn ids(&self) -> Box<dyn Iterator<Item = &str> + '_> {
-        Box::new(self.keys().map(String::as_str))
+    fn ids(&self) -> Result<Box<dyn Iterator<Item = &str> + '_>, StoreError> {
+        Ok(Box::new(self.keys().map(String::as_str)))
     }
     fn contains(&self, id: &str) -> Result<bool, StoreError> {
         Ok(self.contains_key(id))
     }
-    fn summaries(&self) -> Box<dyn Iterator<Item = Summary<'_>> + '_> {
-        Box::new(self.values().map(Summary::of))
+    fn summaries(&self) -> Result<Box<dyn Iterator<Item = Summary<'_>> + '_>, StoreError> {
+        Ok(Box::new(self.values().map(Summary::of)))
     }
-    fn summary(&self, id: &str) -> Option<Summary<'_>> {
-        IndexMap::get(self, id).map(Summary::of)
+    fn summary(&self, id: &str) -> Result<Option<Summary<'_>>, StoreError> {
+        Ok(IndexMap::get(self, id).map(Summary::of))
     }
     fn get(&self, id: &str) -> Result<Option<Task>, StoreError> {
         Ok(IndexMap::get(self, id).cloned())
@@ -167,13 +168,15 @@ impl Transaction for TaskMap {
     fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError> {
         Ok(IndexMap::get_mut(self, id))
     }
-    fn insert(&mut self, task: Task) {
+    fn insert(&mut self, task: Task) -> Result<(), StoreError> {
         IndexMap::insert(self, task.task_id.clone(), task);
+        Ok(())
     }
-    fn remove(&mut self, id: &str) -> bool {
-        self.shift_remove(id).is_some()
+    fn remove(&mut self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.shift_remove(id).is_some())
     }
-    fn clear(&mut self) {
+    fn clear(&mut self) -> Result<(), StoreError> {
         IndexMap::clear(self);
+        Ok(())
     }
 }

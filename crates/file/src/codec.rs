@@ -8,9 +8,7 @@ use super::scan;
 use rudder_core::{Location, StoreError, index};
 use rudder_model::task::{Task, TaskMap};
 
-/// Files larger than this are refused instead of being read into memory.
-/// 10k tasks take about 5 MB; this leaves room for a hundred times that.
-pub const MAX_STORE_BYTES: u64 = 512 * 1024 * 1024;
+pub use rudder_core::settings::MAX_STORE_BYTES;
 
 /// Parse a store file and check that it is a valid store.
 ///

@@ -32,7 +32,7 @@ use super::txn::{Encoded, FileTxn};
 use rudder_core::index::TaskIndex;
 use rudder_core::limits;
 use rudder_core::{Backend, DEFAULT_LOCK_TIMEOUT, StoreError, Transaction};
-use rudder_core::{Location, human_bytes};
+use rudder_core::{Location, Settings, human_bytes};
 use rudder_model::task::{Status, TaskMap};
 
 /// What the change feed keeps of one task of the file between two reads:
@@ -105,10 +105,8 @@ impl std::fmt::Debug for FileBackend {
 }
 
 impl FileBackend {
-    /// The store at `path` on the real file system. The lock timeout is
-    /// `$RUDDER_LOCK_TIMEOUT` (a duration such as `5s`) when set, else 30 s;
-    /// `$RUDDER_MAX_STORE_BYTES` (a number of bytes) lowers the size limit
-    /// (see [`FileBackend::with_max_bytes`]).
+    /// The store at `path` on the real file system, with the default
+    /// [`Settings`] (see [`FileBackend::with_settings`]).
     pub fn new(path: impl Into<PathBuf>) -> Self {
         let path = path.into();
         let (target, unsafe_link) = match resolve_symlinks(&path) {
@@ -117,14 +115,16 @@ impl FileBackend {
         };
         let mut backend = FileBackend::build(path, target, Arc::new(RealFs));
         backend.unsafe_link = unsafe_link;
-        backend.lock_timeout = rudder_core::lock_timeout::lock_timeout_from_env();
-        if let Some(n) = std::env::var("RUDDER_MAX_STORE_BYTES")
-            .ok()
-            .and_then(|n| parse_max_bytes(&n).ok())
-        {
-            backend = backend.with_max_bytes(n);
-        }
         backend
+    }
+
+    /// The lock timeout and size limit of `settings`.
+    pub fn with_settings(self, settings: &Settings) -> Self {
+        let backend = self.with_lock_timeout(settings.lock_timeout);
+        match settings.max_store_bytes {
+            Some(n) => backend.with_max_bytes(n),
+            None => backend,
+        }
     }
 
     /// The store at `path` on another file system (a simulated one in tests).
@@ -174,6 +174,11 @@ impl FileBackend {
     pub fn with_max_bytes(mut self, limit: u64) -> Self {
         self.max_bytes = limit.min(MAX_STORE_BYTES);
         self
+    }
+
+    /// How long a writer waits for the store lock.
+    pub fn lock_timeout(&self) -> Duration {
+        self.lock_timeout
     }
 
     /// The largest file this backend reads or writes.
@@ -342,7 +347,7 @@ impl FileBackend {
         let mut out = IndexMap::new();
         let existed = self.snapshot_existing(&mut |txn| {
             out = txn
-                .summaries()
+                .summaries()?
                 .map(|s| (s.task_id.to_string(), TaskDigest::of(&s)))
                 .collect();
             Ok(())
@@ -631,18 +636,6 @@ impl Backend for FileBackend {
                 ))
             )),
         ))
-    }
-}
-
-/// Read a size limit as `$RUDDER_MAX_STORE_BYTES` gives it: a number of
-/// bytes from 1 to [`MAX_STORE_BYTES`].
-pub fn parse_max_bytes(text: &str) -> Result<u64, String> {
-    match text.trim().parse::<u64>() {
-        Ok(n) if (1..=MAX_STORE_BYTES).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "expected a number of bytes from 1 to {MAX_STORE_BYTES} ({}), got {text:?}",
-            human_bytes(MAX_STORE_BYTES)
-        )),
     }
 }
 

@@ -17,8 +17,9 @@ mod txn;
 mod watch;
 
 pub use codec::{MAX_STORE_BYTES, decode, decode_whole, encode};
-pub use file::{FileBackend, TaskDigest, lock_name, parse_max_bytes, temp_name, temp_pid};
+pub use file::{FileBackend, TaskDigest, lock_name, temp_name, temp_pid};
 pub use file_rows::{FileRows, RowChange};
+pub use rudder_core::settings::parse_max_bytes;
 pub use stream::{FileStream, Revisions};
 pub use txn::check_quick_paths;
 pub use watch::FileSource;

@@ -60,6 +60,12 @@ impl FileSource {
         }
     }
 
+    /// The backend's lock timeout and size limit from `settings`.
+    pub fn with_settings(mut self, settings: &rudder_core::Settings) -> Self {
+        self.backend = self.backend.with_settings(settings);
+        self
+    }
+
     /// The feed of the whole file at `path` that also keeps `rows` up to
     /// date: they are read again before each event is sent, so a reader
     /// taking the event finds them as new as it.
@@ -83,7 +89,7 @@ impl FileSource {
             // A file a rudder writer wrote is searched for the task's key
             // line: nothing else is read.
             now = txn
-                .summary(id)
+                .summary(id)?
                 .map(|s| (id.to_string(), TaskDigest::of(&s)))
                 .into_iter()
                 .collect();

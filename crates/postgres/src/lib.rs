@@ -120,12 +120,11 @@ const READ_PATIENCE: Duration = Duration::from_secs(2);
 
 impl PostgresBackend {
     /// The database at `url`. Nothing is connected yet. The lock timeout is
-    /// `$RUDDER_LOCK_TIMEOUT` when set, else 30 s.
+    /// the default (30 s; see [`PostgresBackend::with_settings`]).
     pub fn new(url: PgUrl) -> Self {
-        let lock_timeout = rudder_core::lock_timeout::lock_timeout_from_env();
         PostgresBackend {
             url,
-            lock_timeout,
+            lock_timeout: rudder_core::DEFAULT_LOCK_TIMEOUT,
             retention: Retention::DEFAULT,
             conn: Mutex::new(None),
         }
@@ -141,6 +140,11 @@ impl PostgresBackend {
     /// How much of the change log writers keep.
     pub(crate) fn retention(&self) -> Retention {
         self.retention
+    }
+
+    /// The lock timeout of `settings`.
+    pub fn with_settings(self, settings: &rudder_core::Settings) -> Self {
+        self.with_lock_timeout(settings.lock_timeout)
     }
 
     /// Wait at most `timeout` to connect, for a statement or for a lock.

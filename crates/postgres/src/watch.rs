@@ -33,6 +33,12 @@ impl PostgresSource {
             reads: 0,
         }
     }
+
+    /// The backend's lock timeout from `settings`.
+    pub fn with_settings(mut self, settings: &rudder_core::Settings) -> Self {
+        self.backend = self.backend.with_settings(settings);
+        self
+    }
 }
 
 /// Stops the listener when dropped (it ends within a second).
@@ -47,7 +53,8 @@ impl Drop for Listening {
 impl FeedSource for PostgresSource {
     fn arm(&mut self, wake: Wake) -> Option<Box<dyn Send>> {
         let stopped = Arc::new(AtomicBool::new(false));
-        let listener = PostgresBackend::new(self.backend.url().clone());
+        let listener = PostgresBackend::new(self.backend.url().clone())
+            .with_lock_timeout(self.backend.lock_timeout());
         let stop = Arc::clone(&stopped);
         std::thread::spawn(move || {
             let alive = || !stop.load(Ordering::Relaxed);

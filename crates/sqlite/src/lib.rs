@@ -89,14 +89,14 @@ enum Mode {
 
 impl SqliteBackend {
     /// The database at `path`. Nothing is opened or created yet. The lock
-    /// timeout is `$RUDDER_LOCK_TIMEOUT` when set, else 30 s.
+    /// timeout is the default (30 s; see [`SqliteBackend::with_settings`]).
     pub fn new(path: impl Into<PathBuf>) -> Self {
         let path: PathBuf = path.into();
         let lock_path =
             path.with_file_name(rudder_file::lock_name(path.file_name().unwrap_or_default()));
         SqliteBackend {
             path,
-            lock_timeout: rudder_core::lock_timeout::lock_timeout_from_env(),
+            lock_timeout: rudder_core::DEFAULT_LOCK_TIMEOUT,
             lock_path,
             conn: Mutex::new(None),
             retention: Retention::DEFAULT,
@@ -110,11 +110,21 @@ impl SqliteBackend {
         self
     }
 
+    /// The lock timeout of `settings`.
+    pub fn with_settings(self, settings: &rudder_core::Settings) -> Self {
+        self.with_lock_timeout(settings.lock_timeout)
+    }
+
     /// Wait at most `timeout` for another writer (default 30 s; at most
     /// [`MAX_LOCK_TIMEOUT`](rudder_core::MAX_LOCK_TIMEOUT)).
     pub fn with_lock_timeout(mut self, timeout: Duration) -> Self {
         self.lock_timeout = rudder_core::lock_timeout::bounded(timeout);
         self
+    }
+
+    /// How long a writer waits for another.
+    pub fn lock_timeout(&self) -> Duration {
+        self.lock_timeout
     }
 
     /// The sidecar lock file that rudder's writers of this store take turns

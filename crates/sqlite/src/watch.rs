@@ -31,6 +31,12 @@ impl SqliteSource {
             reads: 0,
         }
     }
+
+    /// The backend's lock timeout from `settings`.
+    pub fn with_settings(mut self, settings: &rudder_core::Settings) -> Self {
+        self.backend = self.backend.with_settings(settings);
+        self
+    }
 }
 
 impl FeedSource for SqliteSource {

@@ -4,7 +4,9 @@
 use std::ffi::OsStr;
 use std::path::Path;
 
-use rudder_core::{Backend, Location, Store, StoreError, StoreUrl, Transaction, UrlError};
+use rudder_core::{
+    Backend, Location, Settings, Store, StoreError, StoreUrl, Transaction, UrlError,
+};
 use rudder_model::task::TaskMap;
 
 #[cfg(feature = "file")]
@@ -50,16 +52,25 @@ impl AnyBackend {
         false
     }
 
-    /// The backend for `url`. Nothing is opened or created yet.
+    /// The backend for `url`, with the process's settings
+    /// ([`Settings::of_process`]). Nothing is opened or created yet.
     pub fn open(url: &StoreUrl) -> Self {
+        Self::open_with(url, &Settings::of_process())
+    }
+
+    /// The backend for `url`, with `settings`. Nothing is opened or
+    /// created yet.
+    pub fn open_with(url: &StoreUrl, settings: &Settings) -> Self {
+        #[allow(unused_variables)]
+        let s = settings;
         match url {
             #[cfg(feature = "file")]
-            StoreUrl::File(p) => AnyBackend::File(FileBackend::new(p)),
+            StoreUrl::File(p) => AnyBackend::File(FileBackend::new(p).with_settings(s)),
             #[cfg(feature = "sqlite")]
-            StoreUrl::Sqlite(p) => AnyBackend::Sqlite(SqliteBackend::new(p)),
+            StoreUrl::Sqlite(p) => AnyBackend::Sqlite(SqliteBackend::new(p).with_settings(s)),
             #[cfg(feature = "postgres")]
             StoreUrl::Postgres(u) => match rudder_postgres::config::check(u) {
-                Ok(()) => AnyBackend::Postgres(PostgresBackend::new(u.clone())),
+                Ok(()) => AnyBackend::Postgres(PostgresBackend::new(u.clone()).with_settings(s)),
                 Err(e) => AnyBackend::Unsupported(e),
             },
             #[allow(unreachable_patterns)]
@@ -171,6 +182,11 @@ pub trait Open: Sized {
     /// Open the store at `url`.
     fn open_url(url: &StoreUrl) -> Self;
 
+    /// Open the store at `url` with `settings` instead of the process's
+    /// ([`Settings::of_process`], which the others use: the environment's
+    /// `$RUDDER_LOCK_TIMEOUT` and `$RUDDER_MAX_STORE_BYTES`, read once).
+    fn open_with(url: &StoreUrl, settings: &Settings) -> Self;
+
     /// [`Open::open`], failing at once on a URL that cannot be opened
     /// (password redacted in the error).
     fn connect(url: impl AsRef<OsStr>) -> Result<Self, UrlError> {
@@ -189,5 +205,47 @@ impl Open for Store<AnyBackend> {
 
     fn open_url(url: &StoreUrl) -> Self {
         Store::with_backend(AnyBackend::open(url))
+    }
+
+    fn open_with(url: &StoreUrl, settings: &Settings) -> Self {
+        Store::with_backend(AnyBackend::open_with(url, settings))
+    }
+}
+
+#[cfg(all(test, feature = "file", feature = "sqlite", feature = "postgres"))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// What a caller passes is what each backend gets: no backend reads
+    /// the environment itself.
+    #[test]
+    fn each_backend_gets_the_settings_it_is_opened_with() {
+        let settings = Settings {
+            lock_timeout: Duration::from_millis(1234),
+            max_store_bytes: Some(4096),
+        };
+        let open = |url: &str| AnyBackend::open_with(&StoreUrl::parse(url).unwrap(), &settings);
+        match open("tasks.json") {
+            AnyBackend::File(b) => {
+                assert_eq!(b.lock_timeout(), settings.lock_timeout);
+                assert_eq!(b.max_bytes(), 4096);
+            }
+            other => panic!("{other:?}"),
+        }
+        match open("sqlite:tasks.db") {
+            AnyBackend::Sqlite(b) => assert_eq!(b.lock_timeout(), settings.lock_timeout),
+            other => panic!("{other:?}"),
+        }
+        match open("postgres://localhost/rudder") {
+            AnyBackend::Postgres(b) => assert_eq!(b.lock_timeout(), settings.lock_timeout),
+            other => panic!("{other:?}"),
+        }
+        // The defaults, without settings.
+        assert_eq!(
+            FileBackend::new("tasks.json").lock_timeout(),
+            rudder_core::DEFAULT_LOCK_TIMEOUT
+        );
     }
 }

@@ -241,11 +241,11 @@ fn write_checked(
                     ));
                 }
                 Some(_) => {
-                    dst.insert(task.clone());
+                    dst.insert(task.clone())?;
                     counts.updated += 1;
                 }
                 None => {
-                    dst.insert(task.clone());
+                    dst.insert(task.clone())?;
                     counts.copied += 1;
                 }
             }

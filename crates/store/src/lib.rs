@@ -34,8 +34,7 @@ pub type Store<B = AnyBackend> = rudder_core::Store<B>;
 
 #[cfg(feature = "file")]
 pub use rudder_file::{
-    self as file, FileBackend, FileRows, MAX_STORE_BYTES, RowChange, TaskDigest, decode, encode,
-    fs, parse_max_bytes,
+    self as file, FileBackend, FileRows, RowChange, TaskDigest, decode, encode, fs,
 };
 #[cfg(feature = "postgres")]
 pub use rudder_postgres::{self as postgres, PostgresBackend};

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use rudder_core::StoreUrl;
 pub use rudder_core::watch::*;
+use rudder_core::{Settings, StoreUrl};
 
 #[cfg(feature = "file")]
 pub use rudder_file::FileSource;
@@ -13,15 +13,31 @@ pub use rudder_postgres::PostgresSource;
 #[cfg(feature = "sqlite")]
 pub use rudder_sqlite::SqliteSource;
 
-/// The feed source of the store `url` names, or why there is none.
+/// The feed source of the store `url` names, with the process's settings
+/// ([`Settings::of_process`]), or why there is none.
 pub fn source(url: &StoreUrl, task: Option<String>) -> Result<Box<dyn FeedSource>, String> {
+    source_with(url, task, &Settings::of_process())
+}
+
+/// [`source`] with `settings`.
+pub fn source_with(
+    url: &StoreUrl,
+    task: Option<String>,
+    settings: &Settings,
+) -> Result<Box<dyn FeedSource>, String> {
+    #[allow(unused_variables)]
+    let s = settings;
     match url {
         #[cfg(feature = "file")]
-        StoreUrl::File(p) => Ok(Box::new(FileSource::new(p.clone(), task))),
+        StoreUrl::File(p) => Ok(Box::new(FileSource::new(p.clone(), task).with_settings(s))),
         #[cfg(feature = "sqlite")]
-        StoreUrl::Sqlite(p) => Ok(Box::new(SqliteSource::new(p.clone(), task))),
+        StoreUrl::Sqlite(p) => Ok(Box::new(
+            SqliteSource::new(p.clone(), task).with_settings(s),
+        )),
         #[cfg(feature = "postgres")]
-        StoreUrl::Postgres(u) => Ok(Box::new(PostgresSource::new(u.clone(), task))),
+        StoreUrl::Postgres(u) => Ok(Box::new(
+            PostgresSource::new(u.clone(), task).with_settings(s),
+        )),
         #[allow(unreachable_patterns)]
         other => Err(format!(
             "{other}: this build has no {} backend",
