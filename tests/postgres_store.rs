@@ -1621,3 +1621,46 @@ fn an_unknown_status_in_a_row_is_reported_as_corrupt() {
         }
     }
 }
+
+/// PostgreSQL's `text` cannot hold a NUL character. In a task's values
+/// (JSON's `\u0000`) and free text it is kept, through `copy`'s bulk path
+/// too; an identifier holding one is refused with what and why, nothing
+/// written.
+#[test]
+fn nul_characters_through_copy_and_in_identifiers() {
+    need_pg!();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tasks.json");
+    let text = r#"{
+  "n1": {"task_id": "n1", "status": "working", "revision": 1, "title": "a\u0000b", "status_message": "m\u0000", "kind": "diagnose", "request": {"x": "\u0000"}}
+}
+"#;
+    std::fs::write(&file, text).unwrap();
+    let url = pg::store_url();
+    let r = common::run_plain(&["copy", file.to_str().unwrap(), &url]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let store = Store::open(&url);
+    let task = store.get("n1").unwrap();
+    assert_eq!(task.title.as_deref(), Some("a\u{0}b"));
+    assert_eq!(task.status_message.as_deref(), Some("m\u{0}"));
+    assert_eq!(task.request, Some(serde_json::json!({"x": "\u{0}"})));
+    // The kind column is the writer's now: a claim by kind finds it.
+    let claimed = store
+        .claim_next("w", Duration::from_secs(60), &["diagnose".into()])
+        .unwrap();
+    assert_eq!(claimed.map(|t| t.task_id).as_deref(), Some("n1"));
+    let before = store.load().unwrap();
+    let e = store
+        .create(rudder::NewTask {
+            idempotency_key: Some("key\u{0}".into()),
+            ..rudder::NewTask::default()
+        })
+        .unwrap_err();
+    let message = e.to_string();
+    assert!(
+        message.contains("idempotency_key holds a NUL character")
+            && message.contains("nothing was written"),
+        "{message}"
+    );
+    assert_eq!(store.load().unwrap(), before);
+}

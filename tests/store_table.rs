@@ -1112,3 +1112,52 @@ fn prune_racing_every_mutation_once() {
     let left = setup.load().unwrap();
     assert!(left.values().all(|t| !t.status.is_terminal()), "{left:#?}");
 }
+
+/// A NUL character is a character like any other in a task's values and
+/// free text: JSON's `\u0000` in a request, input or result, and NUL in a
+/// title or message, kept and read back on every backend (PostgreSQL's
+/// `text` cannot hold one: only its own search columns show U+FFFD).
+#[test]
+fn nul_characters_in_values_and_text_are_kept() {
+    common::each_backend(nul_characters_once);
+}
+
+fn nul_characters_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = common::store_in(dir.path());
+    let store = Store::open(&path);
+    let nul = json!({"note": "a\u{0}b", "list": ["\u{0}"]});
+    let id = store
+        .create(NewTask {
+            title: Some("title\u{0}with nul".into()),
+            request: Some(nul.clone()),
+            input_schema: Some(s0()),
+            ..NewTask::default()
+        })
+        .unwrap()
+        .task
+        .task_id;
+    store
+        .provide_input(&id, json!({"service": "pay\u{0}ments"}), None)
+        .unwrap();
+    store
+        .heartbeat(&id, Some("still\u{0}here".into()), None, Actor::Anyone)
+        .unwrap();
+    store.complete(&id, nul.clone(), Actor::Anyone).unwrap();
+    let task = Store::open(&path).get(&id).unwrap();
+    assert_eq!(task.title.as_deref(), Some("title\u{0}with nul"));
+    assert_eq!(task.request.as_ref(), Some(&nul));
+    assert_eq!(task.result.as_ref(), Some(&nul));
+    assert_eq!(task.input_value, Some(json!({"service": "pay\u{0}ments"})));
+    assert_eq!(task.status_message.as_deref(), Some("still\u{0}here"));
+    // The list and its filters read such a task as any other. (The text
+    // filter finds what comes before the NUL: SQLite's `LIKE`, as its
+    // other string functions, ends a string there.)
+    let page = store
+        .page(&rudder::store::PageQuery {
+            text: Some("title".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(page.iter().map(|t| &t.task_id).collect::<Vec<_>>(), [&id]);
+}

@@ -18,7 +18,7 @@ use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::{ToSql, Type};
 
 use super::PostgresBackend;
-use super::txn::PgTxn;
+use super::txn::{Columns, PgTxn};
 use rudder_core::StoreError;
 use rudder_core::pending;
 use rudder_core::query::time_text;
@@ -32,11 +32,12 @@ const STAGE: &str = "CREATE TEMP TABLE IF NOT EXISTS rudder_copy_in (\
      idempotency_key text COLLATE \"C\", title text COLLATE \"C\", \
      created_at text COLLATE \"C\", updated_at text COLLATE \"C\", \
      claimed_by text COLLATE \"C\", lease_expires_at text COLLATE \"C\", \
-     ttl_ms int8, revision int8 NOT NULL, doc text NOT NULL) ON COMMIT DELETE ROWS";
+     ttl_ms int8, revision int8 NOT NULL, doc text NOT NULL, \
+     kind text COLLATE \"C\", status_message text COLLATE \"C\") ON COMMIT DELETE ROWS";
 
 /// The task columns, in the staging table's order after `ord`.
 const COLUMNS: &str = "task_id, status, idempotency_key, title, created_at, updated_at, \
-     claimed_by, lease_expires_at, ttl_ms, revision, doc";
+     claimed_by, lease_expires_at, ttl_ms, revision, doc, kind, status_message";
 
 impl PostgresBackend {
     /// Write `tasks` (in this order, new ones at the end of the store
@@ -123,7 +124,8 @@ fn copy_in(
             "UPDATE rudder_tasks t SET status = s.status, idempotency_key = s.idempotency_key, \
              title = s.title, created_at = s.created_at, updated_at = s.updated_at, \
              claimed_by = s.claimed_by, lease_expires_at = s.lease_expires_at, \
-             ttl_ms = s.ttl_ms, revision = s.revision, doc = s.doc \
+             ttl_ms = s.ttl_ms, revision = s.revision, doc = s.doc, kind = s.kind, \
+             status_message = s.status_message \
              FROM rudder_copy_in s WHERE t.task_id = s.task_id AND s.ord = ANY($1)",
             &[&ords],
             "update a task",
@@ -185,6 +187,8 @@ fn stage(txn: &PgTxn<'_>, tasks: &[Task], docs: &[String]) -> Result<(), StoreEr
         Type::INT8,
         Type::INT8,
         Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
     ];
     let mut writer = BinaryCopyInWriter::new(sink, &types);
     for (i, (task, doc)) in tasks.iter().zip(docs).enumerate() {
@@ -197,12 +201,13 @@ fn stage(txn: &PgTxn<'_>, tasks: &[Task], docs: &[String]) -> Result<(), StoreEr
         );
         let ttl = task.ttl_ms.map(to_i64);
         let revision = to_i64(task.revision);
-        let row: [&(dyn ToSql + Sync); 12] = [
+        let columns = Columns::of(txn, task)?;
+        let row: [&(dyn ToSql + Sync); 14] = [
             &ord,
             &task.task_id,
             &task.status.as_str(),
             &task.idempotency_key,
-            &task.title,
+            &columns.title,
             &created,
             &updated,
             &task.claimed_by,
@@ -210,6 +215,8 @@ fn stage(txn: &PgTxn<'_>, tasks: &[Task], docs: &[String]) -> Result<(), StoreEr
             &ttl,
             &revision,
             doc,
+            &task.kind,
+            &columns.status_message,
         ];
         writer
             .write(&row)

@@ -62,7 +62,13 @@ pub const CHANNEL: &str = "rudder_changes";
 /// every task already there), indexed by (status, kind, seq), so that a
 /// worker claiming tasks of one kind reads the working tasks of that kind
 /// in store order and never those of other kinds.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, KINDS];
+///
+/// [`WRITTEN`] makes `status_message` and `kind` columns the writers fill
+/// instead of generated ones: PostgreSQL's `->>` decodes every string of
+/// the document on the way, and refuses a `\u0000` anywhere in it (a
+/// JSON value may hold one, and the other backends keep it), so a task
+/// whose request held a NUL character could not be written.
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, KINDS, WRITTEN];
 
 const V1: &str = r#"
 CREATE TABLE rudder_tasks (
@@ -120,6 +126,11 @@ const KINDS: &str = r#"
 ALTER TABLE rudder_tasks ADD COLUMN kind text COLLATE "C"
     GENERATED ALWAYS AS (doc::json ->> 'kind') STORED;
 CREATE INDEX rudder_tasks_by_status_kind ON rudder_tasks (status, kind, seq);
+"#;
+
+const WRITTEN: &str = r#"
+ALTER TABLE rudder_tasks ALTER COLUMN status_message DROP EXPRESSION IF EXISTS;
+ALTER TABLE rudder_tasks ALTER COLUMN kind DROP EXPRESSION IF EXISTS;
 "#;
 
 /// The version that gave tasks their `kind` column: the one [`KINDS`]

@@ -46,6 +46,54 @@ use rudder_model::task::{ParseStatusError, Status, Task, TaskMap};
 
 type Param = dyn ToSql + Sync;
 
+/// Whether `text` holds a NUL character: as an id or key, one that no row
+/// can have (see [`Columns`]), so a lookup of it finds nothing without
+/// asking the server, which would refuse the parameter.
+fn holds_nul(text: &str) -> bool {
+    text.contains('\0')
+}
+
+/// The text columns of a task's row that are not the document itself.
+/// PostgreSQL's `text` cannot hold a NUL character, which a Rust string
+/// (and the document, escaped) can: in the free-text columns, which only
+/// the text filter and the title order read, it is shown as U+FFFD; an
+/// identifier holding one (matched exactly, so no stand-in will do) is
+/// refused with what and why.
+pub(crate) struct Columns<'t> {
+    pub title: Option<std::borrow::Cow<'t, str>>,
+    pub status_message: Option<std::borrow::Cow<'t, str>>,
+}
+
+impl<'t> Columns<'t> {
+    pub fn of(txn: &PgTxn<'_>, task: &'t Task) -> Result<Self, StoreError> {
+        let identifiers = [
+            ("task_id", Some(task.task_id.as_str())),
+            ("idempotency_key", task.idempotency_key.as_deref()),
+            ("claimed_by", task.claimed_by.as_deref()),
+            ("kind", task.kind.as_deref()),
+        ];
+        if let Some((field, _)) = identifiers.iter().find(|(_, v)| v.is_some_and(holds_nul)) {
+            return Err(StoreError::Database {
+                location: txn.backend.location(),
+                action: "write a task",
+                message: format!(
+                    "the task's {field} holds a NUL character, which PostgreSQL cannot store; nothing was written"
+                ),
+            });
+        }
+        let free = |t: &'t Option<String>| {
+            t.as_deref().map(|t| match t.contains('\0') {
+                true => std::borrow::Cow::Owned(t.replace('\0', "\u{fffd}")),
+                false => std::borrow::Cow::Borrowed(t),
+            })
+        };
+        Ok(Columns {
+            title: free(&task.title),
+            status_message: free(&task.status_message),
+        })
+    }
+}
+
 /// What the database held of a task when this transaction first read it.
 #[derive(Debug, Clone)]
 pub(crate) struct Before {
@@ -330,6 +378,9 @@ impl<'c> PgTxn<'c> {
 
     /// The row of `id`; locked for this transaction when `lock`.
     fn read_row(&self, id: &str, lock: bool) -> Result<Option<(Task, Before)>, StoreError> {
+        if holds_nul(id) {
+            return Ok(None);
+        }
         let sql = if lock {
             "SELECT status, revision, claimed_by, doc FROM rudder_tasks WHERE task_id = $1 \
              FOR UPDATE"
@@ -385,12 +436,13 @@ impl<'c> PgTxn<'c> {
             time(task.updated_at),
             time(task.lease_expires_at),
         );
-        // The row's columns in order: `$1` to `$11` of both statements.
-        let row: [&(dyn ToSql + Sync); 11] = [
+        let columns = Columns::of(self, task)?;
+        // The row's columns in order: `$1` to `$13` of both statements.
+        let row: [&(dyn ToSql + Sync); 13] = [
             &id,
             &status,
             &task.idempotency_key,
-            &task.title,
+            &columns.title,
             &created,
             &updated,
             &task.claimed_by,
@@ -398,6 +450,8 @@ impl<'c> PgTxn<'c> {
             &ttl,
             &revision,
             &doc,
+            &task.kind,
+            &columns.status_message,
         ];
         let n = match before {
             Some(b) => {
@@ -408,16 +462,17 @@ impl<'c> PgTxn<'c> {
                 self.execute(
                     "UPDATE rudder_tasks SET status = $2, idempotency_key = $3, title = $4, \
                      created_at = $5, updated_at = $6, claimed_by = $7, lease_expires_at = $8, \
-                     ttl_ms = $9, revision = $10, doc = $11 \
-                     WHERE task_id = $1 AND revision = $12 AND claimed_by IS NOT DISTINCT FROM $13",
+                     ttl_ms = $9, revision = $10, doc = $11, kind = $12, status_message = $13 \
+                     WHERE task_id = $1 AND revision = $14 AND claimed_by IS NOT DISTINCT FROM $15",
                     &params,
                     "update a task",
                 )?
             }
             None => self.execute(
                 "INSERT INTO rudder_tasks (task_id, status, idempotency_key, title, created_at, \
-                 updated_at, claimed_by, lease_expires_at, ttl_ms, revision, doc) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                 updated_at, claimed_by, lease_expires_at, ttl_ms, revision, doc, kind, \
+                 status_message) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                 &row,
                 "insert a task",
             )?,
@@ -653,6 +708,9 @@ impl Database for PgTxn<'_> {
         self.read_row(id, self.write)
     }
     fn exists(&self, id: &str) -> Result<bool, StoreError> {
+        if holds_nul(id) {
+            return Ok(false);
+        }
         let rows = self.query(
             "SELECT 1 FROM rudder_tasks WHERE task_id = $1",
             &[&id],
@@ -687,6 +745,9 @@ impl Transaction for PgTxn<'_> {
 
     fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.flush()?;
+        if holds_nul(key) {
+            return Ok(None);
+        }
         let rows = self.query(
             "SELECT task_id FROM rudder_tasks WHERE idempotency_key = $1 ORDER BY seq LIMIT 1",
             &[&key],
@@ -697,6 +758,9 @@ impl Transaction for PgTxn<'_> {
 
     fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError> {
         self.flush()?;
+        if holds_nul(prefix) {
+            return Ok(Vec::new());
+        }
         // The ids with the prefix come first from the prefix on (byte
         // order): a range scan of the unique index, cut at `limit`.
         let rows = self.query(
