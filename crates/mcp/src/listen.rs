@@ -271,10 +271,7 @@ pub fn patch_sse(response: Response<Body>, ids: Vec<String>) -> Response<Body> {
                 loop {
                     if done {
                         // Once acknowledged, bytes pass as they come.
-                        return match data.next().await {
-                            Some(chunk) => Some((chunk, (data, buffer, done))),
-                            None => None,
-                        };
+                        return data.next().await.map(|chunk| (chunk, (data, buffer, done)));
                     }
                     if let Some(end) = buffer.find("\n\n") {
                         let event: String = buffer.drain(..end + 2).collect();
