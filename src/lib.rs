@@ -12,7 +12,8 @@
 //! - [`watch`]: the change feed;
 //! - [`worker`]: the worker API (claim, renew, report, ask, finish), in
 //!   `rudder-store`;
-//! - [`tui`]: the live terminal UI (`rudder-tui`).
+//! - [`tui`]: the live terminal UI (`rudder-tui`);
+//! - [`mcp`]: `rudder mcp`, the MCP face (`rudder-mcp`).
 //!
 //! Output goes through fallible writes ([`cli::output::emit`],
 //! [`cli::output::note`]), never `print!`, which panics when stdout cannot
@@ -30,5 +31,5 @@ pub use task::{Actor, Change, Status, Task};
 pub mod cli;
 pub mod demo;
 pub use rudder_file::fuzzing;
-pub mod mcp;
+pub use rudder_mcp as mcp;
 pub use rudder_store::worker;

@@ -105,6 +105,7 @@ fn main() -> ExitCode {
             fresh: a.fresh,
             speed: a.speed,
             python_worker: a.python_worker,
+            mcp: a.mcp,
         }),
         Command::Worker(a) => rudder::demo::run_worker(rudder::demo::WorkerOptions {
             store: worker_store(a.store),

@@ -797,3 +797,314 @@ fn a_catalogue_that_cannot_be_used_is_exit_2_with_file_line_and_reason() {
         "{stderr}"
     );
 }
+
+/// A JSON-RPC client of its own over `rudder mcp`'s stdio, line by line:
+/// rmcp 3.11's client cannot take `notifications/tasks` (and drops
+/// `taskIds`), so the listen tests speak the wire themselves.
+struct RawStdio {
+    _child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl RawStdio {
+    fn start(dir: &Path) -> RawStdio {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+            .env_remove("RUDDER_STORE")
+            .args(["--store", &sqlite(dir), "mcp", "--tools", FIXTURES])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn rudder mcp");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        RawStdio {
+            _child: child,
+            stdin,
+            lines: tokio::io::BufReader::new(stdout).lines(),
+        }
+    }
+
+    async fn send(&mut self, message: &str) {
+        use tokio::io::AsyncWriteExt;
+        self.stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .expect("write to rudder mcp");
+        self.stdin.flush().await.expect("flush");
+    }
+
+    /// The next message `wanted` takes, and every message read before it.
+    async fn until(&mut self, wanted: impl Fn(&Value) -> bool) -> (Value, Vec<Value>) {
+        let mut before = Vec::new();
+        tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let line = self
+                    .lines
+                    .next_line()
+                    .await
+                    .expect("read stdout")
+                    .expect("rudder mcp is still there");
+                let message: Value = serde_json::from_str(&line).expect("one JSON value a line");
+                if wanted(&message) {
+                    return (message, before);
+                }
+                before.push(message);
+            }
+        })
+        .await
+        .expect("the message arrives")
+    }
+
+    /// Send a request and wait for its answer.
+    async fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
+        let mut request: Value = serde_json::from_str(&meta_request(method, params)).unwrap();
+        request["id"] = id.clone();
+        self.send(&request.to_string()).await;
+        self.until(|m| m["id"] == id && m.get("method").is_none())
+            .await
+            .0
+    }
+}
+
+fn is_notification(message: &Value, method: &str) -> bool {
+    message["method"] == method && message.get("id").is_none()
+}
+
+/// A store task of the tool `slow_compute`, as a worker would see it.
+fn stored_task(dir: &Path, title: &str) -> String {
+    open(dir)
+        .create(rudder::store::NewTask {
+            title: Some(title.into()),
+            kind: Some("slow_compute".into()),
+            ..Default::default()
+        })
+        .unwrap()
+        .task
+        .task_id
+}
+
+/// `subscriptions/listen` over stdio: the listener names one task; a change
+/// another process makes to it (`rudder complete`) arrives as
+/// `notifications/tasks` carrying the task as `tasks/get` shows it, and a
+/// change to a task it did not name never does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_hears_of_its_tasks_over_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let followed = stored_task(dir.path(), "followed");
+    let other = stored_task(dir.path(), "other");
+    let mut raw = RawStdio::start(dir.path());
+    let discovered = raw.request(json!(1), "server/discover", json!({})).await;
+    assert!(discovered["result"].is_object(), "{discovered}");
+
+    // Without the extension: -32021, as the extension says.
+    let plain = json!({
+        "jsonrpc": "2.0", "id": "plain", "method": "subscriptions/listen",
+        "params": {
+            "notifications": {"taskIds": [followed]},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    });
+    raw.send(&plain.to_string()).await;
+    let (refused, _) = raw.until(|m| m["id"] == "plain").await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+
+    let unknown = "00000000-0000-4000-8000-000000000000";
+    let mut listen: Value = serde_json::from_str(&meta_request(
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [followed, unknown]}}),
+    ))
+    .unwrap();
+    listen["id"] = json!("listen-1");
+    raw.send(&listen.to_string()).await;
+    let (ack, _) = raw
+        .until(|m| is_notification(m, "notifications/subscriptions/acknowledged"))
+        .await;
+    assert_eq!(
+        ack["params"]["notifications"]["taskIds"],
+        json!([followed, unknown]),
+        "the tasks it follows: {ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen-1"
+    );
+
+    // Another process changes the other task first, then the followed one.
+    let store = store_url(dir.path());
+    let done = common::run(&store, &["complete", &other, "--result", "\"not heard\""]);
+    assert_eq!(done.code, 0, "{done:?}");
+    let done = common::run(&store, &["complete", &followed, "--result", "\"heard\""]);
+    assert_eq!(done.code, 0, "{done:?}");
+    let (heard, before) = raw
+        .until(|m| {
+            is_notification(m, "notifications/tasks") && m["params"]["status"] == "completed"
+        })
+        .await;
+    let params = &heard["params"];
+    assert_eq!(
+        params["taskId"],
+        followed.as_str(),
+        "only the followed task: {heard}"
+    );
+    // Before it: the followed task as it was when the listen began.
+    let earlier: Vec<&Value> = before
+        .iter()
+        .filter(|m| is_notification(m, "notifications/tasks"))
+        .collect();
+    assert!(
+        earlier
+            .iter()
+            .all(|m| m["params"]["taskId"] == followed.as_str()
+                && m["params"]["status"] == "working"),
+        "{earlier:?}"
+    );
+    assert_eq!(params["result"]["content"][0]["text"], "heard");
+    assert_eq!(
+        params["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen-1"
+    );
+    // The same task as tasks/get shows it.
+    let got = raw
+        .request(json!(2), "tasks/get", json!({"taskId": followed}))
+        .await;
+    for field in ["taskId", "status", "createdAt", "lastUpdatedAt", "result"] {
+        assert_eq!(got["result"][field], params[field], "{field}");
+    }
+
+    // Cancelled, the listen ends; the server goes on answering.
+    raw.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": "listen-1"}})
+        .to_string(),
+    )
+    .await;
+    let got = raw
+        .request(json!(3), "tasks/get", json!({"taskId": other}))
+        .await;
+    assert_eq!(got["result"]["status"], "completed", "{got}");
+}
+
+/// The same over Streamable HTTP: the listen request's answer is an SSE
+/// stream carrying the acknowledgement, then the task's notifications.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_hears_of_its_tasks_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let followed = stored_task(dir.path(), "followed");
+    let other = stored_task(dir.path(), "other");
+    let server = http_server(dir.path(), "127.0.0.1:0", &[]).await;
+    let mut stream = post(
+        &server.url,
+        &meta_request(
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": [followed]}}),
+        ),
+    )
+    .header("mcp-method", "subscriptions/listen")
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(stream.status(), 200);
+    assert!(
+        stream.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let mut events = SseEvents::default();
+    let ack = events
+        .until(&mut stream, |m| {
+            is_notification(m, "notifications/subscriptions/acknowledged")
+        })
+        .await;
+    assert_eq!(ack["params"]["notifications"]["taskIds"], json!([followed]));
+
+    let store = store_url(dir.path());
+    let done = common::run(&store, &["complete", &other, "--result", "1"]);
+    assert_eq!(done.code, 0, "{done:?}");
+    let done = common::run(&store, &["complete", &followed, "--result", "{\"n\": 2}"]);
+    assert_eq!(done.code, 0, "{done:?}");
+    let heard = events
+        .until(&mut stream, |m| {
+            is_notification(m, "notifications/tasks") && m["params"]["status"] == "completed"
+        })
+        .await;
+    assert_eq!(heard["params"]["taskId"], followed.as_str(), "{heard}");
+    assert_eq!(heard["params"]["status"], "completed");
+    assert_eq!(
+        heard["params"]["result"]["structuredContent"],
+        json!({"n": 2})
+    );
+    drop(stream);
+    drop(server);
+}
+
+/// The JSON messages of an SSE stream, event by event.
+#[derive(Default)]
+struct SseEvents {
+    buffer: String,
+}
+
+impl SseEvents {
+    async fn until(
+        &mut self,
+        response: &mut reqwest::Response,
+        wanted: impl Fn(&Value) -> bool,
+    ) -> Value {
+        tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                while let Some(end) = self.buffer.find("\n\n") {
+                    let event: String = self.buffer.drain(..end + 2).collect();
+                    let data: String = event
+                        .lines()
+                        .filter_map(|l| l.strip_prefix("data:"))
+                        .map(str::trim_start)
+                        .collect();
+                    if data.is_empty() {
+                        continue;
+                    }
+                    let message: Value = serde_json::from_str(&data).expect("JSON data");
+                    if wanted(&message) {
+                        return message;
+                    }
+                }
+                let chunk = response
+                    .chunk()
+                    .await
+                    .expect("read the stream")
+                    .expect("the stream stays open");
+                self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+            }
+        })
+        .await
+        .expect("the event arrives")
+    }
+}
+
+/// `rudder demo --mcp` keeps the loopback rule of `rudder mcp --http`: a
+/// non-loopback address without a token is exit 2, before the demo writes
+/// anything (its store is not even created).
+#[test]
+fn the_demo_refuses_a_non_loopback_mcp_address_without_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("demo.json");
+    let out = common::rudder()
+        .env_remove("RUDDER_MCP_TOKEN")
+        .arg("--store")
+        .arg(&store)
+        .args(["demo", "--mcp", "0.0.0.0:0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--mcp 0.0.0.0:0"), "{stderr}");
+    assert!(stderr.contains("needs a bearer token"), "{stderr}");
+    assert!(!store.exists(), "nothing written");
+}

@@ -594,3 +594,209 @@ fn a_fifo_at_the_sqlite_path_is_shown_as_an_error_and_q_quits() {
     tui.send("q");
     tui.wait_exit();
 }
+
+/// An MCP client of the 2026-07-28 protocol with the Tasks extension, over
+/// Streamable HTTP (rmcp's own client), driven from a synchronous test.
+struct McpClient {
+    // Dropped before the runtime it runs on.
+    client: rmcp::service::RunningService<rmcp::service::RoleClient, rmcp::model::ClientConfig>,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl McpClient {
+    fn connect(url: &str) -> McpClient {
+        use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
+        use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let config = ClientConfig::new(
+            ClientCapabilities::builder().enable_tasks().build(),
+            Implementation::new("e2e-client", "1.0"),
+        );
+        let client = runtime
+            .block_on(async {
+                let transport =
+                    rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_string());
+                config
+                    .serve_with_lifecycle(
+                        transport,
+                        ClientLifecycleMode::Discover {
+                            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                        },
+                    )
+                    .await
+            })
+            .expect("the client connects");
+        McpClient { runtime, client }
+    }
+
+    /// `tools/call diagnose {incident}`: the task's id.
+    fn diagnose(&self, incident: &str) -> String {
+        use rmcp::model::{CallToolRequestParams, CallToolResponse};
+        let Value::Object(args) = serde_json::json!({ "incident": incident }) else {
+            unreachable!()
+        };
+        let call = CallToolRequestParams::new("diagnose").with_arguments(args);
+        match self.runtime.block_on(self.client.call_tool_once(call)) {
+            Ok(CallToolResponse::Task(t)) => t.task.task_id,
+            other => panic!("expected a task, got {other:?}"),
+        }
+    }
+
+    /// `tasks/get`, as JSON.
+    fn get(&self, id: &str) -> Value {
+        let got = self
+            .runtime
+            .block_on(
+                self.client
+                    .get_task(rmcp::model::GetTaskParams::new(id.to_string())),
+            )
+            .expect("tasks/get");
+        serde_json::to_value(&got.task).expect("JSON")
+    }
+
+    /// Poll `tasks/get` (as a client does) until the task is in `status`.
+    fn wait_status(&self, id: &str, status: &str) -> Value {
+        let start = Instant::now();
+        loop {
+            let task = self.get(id);
+            if task["status"] == status {
+                return task;
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "task {id} never became {status}: {task}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn answer(&self, id: &str, key: &str, content: Value) {
+        let responses = [(
+            key.to_string(),
+            serde_json::json!({"action": "accept", "content": content}),
+        )]
+        .into_iter()
+        .collect();
+        self.runtime
+            .block_on(self.client.update_task(rmcp::model::UpdateTaskParams::new(
+                id.to_string(),
+                responses,
+            )))
+            .expect("tasks/update acks");
+    }
+}
+
+impl Tui {
+    /// Wait until one line of the screen holds every one of `parts`.
+    fn wait_for_line(&self, parts: &[&str]) {
+        let start = Instant::now();
+        while start.elapsed() < PATIENCE {
+            if self
+                .contents()
+                .lines()
+                .any(|l| parts.iter().all(|p| l.contains(p)))
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "no line with {parts:?} appeared; the screen:\n{}",
+            self.contents()
+        );
+    }
+}
+
+/// `rudder demo --mcp`: an MCP client starts a diagnosis of INC-1043 while
+/// the TUI shows the same task. It asks for the service; the client answers
+/// over MCP (`tasks/update`) and the TUI shows it move on and complete with
+/// the cited conclusion. Then the other way round: a second diagnosis is
+/// answered in the TUI, and the client's `tasks/get` sees it move on.
+#[test]
+fn the_demo_over_mcp_answered_by_the_client_and_in_the_tui() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("demo.json");
+    let store_arg = store.to_str().expect("UTF-8");
+    let mut tui = Tui::spawn(
+        &[
+            "--store",
+            store_arg,
+            "demo",
+            "--speed",
+            "20",
+            "--mcp",
+            "127.0.0.1:0",
+        ],
+        &[],
+        None,
+    );
+    tui.wait_for("INC-1042");
+    // Port 0: the face says where it listens in its log.
+    let log = dir.path().join("demo.json.mcp.log");
+    let start = Instant::now();
+    let url = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(url) = text.lines().find_map(|l| l.split("listening on ").nth(1)) {
+            break url.trim().to_string();
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "the MCP face never said where it listens"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mcp = McpClient::connect(&url);
+
+    // Answered by the MCP client.
+    let id = mcp.diagnose("INC-1043");
+    let short = &id[..8];
+    let waiting = mcp.wait_status(&id, "input_required");
+    tui.wait_for_line(&[short, "input_required"]);
+    let request = &waiting["inputRequests"]["input-1"];
+    assert_eq!(request["method"], "elicitation/create", "{waiting}");
+    let schema = &request["params"]["requestedSchema"];
+    assert!(
+        schema["properties"]["service"]["enum"]
+            .as_array()
+            .is_some_and(|e| e.contains(&Value::from("payments"))),
+        "{waiting}"
+    );
+    assert!(
+        waiting["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("INC-1043")),
+        "{waiting}"
+    );
+    mcp.answer(&id, "input-1", serde_json::json!({"service": "payments"}));
+    tui.wait_for_line(&[short, "completed"]);
+    let done = mcp.wait_status(&id, "completed");
+    let result = &done["result"]["structuredContent"];
+    assert_eq!(result["incident"], "INC-1043", "{done}");
+    assert_eq!(result["service"], "payments");
+    assert_eq!(result["citations"][2]["id"], "deploy-8820", "{done}");
+
+    // Answered in the TUI.
+    let id = mcp.diagnose("INC-1043");
+    let short = &id[..8];
+    mcp.wait_status(&id, "input_required");
+    tui.wait_for_line(&[short, "input_required"]);
+    tui.send(&format!("/{short}\r"));
+    tui.send("i");
+    tui.wait_for("service * (choice)");
+    // The choices in order: auth, checkout, inventory, notifications, payments.
+    tui.send("\x1b[C\x1b[C\x1b[C\x1b[C\x1b[C");
+    tui.wait_for("◀ payments ▶");
+    tui.send("\x13"); // Ctrl-S
+    tui.wait_for(&format!("input sent: {short} is now working"));
+    let done = mcp.wait_status(&id, "completed");
+    assert_eq!(
+        done["result"]["structuredContent"]["service"], "payments",
+        "{done}"
+    );
+    tui.send("q");
+    tui.wait_exit();
+}

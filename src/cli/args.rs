@@ -105,6 +105,9 @@ pub struct DemoArgs {
     /// Run the Python diagnosis worker (python/examples/diagnosis_worker.py of this checkout, or SCRIPT) instead of the built-in one; needs the Python package (pip install ./python), run by $RUDDER_PYTHON or python3
     #[arg(long, value_name = "SCRIPT", num_args = 0..=1, default_missing_value = crate::demo::PYTHON_WORKER)]
     pub python_worker: Option<PathBuf>,
+    /// Also serve the diagnosis as the MCP tool `diagnose` over Streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:8765; loopback unless $RUDDER_MCP_TOKEN is set); where it listens is in the store's .mcp.log
+    #[arg(long, value_name = "ADDR")]
+    pub mcp: Option<String>,
 }
 
 #[derive(Debug, Args)]

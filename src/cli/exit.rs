@@ -282,6 +282,10 @@ pub fn interactive_exit_code(e: &anyhow::Error) -> i32 {
                 Some(ErrorKind::of_store(e))
             } else if let Some(e) = c.downcast_ref::<FreshError>() {
                 Some(ErrorKind::of_fresh(e))
+            } else if let Some(e) = c.downcast_ref::<rudder_mcp::http::BindError>() {
+                // `rudder demo --mcp`: an address or a token that cannot be
+                // used is a usage error, as for `rudder mcp --http`.
+                e.usage.then_some(ErrorKind::Usage)
             } else if c
                 .downcast_ref::<crate::tui::terminal::NeedsTerminal>()
                 .is_some()

@@ -4,9 +4,11 @@
 //! - [`diagnosis`]: the steps of a diagnosis and its conclusion (pure);
 //! - [`worker`]: `rudder worker`, the process that claims and runs tasks;
 //! - [`seed`]: the demo's incidents, seeded idempotently;
-//! - [`supervisor`]: the worker as a child process the TUI can kill and restart.
+//! - [`supervisor`]: the worker as a child process the TUI can kill and restart;
+//! - [`mcp`]: `rudder demo --mcp`, the diagnosis as an MCP tool beside the TUI.
 
 pub mod diagnosis;
+pub mod mcp;
 pub mod scenarios;
 pub mod seed;
 pub mod supervisor;
@@ -44,6 +46,9 @@ pub struct DemoOptions {
     /// Run this Python worker script (`--python-worker`) instead of the
     /// built-in worker.
     pub python_worker: Option<PathBuf>,
+    /// Also serve the diagnosis as an MCP tool over HTTP at this address
+    /// (`--mcp ADDR`).
+    pub mcp: Option<String>,
 }
 
 /// The Python diagnosis worker of the checkout this binary was built from
@@ -65,6 +70,12 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
     // Check the speed here, where the user gets the message, not in a child
     // whose output goes to a log file.
     worker::Config::new(options.store.clone(), options.speed, None)?;
+    // Before anything is written: a bad --mcp address is said here.
+    let mcp = options
+        .mcp
+        .as_deref()
+        .map(|addr| mcp::bind(addr, &options.store, mcp::log_path_for(&options.store)))
+        .transpose()?;
     let store = Store::open(&options.store);
     // Before anything is written: a store with real tasks is refused, with
     // or without --fresh (which checks again under the lock).
@@ -78,6 +89,9 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
             crate::store::url::shown(&options.store)
         )
     })?;
+    if let Some(bound) = mcp {
+        bound.serve()?;
+    }
     let exe = std::env::current_exe().context("cannot find the rudder binary to run the worker")?;
     let log = Supervisor::log_path_for(&options.store);
     let mut supervisor =

@@ -5,7 +5,7 @@
 //! `tasks/*` request reads the store again, so a server started anew (or
 //! another one on the same store) answers every task it ever handed out.
 
-use crate::store::watch::Start as _;
+use rudder_store::watch::Start as _;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,9 +14,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
     ContentBlock, CreateTaskResult, ErrorCode, ErrorData, GetTaskParams, GetTaskResult,
     Implementation, InputRequests, InputRequiredResult, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, ServerNotification,
-    SubscriptionFilter, TaskStatusNotification, TaskStatusNotificationParams, Tool,
-    UpdateTaskParams,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    Tool, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -24,10 +23,11 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
 use super::catalogue::{Catalogue, ToolSpec};
+use super::listen::Requested;
 use super::wire;
-use crate::store::{NewTask, Store, StoreError};
-use crate::task::{Actor, ClientInfo, Origin, Status, Task};
-use crate::watch::{ChangeFeed, FeedEvent, FeedOptions};
+use rudder_model::task::{Actor, ClientInfo, Origin, Status, Task};
+use rudder_store::watch::{ChangeFeed, FeedEvent, FeedOptions};
+use rudder_store::{NewTask, Store, StoreError};
 
 /// What changed in the store, as the feed said.
 #[derive(Debug, Clone)]
@@ -53,6 +53,8 @@ struct Inner {
     /// Answers to some parts of a several-question round, until all are in
     /// (then they go to the store as one input): task id and round.
     partial: Mutex<HashMap<(String, u64), BTreeMap<String, Value>>>,
+    /// The task ids of stdio listen requests (rmcp drops them).
+    requested: Requested,
 }
 
 /// Why an answer was refused, kept in the task's message.
@@ -88,8 +90,19 @@ impl RudderMcp {
                 generation,
                 changes,
                 partial: Mutex::new(HashMap::new()),
+                requested: Requested::default(),
             }),
         }
+    }
+
+    /// Where stdio notes the task ids of listen requests.
+    pub fn requested(&self) -> &Requested {
+        &self.inner.requested
+    }
+
+    /// What the feed says from now on.
+    pub(crate) fn changes(&self) -> broadcast::Receiver<Changed> {
+        self.inner.changes.subscribe()
     }
 
     /// Run a store call off the async threads (the store blocks on locks
@@ -107,7 +120,7 @@ impl RudderMcp {
 
     /// The task `id`, exactly (a prefix is not a handle: it would let a
     /// client find tasks it was never given).
-    async fn task(&self, id: &str) -> Result<Task, ErrorData> {
+    pub(crate) async fn task(&self, id: &str) -> Result<Task, ErrorData> {
         let wanted = id.to_string();
         let unknown = || unknown_task(id);
         if uuid::Uuid::parse_str(id).is_err() {
@@ -187,7 +200,7 @@ impl RudderMcp {
             ));
         }
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        if let Err(violations) = crate::schema::validate(&spec.input_schema, &arguments) {
+        if let Err(violations) = rudder_model::schema::validate(&spec.input_schema, &arguments) {
             // Before any task exists: a tool error the caller can correct
             // (SEP-1303), with every violation and where it is.
             let text = violations
@@ -241,6 +254,10 @@ impl RudderMcp {
             poll_interval_ms: spec.poll_interval.map(|d| d.as_millis() as u64),
             origin: Some(origin),
             kind: Some(spec.kind.clone()),
+            idempotency_key: spec
+                .key_prefix
+                .as_ref()
+                .map(|p| format!("{p}{}", uuid::Uuid::new_v4())),
             ..NewTask::default()
         };
         // Durable once `create` returns: every backend commits (fsync,
@@ -404,62 +421,23 @@ impl RudderMcp {
             .map(drop)
             .or_else(refused_is_fine)
     }
-
-    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        // rmcp 3.11's subscription filter has no `taskIds` yet (it drops
-        // the field), so a listener hears of every task created through
-        // this face (those with an origin) when it changes.
-        let mut changes = self.inner.changes.subscribe();
-        let peer = context.request_context().peer.clone();
-        let id = context.request_context().id.clone();
-        loop {
-            let changed = tokio::select! {
-                _ = context.cancelled() => return Ok(()),
-                c = changes.recv() => c,
-            };
-            let ids: Vec<String> = match changed {
-                Ok(Changed::Tasks(ids)) => ids.iter().cloned().collect(),
-                // A reset or a listener that fell behind: nothing to say per
-                // task; a client re-reads with tasks/get when it wants to.
-                Ok(Changed::All) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return Ok(()),
-            };
-            for task_id in ids {
-                let Ok(task) = self.task(&task_id).await else {
-                    continue;
-                };
-                if task.origin.is_none() {
-                    continue;
-                }
-                let mut n = TaskStatusNotification::new(TaskStatusNotificationParams::new(
-                    self.detailed(&task),
-                ));
-                let mut meta = rmcp::model::NotificationMetaObject::new();
-                meta.set_subscription_id(id.clone());
-                n.extensions.insert(meta);
-                if peer
-                    .send_notification(ServerNotification::TaskStatusNotification(n))
-                    .await
-                    .is_err()
-                {
-                    return Ok(());
-                }
-            }
-        }
-    }
 }
 
 /// Whether this request's client takes tasks: it declared the extension
 /// (in the request's `_meta`, or at `initialize` for a session) and speaks
 /// the 2026 protocol (a 2025-11-25 client gets plain tools).
-fn client_takes_tasks(cx: &RequestContext<RoleServer>) -> bool {
-    let modern = cx
-        .protocol_version()
-        .is_some_and(|v| !v.has_initialize() || v >= ProtocolVersion::V_2026_07_28);
-    modern
+pub(crate) fn client_takes_tasks(cx: &RequestContext<RoleServer>) -> bool {
+    modern(cx)
         && cx
             .client_capabilities()
             .is_some_and(|caps| caps.supports_tasks())
+}
+
+/// Whether this request speaks the 2026 protocol (no `initialize`, or a
+/// session that negotiated 2026-07-28).
+pub(crate) fn modern(cx: &RequestContext<RoleServer>) -> bool {
+    cx.protocol_version()
+        .is_some_and(|v| !v.has_initialize() || v >= ProtocolVersion::V_2026_07_28)
 }
 
 enum Asked {
@@ -484,7 +462,7 @@ fn ask_first(spec: &ToolSpec, responses: Option<&rmcp::model::InputResponses>) -
                     .and_then(|r| r.get("content"))
                     .cloned()
                     .unwrap_or_else(|| json!({}));
-                if crate::schema::validate(&a.schema, &content).is_ok() {
+                if rudder_model::schema::validate(&a.schema, &content).is_ok() {
                     answers.insert(a.key.clone(), content);
                     continue;
                 }
@@ -519,7 +497,7 @@ fn title(spec: &ToolSpec, arguments: &Value) -> String {
             title.push_str(v);
         }
     }
-    crate::text::clean(&title, 80)
+    rudder_model::text::clean(&title, 80)
 }
 
 fn tool_of(spec: &ToolSpec) -> Tool {
@@ -540,7 +518,7 @@ fn tool_of(spec: &ToolSpec) -> Tool {
 
 fn unknown_task(id: &str) -> ErrorData {
     ErrorData::invalid_params(
-        format!("unknown task: {}", crate::text::clean(id, 80)),
+        format!("unknown task: {}", rudder_model::text::clean(id, 80)),
         None,
     )
 }
@@ -560,7 +538,7 @@ pub fn store_error(e: StoreError) -> ErrorData {
         _ => "error",
     };
     ErrorData::internal_error(
-        crate::text::sanitize(&e.to_string()).into_owned(),
+        rudder_model::text::sanitize(&e.to_string()).into_owned(),
         Some(json!({ "refusal": refusal })),
     )
 }
@@ -641,6 +619,9 @@ impl ServerHandler for RudderMcp {
         self.cancel(request.task_id, &cx).await
     }
 
+    // A listen is acknowledged with what this server has (no list-changed
+    // notifications; the transports add the task ids, which rmcp drops:
+    // see `listen`).
     fn accepted_subscription_filter(
         &self,
         requested: &SubscriptionFilter,

@@ -54,6 +54,45 @@ pub fn token(file: Option<&Path>) -> Result<Option<String>, String> {
     Ok(Some(token))
 }
 
+/// Why an address cannot be served: the message, and whether it is a usage
+/// error (exit 2: the address or the missing token) or the system's (1).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct BindError {
+    pub message: String,
+    pub usage: bool,
+}
+
+/// Bind `addr` (named `flag` in messages: `--http`, `--mcp`) under the
+/// loopback rule: an address beyond this machine needs a bearer token.
+pub async fn bind(
+    addr: &str,
+    has_token: bool,
+    flag: &str,
+) -> Result<tokio::net::TcpListener, BindError> {
+    let fail = |message: String, usage: bool| BindError { message, usage };
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr)
+        .await
+        .map_err(|e| {
+            fail(
+                format!("{flag} {addr}: not an address (HOST:PORT): {e}"),
+                true,
+            )
+        })?
+        .collect();
+    if !has_token && let Some(open) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+        return Err(fail(
+            format!(
+                "{flag} {addr}: {open} is not a loopback address; serving beyond this machine needs a bearer token ($RUDDER_MCP_TOKEN or --token-file)"
+            ),
+            true,
+        ));
+    }
+    tokio::net::TcpListener::bind(&addrs[..])
+        .await
+        .map_err(|e| fail(format!("{flag} {addr}: cannot listen: {e}"), false))
+}
+
 /// Serve until the process is stopped; the exit code if it cannot.
 pub async fn serve(
     server: RudderMcp,
@@ -61,26 +100,11 @@ pub async fn serve(
     token: Option<String>,
     allow_origins: &[String],
 ) -> i32 {
-    let addrs: Vec<SocketAddr> = match tokio::net::lookup_host(addr).await {
-        Ok(a) => a.collect(),
-        Err(e) => {
-            say(&format!("--http {addr}: not an address (HOST:PORT): {e}"));
-            return super::EXIT_USAGE;
-        }
-    };
-    if token.is_none()
-        && let Some(open) = addrs.iter().find(|a| !a.ip().is_loopback())
-    {
-        say(&format!(
-            "--http {addr}: {open} is not a loopback address; serving beyond this machine needs a bearer token ($RUDDER_MCP_TOKEN or --token-file)"
-        ));
-        return super::EXIT_USAGE;
-    }
-    let listener = match tokio::net::TcpListener::bind(&addrs[..]).await {
+    let listener = match bind(addr, token.is_some(), "--http").await {
         Ok(l) => l,
         Err(e) => {
-            say(&format!("--http {addr}: cannot listen: {e}"));
-            return 1;
+            say(&e.message);
+            return if e.usage { super::EXIT_USAGE } else { 1 };
         }
     };
     let local = match listener.local_addr() {
@@ -90,15 +114,24 @@ pub async fn serve(
             return 1;
         }
     };
-    let router = router(server, token, allow_origins);
     say(&format!("listening on http://{local}/mcp"));
-    match axum::serve(listener, router).await {
+    match serve_on(listener, server, token, allow_origins).await {
         Ok(()) => 0,
         Err(e) => {
             say(&format!("http: {e}"));
             1
         }
     }
+}
+
+/// Serve on a bound listener until the process is stopped.
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    server: RudderMcp,
+    token: Option<String>,
+    allow_origins: &[String],
+) -> std::io::Result<()> {
+    axum::serve(listener, router(server, token, allow_origins)).await
 }
 
 /// The HTTP routes: `/mcp` behind the guards.
@@ -165,7 +198,15 @@ impl Guard {
                 "too many requests at once; try again",
             );
         };
+        let (req, listen) = match super::listen::note_http(req, MAX_BODY).await {
+            Ok(r) => r,
+            Err(refused) => return refused,
+        };
         let response = next.run(req).await;
+        let response = match listen {
+            Some(ids) if response.status().is_success() => super::listen::patch_sse(response, ids),
+            _ => response,
+        };
         jsonrpc_error_body(response).await
     }
 }
@@ -186,7 +227,7 @@ async fn jsonrpc_error_body(response: Response<Body>) -> Response<Body> {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
         Err(_) => String::new(),
     };
-    let message = match crate::text::clean(&text, 300) {
+    let message = match rudder_model::text::clean(&text, 300) {
         m if m.is_empty() => status.canonical_reason().unwrap_or("refused").to_string(),
         m => m,
     };
@@ -203,7 +244,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn error(status: StatusCode, code: i64, message: &str) -> Response<Body> {
+pub(crate) fn error(status: StatusCode, code: i64, message: &str) -> Response<Body> {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,

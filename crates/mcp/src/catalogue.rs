@@ -11,6 +11,7 @@
 //! wait = "0s"                # how long a call may wait for the result inline
 //! task = "optional"          # or "required": clients without the extension get -32021
 //! input_schema = { type = "object", properties = { incident = { type = "string" } } }
+//! key_prefix = "demo:mcp:"   # optional: each task's idempotency key is this and a fresh id
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -46,6 +47,10 @@ pub struct ToolSpec {
     /// Questions asked before the task exists (a `tools/call` answered with
     /// `input_required` until the client retries with the answers).
     pub ask: Vec<Ask>,
+    /// Each task's idempotency key is this prefix and a fresh id (the
+    /// demo's tools use `demo:mcp:`, which marks the tasks as the demo's:
+    /// its worker diagnoses them and `--fresh` removes them).
+    pub key_prefix: Option<String>,
 }
 
 /// A question asked before the task is created.
@@ -101,6 +106,7 @@ struct RawTool {
     task: Option<Spanned<String>>,
     #[serde(default)]
     ask: Vec<RawAsk>,
+    key_prefix: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -150,7 +156,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
             Some(k) => (k.get_ref().clone(), k.span()),
             None => (name.clone(), raw.name.span()),
         };
-        if let Err(e) = crate::task::check_kind(&kind) {
+        if let Err(e) = rudder_model::task::check_kind(&kind) {
             return Err(fail(
                 Some(kind_span),
                 format!("kind {kind:?} cannot be used: {e}"),
@@ -171,7 +177,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
                     format!("{what} of tool {name:?} must have type \"object\""),
                 ));
             }
-            crate::schema::check_schema(&v)
+            rudder_model::schema::check_schema(&v)
                 .map_err(|e| fail(Some(s.span()), format!("{what} of tool {name:?}: {e}")))?;
             Ok(v)
         };
@@ -187,7 +193,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
         let duration = |d: &Option<Spanned<String>>| -> Result<Option<Duration>, CatalogueError> {
             d.as_ref()
                 .map(|d| {
-                    crate::duration::parse_duration(d.get_ref())
+                    rudder_model::duration::parse_duration(d.get_ref())
                         .map_err(|e| fail(Some(d.span()), e.to_string()))
                 })
                 .transpose()
@@ -212,7 +218,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
                 ));
             }
             let s = schema(&a.schema, "the schema of ask")?;
-            let fit = crate::schema::mcp::mcp_fit(&s);
+            let fit = rudder_model::schema::mcp::mcp_fit(&s);
             if let Some(reason) = fit.reason {
                 return Err(fail(
                     Some(a.schema.span()),
@@ -225,6 +231,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
                 schema: s,
             });
         }
+        let key_prefix = match &raw.key_prefix {
+            Some(p) if p.get_ref().is_empty() || p.get_ref().len() > 64 => {
+                return Err(fail(
+                    Some(p.span()),
+                    "key_prefix must be 1 to 64 bytes".to_string(),
+                ));
+            }
+            Some(p) => Some(p.get_ref().clone()),
+            None => None,
+        };
         tools.push(ToolSpec {
             name: name.clone(),
             description: raw.description,
@@ -237,6 +253,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
             sync_wait: duration(&raw.sync_wait)?.unwrap_or(DEFAULT_SYNC_WAIT),
             task_required,
             ask,
+            key_prefix,
         });
     }
     Ok(Catalogue { tools })
@@ -278,11 +295,17 @@ mod tests {
 
     #[test]
     fn the_shipped_catalogues_load() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        // The workspace root: the catalogues ship with the repository.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let demo = load(&root.join("assets/mcp-demo.toml")).expect("the demo catalogue");
         assert_eq!(
             demo.tool("diagnose").map(|t| t.kind.as_str()),
             Some("diagnose")
+        );
+        assert_eq!(
+            demo.tool("diagnose").and_then(|t| t.key_prefix.as_deref()),
+            Some("demo:mcp:"),
+            "the demo's worker diagnoses the tool's tasks"
         );
         let fixtures = load(&root.join("tests/fixtures/mcp-conformance.toml")).expect("fixtures");
         assert_eq!(fixtures.tools.len(), 7);

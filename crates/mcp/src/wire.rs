@@ -11,7 +11,7 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
-use crate::task::{Status, Task};
+use rudder_model::task::{Status, Task};
 
 /// The keyword of an input schema that asks several questions at once:
 /// `{"x-mcp-input-requests": {KEY: {"message": ...}}, "properties": {KEY:
@@ -86,7 +86,7 @@ pub fn questions(task: &Task) -> Vec<Question> {
 /// The `elicitation/create` form request of a question, or why its schema
 /// does not fit form mode.
 pub fn elicitation(q: &Question) -> Result<InputRequest, String> {
-    let fit = crate::schema::mcp::mcp_fit(&q.schema);
+    let fit = rudder_model::schema::mcp::mcp_fit(&q.schema);
     if let Some(reason) = fit.reason {
         return Err(reason);
     }
@@ -197,7 +197,7 @@ pub fn base(task: &Task, default_poll: Option<u64>) -> m::Task {
     t.poll_interval_ms = task.poll_interval_ms.or(default_poll);
     t.status_message = task
         .current_message()
-        .map(|s| crate::text::sanitize(s).into_owned());
+        .map(|s| rudder_model::text::sanitize(s).into_owned());
     t
 }
 

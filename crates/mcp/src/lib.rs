@@ -5,23 +5,26 @@
 //! - [`catalogue`]: the tools file (which tools, which task kind each);
 //! - [`wire`]: a task as the extension shows it;
 //! - [`server`]: rmcp's `ServerHandler` over the store;
+//! - [`listen`]: `subscriptions/listen` for task ids, fed by the change feed;
 //! - [`http`]: the HTTP face and its guards (token, Origin, limits).
 //!
-//! This module uses the store, task, watch and schema modules only.
+//! It depends on `rudder-store` (the store, its feed, the worker API) and
+//! `rudder-model` only, never on the binary: `rudder mcp` calls [`run`].
 
 pub mod catalogue;
 pub mod http;
+pub mod listen;
 pub mod server;
 pub mod wire;
 
-use crate::store::Open as _;
+use rudder_store::Open as _;
 use std::io::Write;
 use std::path::PathBuf;
 
 pub use catalogue::{Catalogue, CatalogueError};
 pub use server::RudderMcp;
 
-use crate::store::{Store, StoreUrl};
+use rudder_store::{Store, StoreUrl};
 
 /// Exit code of a usage error (a catalogue or address that cannot be used).
 pub const EXIT_USAGE: i32 = 2;
@@ -46,7 +49,7 @@ pub(crate) fn say(text: &str) {
     let _ = writeln!(
         std::io::stderr(),
         "rudder mcp: {}",
-        crate::text::sanitize(text)
+        rudder_model::text::sanitize(text)
     );
 }
 
@@ -98,7 +101,8 @@ pub fn run(options: McpOptions) -> i32 {
 
 async fn stdio(server: RudderMcp) -> i32 {
     use rmcp::ServiceExt;
-    match server.serve(rmcp::transport::stdio()).await {
+    let transport = listen::stdio(server.requested().clone());
+    match server.serve(transport).await {
         Ok(running) => match running.waiting().await {
             Ok(_) => 0,
             Err(e) => {

@@ -1,0 +1,490 @@
+//! `subscriptions/listen` for task ids: a client names the tasks it follows
+//! (`params.notifications.taskIds`) and hears `notifications/tasks`, the
+//! task as `tasks/get` shows it, whenever the store changes one of them,
+//! whoever changed it (a worker, `rudder complete`, the TUI, another
+//! `rudder mcp`). The store's change feed drives it; nothing polls.
+//!
+//! rmcp 3.11 parses `subscriptions/listen` into a filter that has no
+//! `taskIds` (it drops the field) and acknowledges that filter itself, so
+//! the transports look at the listen request's bytes before rmcp does, and
+//! at the acknowledgement's after:
+//!
+//! - stdio through [`stdio`]: each line in is noted in [`Requested`]
+//!   (request id → task ids) and passed on unchanged; each line out that
+//!   acknowledges a listen for task ids gets them added;
+//! - HTTP in [`note_http`] and [`patch_sse`]: the ids go to the handler in
+//!   the request's extensions, and into the acknowledgement on the way out;
+//! - a listen for task ids from a 2026 client that did not declare the
+//!   extension is answered `-32021` there, before rmcp sees it;
+//! - the listen then sends each task as it is now, and again after each
+//!   change the feed reports, until the client cancels the request or goes
+//!   away.
+//!
+//! The acknowledgement lists the task ids asked for; an id that is not a
+//! task in the store is never heard of.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::http::{Method, Request, Response};
+use futures::StreamExt as _;
+use rmcp::model::{
+    ClientCapabilities, ErrorData, NotificationMetaObject, ServerNotification,
+    TaskStatusNotification, TaskStatusNotificationParams,
+};
+use rmcp::service::SubscriptionContext;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::broadcast;
+
+use crate::server::{Changed, RudderMcp};
+
+/// The JSON-RPC method this module answers.
+pub const METHOD: &str = "subscriptions/listen";
+/// The acknowledgement's method.
+const ACK: &str = "notifications/subscriptions/acknowledged";
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// The `taskIds` of listen requests seen on stdio, by request id (its JSON
+/// text), while the listen is open.
+#[derive(Debug, Clone, Default)]
+pub struct Requested(Arc<Mutex<HashMap<String, Vec<String>>>>);
+
+impl Requested {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<String>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Note the task ids of `message` if it is a listen request naming some.
+    fn note(&self, message: &Value) {
+        if let Some((id, ids)) = task_ids(message) {
+            self.lock().insert(id.to_string(), ids);
+        }
+    }
+
+    /// The ids of the listen request whose id is `id` (as JSON).
+    fn get(&self, id: &Value) -> Option<Vec<String>> {
+        self.lock().get(&id.to_string()).cloned()
+    }
+
+    fn forget(&self, id: &Value) {
+        self.lock().remove(&id.to_string());
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The request id and the task ids of a listen request that names some.
+fn task_ids(message: &Value) -> Option<(&Value, Vec<String>)> {
+    if message.get("method").and_then(Value::as_str) != Some(METHOD) {
+        return None;
+    }
+    let id = message.get("id")?;
+    let mut ids: Vec<String> = Vec::new();
+    for v in message
+        .pointer("/params/notifications/taskIds")?
+        .as_array()?
+    {
+        if let Some(s) = v.as_str()
+            && !ids.iter().any(|i| i == s)
+        {
+            ids.push(s.to_string());
+        }
+    }
+    Some((id, ids))
+}
+
+/// The `-32021` answer to a listen for task ids from a client of the 2026
+/// protocol that did not declare the extension (a legacy client is rmcp's
+/// to answer: the method does not exist for it).
+fn refusal(message: &Value) -> Option<Value> {
+    let (id, _) = task_ids(message)?;
+    let meta = message.pointer("/params/_meta")?;
+    let version = meta
+        .get("io.modelcontextprotocol/protocolVersion")
+        .and_then(Value::as_str)?;
+    if version < "2026-07-28" {
+        return None;
+    }
+    let declared = meta
+        .pointer("/io.modelcontextprotocol~1clientCapabilities/extensions/io.modelcontextprotocol~1tasks")
+        .is_some();
+    if declared {
+        return None;
+    }
+    let error = ErrorData::missing_required_client_capability(
+        ClientCapabilities::builder().enable_tasks().build(),
+    );
+    Some(json!({"jsonrpc": "2.0", "id": id, "error": error}))
+}
+
+/// Add the task ids to an acknowledgement for a listen that asked for
+/// some: `ids_of` gives them by the subscription id. Whether it changed.
+fn patch_ack(message: &mut Value, ids_of: impl Fn(&Value) -> Option<Vec<String>>) -> bool {
+    if message.get("method").and_then(Value::as_str) != Some(ACK) {
+        return false;
+    }
+    let Some(subscription) = message
+        .get("params")
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(SUBSCRIPTION_ID))
+    else {
+        return false;
+    };
+    let Some(ids) = ids_of(subscription) else {
+        return false;
+    };
+    let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    let notifications = params.entry("notifications").or_insert_with(|| json!({}));
+    if let Some(n) = notifications.as_object_mut() {
+        n.insert("taskIds".into(), json!(ids));
+        return true;
+    }
+    false
+}
+
+/// stdin and stdout for rmcp: every line in is noted in `requested` (or
+/// refused) before rmcp reads it, every line out passes [`patch_ack`].
+pub fn stdio(requested: Requested) -> (impl AsyncRead, impl AsyncWrite) {
+    let (mut to_rmcp, rmcp_reads) = tokio::io::duplex(64 * 1024);
+    let (rmcp_writes, from_rmcp) = tokio::io::duplex(64 * 1024);
+    let (refused_tx, mut refused) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let noted = requested.clone();
+    tokio::spawn(async move {
+        let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match stdin.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            // Most lines are something else: look before parsing.
+            if contains(&line, METHOD.as_bytes())
+                && let Ok(message) = serde_json::from_slice::<Value>(&line)
+            {
+                if let Some(answer) = refusal(&message) {
+                    let _ = refused_tx.send(answer);
+                    continue;
+                }
+                noted.note(&message);
+            }
+            if to_rmcp.write_all(&line).await.is_err() {
+                break;
+            }
+        }
+        // Dropping `to_rmcp` is the end of input for rmcp.
+    });
+    tokio::spawn(async move {
+        let mut out = tokio::io::stdout();
+        let mut lines = tokio::io::BufReader::new(from_rmcp);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let bytes = tokio::select! {
+                read = lines.read_until(b'\n', &mut line) => match read {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if contains(&line, ACK.as_bytes())
+                            && let Ok(mut message) = serde_json::from_slice::<Value>(&line)
+                            && patch_ack(&mut message, |id| requested.get(id))
+                        {
+                            format!("{message}\n").into_bytes()
+                        } else {
+                            std::mem::take(&mut line)
+                        }
+                    }
+                },
+                Some(answer) = refused.recv() => format!("{answer}\n").into_bytes(),
+            };
+            if out.write_all(&bytes).await.is_err() || out.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    (rmcp_reads, rmcp_writes)
+}
+
+/// The task ids of an HTTP listen request, in its extensions (rmcp hands a
+/// request's `http::request::Parts` to the handler).
+#[derive(Debug, Clone)]
+pub struct HttpTaskIds(pub Vec<String>);
+
+/// Look at an HTTP listen request (a POST whose `Mcp-Method` is
+/// `subscriptions/listen`, or that names no method), reading at most
+/// `limit` bytes of its body: its task ids go into its extensions (and are
+/// returned), or it is refused (`-32021`, or too large, as rmcp would
+/// refuse it). Anything else passes untouched.
+pub async fn note_http(
+    req: Request<Body>,
+    limit: usize,
+) -> Result<(Request<Body>, Option<Vec<String>>), Response<Body>> {
+    if req.method() != Method::POST {
+        return Ok((req, None));
+    }
+    let method = req.headers().get("mcp-method").map(|v| v.as_bytes());
+    if method.is_some_and(|m| m != METHOD.as_bytes()) {
+        return Ok((req, None));
+    }
+    let (mut parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
+        return Err(crate::http::error(
+            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+            -32600,
+            "the request body is too large",
+        ));
+    };
+    let mut ids = None;
+    if contains(&bytes, METHOD.as_bytes())
+        && let Ok(message) = serde_json::from_slice::<Value>(&bytes)
+    {
+        if let Some(answer) = refusal(&message) {
+            let mut r = Response::new(Body::from(answer.to_string()));
+            r.headers_mut().insert(
+                axum::http::header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static("application/json"),
+            );
+            return Err(r);
+        }
+        if let Some((_, found)) = task_ids(&message) {
+            parts.extensions.insert(HttpTaskIds(found.clone()));
+            ids = Some(found);
+        }
+    }
+    Ok((Request::from_parts(parts, Body::from(bytes)), ids))
+}
+
+/// The answer to an HTTP listen for `ids`: its SSE stream with the ids
+/// added to the acknowledgement, event by event.
+pub fn patch_sse(response: Response<Body>, ids: Vec<String>) -> Response<Body> {
+    let (parts, body) = response.into_parts();
+    let events = futures::stream::unfold(
+        (body.into_data_stream(), String::new(), false),
+        move |(mut data, mut buffer, mut done)| {
+            let ids = ids.clone();
+            async move {
+                loop {
+                    if done {
+                        // Once acknowledged, bytes pass as they come.
+                        return data.next().await.map(|chunk| (chunk, (data, buffer, done)));
+                    }
+                    if let Some(end) = buffer.find("\n\n") {
+                        let event: String = buffer.drain(..end + 2).collect();
+                        let (event, acked) = patch_event(&event, &ids);
+                        done = acked;
+                        return Some((Ok(event.into()), (data, buffer, done)));
+                    }
+                    match data.next().await {
+                        Some(Ok(chunk)) => buffer.push_str(&String::from_utf8_lossy(&chunk)),
+                        Some(Err(e)) => return Some((Err(e), (data, buffer, true))),
+                        None if buffer.is_empty() => return None,
+                        None => {
+                            let rest = std::mem::take(&mut buffer);
+                            return Some((Ok(rest.into()), (data, buffer, true)));
+                        }
+                    }
+                }
+            }
+        },
+    );
+    Response::from_parts(parts, Body::from_stream(events))
+}
+
+/// One SSE event, with the ids added if it is the acknowledgement.
+fn patch_event(event: &str, ids: &[String]) -> (String, bool) {
+    if !event.contains(ACK) {
+        return (event.to_string(), false);
+    }
+    let mut out = String::new();
+    let mut acked = false;
+    for line in event.split_inclusive('\n') {
+        if let Some(data) = line.strip_prefix("data:")
+            && let Ok(mut message) = serde_json::from_str::<Value>(data.trim())
+            && patch_ack(&mut message, |_| Some(ids.to_vec()))
+        {
+            out.push_str(&format!("data: {message}\n"));
+            acked = true;
+        } else {
+            out.push_str(line);
+        }
+    }
+    (out, acked)
+}
+
+impl RudderMcp {
+    /// A listen rmcp acknowledged: for task ids, follow them until the
+    /// request is cancelled or the client is gone; else (list-changed
+    /// notifications, none of which this server sends) just stay open.
+    pub(crate) async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let cx = context.request_context();
+        let subscription = serde_json::to_value(&cx.id).unwrap_or(Value::Null);
+        let http = cx
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<HttpTaskIds>())
+            .map(|ids| ids.0.clone());
+        let Some(wanted) = http.or_else(|| self.requested().get(&subscription)) else {
+            context.cancelled().await;
+            return Ok(());
+        };
+        let result = self.listen_to_tasks(&context, wanted).await;
+        self.requested().forget(&subscription);
+        result
+    }
+
+    async fn listen_to_tasks(
+        &self,
+        context: &SubscriptionContext,
+        wanted: Vec<String>,
+    ) -> Result<(), ErrorData> {
+        // Subscribe first, then read: a change after the read is heard,
+        // one before it is in what is read. Each task is sent as it is now,
+        // then again on every change (the revision it was last sent at).
+        let mut changes = self.changes();
+        let mut shown: BTreeMap<String, Option<u64>> = BTreeMap::new();
+        for id in wanted {
+            let task = self.task(&id).await.ok();
+            shown.insert(id, task.as_ref().map(|t| t.revision));
+            if let Some(task) = task
+                && !self.notify(context, &task).await
+            {
+                return Ok(());
+            }
+        }
+        loop {
+            let changed = tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                c = changes.recv() => c,
+            };
+            let ids: Vec<String> = match changed {
+                Ok(Changed::Tasks(ids)) => ids
+                    .iter()
+                    .filter(|id| shown.contains_key(*id))
+                    .cloned()
+                    .collect(),
+                // The feed lost its place, or this listener fell behind:
+                // read every followed task again.
+                Ok(Changed::All) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                    shown.keys().cloned().collect()
+                }
+                Err(broadcast::error::RecvError::Closed) => return Ok(()),
+            };
+            for id in ids {
+                // Gone (pruned), never a task, or unreadable for now.
+                let Ok(task) = self.task(&id).await else {
+                    continue;
+                };
+                if shown
+                    .get(&id)
+                    .copied()
+                    .flatten()
+                    .is_some_and(|r| task.revision <= r)
+                {
+                    continue;
+                }
+                shown.insert(id, Some(task.revision));
+                if !self.notify(context, &task).await {
+                    // The client is gone.
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Send `task` as `notifications/tasks` on the subscription; whether
+    /// the client is still there.
+    async fn notify(&self, context: &SubscriptionContext, task: &rudder_model::task::Task) -> bool {
+        let cx = context.request_context();
+        let mut n =
+            TaskStatusNotification::new(TaskStatusNotificationParams::new(self.detailed(task)));
+        let mut meta = NotificationMetaObject::new();
+        meta.set_subscription_id(cx.id.clone());
+        n.extensions.insert(meta);
+        cx.peer
+            .send_notification(ServerNotification::TaskStatusNotification(n))
+            .await
+            .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Value {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn only_a_listen_request_with_task_ids_is_noted() {
+        let requested = Requested::default();
+        requested.note(&parse(
+            r#"{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"subscriptions/listen"}}"#,
+        ));
+        requested.note(&parse(
+            r#"{"jsonrpc":"2.0","id":8,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}"#,
+        ));
+        requested.note(&parse(
+            r#"{"jsonrpc":"2.0","id":"s-1","method":"subscriptions/listen","params":{"notifications":{"taskIds":["a","b",3,"a"]}}}"#,
+        ));
+        assert_eq!(requested.get(&json!(7)), None);
+        assert_eq!(requested.get(&json!(8)), None);
+        assert_eq!(
+            requested.get(&json!("s-1")),
+            Some(vec!["a".to_string(), "b".to_string()])
+        );
+        requested.forget(&json!("s-1"));
+        assert_eq!(requested.get(&json!("s-1")), None);
+    }
+
+    #[test]
+    fn the_acknowledgement_gets_the_task_ids() {
+        let mut ack = parse(
+            r#"{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{},"_meta":{"io.modelcontextprotocol/subscriptionId":"s-1"}}}"#,
+        );
+        assert!(patch_ack(&mut ack, |id| (id == "s-1").then(|| vec!["a".into()])));
+        assert_eq!(ack["params"]["notifications"], json!({"taskIds": ["a"]}));
+        let mut other = ack.clone();
+        other["params"]["_meta"][SUBSCRIPTION_ID] = json!(9);
+        other["params"]["notifications"] = json!({});
+        assert!(!patch_ack(&mut other, |id| (id == "s-1").then(Vec::new)));
+        let (event, acked) = patch_event(
+            "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\",\"params\":{\"notifications\":{},\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":1}}}\n\n",
+            &["t".to_string()],
+        );
+        assert!(acked);
+        assert!(event.starts_with("event: message\ndata: {"), "{event}");
+        assert!(event.contains(r#""taskIds":["t"]"#), "{event}");
+        assert!(event.ends_with("}\n\n"), "{event:?}");
+    }
+
+    #[test]
+    fn a_2026_client_without_the_extension_is_refused() {
+        let listen = |caps: Value| {
+            parse(
+                &json!({"jsonrpc": "2.0", "id": 4, "method": METHOD, "params": {
+                    "notifications": {"taskIds": ["a"]},
+                    "_meta": {
+                        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                        "io.modelcontextprotocol/clientCapabilities": caps,
+                    },
+                }})
+                .to_string(),
+            )
+        };
+        let refused = refusal(&listen(json!({}))).expect("refused");
+        assert_eq!(refused["error"]["code"], -32021);
+        assert_eq!(refused["id"], 4);
+        assert!(
+            refusal(&listen(
+                json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+            ))
+            .is_none()
+        );
+    }
+}
