@@ -92,6 +92,12 @@ pub async fn serve(
     };
     let router = router(server, token, allow_origins);
     say(&format!("listening on http://{local}/mcp"));
+    // Answers go out in several writes (headers, event-stream frames):
+    // without TCP_NODELAY each waits for the client's delayed ACK (~40 ms).
+    use axum::serve::ListenerExt as _;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     match axum::serve(listener, router).await {
         Ok(()) => 0,
         Err(e) => {
