@@ -131,6 +131,12 @@ pub async fn serve_on(
     token: Option<String>,
     allow_origins: &[String],
 ) -> std::io::Result<()> {
+    // Answers go out in several writes (headers, event-stream frames):
+    // without TCP_NODELAY each waits for the client's delayed ACK (~40 ms).
+    use axum::serve::ListenerExt as _;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router(server, token, allow_origins)).await
 }
 
