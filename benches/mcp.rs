@@ -154,7 +154,7 @@ fn insert(store: &Store, n: usize, make: impl Fn(usize, chrono::DateTime<Utc>) -
             .backend()
             .transaction(&mut |txn| {
                 for i in start..(start + 10_000).min(n) {
-                    txn.insert(make(i, now));
+                    txn.insert(make(i, now))?;
                 }
                 Ok(true)
             })
