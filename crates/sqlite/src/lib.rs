@@ -59,6 +59,18 @@ struct Open {
     epoch: u64,
     /// Where the kernel names the `-shm` file this connection maps.
     shm: Option<PathBuf>,
+    /// What this connection last found of that file.
+    shm_checked: shm::Checked,
+}
+
+impl Open {
+    /// Whether this connection's WAL index is stale (see shm.rs).
+    fn index_is_stale(&mut self) -> bool {
+        match &self.shm {
+            Some(shm) => self.shm_checked.check(shm) == shm::Index::Stale,
+            None => false,
+        }
+    }
 }
 
 /// A store kept in a SQLite database on a local file system.
@@ -234,10 +246,8 @@ impl SqliteBackend {
             id = self.identity()?;
         }
         let mut fresh = false;
-        if let Some(open) = slot.as_ref()
-            && (Some(open.at) != id
-                || open.epoch != shm::epoch()
-                || open.shm.as_deref().map(shm::check) == Some(shm::Index::Stale))
+        if let Some(open) = slot.as_mut()
+            && (Some(open.at) != id || open.epoch != shm::epoch() || open.index_is_stale())
         {
             if Some(open.at) == id && open.epoch == shm::epoch() {
                 // Our index is stale (see shm.rs): every connection of this
@@ -256,6 +266,7 @@ impl SqliteBackend {
                         at: id.unwrap_or_default(),
                         epoch,
                         shm: shm::shm_path(&self.path),
+                        shm_checked: shm::Checked::default(),
                     });
                     fresh = true;
                 }
@@ -272,7 +283,7 @@ impl SqliteBackend {
             // Under the write lock: a writer must write on the index at
             // the path, never on one another connection of this process
             // still holds after `-shm` was deleted. `None`: try again.
-            if fresh && open.shm.as_deref().map(shm::check) == Some(shm::Index::Stale) {
+            if fresh && open.index_is_stale() {
                 *slot = None;
                 return Ok(None);
             }
