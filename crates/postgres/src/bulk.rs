@@ -23,9 +23,11 @@
 //! raises the limit for its own transaction (`SET LOCAL`), letting the
 //! whole batch's entries gather in the list, and merges them once at the
 //! end with `gin_clean_pending_list` (one sorted pass), inside the same
-//! transaction: the index is there and whole at every commit (a failed
-//! batch rolls its entries back with it, and no reader ever finds a store
-//! without its index or with a batch's pending entries to read through).
+//! transaction: the index is there and merged at every commit, and no
+//! reader finds a store without its index. A failed batch rolls back, but
+//! (as any rolled-back insert leaves its index entries, pointing at dead
+//! rows) its entries stay in the pending list until the next merge: the
+//! next write of any session (over the default limit) or a vacuum.
 //! Dropping the index and building it again at the end would be cheaper
 //! still, but only for a copy made in one transaction, and `DROP INDEX`
 //! locks every reader and writer out of the table until the commit.
