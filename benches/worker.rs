@@ -5,12 +5,13 @@
 //!
 //! - `loop`: W workers (threads, each its own store connection, as W
 //!   processes) each running claim, three progress reports, complete until
-//!   no task is left, over 160 tasks; tasks per second, median of 3 runs,
+//!   no task is left, over 160 tasks; tasks per second, median of 5 runs (interleaved),
 //!   once written with `Store::claim_next` / `heartbeat` / `complete` and
 //!   once with `store.worker(..)`, `next`, `Job::progress`, `Job::complete`;
-//! - `wake-up`: a worker blocked in `next()` until a task created on
-//!   another connection is claimed (from just before the create to `next`
-//!   returning the job, so it includes the create's commit); median of 30.
+//! - `wake-up`: a worker blocked in `next()` until a task created by
+//!   another process (this binary run with `--create URL`) is claimed (from
+//!   just before the create to `next` returning the job, so it includes the
+//!   create's commit); median of 30.
 //!
 //! `cargo bench --bench worker` prints one line per figure.
 
@@ -28,7 +29,7 @@ use rudder::task::Progress;
 use rudder::{Actor, NewTask, Store};
 
 const TASKS: usize = 160;
-const RUNS: usize = 3;
+const RUNS: usize = 5;
 const WAKES: usize = 30;
 const LEASE: Duration = Duration::from_secs(60);
 
@@ -37,9 +38,9 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn fill(url: &str) {
+fn fill(url: &str, tasks: usize) {
     let store = Store::connect(url).unwrap();
-    for _ in 0..TASKS {
+    for _ in 0..tasks {
         store.create(NewTask::default()).unwrap();
     }
 }
@@ -81,7 +82,11 @@ fn api(worker: &mut rudder::worker::Worker) -> usize {
 
 /// Tasks per second of `workers` threads running the loop once.
 fn run_loop(url: &str, workers: usize, with_api: bool) -> f64 {
-    fill(url);
+    run_loop_of(url, workers, with_api, TASKS)
+}
+
+fn run_loop_of(url: &str, workers: usize, with_api: bool, tasks: usize) -> f64 {
+    fill(url, tasks);
     let barrier = Arc::new(Barrier::new(workers + 1));
     let threads: Vec<_> = (0..workers)
         .map(|i| {
@@ -90,13 +95,15 @@ fn run_loop(url: &str, workers: usize, with_api: bool) -> f64 {
                 // Connections and workers are made before the clock starts.
                 let store = Store::connect(&url).unwrap();
                 let holder = format!("bench-{i}");
-                let mut worker = store.worker(holder.clone()).lease(LEASE).start().unwrap();
+                // Only the API's run has a worker (the low-level loop is
+                // what a worker wrote before the API: no feed, no renewer).
+                let mut worker =
+                    with_api.then(|| store.worker(holder.clone()).lease(LEASE).start().unwrap());
                 store.counts().unwrap();
                 barrier.wait();
-                if with_api {
-                    api(&mut worker)
-                } else {
-                    low_level(&store, &holder)
+                match worker.as_mut() {
+                    Some(worker) => api(worker),
+                    None => low_level(&store, &holder),
                 }
             })
         })
@@ -105,20 +112,20 @@ fn run_loop(url: &str, workers: usize, with_api: bool) -> f64 {
     let start = Instant::now();
     let done: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
     let took = start.elapsed();
-    assert_eq!(done, TASKS);
-    TASKS as f64 / took.as_secs_f64()
+    assert_eq!(done, tasks);
+    tasks as f64 / took.as_secs_f64()
 }
 
 fn loops(name: &str, url: &dyn Fn() -> String) {
     for workers in [1, 4, 16] {
-        let mut figures = Vec::new();
-        for with_api in [false, true] {
-            let runs: Vec<f64> = (0..RUNS)
-                .map(|_| run_loop(&url(), workers, with_api))
-                .collect();
-            figures.push(median(runs));
+        // The two loops' runs interleaved, so that the machine's load
+        // weighs on both alike.
+        let (mut lows, mut apis) = (Vec::new(), Vec::new());
+        for _ in 0..RUNS {
+            lows.push(run_loop(&url(), workers, false));
+            apis.push(run_loop(&url(), workers, true));
         }
-        let (low, api) = (figures[0], figures[1]);
+        let (low, api) = (median(lows), median(apis));
         println!(
             "{name:10} loop   {workers:2} worker(s): low-level {low:8.1} tasks/s, worker API {api:8.1} tasks/s ({:+.1}%)",
             (low / api - 1.0) * 100.0
@@ -126,39 +133,71 @@ fn loops(name: &str, url: &dyn Fn() -> String) {
     }
 }
 
-fn wake_up(name: &str, url: &str) {
+/// The other process of the wake-up: `worker --create URL` reads a line
+/// from stdin, creates a task on URL and writes the wall-clock time (ns
+/// since the epoch) taken just before the create, per line, until stdin
+/// ends. Connected before its first line, so a sample is the create and the
+/// wake-up, not a process start.
+fn creator(url: &str) {
+    use std::io::{BufRead, Write};
     let store = Store::connect(url).unwrap();
-    let creator = Store::connect(url).unwrap();
-    creator.counts().unwrap();
+    store.counts().unwrap();
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ready").unwrap();
+    out.flush().unwrap();
+    for line in std::io::stdin().lock().lines() {
+        line.unwrap();
+        let start = epoch_ns();
+        store.create(NewTask::default()).unwrap();
+        writeln!(out, "{start}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+fn epoch_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// `next()` waking on a task another *process* created: from just before
+/// that process's create (its commit included) to `next` returning the job
+/// here (both clocks the machine's wall clock).
+fn wake_up(name: &str, url: &str) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let store = Store::connect(url).unwrap();
     let mut worker = store.worker("waker").lease(LEASE).start().unwrap();
     // The feed is started (and has read the store) before the first sample.
     assert!(worker.next(Duration::from_millis(50)).unwrap().is_none());
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .arg("--create")
+        .arg(url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to_child = child.stdin.take().unwrap();
+    let mut from_child = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(from_child.next().unwrap().unwrap(), "ready");
     let mut samples = Vec::new();
     for _ in 0..WAKES {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let url = url.to_string();
-        let create = std::thread::spawn(move || {
-            let creator = Store::connect(&url).unwrap();
-            creator.counts().unwrap();
-            rx.recv().unwrap();
-            let start = Instant::now();
-            creator.create(NewTask::default()).unwrap();
-            start
-        });
-        tx.send(()).unwrap();
-        let job = worker
+        writeln!(to_child, "go").unwrap();
+        to_child.flush().unwrap();
+        let mut job = worker
             .next(Duration::from_secs(10))
             .unwrap()
             .expect("woken");
-        let woke = Instant::now();
-        let start = create.join().unwrap();
-        samples.push((woke - start).as_secs_f64() * 1000.0);
-        let mut job = job;
+        let woke = epoch_ns();
+        let start: u128 = from_child.next().unwrap().unwrap().parse().unwrap();
+        samples.push(woke.saturating_sub(start) as f64 / 1e6);
         job.complete(serde_json::json!(1)).unwrap();
     }
-    let _ = creator;
+    drop(to_child);
+    child.wait().unwrap();
     println!(
-        "{name:10} wake-up: median {:.1} ms (min {:.1}, max {:.1}) over {WAKES}",
+        "{name:10} wake-up: median {:.1} ms (min {:.1}, max {:.1}) over {WAKES}, task created by another process",
         median(samples.clone()),
         samples.iter().cloned().fold(f64::INFINITY, f64::min),
         samples.iter().cloned().fold(0.0, f64::max)
@@ -166,6 +205,17 @@ fn wake_up(name: &str, url: &str) {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--create") {
+        return creator(&args[i + 1]);
+    }
+    // `--loop URL N`: the worker API's loop once, one worker, N tasks on a
+    // new store at URL; prints tasks/s (python/benches/bench.py's Rust side).
+    if let Some(i) = args.iter().position(|a| a == "--loop") {
+        let n = args[i + 2].parse().unwrap();
+        println!("{:.1}", run_loop_of(&args[i + 1], 1, true, n));
+        return;
+    }
     // `cargo bench` passes `--bench`; a filter of criterion's style is ignored.
     let dir = tempfile::tempdir().unwrap();
     let n = std::cell::Cell::new(0);

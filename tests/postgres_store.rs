@@ -1664,3 +1664,110 @@ fn nul_characters_through_copy_and_in_identifiers() {
     );
     assert_eq!(store.load().unwrap(), before);
 }
+
+/// `copy` into PostgreSQL merges the text index's new entries once per
+/// batch, inside the batch's transaction (`crates/postgres/src/bulk.rs`):
+/// after a copy the trigram index is there, valid, with nothing left in
+/// its pending list (which every later search would read through, and
+/// some later writer would pay for merging), and the text filter finds
+/// what was copied. A copy that fails inside its batch leaves the store as
+/// it was, its index there and answering.
+#[test]
+fn copy_into_postgres_leaves_the_text_index_whole_and_a_failed_copy_changes_nothing() {
+    need_pg!();
+    let cluster = pg::shared();
+    let db = cluster.create_database();
+    let url = cluster.url(&db);
+    let dir = tempfile::tempdir().unwrap();
+    // Fewer tasks than fill GIN's default pending list (4 MB): kept up
+    // row by row, they would all still be waiting in it.
+    let tasks = |n: u32, key: &dyn Fn(u32) -> String| {
+        let mut tasks = serde_json::Map::new();
+        for i in 0..n {
+            let id = format!(
+                "{:08x}-0000-4000-8000-{:012x}",
+                i.wrapping_mul(2654435761),
+                i
+            );
+            let title = if i == 7 {
+                "the NEEDLE".to_string()
+            } else {
+                format!("INC-{i} checkout latency")
+            };
+            tasks.insert(
+                id.clone(),
+                json!({"task_id": id, "status": "working", "title": title,
+                       "idempotency_key": key(i), "status_message": "correlating deploys",
+                       "revision": 1, "history": []}),
+            );
+        }
+        serde_json::Value::Object(tasks).to_string()
+    };
+    let file = dir.path().join("tasks.json");
+    std::fs::write(&file, tasks(1000, &|i| format!("key-{i}"))).unwrap();
+    let r = common::run_plain(&["copy", file.to_str().unwrap(), &url, "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.json()["copied"], 1000, "{r:#?}");
+    let index = || {
+        let url = url.clone();
+        pg::off_runtime(move || {
+            let mut c = postgres::Client::connect(&url, postgres::NoTls)?;
+            c.batch_execute("CREATE EXTENSION IF NOT EXISTS pageinspect")?;
+            let valid: Vec<bool> = c
+                .query(
+                    "SELECT i.indisvalid FROM pg_index i \
+                     WHERE i.indexrelid = to_regclass('rudder_tasks_by_text')",
+                    &[],
+                )?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            let pending: i64 = c
+                .query_one(
+                    "SELECT n_pending_tuples FROM \
+                     gin_metapage_info(get_raw_page('rudder_tasks_by_text', 0))",
+                    &[],
+                )?
+                .get(0);
+            Ok::<_, postgres::Error>((valid, pending))
+        })
+        .expect("read the text index")
+    };
+    assert_eq!(index(), (vec![true], 0), "the index is there, merged");
+    let needle = rudder::store::query::PageQuery {
+        text: Some("needle".into()),
+        ..Default::default()
+    };
+    let found = |store: &Store| -> Vec<String> {
+        store
+            .page(&needle)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.title.unwrap_or_default())
+            .collect()
+    };
+    let store = Store::open(&url);
+    assert_eq!(found(&store), ["the NEEDLE"]);
+    // The same tasks and 500 more, a hundred of them with one key (which
+    // a JSON file accepts): PostgreSQL's unique index refuses the batch
+    // inside its transaction.
+    let bad = dir.path().join("bad.json");
+    let key = |i: u32| match i {
+        0..1000 => format!("key-{i}"),
+        _ => format!("other-{}", i.min(1400)),
+    };
+    std::fs::write(&bad, tasks(1500, &key)).unwrap();
+    let before = store.load().unwrap();
+    let r = common::run_plain(&["copy", bad.to_str().unwrap(), &url]);
+    assert_ne!(r.code, 0, "{r:#?}");
+    assert_eq!(
+        serde_json::to_string(&store.load().unwrap()).unwrap(),
+        serde_json::to_string(&before).unwrap(),
+        "the failed copy wrote nothing"
+    );
+    // The failed batch's entries stay in the pending list, as a rolled
+    // back insert leaves its index entries (pointing at dead rows) until
+    // the next merge or vacuum; the index is there and answers.
+    assert_eq!(index().0, vec![true], "the index is there");
+    assert_eq!(found(&store), ["the NEEDLE"]);
+}

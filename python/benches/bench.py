@@ -1,20 +1,25 @@
 """Benchmarks of the Python package (issue 21), medians of several runs:
 
 1. The worker loop (claim, three progress reports, complete) in tasks/s on
-   SQLite, in Python on the package's worker API.
+   SQLite, in Python on the package's worker API, and (with ``--rust BIN``)
+   the same loop in Rust on the worker API, runs interleaved: BIN is the
+   worker benchmark's executable (``cargo bench --bench worker --no-run``
+   prints it), whose ``--loop URL N`` runs that loop once.
 2. The seed's own TaskStore (benches/seed_taskstore.py) at N tasks against
    rudder.seed.TaskStore on SQLite, the same operations in the same run:
    create + provide_input + complete of one more task, per operation.
 
-Build the package in release first (``pip install ./python``); a debug
-build (``maturin develop``) measures the debug build. Run:
-``python python/benches/bench.py [--tasks 10000] [--loop 200]``.
+Build the package in release first (``pip install ./python`` or
+``maturin develop --release``); a debug build (``maturin develop``)
+measures the debug build. Run:
+``python python/benches/bench.py [--tasks 10000] [--loop 200] [--rust BIN]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,8 +47,15 @@ def worker_loop(n: int) -> float:
             assert job is not None
             for i in range(3):
                 job.progress(i + 1, 3)
-            job.complete({"ok": True})
+            job.complete(1)
         return n / (time.perf_counter() - started)
+
+
+def rust_loop(binary: str, n: int) -> float:
+    """Tasks/s of the same loop in Rust (the worker benchmark's ``--loop``)."""
+    with tempfile.TemporaryDirectory() as d:
+        out = subprocess.run([binary, "--loop", f"sqlite:{d}/bench.db", str(n)], check=True, capture_output=True, text=True)
+        return float(out.stdout.strip().splitlines()[-1])
 
 
 def per_op(store: object, ops: int) -> float:
@@ -62,9 +74,19 @@ def main() -> None:
     parser.add_argument("--loop", type=int, default=200)
     parser.add_argument("--ops", type=int, default=20)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--rust", help="the worker benchmark's executable, for the Rust loop")
     args = parser.parse_args()
-    loops = [worker_loop(args.loop) for _ in range(args.runs)]
-    print(f"python worker loop on SQLite: median {statistics.median(loops):.0f} tasks/s over {args.runs} runs of {args.loop}")
+    loops, rust = [], []
+    for _ in range(args.runs):
+        loops.append(worker_loop(args.loop))
+        if args.rust:
+            rust.append(rust_loop(args.rust, args.loop))
+    py = statistics.median(loops)
+    print(f"python worker loop on SQLite: median {py:.0f} tasks/s over {args.runs} runs of {args.loop}")
+    if rust:
+        rs = statistics.median(rust)
+        print(f"rust worker loop on SQLite:   median {rs:.0f} tasks/s over {args.runs} runs of {args.loop} (interleaved)")
+        print(f"python cost per task / rust: {rs / py:.2f}x (goal <= 1.3x)")
     with tempfile.TemporaryDirectory() as d:
         seed = seed_taskstore.TaskStore(Path(d) / "seed.json")
         ours = TaskStore(f"sqlite:{d}/ours.db")
