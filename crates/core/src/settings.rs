@@ -84,16 +84,19 @@ impl Settings {
     /// refuses it with a usage error before it opens any store; a library
     /// caller that wants the error calls [`Settings::from_env`]).
     pub fn of_process() -> Settings {
-        *PROCESS.get_or_init(|| {
-            Self::from_vars(|name| {
-                let value = env_var(name)?;
-                // Each bad value alone falls back to its default.
-                Self::from_vars(|n| (n == name).then(|| value.clone()))
-                    .is_ok()
-                    .then_some(value)
-            })
-            .unwrap_or_default()
-        })
+        *PROCESS.get_or_init(|| Self::lenient(env_var))
+    }
+
+    /// [`Settings::from_vars`], each value that is not valid taken as not
+    /// set (so its default), the others kept.
+    fn lenient(var: impl Fn(&str) -> Option<String>) -> Settings {
+        let valid = |name: &str| {
+            let value = var(name)?;
+            Self::from_vars(|n| (n == name).then(|| value.clone()))
+                .is_ok()
+                .then_some(value)
+        };
+        Self::from_vars(valid).unwrap_or_default()
     }
 
     /// Make these the process's settings ([`Settings::of_process`]), as
@@ -151,6 +154,16 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(s.lock_timeout, Duration::from_secs(5));
+        assert_eq!(s.max_store_bytes, Some(4096));
+    }
+
+    #[test]
+    fn leniently_a_bad_value_is_its_default_and_the_others_are_kept() {
+        let s = Settings::lenient(vars(&[
+            ("RUDDER_LOCK_TIMEOUT", "soon"),
+            ("RUDDER_MAX_STORE_BYTES", "4096"),
+        ]));
+        assert_eq!(s.lock_timeout, DEFAULT_LOCK_TIMEOUT);
         assert_eq!(s.max_store_bytes, Some(4096));
     }
 
