@@ -422,15 +422,7 @@ impl Answer<'_> {
             if no_longer_asking(&task) {
                 return Ok(task);
             }
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| StoreError::Io {
-                    location: store.backend().store_location(),
-                    file: store.path().to_path_buf(),
-                    action: "start the change feed",
-                    source: e,
-                })?;
+            let runtime = super::feed_runtime(store)?;
             runtime.block_on(async {
                 let feed = super::feed(
                     store,

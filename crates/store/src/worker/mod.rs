@@ -248,6 +248,20 @@ fn store_url(store: &Store) -> Result<StoreUrl, UrlError> {
     store.backend().url()
 }
 
+/// A runtime of this thread's own for a blocking wait on the change feed;
+/// failing to make one is an I/O error of `store`.
+pub(crate) fn feed_runtime(store: &Store) -> Result<tokio::runtime::Runtime, StoreError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| StoreError::Io {
+            location: store.backend().store_location(),
+            file: store.path().to_path_buf(),
+            action: "start the change feed",
+            source: e,
+        })
+}
+
 /// The change feed of `store` (of one task with `task`); a store this build
 /// cannot watch gives a feed that says so.
 pub(crate) fn feed(store: &Store, task: Option<String>, options: FeedOptions) -> ChangeFeed {

@@ -150,15 +150,7 @@ fn wait_on_feed(
     if until.done(&task) {
         return Ok(task);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| StoreError::Io {
-            location: store.backend().store_location(),
-            file: store.path().to_path_buf(),
-            action: "start the change feed",
-            source: e,
-        })?;
+    let runtime = super::feed_runtime(store)?;
     let full = task.task_id.clone();
     runtime.block_on(async {
         let feed = super::feed(
