@@ -1771,3 +1771,114 @@ fn copy_into_postgres_leaves_the_text_index_whole_and_a_failed_copy_changes_noth
     assert_eq!(index().0, vec![true], "the index is there");
     assert_eq!(found(&store), ["the NEEDLE"]);
 }
+
+/// `copy` into a PostgreSQL store that holds no task is one transaction
+/// that sets the secondary indexes aside and builds them once at the end
+/// (`crates/postgres/src/bulk.rs`, `load_into_empty`). A load that fails
+/// (two tasks with one idempotency key, in the second batch's worth:
+/// the unique index refuses to be built) says which key and leaves the
+/// store empty, with every index, where a copy in batches would have
+/// kept the first;
+/// a load that succeeds leaves exactly the indexes, valid, of a store its
+/// own writes made, and one change per task with the counts.
+#[test]
+fn copy_into_an_empty_postgres_store_builds_its_indexes_once_and_a_failed_one_changes_nothing() {
+    need_pg!();
+    let cluster = pg::shared();
+    let (made, loaded) = (cluster.create_database(), cluster.create_database());
+    Store::open(cluster.url(&made))
+        .create(NewTask::default())
+        .unwrap();
+    let url = cluster.url(&loaded);
+    let r = common::run_plain(&["--store", &url, "migrate"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let indexes = |db: &str| {
+        let url = cluster.url(db);
+        pg::off_runtime(move || {
+            let mut c = postgres::Client::connect(&url, postgres::NoTls)?;
+            let rows = c.query(
+                "SELECT x.indexname::text, x.indexdef, i.indisvalid FROM pg_indexes x \
+                 JOIN pg_index i ON i.indexrelid = to_regclass(x.indexname) \
+                 WHERE x.tablename = 'rudder_tasks' ORDER BY 1",
+                &[],
+            )?;
+            Ok::<_, postgres::Error>(
+                rows.iter()
+                    .map(|r| {
+                        (
+                            r.get::<_, String>(0),
+                            r.get::<_, String>(1),
+                            r.get::<_, bool>(2),
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .expect("read the indexes")
+    };
+    let reference = indexes(&made);
+    assert!(
+        reference.len() >= 10 && reference.iter().all(|(_, _, valid)| *valid),
+        "{reference:#?}"
+    );
+    // More tasks than one write batch of the batched copy (10,000), which
+    // would commit the first batch before the second failed; written by
+    // hand, as a JSON file may hold two tasks with one key.
+    let dir = tempfile::tempdir().unwrap();
+    let n = rudder::store::copy::WRITE_BATCH + 500;
+    let file = |name: &str, key: &dyn Fn(usize) -> String| {
+        let mut tasks = serde_json::Map::new();
+        for i in 0..n {
+            let id = format!("{:08x}-0000-4000-8000-{i:012x}", i.wrapping_mul(2654435761));
+            let status = if i % 4 == 0 { "completed" } else { "working" };
+            tasks.insert(
+                id.clone(),
+                json!({"task_id": id, "status": status, "title": format!("INC-{i} checkout latency"),
+                       "idempotency_key": key(i), "revision": 2,
+                       "created_at": "2026-12-01T10:00:00Z", "updated_at": "2026-12-01T10:00:30Z",
+                       "history": [{"status": "working", "at": "2026-12-01T10:00:00Z"}]}),
+            );
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, serde_json::Value::Object(tasks).to_string()).unwrap();
+        path
+    };
+    let good = file("good.json", &|i| format!("key-{i}"));
+    let bad = file("bad.json", &|i| match i {
+        10_200 | 10_300 => "the-same-key".into(),
+        _ => format!("key-{i}"),
+    });
+    let r = common::run_plain(&["copy", bad.to_str().unwrap(), &url]);
+    assert_ne!(r.code, 0, "{r:#?}");
+    assert!(r.stderr.contains("the-same-key"), "{}", r.stderr);
+    let store = Store::open(&url);
+    assert_eq!(store.counts().unwrap().total(), 0, "nothing was written");
+    assert_eq!(indexes(&loaded), reference, "every index is there");
+    let before = backend(&url).last_change().unwrap().unwrap_or(0);
+    let r = common::run_plain(&["copy", good.to_str().unwrap(), &url, "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.json()["copied"], n, "{r:#?}");
+    assert_eq!(indexes(&loaded), reference, "the same indexes, valid");
+    assert_eq!(
+        serde_json::to_string(&store.load().unwrap()).unwrap(),
+        serde_json::to_string(&Store::open(&good).load().unwrap()).unwrap(),
+        "every field, in store order"
+    );
+    let counts = store.counts().unwrap();
+    assert_eq!(
+        (counts.total(), counts.get(Status::Completed)),
+        (n, n.div_ceil(4))
+    );
+    let n_changes = i64::try_from(n).unwrap();
+    assert_eq!(
+        backend(&url).last_change().unwrap(),
+        Some(before + n_changes)
+    );
+    let found = store
+        .page(&rudder::store::query::PageQuery {
+            text: Some("INC-123 ".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(found.len(), 1, "the text filter finds the task");
+}

@@ -230,6 +230,14 @@ impl<'c> PgTxn<'c> {
         self.backend.error(action, &e)
     }
 
+    /// The server's refusal so far is final: not worth running the
+    /// transaction again (a broken connection still is).
+    pub(super) fn final_failure(&self) {
+        if let Some((_, false)) = self.failure.get() {
+            self.failure.set(Some((Retry::No, false)));
+        }
+    }
+
     /// A write found its row moved: roll back and run the operation again.
     fn conflict(&self, id: &str) -> StoreError {
         if self.failure.get().is_none() {
@@ -280,6 +288,15 @@ impl<'c> PgTxn<'c> {
         self.tx
             .borrow_mut()
             .execute(&s, params)
+            .map_err(|e| self.fail(action, e))
+    }
+
+    /// Run `sql` once, unprepared (DDL, or text made for one use: nothing
+    /// is kept in the connection's statement cache).
+    pub(super) fn run_once(&self, sql: &str, action: &'static str) -> Result<(), StoreError> {
+        self.tx
+            .borrow_mut()
+            .batch_execute(sql)
             .map_err(|e| self.fail(action, e))
     }
 
@@ -638,6 +655,39 @@ impl<'c> PgTxn<'c> {
             && (self.trim.get() || retention.due(first - 1, last))
         {
             self.trim_changes(&retention, last)?;
+        }
+        Ok(())
+    }
+
+    /// Record the changes of a load into an empty store (`bulk.rs`): every
+    /// task, in store order, as created, with `statuses` (tasks per status)
+    /// added to the counts, under the changes lock as [`Self::record_changes`]
+    /// records a write's; then the log's retention.
+    pub(crate) fn record_loaded(&self, statuses: &BTreeMap<Status, i64>) -> Result<(), StoreError> {
+        self.execute(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[&CHANGES_LOCK],
+            "record the changes",
+        )?;
+        let names: Vec<&str> = statuses.keys().map(|s| s.as_str()).collect();
+        let by: Vec<i64> = statuses.values().copied().collect();
+        let rows = self.query(
+            &format!(
+                "WITH ch AS (\
+                   INSERT INTO rudder_changes (task_id, revision, status_before, status_after, at) \
+                   SELECT task_id, revision, NULL, status, updated_at FROM rudder_tasks ORDER BY seq \
+                   RETURNING seq), \
+                 ct AS (\
+                   INSERT INTO rudder_counts (status, n) \
+                   SELECT * FROM unnest($1::text[], $2::int8[]) \
+                   ON CONFLICT (status) DO UPDATE SET n = rudder_counts.n + excluded.n) \
+                 SELECT max(seq), pg_notify('{CHANNEL}', max(seq)::text) FROM ch"
+            ),
+            &[&names, &by],
+            "record the changes",
+        )?;
+        if let Some(last) = rows.first().and_then(|r| r.get::<_, Option<i64>>(0)) {
+            self.trim_changes(&self.backend.retention(), last)?;
         }
         Ok(())
     }

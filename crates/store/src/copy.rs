@@ -53,12 +53,12 @@ impl CopyReport {
 /// as its read buffer holds), a database `BATCH` at a time.
 fn for_each_batch(
     from: &Store<AnyBackend>,
-    file: Option<FileStream>,
+    file: Option<&mut FileStream>,
     mut f: impl FnMut(Vec<Task>) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
     if let AnyBackend::File(_) = from.backend() {
         return match file {
-            Some(mut stream) => stream.for_each_run(f),
+            Some(stream) => stream.for_each_run(f),
             // No file: nothing to copy.
             None => Ok(()),
         };
@@ -103,7 +103,7 @@ pub fn copy(
     // meanwhile) and read through twice as a stream: first every task is
     // checked, before anything is written, keeping each id's revision for
     // the check below; then the tasks are copied.
-    let (file, revisions) = match from.backend() {
+    let (mut file, revisions) = match from.backend() {
         AnyBackend::File(backend) => match FileStream::open(backend)? {
             Some(mut stream) => {
                 let revisions = stream.check()?;
@@ -169,6 +169,23 @@ pub fn copy(
             }
         }
     }
+    // Into a PostgreSQL store that holds no task: one transaction, with
+    // the indexes built at the end (rudder_postgres's `bulk.rs`).
+    if let AnyBackend::Postgres(db) = to.backend() {
+        let loaded = db.load_into_empty(&mut |sink| {
+            let mut sent = 0;
+            for_each_batch(from, file.as_mut(), |batch| {
+                sink(&batch)?;
+                sent += batch.len();
+                progress(sent);
+                Ok(())
+            })
+        })?;
+        if let Some(counts) = loaded {
+            report.copied = counts.copied;
+            return Ok(report);
+        }
+    }
     // A file is rewritten whole by every write: one write for all of it.
     // A database takes larger batches than it is read in: each commit
     // waits for the disk.
@@ -193,7 +210,7 @@ pub fn copy(
         progress(report.total());
         Ok(())
     };
-    for_each_batch(from, file, |batch| {
+    for_each_batch(from, file.as_mut(), |batch| {
         if pending.is_empty() && batch.len() == write_batch {
             return write(batch);
         }
