@@ -199,3 +199,58 @@ fn a_reader_whose_cursor_was_trimmed_away_resets_then_sees_new_changes() {
         }
     });
 }
+
+/// A `copy` into an empty PostgreSQL store (`load_into_empty`) does not
+/// write the changes the trim would remove at once: the log ends as a
+/// full write and trim would leave it, numbered as if every change had
+/// been written, and a reader whose cursor was before the load resets.
+/// When the log already holds a young change (which stops the trim), the
+/// load writes them all: the log keeps no hole.
+#[test]
+fn a_load_into_an_empty_postgres_store_leaves_the_log_a_trim_would() {
+    if !pg::available() {
+        return;
+    }
+    let old = Utc.with_ymd_and_hms(2020, 1, 2, 3, 4, 5).unwrap();
+    // 2,000 tasks last changed long ago, then 1,000 of the last hour.
+    let mut loaded = tasks(3000, old);
+    for t in &mut loaded[2000..] {
+        t.updated_at = Some(Utc::now());
+    }
+    pg::off_runtime(|| {
+        // A store with one change, its task then removed behind rudder's
+        // back (`sql`: the change's date).
+        let emptied = |at: &str| {
+            let text = pg::store_url();
+            let url = match StoreUrl::parse(&text).expect("a URL") {
+                StoreUrl::Postgres(u) => u,
+                other => panic!("not postgres: {other:?}"),
+            };
+            let make = || PostgresBackend::new(url.clone()).with_retention(SMALL_BUT_AN_HOUR);
+            create_in(&Store::with_backend(make()), 1);
+            let mut feed = PostgresSource::new(url.clone(), None);
+            assert_eq!(feed.catch_up(), Catchup::Reset(ResetReason::Start));
+            let mut c = postgres::Client::connect(&text, postgres::NoTls).expect("connect");
+            c.batch_execute(&format!(
+                "DELETE FROM rudder_tasks; UPDATE rudder_changes SET at = '{at}'"
+            ))
+            .expect("empty the store");
+            let b = make();
+            let counts = b
+                .load_into_empty(&mut |sink| loaded.chunks(700).try_for_each(&mut *sink))
+                .expect("load")
+                .expect("an empty store");
+            assert_eq!(counts.copied, 3000);
+            (Db::Postgres(make()).log(), feed)
+        };
+        let (log, mut feed) = emptied("2020-01-01T00:00:00.000000000Z");
+        assert_eq!((log.first, log.last), (Some(2002), 3001));
+        assert_eq!(log.changes.len(), 1000, "the young ones, whole");
+        assert_whole(&log);
+        assert_eq!(feed.catch_up(), Catchup::Reset(ResetReason::CursorLost));
+        // A young change before the load stops the trim: nothing skipped.
+        let (log, _) = emptied(&rudder::store::query::time_text(Utc::now()));
+        assert_eq!((log.first, log.last), (Some(1), 3001), "no hole");
+        assert_whole(&log);
+    });
+}

@@ -1859,6 +1859,25 @@ fn copy_into_an_empty_postgres_store_builds_its_indexes_once_and_a_failed_one_ch
     assert_eq!(r.code, 0, "{r:#?}");
     assert_eq!(r.json()["copied"], n, "{r:#?}");
     assert_eq!(indexes(&loaded), reference, "the same indexes, valid");
+    // Every page of the table frozen and all-visible (`COPY ... FREEZE`).
+    let pages = {
+        let url = url.clone();
+        pg::off_runtime(move || {
+            let mut c = postgres::Client::connect(&url, postgres::NoTls)?;
+            c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_visibility")?;
+            let r = c.query_one(
+                "SELECT all_frozen, pg_relation_size('rudder_tasks') / \
+                 current_setting('block_size')::int8 FROM pg_visibility_map_summary('rudder_tasks')",
+                &[],
+            )?;
+            Ok::<_, postgres::Error>((r.get::<_, i64>(0), r.get::<_, i64>(1)))
+        })
+        .expect("read the visibility map")
+    };
+    assert!(
+        pages.1 > 0 && pages.0 == pages.1,
+        "frozen, total: {pages:?}"
+    );
     assert_eq!(
         serde_json::to_string(&store.load().unwrap()).unwrap(),
         serde_json::to_string(&Store::open(&good).load().unwrap()).unwrap(),
@@ -1881,4 +1900,33 @@ fn copy_into_an_empty_postgres_store_builds_its_indexes_once_and_a_failed_one_ch
         })
         .unwrap();
     assert_eq!(found.len(), 1, "the text filter finds the task");
+}
+
+/// Into an empty PostgreSQL store `copy` reads a JSON FROM once, in one
+/// transaction: a task that does not read, past the first write batch,
+/// rolls it all back, and the copy then refuses FROM as for any store,
+/// with the line, having written nothing.
+#[test]
+fn a_corrupt_source_copied_into_an_empty_postgres_store_is_refused_with_its_line() {
+    need_pg!();
+    let cluster = pg::shared();
+    let url = cluster.url(&cluster.create_database());
+    let dir = tempfile::tempdir().unwrap();
+    let mut tasks = rudder::task::TaskMap::new();
+    for i in 0..rudder::store::copy::WRITE_BATCH + 2000 {
+        let mut t = rudder::task::Task::new(format!("task-{i:06}"), Status::Working);
+        t.request = Some(json!({"pad": "x".repeat(900), "i": i}));
+        tasks.insert(t.task_id.clone(), t);
+    }
+    let mut text = String::from_utf8(rudder::store::encode(&tasks, 0)).unwrap();
+    let at = text.rfind("\"status\": \"working\"").unwrap();
+    text.replace_range(at..at + 19, "\"status\": \"wonking\"");
+    let from = dir.path().join("from.json");
+    std::fs::write(&from, &text).unwrap();
+    let line = text[..at].matches('\n').count() + 1;
+    let r = common::run_plain(&["copy", from.to_str().unwrap(), &url, "--json"]);
+    assert_eq!(r.code, 6, "{r:#?}");
+    assert_eq!(r.json()["error"], "corrupt_store");
+    assert_eq!(r.json()["line"].as_u64(), Some(line as u64), "{r:#?}");
+    assert_eq!(Store::open(&url).counts().unwrap().total(), 0);
 }

@@ -100,6 +100,27 @@ impl FileStream {
         Ok(revisions)
     }
 
+    /// Every task in file order, a run at a time, in one pass through the
+    /// boundary scanner and without [`FileStream::check`]: `Ok(false)` when
+    /// the file needs the reference read (a run does not split, or an id
+    /// comes twice), and then `f` may have had some of its tasks already.
+    /// For a caller that can take them back (a copy in one transaction),
+    /// and then reads the file as [`FileStream::for_each_run`] does.
+    pub fn single_pass(
+        &mut self,
+        mut f: impl FnMut(Vec<Task>) -> Result<(), StoreError>,
+    ) -> Result<bool, StoreError> {
+        let mut seen = HashSet::<Box<str>>::new();
+        self.split_pass(&mut |tasks| {
+            for t in &tasks {
+                if !seen.insert(t.task_id.as_str().into()) {
+                    return Err(Stop::GiveUp);
+                }
+            }
+            f(tasks).map_err(Stop::Failed)
+        })
+    }
+
     /// Every task in file order, handed to `f` a run at a time (as many as
     /// a buffer holds), after [`FileStream::check`] (which this runs first
     /// if it was not).

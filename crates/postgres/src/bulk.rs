@@ -114,7 +114,7 @@ pub type Feed<'a> =
 /// The secondary indexes this role may set aside and build again: all but
 /// those of a constraint (the primary key, the task id's `UNIQUE`), each
 /// as its name and its definition.
-const SET_ASIDE: &str = "SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), \
+const INDEXES_ASIDE: &str = "SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), \
      pg_get_indexdef(i.indexrelid) FROM pg_catalog.pg_index i \
      JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid \
      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
@@ -122,28 +122,58 @@ const SET_ASIDE: &str = "SELECT quote_ident(n.nspname) || '.' || quote_ident(c.r
      AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint k WHERE k.conindid = i.indexrelid) \
      AND pg_has_role(c.relowner, 'USAGE') ORDER BY c.relname";
 
+/// The unique constraints (the task id's) this role may set aside and
+/// add again: each as its name and its definition. The primary key
+/// (`seq`, in insertion order) stays: it costs little to keep up.
+const UNIQUE_ASIDE: &str = "SELECT quote_ident(k.conname), pg_get_constraintdef(k.oid) \
+     FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid \
+     WHERE k.conrelid = 'rudder_tasks'::regclass AND k.contype = 'u' \
+     AND pg_has_role(c.relowner, 'USAGE') ORDER BY k.conname";
+
 fn load(txn: &mut PgTxn<'_>, feed: &mut Feed<'_>) -> Result<Option<CopyCounts>, StoreError> {
     txn.run_once(
         "LOCK TABLE rudder_tasks IN ACCESS EXCLUSIVE MODE",
         "lock the tasks",
     )?;
     let rows = txn.query(
-        "SELECT EXISTS (SELECT 1 FROM rudder_tasks)",
+        "SELECT EXISTS (SELECT 1 FROM rudder_tasks), \
+         pg_has_role((SELECT relowner FROM pg_catalog.pg_class \
+             WHERE oid = 'rudder_tasks'::regclass), 'USAGE')",
         &[],
         "look for tasks",
     )?;
-    if rows.first().is_none_or(|r| r.get::<_, bool>(0)) {
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    if row.get::<_, bool>(0) {
         return Ok(None);
     }
-    let indexes: Vec<(String, String)> = txn
-        .query(SET_ASIDE, &[], "look at the indexes")?
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    // Emptied in this transaction, the table takes its rows frozen
+    // (`COPY ... FREEZE`): the first readers after the copy do not write
+    // every page again to set its hint bits, and the visibility map is
+    // set. The identity goes on where it was (`CONTINUE IDENTITY`).
+    let freeze = row.get::<_, bool>(1);
+    if freeze {
+        txn.run_once("TRUNCATE rudder_tasks", "lock the tasks")?;
+    }
+    let aside = |sql: &str| -> Result<Vec<(String, String)>, StoreError> {
+        Ok(txn
+            .query(sql, &[], "look at the indexes")?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect())
+    };
+    let (indexes, uniques) = (aside(INDEXES_ASIDE)?, aside(UNIQUE_ASIDE)?);
     if !indexes.is_empty() {
         let names: Vec<&str> = indexes.iter().map(|(n, _)| n.as_str()).collect();
         txn.run_once(
             &format!("DROP INDEX {}", names.join(", ")),
+            "set the indexes aside",
+        )?;
+    }
+    for (name, _) in &uniques {
+        txn.run_once(
+            &format!("ALTER TABLE rudder_tasks DROP CONSTRAINT {name}"),
             "set the indexes aside",
         )?;
     }
@@ -162,21 +192,28 @@ fn load(txn: &mut PgTxn<'_>, feed: &mut Feed<'_>) -> Result<Option<CopyCounts>, 
             .iter()
             .map(|t| pending::encode(&*txn, t))
             .collect::<Result<Vec<String>, StoreError>>()?;
-        // A task id twice (no store holds one) would fail again.
-        send(txn, "rudder_tasks", tasks, &docs).inspect_err(|_| txn.final_failure())?;
+        send(txn, "rudder_tasks", freeze, tasks, &docs)?;
         counts.copied += tasks.len();
         for t in tasks {
             *statuses.entry(t.status).or_default() += 1;
         }
         Ok(())
     })?;
+    // A task id twice (no store holds one) is refused here, naming it.
+    for (name, definition) in &uniques {
+        txn.run_once(
+            &format!("ALTER TABLE rudder_tasks ADD CONSTRAINT {name} {definition}"),
+            "build the indexes",
+        )
+        .inspect_err(|_| txn.final_failure())?;
+    }
     for (_, definition) in &indexes {
         // An index that cannot be built (the same idempotency key twice:
         // the unique index says which) cannot be built the next time.
         txn.run_once(definition, "build the indexes")
             .inspect_err(|_| txn.final_failure())?;
     }
-    txn.record_loaded(&statuses)?;
+    txn.record_loaded(i64::try_from(counts.copied).unwrap_or(i64::MAX), &statuses)?;
     Ok(Some(counts))
 }
 
@@ -324,19 +361,26 @@ fn stage(txn: &PgTxn<'_>, tasks: &[Task], docs: &[String]) -> Result<(), StoreEr
         .borrow_mut()
         .batch_execute(STAGE)
         .map_err(|e| txn.fail("stage the tasks", e))?;
-    send(txn, "rudder_copy_in", tasks, docs)
+    send(txn, "rudder_copy_in", false, tasks, docs)
 }
 
-/// Send `tasks` (with their `docs`) to `table` in one binary `COPY`: the
-/// task columns, and the staging table's `ord` (each task's place in the
-/// batch) before them.
-fn send(txn: &PgTxn<'_>, table: &str, tasks: &[Task], docs: &[String]) -> Result<(), StoreError> {
+/// Send `tasks` (with their `docs`) to `table` in one binary `COPY`
+/// (frozen if `freeze`): the task columns, and the staging table's `ord`
+/// (each task's place in the batch) before them.
+fn send(
+    txn: &PgTxn<'_>,
+    table: &str,
+    freeze: bool,
+    tasks: &[Task],
+    docs: &[String],
+) -> Result<(), StoreError> {
     let staged = table == "rudder_copy_in";
     let mut tx = txn.tx.borrow_mut();
     let ord = if staged { "ord, " } else { "" };
     let sink = tx
         .copy_in(&format!(
-            "COPY {table} ({ord}{COLUMNS}) FROM STDIN (FORMAT binary)"
+            "COPY {table} ({ord}{COLUMNS}) FROM STDIN (FORMAT binary{})",
+            if freeze { ", FREEZE" } else { "" }
         ))
         .map_err(|e| txn.fail("send the tasks", e))?;
     let types = [

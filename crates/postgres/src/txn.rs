@@ -659,23 +659,32 @@ impl<'c> PgTxn<'c> {
         Ok(())
     }
 
-    /// Record the changes of a load into an empty store (`bulk.rs`): every
-    /// task, in store order, as created, with `statuses` (tasks per status)
-    /// added to the counts, under the changes lock as [`Self::record_changes`]
-    /// records a write's; then the log's retention.
-    pub(crate) fn record_loaded(&self, statuses: &BTreeMap<Status, i64>) -> Result<(), StoreError> {
+    /// Record the changes of a load of `n` tasks into an empty store
+    /// (`bulk.rs`): every task, in store order, as created, with
+    /// `statuses` (tasks per status) added to the counts, under the
+    /// changes lock as [`Self::record_changes`] records a write's; then the
+    /// log's retention. The changes the trim would remove at once are not
+    /// written at all ([`Self::trimmed_in_advance`]).
+    pub(crate) fn record_loaded(
+        &self,
+        n: i64,
+        statuses: &BTreeMap<Status, i64>,
+    ) -> Result<(), StoreError> {
         self.execute(
             "SELECT pg_advisory_xact_lock($1)",
             &[&CHANGES_LOCK],
             "record the changes",
         )?;
+        let retention = self.backend.retention();
+        let skip = self.trimmed_in_advance(&retention, n)?;
         let names: Vec<&str> = statuses.keys().map(|s| s.as_str()).collect();
         let by: Vec<i64> = statuses.values().copied().collect();
         let rows = self.query(
             &format!(
                 "WITH ch AS (\
                    INSERT INTO rudder_changes (task_id, revision, status_before, status_after, at) \
-                   SELECT task_id, revision, NULL, status, updated_at FROM rudder_tasks ORDER BY seq \
+                   SELECT task_id, revision, NULL, status, updated_at FROM rudder_tasks \
+                   ORDER BY seq OFFSET $3 \
                    RETURNING seq), \
                  ct AS (\
                    INSERT INTO rudder_counts (status, n) \
@@ -683,11 +692,11 @@ impl<'c> PgTxn<'c> {
                    ON CONFLICT (status) DO UPDATE SET n = rudder_counts.n + excluded.n) \
                  SELECT max(seq), pg_notify('{CHANNEL}', max(seq)::text) FROM ch"
             ),
-            &[&names, &by],
+            &[&names, &by, &skip],
             "record the changes",
         )?;
         if let Some(last) = rows.first().and_then(|r| r.get::<_, Option<i64>>(0)) {
-            self.trim_changes(&self.backend.retention(), last)?;
+            self.trim_changes(&retention, last)?;
         }
         Ok(())
     }

@@ -8,7 +8,10 @@
 //! - Consistent: a JSON FROM is opened once and read twice through that
 //!   descriptor (one version of the file: writers rename a new one into
 //!   place), first to check every task, so that a FROM that does not read
-//!   is refused, with where it is wrong, before anything is written.
+//!   is refused, with where it is wrong, before anything is written. Into
+//!   a PostgreSQL store that holds no task the copy is one transaction and
+//!   the file is read once: a task that does not read rolls it back, and
+//!   the file is then read as above, so it is refused the same way.
 //! - Idempotent: running it again (say, after an interruption) skips the
 //!   tasks already there, and brings forward those that changed in FROM
 //!   since (a higher revision).
@@ -100,18 +103,52 @@ pub fn copy(
         reason,
     };
     // A JSON file is opened once (one version of it, whatever writers do
-    // meanwhile) and read through twice as a stream: first every task is
-    // checked, before anything is written, keeping each id's revision for
-    // the check below; then the tasks are copied.
-    let (mut file, revisions) = match from.backend() {
-        AnyBackend::File(backend) => match FileStream::open(backend)? {
-            Some(mut stream) => {
-                let revisions = stream.check()?;
-                (Some(stream), Some(revisions))
+    // meanwhile) and read through as a stream.
+    let mut file = match from.backend() {
+        AnyBackend::File(backend) => FileStream::open(backend)?,
+        _ => None,
+    };
+    // Into a PostgreSQL store that holds no task: one transaction, with
+    // the indexes built at the end (rudder_postgres's `bulk.rs`). A file
+    // is read once: a task that does not read rolls the whole copy back.
+    if let AnyBackend::Postgres(db) = to.backend() {
+        let mut split = true;
+        let loaded = db.load_into_empty(&mut |sink| {
+            let mut sent = 0;
+            let mut each = |batch: Vec<Task>| {
+                sink(&batch)?;
+                sent += batch.len();
+                progress(sent);
+                Ok(())
+            };
+            match file.as_mut() {
+                Some(stream) => {
+                    split = stream.single_pass(&mut each)?;
+                    match split {
+                        true => Ok(()),
+                        // Rolled back; read again below, checked first.
+                        false => Err(refuse("the file needs the reference read".into())),
+                    }
+                }
+                None => for_each_batch(from, None, each),
             }
-            None => (None, Some(Revisions::new())),
-        },
-        _ => (None, None),
+        });
+        match loaded {
+            Ok(Some(counts)) => {
+                report.copied = counts.copied;
+                return Ok(report);
+            }
+            Ok(None) => {}
+            Err(_) if !split => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // Then every task is checked, before anything is written, keeping
+    // each id's revision for the check below; then the tasks are copied.
+    let revisions = match (from.backend(), file.as_mut()) {
+        (AnyBackend::File(_), Some(stream)) => Some(stream.check()?),
+        (AnyBackend::File(_), None) => Some(Revisions::new()),
+        _ => None,
     };
     // First, without writing: every task TO holds must be FROM's, at the
     // same or an older revision.
@@ -167,23 +204,6 @@ pub fn copy(
             if !full {
                 break;
             }
-        }
-    }
-    // Into a PostgreSQL store that holds no task: one transaction, with
-    // the indexes built at the end (rudder_postgres's `bulk.rs`).
-    if let AnyBackend::Postgres(db) = to.backend() {
-        let loaded = db.load_into_empty(&mut |sink| {
-            let mut sent = 0;
-            for_each_batch(from, file.as_mut(), |batch| {
-                sink(&batch)?;
-                sent += batch.len();
-                progress(sent);
-                Ok(())
-            })
-        })?;
-        if let Some(counts) = loaded {
-            report.copied = counts.copied;
-            return Ok(report);
         }
     }
     // A file is rewritten whole by every write: one write for all of it.
