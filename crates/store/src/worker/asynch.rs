@@ -144,9 +144,6 @@ impl AsyncWorker {
     pub async fn next(&mut self, timeout: Duration) -> Result<Option<AsyncJob>, WorkError> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            if self.feed.is_none() {
-                self.feed = Some(self.core.feed());
-            }
             let (settings, store) = (
                 Arc::clone(&self.core.settings),
                 Arc::clone(&self.core.store),
@@ -156,6 +153,8 @@ impl AsyncWorker {
                 .run(&self.core.store, move || Core::claim(&settings, &store))
                 .await;
             if let Look::Claimed(task) = self.core.looked(got)? {
+                // A busy worker keeps no feed (see `Core::feed`).
+                self.feed = None;
                 return Ok(Some(AsyncJob::start(
                     Arc::clone(&self.core.settings),
                     Arc::clone(&self.core.store),
@@ -167,10 +166,13 @@ impl AsyncWorker {
             if left.is_zero() {
                 return Ok(None);
             }
-            let pause = self.core.pause(left);
             let Some(feed) = self.feed.as_mut() else {
-                return Ok(None);
+                self.feed = Some(self.core.feed());
+                // Look again: a task made before the feed started is told
+                // by no one.
+                continue;
             };
+            let pause = self.core.pause(left);
             if let Ok(None) = tokio::time::timeout(pause, feed.next()).await {
                 // The feed stopped: start another at the next turn.
                 self.feed = None;

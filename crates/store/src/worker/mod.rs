@@ -476,6 +476,11 @@ impl Core {
         left.min(self.settings.idle_check)
     }
 
+    /// The change feed a waiting worker wakes on. Started when a claim
+    /// finds nothing to do, dropped when one finds a task: a feed watches
+    /// the store's files (or listens on PostgreSQL) and reads the change
+    /// log after every write, and a busy worker's would be woken by every
+    /// write of every worker for nothing.
     pub fn feed(&self) -> ChangeFeed {
         feed(&self.store, None, FeedOptions::default())
     }
@@ -519,14 +524,12 @@ impl Worker {
     /// without reporting the same error again, and claim once it is back.
     pub fn next(&mut self, timeout: Duration) -> Result<Option<Job>, WorkError> {
         let deadline = Instant::now() + timeout;
-        if self.feed.is_none() {
-            let _inside = self.runtime.enter();
-            self.feed = Some(self.core.feed());
-        }
         loop {
             let got = Core::claim(&self.core.settings, &self.core.store);
             match self.core.looked(got)? {
                 Look::Claimed(task) => {
+                    // A busy worker keeps no feed (see `Core::feed`).
+                    self.feed = None;
                     return Ok(Some(Job::start(
                         Arc::clone(&self.core.settings),
                         Arc::clone(&self.core.store),
@@ -538,6 +541,13 @@ impl Worker {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Ok(None);
+            }
+            if self.feed.is_none() {
+                let _inside = self.runtime.enter();
+                self.feed = Some(self.core.feed());
+                // Look again: a task made before the feed started is told
+                // by no one.
+                continue;
             }
             let pause = self.core.pause(left);
             let Some(feed) = self.feed.as_mut() else {

@@ -100,3 +100,26 @@ fn the_builder_refuses_a_renewal_no_shorter_than_the_lease_and_bad_kinds() {
     assert!(w.holder().starts_with("w#") && w.holder().len() == "w#".len() + 8);
     assert_eq!(w.lease(), DEFAULT_LEASE);
 }
+
+/// A worker keeps its change feed only while it waits: a busy worker's
+/// feed would be woken by every write of every worker for nothing.
+#[test]
+fn a_worker_watches_the_store_only_while_it_waits() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let store = Store::open(format!("sqlite:{}", dir.path().join("t.db").display()));
+    let mut w = store.worker("w").start().expect("a worker");
+    // Nothing to do, no time to wait: no feed started.
+    assert!(w.next(Duration::ZERO).expect("next").is_none());
+    assert!(w.feed.is_none());
+    // Waiting starts one, kept across waits.
+    assert!(w.next(Duration::from_millis(20)).expect("next").is_none());
+    assert!(w.feed.is_some());
+    // A claim drops it.
+    store.create(crate::NewTask::default()).expect("create");
+    let job = w
+        .next(Duration::from_secs(5))
+        .expect("next")
+        .expect("a job");
+    assert!(w.feed.is_none());
+    drop(job);
+}
