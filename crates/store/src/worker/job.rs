@@ -2,11 +2,11 @@
 //! [`AsyncJob`](super::AsyncJob): the writes and the lease renewal.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::renewers::Renewers;
 use super::wait::{WaitError, follow};
 use super::{Settings, Stop, WorkError};
 use crate::task::{Actor, OpKind, Progress, Status, Task};
@@ -228,7 +228,6 @@ pub(crate) fn no_longer_asking(task: &Task) -> bool {
 pub struct Job {
     shared: Arc<Shared>,
     task: Task,
-    renewer: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Job {
@@ -241,20 +240,15 @@ impl std::fmt::Debug for Job {
 }
 
 impl Job {
-    pub(crate) fn start(settings: Arc<Settings>, store: Arc<Store>, task: Task) -> Job {
+    pub(crate) fn start(
+        settings: Arc<Settings>,
+        store: Arc<Store>,
+        renewers: &Arc<Renewers>,
+        task: Task,
+    ) -> Job {
         let shared = Arc::new(Shared::new(settings, store, task.task_id.clone()));
-        let renewing = Arc::clone(&shared);
-        // Without a renewer the lease simply lapses if a write fails to
-        // renew it; the job still works.
-        let renewer = std::thread::Builder::new()
-            .name(format!("renew-{}", task.short_id()))
-            .spawn(move || renewing.renew_until_over())
-            .ok();
-        Job {
-            shared,
-            task,
-            renewer,
-        }
+        renewers.renew(Arc::clone(&shared));
+        Job { shared, task }
     }
 
     /// The task as of this job's last write (or its claim).
@@ -396,11 +390,8 @@ impl Job {
 
 impl Drop for Job {
     fn drop(&mut self) {
+        // Wakes the renewer, which goes back to its worker's pool.
         self.shared.give_back();
-        if let Some(renewer) = self.renewer.take() {
-            // A renewer that panicked has nothing left to renew.
-            let _ = renewer.join();
-        }
     }
 }
 

@@ -20,6 +20,7 @@
 
 mod asynch;
 mod job;
+mod renewers;
 mod wait;
 
 use crate::Open as _;
@@ -395,6 +396,7 @@ impl WorkerBuilder {
             core: Core::new(settings, store),
             runtime,
             feed: None,
+            renewers: Arc::default(),
         })
     }
 
@@ -491,6 +493,8 @@ pub struct Worker {
     core: Core,
     runtime: tokio::runtime::Runtime,
     feed: Option<ChangeFeed>,
+    /// The threads that renew its jobs' leases.
+    renewers: Arc<renewers::Renewers>,
 }
 
 impl Worker {
@@ -533,6 +537,7 @@ impl Worker {
                     return Ok(Some(Job::start(
                         Arc::clone(&self.core.settings),
                         Arc::clone(&self.core.store),
+                        &self.renewers,
                         *task,
                     )));
                 }

@@ -123,3 +123,41 @@ fn a_worker_watches_the_store_only_while_it_waits() {
     assert!(w.feed.is_none());
     drop(job);
 }
+
+/// A worker's renewer threads serve its next jobs: one thread for jobs one
+/// after another, one per job for jobs held at once.
+#[test]
+fn renewer_threads_are_kept_for_the_next_jobs() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let store = Store::open(format!("sqlite:{}", dir.path().join("t.db").display()));
+    let mut w = store
+        .worker("w")
+        .lease(Duration::from_secs(2))
+        .start()
+        .expect("a worker");
+    let idle = |w: &Worker, want: usize| {
+        // The thread goes back to the pool once it sees its job over.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let n = w.renewers.idle_count();
+            if n == want || std::time::Instant::now() > deadline {
+                return n;
+            }
+            std::thread::yield_now();
+        }
+    };
+    for _ in 0..3 {
+        store.create(crate::NewTask::default()).expect("create");
+        let mut job = w.next(Duration::ZERO).expect("next").expect("a job");
+        job.complete(serde_json::json!(1)).expect("complete");
+        drop(job);
+        assert_eq!(idle(&w, 1), 1, "one thread, back in the pool");
+    }
+    store.create(crate::NewTask::default()).expect("create");
+    store.create(crate::NewTask::default()).expect("create");
+    let a = w.next(Duration::ZERO).expect("next").expect("a job");
+    let b = w.next(Duration::ZERO).expect("next").expect("a job");
+    assert_eq!(w.renewers.idle_count(), 0, "both threads busy");
+    drop((a, b));
+    assert_eq!(idle(&w, 2), 2);
+}
