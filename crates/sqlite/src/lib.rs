@@ -649,25 +649,17 @@ impl SqliteBackend {
     /// from the WAL that lacks this commit. Remove it, so that the next one
     /// to open the store builds it again (with this commit), and let go of
     /// ours (see shm.rs).
-    ///
-    /// The connection's [`shm::Checked`] answers: one `stat` while the file
-    /// at the path is the one it last found mapped, a read of
-    /// `/proc/self/maps` otherwise (which costs with the process's
-    /// mappings: a Python interpreter has hundreds).
     fn after_commit(&self) {
         let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(open) = slot.as_mut() else {
+        let Some(shm) = slot.as_ref().and_then(|o| o.shm.clone()) else {
             return;
         };
-        if !open.index_is_stale() {
-            return;
-        }
-        if let Some(shm) = &open.shm {
+        if shm::check(&shm) == shm::Index::Stale {
             // Best effort: a file already gone is what we want.
-            let _ = std::fs::remove_file(shm);
+            let _ = std::fs::remove_file(&shm);
+            *slot = None;
+            shm::bump_epoch();
         }
-        *slot = None;
-        shm::bump_epoch();
     }
 
     /// Checkpoint the whole WAL into the database and truncate it (after
