@@ -237,19 +237,12 @@ fn a_copy_killed_midway_then_run_again_gives_the_same_store() {
 fn a_corrupt_source_is_refused_with_its_place_and_nothing_written() {
     let dir = tempfile::tempdir().unwrap();
     let from = dir.path().join("big.json");
-    let mut tasks = TaskMap::new();
-    for i in 0..12_000 {
-        let mut t = rudder::task::Task::new(format!("task-{i:06}"), rudder::task::Status::Working);
-        t.request = Some(json!({"pad": "x".repeat(900), "i": i}));
-        tasks.insert(t.task_id.clone(), t);
-    }
-    let mut text = String::from_utf8(rudder::store::encode(&tasks, 0)).unwrap();
-    assert!(text.len() > 10 << 20, "more than one buffer");
     // The last task's status is not one.
-    let at = text.rfind("\"status\": \"working\"").unwrap();
-    text.replace_range(at..at + 19, "\"status\": \"wonking\"");
-    std::fs::write(&from, &text).unwrap();
-    let line = text[..at].matches('\n').count() + 1;
+    let line = common::write_store_with_a_bad_last_status(&from, 12_000);
+    assert!(
+        std::fs::metadata(&from).unwrap().len() > 10 << 20,
+        "more than one buffer"
+    );
 
     let to = dir.path().join("to.db");
     let r = run_plain(&[

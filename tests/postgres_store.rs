@@ -1912,21 +1912,51 @@ fn a_corrupt_source_copied_into_an_empty_postgres_store_is_refused_with_its_line
     let cluster = pg::shared();
     let url = cluster.url(&cluster.create_database());
     let dir = tempfile::tempdir().unwrap();
-    let mut tasks = rudder::task::TaskMap::new();
-    for i in 0..rudder::store::copy::WRITE_BATCH + 2000 {
-        let mut t = rudder::task::Task::new(format!("task-{i:06}"), Status::Working);
-        t.request = Some(json!({"pad": "x".repeat(900), "i": i}));
-        tasks.insert(t.task_id.clone(), t);
-    }
-    let mut text = String::from_utf8(rudder::store::encode(&tasks, 0)).unwrap();
-    let at = text.rfind("\"status\": \"working\"").unwrap();
-    text.replace_range(at..at + 19, "\"status\": \"wonking\"");
     let from = dir.path().join("from.json");
-    std::fs::write(&from, &text).unwrap();
-    let line = text[..at].matches('\n').count() + 1;
+    let line =
+        common::write_store_with_a_bad_last_status(&from, rudder::store::copy::WRITE_BATCH + 2000);
     let r = common::run_plain(&["copy", from.to_str().unwrap(), &url, "--json"]);
     assert_eq!(r.code, 6, "{r:#?}");
     assert_eq!(r.json()["error"], "corrupt_store");
     assert_eq!(r.json()["line"].as_u64(), Some(line as u64), "{r:#?}");
     assert_eq!(Store::open(&url).counts().unwrap().total(), 0);
+}
+
+/// A copy run again into a PostgreSQL store in use (to bring changes
+/// forward) does not lock its table to find that it holds tasks: with a
+/// reader's transaction open on the table, the copy is done, where an
+/// `ACCESS EXCLUSIVE` lock would wait for that reader to its lock timeout.
+#[test]
+fn copy_again_into_a_postgres_store_in_use_waits_for_no_reader() {
+    need_pg!();
+    let cluster = pg::shared();
+    let url = cluster.url(&cluster.create_database());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("from.json");
+    let from = Store::open(&file);
+    for i in 0..20 {
+        from.create(NewTask {
+            title: Some(format!("task {i}")),
+            ..NewTask::default()
+        })
+        .unwrap();
+    }
+    let r = common::run_plain(&["copy", file.to_str().unwrap(), &url]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let reader_url = url.clone();
+    pg::off_runtime(move || {
+        let mut reader = postgres::Client::connect(&reader_url, postgres::NoTls).unwrap();
+        let mut tx = reader.transaction().unwrap();
+        // Holds the table's ACCESS SHARE lock until the end of the test.
+        tx.query("SELECT count(*) FROM rudder_tasks", &[]).unwrap();
+        let r: common::Run = common::rudder()
+            .env("RUDDER_LOCK_TIMEOUT", "2s")
+            .args(["copy", file.to_str().unwrap(), &url, "--json"])
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(r.code, 0, "{r:#?}");
+        assert_eq!(r.json()["unchanged"], 20, "{r:#?}");
+        tx.rollback().unwrap();
+    });
 }

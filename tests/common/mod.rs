@@ -359,3 +359,20 @@ impl CliKind for rudder::StoreError {
         rudder::cli::ErrorKind::of_store(self).exit_code()
     }
 }
+
+/// A JSON store of `n` tasks of about 1 KB each, in the file layout, whose
+/// last task's status is not one, written to `path`: the line that status
+/// is on (the place `copy` must name).
+pub fn write_store_with_a_bad_last_status(path: &Path, n: usize) -> usize {
+    let mut tasks = rudder::task::TaskMap::new();
+    for i in 0..n {
+        let mut t = rudder::task::Task::new(format!("task-{i:06}"), rudder::task::Status::Working);
+        t.request = Some(serde_json::json!({"pad": "x".repeat(900), "i": i}));
+        tasks.insert(t.task_id.clone(), t);
+    }
+    let mut text = String::from_utf8(rudder::store::encode(&tasks, 0)).expect("UTF-8");
+    let at = text.rfind("\"status\": \"working\"").expect("a status");
+    text.replace_range(at..at + 19, "\"status\": \"wonking\"");
+    std::fs::write(path, &text).expect("write the store");
+    text[..at].matches('\n').count() + 1
+}

@@ -33,12 +33,14 @@
 //! takes another road, because there nothing has to be compared and no
 //! one can be using the tasks: the whole copy is one transaction, which
 //! locks the table (`ACCESS EXCLUSIVE`: readers and writers wait for the
-//! commit), sets the secondary indexes aside (`DROP INDEX`, which
-//! PostgreSQL's transactional DDL undoes with a rollback), sends every
-//! task straight into `rudder_tasks` with `COPY`, builds each index again
-//! from its own definition (`pg_get_indexdef`: one sort, instead of a
-//! million insertions into eleven trees) and records every change at the
-//! end with one `INSERT ... SELECT`. A million tasks of the seed's layout
+//! commit) and, for the table's owner, empties it (`TRUNCATE`, so that
+//! `COPY ... FREEZE` writes the rows frozen) and sets the secondary indexes
+//! and the task id's unique constraint aside (undone by a rollback, as all
+//! of PostgreSQL's DDL), sends every task straight into `rudder_tasks`
+//! with `COPY`, builds each index again from its own definition
+//! (`pg_get_indexdef`: one sort, instead of a million insertions into ten
+//! trees) and records every change at the end with one `INSERT ...
+//! SELECT`. A million tasks of the seed's layout
 //! take about a minute instead of ten; a failure anywhere leaves the store
 //! as it was, empty and with every index.
 
@@ -111,52 +113,77 @@ impl PostgresBackend {
 pub type Feed<'a> =
     dyn FnMut(&mut dyn FnMut(&[Task]) -> Result<(), StoreError>) -> Result<(), StoreError> + 'a;
 
-/// The secondary indexes this role may set aside and build again: all but
-/// those of a constraint (the primary key, the task id's `UNIQUE`), each
-/// as its name and its definition.
+/// The secondary indexes to set aside and build again: all but those of
+/// a constraint (the primary key, the task id's `UNIQUE`), each as its
+/// name and its definition.
 const INDEXES_ASIDE: &str = "SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), \
      pg_get_indexdef(i.indexrelid) FROM pg_catalog.pg_index i \
      JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid \
      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
      WHERE i.indrelid = 'rudder_tasks'::regclass \
      AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint k WHERE k.conindid = i.indexrelid) \
-     AND pg_has_role(c.relowner, 'USAGE') ORDER BY c.relname";
+     ORDER BY c.relname";
 
-/// The unique constraints (the task id's) this role may set aside and
-/// add again: each as its name and its definition. The primary key
-/// (`seq`, in insertion order) stays: it costs little to keep up.
+/// The unique constraints (the task id's) to set aside and add again,
+/// each as its name and its definition. The primary key (`seq`, in
+/// insertion order) stays: it costs little to keep up.
 const UNIQUE_ASIDE: &str = "SELECT quote_ident(k.conname), pg_get_constraintdef(k.oid) \
-     FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid \
-     WHERE k.conrelid = 'rudder_tasks'::regclass AND k.contype = 'u' \
-     AND pg_has_role(c.relowner, 'USAGE') ORDER BY k.conname";
+     FROM pg_catalog.pg_constraint k \
+     WHERE k.conrelid = 'rudder_tasks'::regclass AND k.contype = 'u' ORDER BY k.conname";
+
+/// Whether the store holds a task.
+const ANY_TASK: &str = "SELECT EXISTS (SELECT 1 FROM rudder_tasks)";
+
+/// Where [`send`] sends a batch.
+#[derive(Clone, Copy)]
+enum Target {
+    /// The staging table, each task with its place in the batch.
+    Staging,
+    /// The tasks table itself; `freeze`: `COPY ... FREEZE` (the table was
+    /// emptied in this transaction).
+    Tasks { freeze: bool },
+}
 
 fn load(txn: &mut PgTxn<'_>, feed: &mut Feed<'_>) -> Result<Option<CopyCounts>, StoreError> {
+    let holds_a_task = |txn: &PgTxn<'_>| -> Result<bool, StoreError> {
+        let rows = txn.query(ANY_TASK, &[], "look for tasks")?;
+        Ok(rows.first().is_none_or(|r| r.get::<_, bool>(0)))
+    };
+    // Asked before the lock too: a copy into a store in use (run again to
+    // bring changes forward) must not lock its readers out to find that.
+    if holds_a_task(txn)? {
+        return Ok(None);
+    }
     txn.run_once(
         "LOCK TABLE rudder_tasks IN ACCESS EXCLUSIVE MODE",
         "lock the tasks",
     )?;
-    let rows = txn.query(
-        "SELECT EXISTS (SELECT 1 FROM rudder_tasks), \
-         pg_has_role((SELECT relowner FROM pg_catalog.pg_class \
-             WHERE oid = 'rudder_tasks'::regclass), 'USAGE')",
-        &[],
-        "look for tasks",
-    )?;
-    let Some(row) = rows.first() else {
-        return Ok(None);
-    };
-    if row.get::<_, bool>(0) {
+    if holds_a_task(txn)? {
         return Ok(None);
     }
+    // Only the table's owner may empty it and set its indexes aside; any
+    // other role loads it with its indexes kept up.
+    let owner = txn
+        .query(
+            "SELECT pg_has_role((SELECT relowner FROM pg_catalog.pg_class \
+                 WHERE oid = 'rudder_tasks'::regclass), 'USAGE')",
+            &[],
+            "look at the indexes",
+        )?
+        .first()
+        .is_some_and(|r| r.get::<_, bool>(0));
     // Emptied in this transaction, the table takes its rows frozen
     // (`COPY ... FREEZE`): the first readers after the copy do not write
     // every page again to set its hint bits, and the visibility map is
     // set. The identity goes on where it was (`CONTINUE IDENTITY`).
-    let freeze = row.get::<_, bool>(1);
-    if freeze {
-        txn.run_once("TRUNCATE rudder_tasks", "lock the tasks")?;
+    if owner {
+        txn.run_once("TRUNCATE rudder_tasks", "empty the tasks table")?;
     }
+    let into = Target::Tasks { freeze: owner };
     let aside = |sql: &str| -> Result<Vec<(String, String)>, StoreError> {
+        if !owner {
+            return Ok(Vec::new());
+        }
         Ok(txn
             .query(sql, &[], "look at the indexes")?
             .iter()
@@ -183,16 +210,12 @@ fn load(txn: &mut PgTxn<'_>, feed: &mut Feed<'_>) -> Result<Option<CopyCounts>, 
     // theirs. The sorts of the index builds get room.
     txn.run_once(
         "SET LOCAL statement_timeout = 0; SET LOCAL maintenance_work_mem = '256MB'",
-        "lock the tasks",
+        "set up the bulk load",
     )?;
     let mut counts = CopyCounts::default();
     let mut statuses = BTreeMap::<Status, i64>::new();
     feed(&mut |tasks| {
-        let docs = tasks
-            .iter()
-            .map(|t| pending::encode(&*txn, t))
-            .collect::<Result<Vec<String>, StoreError>>()?;
-        send(txn, "rudder_tasks", freeze, tasks, &docs)?;
+        send(txn, into, tasks, &encode(txn, tasks)?)?;
         counts.copied += tasks.len();
         for t in tasks {
             *statuses.entry(t.status).or_default() += 1;
@@ -217,6 +240,11 @@ fn load(txn: &mut PgTxn<'_>, feed: &mut Feed<'_>) -> Result<Option<CopyCounts>, 
     Ok(Some(counts))
 }
 
+/// Each task's document, as every write stores it.
+fn encode(txn: &PgTxn<'_>, tasks: &[Task]) -> Result<Vec<String>, StoreError> {
+    tasks.iter().map(|t| pending::encode(txn, t)).collect()
+}
+
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
@@ -225,10 +253,7 @@ fn copy_in(
     txn: &mut PgTxn<'_>,
     tasks: &[Task],
 ) -> Result<Result<CopyCounts, NewerInStore>, StoreError> {
-    let docs = tasks
-        .iter()
-        .map(|t| pending::encode(&*txn, t))
-        .collect::<Result<Vec<String>, StoreError>>()?;
+    let docs = encode(txn, tasks)?;
     stage(txn, tasks, &docs)?;
     txn.trim_at_commit();
     let merge = gather_text_entries(txn)?;
@@ -361,27 +386,25 @@ fn stage(txn: &PgTxn<'_>, tasks: &[Task], docs: &[String]) -> Result<(), StoreEr
         .borrow_mut()
         .batch_execute(STAGE)
         .map_err(|e| txn.fail("stage the tasks", e))?;
-    send(txn, "rudder_copy_in", false, tasks, docs)
+    send(txn, Target::Staging, tasks, docs)
 }
 
-/// Send `tasks` (with their `docs`) to `table` in one binary `COPY`
-/// (frozen if `freeze`): the task columns, and the staging table's `ord`
-/// (each task's place in the batch) before them.
-fn send(
-    txn: &PgTxn<'_>,
-    table: &str,
-    freeze: bool,
-    tasks: &[Task],
-    docs: &[String],
-) -> Result<(), StoreError> {
-    let staged = table == "rudder_copy_in";
-    let mut tx = txn.tx.borrow_mut();
-    let ord = if staged { "ord, " } else { "" };
-    let sink = tx
-        .copy_in(&format!(
-            "COPY {table} ({ord}{COLUMNS}) FROM STDIN (FORMAT binary{})",
+/// Send `tasks` (with their `docs`) in one binary `COPY`: the task
+/// columns, after each task's place in the batch (`ord`) into the staging
+/// table.
+fn send(txn: &PgTxn<'_>, into: Target, tasks: &[Task], docs: &[String]) -> Result<(), StoreError> {
+    let copy = match into {
+        Target::Staging => {
+            format!("COPY rudder_copy_in (ord, {COLUMNS}) FROM STDIN (FORMAT binary)")
+        }
+        Target::Tasks { freeze } => format!(
+            "COPY rudder_tasks ({COLUMNS}) FROM STDIN (FORMAT binary{})",
             if freeze { ", FREEZE" } else { "" }
-        ))
+        ),
+    };
+    let mut tx = txn.tx.borrow_mut();
+    let sink = tx
+        .copy_in(&copy)
         .map_err(|e| txn.fail("send the tasks", e))?;
     let types = [
         Type::INT4,
@@ -399,7 +422,7 @@ fn send(
         Type::TEXT,
         Type::TEXT,
     ];
-    let skip = usize::from(!staged);
+    let skip = usize::from(matches!(into, Target::Tasks { .. }));
     let mut writer = BinaryCopyInWriter::new(sink, &types[skip..]);
     for (i, (task, doc)) in tasks.iter().zip(docs).enumerate() {
         let ord = i32::try_from(i).unwrap_or(i32::MAX);

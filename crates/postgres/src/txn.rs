@@ -168,6 +168,16 @@ impl SummaryRow for PgRow<'_> {
     }
 }
 
+/// The statement that adds tasks per status to the counts: the statuses
+/// and the numbers are the array parameters `$statuses` and `$by`.
+fn add_counts(statuses: u8, by: u8) -> String {
+    format!(
+        "INSERT INTO rudder_counts (status, n) \
+         SELECT * FROM unnest(${statuses}::text[], ${by}::int8[]) \
+         ON CONFLICT (status) DO UPDATE SET n = rudder_counts.n + excluded.n"
+    )
+}
+
 impl<'c> PgTxn<'c> {
     pub fn new(
         tx: postgres::Transaction<'c>,
@@ -640,11 +650,9 @@ impl<'c> PgTxn<'c> {
                    INSERT INTO rudder_changes (task_id, revision, status_before, status_after, at) \
                    SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $7::text[]) \
                    RETURNING seq), \
-                 ct AS (\
-                   INSERT INTO rudder_counts (status, n) \
-                   SELECT * FROM unnest($5::text[], $6::int8[]) \
-                   ON CONFLICT (status) DO UPDATE SET n = rudder_counts.n + excluded.n) \
-                 SELECT min(seq), max(seq), pg_notify('{CHANNEL}', max(seq)::text) FROM ch"
+                 ct AS ({}) \
+                 SELECT min(seq), max(seq), pg_notify('{CHANNEL}', max(seq)::text) FROM ch",
+                add_counts(5, 6)
             ),
             &[&ids, &revisions, &before, &after, &statuses, &by, &at],
             "record the changes",
@@ -686,11 +694,9 @@ impl<'c> PgTxn<'c> {
                    SELECT task_id, revision, NULL, status, updated_at FROM rudder_tasks \
                    ORDER BY seq OFFSET $3 \
                    RETURNING seq), \
-                 ct AS (\
-                   INSERT INTO rudder_counts (status, n) \
-                   SELECT * FROM unnest($1::text[], $2::int8[]) \
-                   ON CONFLICT (status) DO UPDATE SET n = rudder_counts.n + excluded.n) \
-                 SELECT max(seq), pg_notify('{CHANNEL}', max(seq)::text) FROM ch"
+                 ct AS ({}) \
+                 SELECT max(seq), pg_notify('{CHANNEL}', max(seq)::text) FROM ch",
+                add_counts(1, 2)
             ),
             &[&names, &by, &skip],
             "record the changes",

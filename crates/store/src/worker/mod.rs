@@ -547,17 +547,14 @@ impl Worker {
             if left.is_zero() {
                 return Ok(None);
             }
-            if self.feed.is_none() {
+            let Some(feed) = self.feed.as_mut() else {
                 let _inside = self.runtime.enter();
                 self.feed = Some(self.core.feed());
                 // Look again: a task made before the feed started is told
                 // by no one.
                 continue;
-            }
-            let pause = self.core.pause(left);
-            let Some(feed) = self.feed.as_mut() else {
-                return Ok(None);
             };
+            let pause = self.core.pause(left);
             let event = self
                 .runtime
                 .block_on(async { tokio::time::timeout(pause, feed.next()).await });
