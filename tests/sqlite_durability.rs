@@ -290,3 +290,80 @@ fn a_lock_timeout_past_a_day_is_a_usage_error() {
         .into();
     assert_eq!(r.code, 0, "{r:#?}");
 }
+
+/// The inode of the file at `path`, if any.
+fn inode(path: &Path) -> Option<u64> {
+    std::fs::metadata(path)
+        .ok()
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+}
+
+/// Whether this process holds a POSIX lock on the file `ino` (`/proc/locks`).
+fn holds_a_lock_on(ino: u64) -> bool {
+    let me = std::process::id().to_string();
+    let locks = std::fs::read_to_string("/proc/locks").expect("/proc/locks");
+    locks.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // `1: POSIX  ADVISORY  READ 9080 fe:00:10010896 0 EOF`
+        f.get(4) == Some(&me.as_str())
+            && f.get(5).and_then(|d| d.rsplit(':').next()) == Some(&ino.to_string())
+    })
+}
+
+/// A second store object opening the database a process already has open
+/// must not release the locks SQLite holds there: closing any descriptor
+/// of a file drops every POSIX lock the process has on it. Were SQLite's
+/// shared lock gone, another process's last connection would take the
+/// exclusive lock as it closes and delete `-wal` and `-shm` under this
+/// process (whose commits would then go to a deleted WAL).
+#[test]
+fn a_second_store_object_in_a_process_keeps_sqlites_locks() {
+    use rudder::store::Open as _;
+    use rudder::{NewTask, Store};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("t.db");
+    let store = url(&db);
+    let first = Store::open(&store);
+    first.create(NewTask::default()).expect("create");
+    let shm = PathBuf::from(format!("{}-shm", db.display()));
+    let (wal_before, shm_before) = (inode(&wal(&db)), inode(&shm));
+    assert!(wal_before.is_some() && shm_before.is_some(), "no WAL");
+    let db_ino = inode(&db).expect("db");
+    assert!(
+        holds_a_lock_on(db_ino),
+        "SQLite holds no lock on the database"
+    );
+    // A second object opens (and checks) the file and reads.
+    let second = Store::open(&store);
+    assert_eq!(second.list(&[]).expect("list").len(), 1);
+    assert!(
+        holds_a_lock_on(db_ino),
+        "opening a second store object released SQLite's lock on the database"
+    );
+    // What an operator's `sqlite3` does: read and close, the last
+    // connection of its process (the system's SQLite, through Python).
+    let child = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3, sys\n\
+             c = sqlite3.connect(sys.argv[1])\n\
+             c.execute('SELECT count(*) FROM tasks').fetchall()\n\
+             c.close()",
+        )
+        .arg(&db)
+        .output()
+        .expect("python3 (the test command's Python tests need it too)");
+    assert!(child.status.success(), "{child:?}");
+    assert_eq!(
+        (inode(&wal(&db)), inode(&shm)),
+        (wal_before, shm_before),
+        "another process's close deleted the WAL this process has open"
+    );
+    // And a commit made here is seen by the next process.
+    let id = first
+        .create(NewTask::default())
+        .expect("create")
+        .task
+        .task_id;
+    assert!(list_ids(&store).contains(id.as_str()));
+}

@@ -19,7 +19,6 @@ mod txn;
 mod watch;
 
 use std::fs::OpenOptions;
-use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -35,9 +34,6 @@ use rudder_model::task::TaskMap;
 pub use schema::{APPLICATION_ID, VERSION as SCHEMA_VERSION};
 use txn::SqlTxn;
 pub use watch::SqliteSource;
-
-/// The first 16 bytes of every SQLite database file.
-const HEADER: &[u8; 16] = b"SQLite format 3\0";
 
 /// A database file's (device, inode): what a change feed's cursor is good for.
 pub type DbIdentity = (u64, u64);
@@ -179,43 +175,30 @@ impl SqliteBackend {
         }
     }
 
-    /// Refuse a file that is not a SQLite database without opening it as
-    /// one (an empty file is a new database). Returns whether it is empty.
-    fn check_header(&self) -> Result<bool, StoreError> {
-        // Never blocking on a FIFO (SQLite would wait for a writer to
-        // appear, for good), refusing anything but a regular file at once
-        // as the JSON store does.
-        let mut file = RealFs
-            .open_read(&self.path, u64::MAX)
-            .and_then(|f| f.ok_or_else(|| std::io::ErrorKind::NotFound.into()))
+    /// Refuse what SQLite must not open, a path that is not a regular file
+    /// (SQLite would wait on a FIFO for good), as the JSON store does.
+    /// Returns whether the file is empty (a new database).
+    ///
+    /// Never by opening the file: closing any descriptor of a file releases
+    /// every POSIX lock the process holds on it, SQLite's own among them
+    /// (SQLite's "How To Corrupt", 2.2). Another process's last connection
+    /// could then take the exclusive lock as it closes and delete `-wal` and
+    /// `-shm` under this process's connections, which go on writing to the
+    /// deleted files. A file that is not a SQLite database SQLite refuses
+    /// itself, at its first read (`SQLITE_NOTADB`).
+    fn check_file(&self) -> Result<bool, StoreError> {
+        let meta = std::fs::metadata(&self.path)
             .map_err(|e| StoreError::io(self.location(), &self.path, "open the database", e))?;
-        let mut head = [0u8; 16];
-        let mut got = 0;
-        while got < head.len() {
-            match file.read(&mut head[got..]) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    return Err(StoreError::io(
-                        self.location(),
-                        &self.path,
-                        "read the database",
-                        e,
-                    ));
-                }
-            }
+        if !meta.file_type().is_file() {
+            let e = rudder_file::fs::not_regular(&meta, "the store");
+            return Err(StoreError::io(
+                self.location(),
+                &self.path,
+                "open the database",
+                e,
+            ));
         }
-        if got == 0 {
-            return Ok(true);
-        }
-        if got < head.len() || &head != HEADER {
-            return Err(StoreError::NotAStore {
-                location: self.location(),
-                message: "the file is not a SQLite database".into(),
-            });
-        }
-        Ok(false)
+        Ok(meta.len() == 0)
     }
 
     /// Run `f` on a connection to a checked database; `None` when the
@@ -328,7 +311,7 @@ impl SqliteBackend {
     /// Open and check the database; `None` for a fresh (empty) database
     /// opened to read.
     fn open(&self, mode: Mode) -> Result<Option<Connection>, StoreError> {
-        let empty = self.check_header()?;
+        let empty = self.check_file()?;
         if empty && mode == Mode::Read {
             return Ok(None);
         }
@@ -651,12 +634,14 @@ impl SqliteBackend {
     /// ours (see shm.rs).
     fn after_commit(&self) {
         let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(shm) = slot.as_ref().and_then(|o| o.shm.clone()) else {
+        let Some(open) = slot.as_mut() else {
             return;
         };
-        if shm::check(&shm) == shm::Index::Stale {
+        if open.index_is_stale() {
             // Best effort: a file already gone is what we want.
-            let _ = std::fs::remove_file(&shm);
+            if let Some(shm) = &open.shm {
+                let _ = std::fs::remove_file(shm);
+            }
             *slot = None;
             shm::bump_epoch();
         }

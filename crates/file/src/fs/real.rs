@@ -587,7 +587,9 @@ fn inode_flags(path: &Path) -> io::Result<libc::c_int> {
     Ok(flags)
 }
 
-fn not_regular(m: &fs::Metadata, what: &str) -> io::Error {
+/// The error for a path that is `m`, not a regular file: which kind it is
+/// (`what` names the path: "the store").
+pub fn not_regular(m: &fs::Metadata, what: &str) -> io::Error {
     let t = m.file_type();
     let kind = if t.is_dir() {
         "a directory"
