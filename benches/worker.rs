@@ -5,9 +5,10 @@
 //!
 //! - `loop`: W workers (threads, each its own store connection, as W
 //!   processes) each running claim, three progress reports, complete until
-//!   no task is left, over 480 tasks; tasks per second, median of 9 runs
-//!   (interleaved: a run's fsyncs swing by 10–20%, more than the 5% the
-//!   figure is about, so the runs are long and many),
+//!   no task is left, over 480 tasks; tasks per second, median of 15 runs,
+//!   and the API's cost as the median of 15 pairs' ratios (a run's fsyncs
+//!   swing by 10–20%, more than the 5% the figure is about, so the runs
+//!   are long and many, and paired),
 //!   once written with `Store::claim_next` / `heartbeat` / `complete` and
 //!   once with `store.worker(..)`, `next`, `Job::progress`, `Job::complete`;
 //! - `wake-up`: a worker blocked in `next()` until a task created by
@@ -31,7 +32,7 @@ use rudder::task::Progress;
 use rudder::{Actor, NewTask, Store};
 
 const TASKS: usize = 480;
-const RUNS: usize = 9;
+const RUNS: usize = 15;
 const WAKES: usize = 30;
 const LEASE: Duration = Duration::from_secs(60);
 
@@ -84,10 +85,13 @@ fn api(worker: &mut rudder::worker::Worker) -> usize {
 
 /// Tasks per second of `workers` threads running the loop once.
 fn run_loop(url: &str, workers: usize, with_api: bool) -> f64 {
-    run_loop_of(url, workers, with_api, TASKS)
+    run_loop_of(url, workers, with_api, TASKS, true)
 }
 
-fn run_loop_of(url: &str, workers: usize, with_api: bool, tasks: usize) -> f64 {
+/// [`run_loop`] of `tasks`; `warm_worker`: the worker's own connection is
+/// opened before the clock starts (else, as a Python worker cannot, it is
+/// opened at the first claim: the `--loop` of python/benches/bench.py).
+fn run_loop_of(url: &str, workers: usize, with_api: bool, tasks: usize, warm_worker: bool) -> f64 {
     fill(url, tasks);
     let barrier = Arc::new(Barrier::new(workers + 1));
     let threads: Vec<_> = (0..workers)
@@ -101,7 +105,13 @@ fn run_loop_of(url: &str, workers: usize, with_api: bool, tasks: usize) -> f64 {
                 // what a worker wrote before the API: no feed, no renewer).
                 let mut worker =
                     with_api.then(|| store.worker(holder.clone()).lease(LEASE).start().unwrap());
-                store.counts().unwrap();
+                // Warm the connection the loop uses: the worker's is its
+                // own (opening it under the store's write lock at its first
+                // claim cost the 16-worker run several percent).
+                match worker.as_ref() {
+                    Some(worker) if warm_worker => worker.store().counts().unwrap(),
+                    _ => store.counts().unwrap(),
+                };
                 barrier.wait();
                 match worker.as_mut() {
                     Some(worker) => api(worker),
@@ -120,17 +130,33 @@ fn run_loop_of(url: &str, workers: usize, with_api: bool, tasks: usize) -> f64 {
 
 fn loops(name: &str, url: &dyn Fn() -> String) {
     for workers in [1, 4, 16] {
-        // The two loops' runs interleaved, so that the machine's load
-        // weighs on both alike.
-        let (mut lows, mut apis) = (Vec::new(), Vec::new());
-        for _ in 0..RUNS {
-            lows.push(run_loop(&url(), workers, false));
-            apis.push(run_loop(&url(), workers, true));
+        // The two loops' runs in pairs, each pair's order the other way
+        // round from the last, so that the machine's load and a pair's
+        // position weigh on both alike; the API's cost is the median of the
+        // pairs' ratios (a run's fsyncs drift by more than the 5% the
+        // figure is about, a pair's two runs much less).
+        let (mut lows, mut apis, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        for run in 0..RUNS {
+            let (low, api) = if run % 2 == 0 {
+                let low = run_loop(&url(), workers, false);
+                (low, run_loop(&url(), workers, true))
+            } else {
+                let api = run_loop(&url(), workers, true);
+                (run_loop(&url(), workers, false), api)
+            };
+            lows.push(low);
+            apis.push(api);
+            ratios.push(low / api);
         }
         let (low, api) = (median(lows), median(apis));
+        let mut sorted = ratios.clone();
+        sorted.sort_by(f64::total_cmp);
+        let quartile = |q: usize| (sorted[(sorted.len() - 1) * q / 4] - 1.0) * 100.0;
         println!(
-            "{name:10} loop   {workers:2} worker(s): low-level {low:8.1} tasks/s, worker API {api:8.1} tasks/s ({:+.1}%)",
-            (low / api - 1.0) * 100.0
+            "{name:10} loop   {workers:2} worker(s): low-level {low:8.1} tasks/s, worker API {api:8.1} tasks/s (API's cost, median of {RUNS} pairs {:+.1}%, quartiles {:+.1}% {:+.1}%)",
+            (median(ratios) - 1.0) * 100.0,
+            quartile(1),
+            quartile(3),
         );
     }
 }
@@ -215,7 +241,7 @@ fn main() {
     // new store at URL; prints tasks/s (python/benches/bench.py's Rust side).
     if let Some(i) = args.iter().position(|a| a == "--loop") {
         let n = args[i + 2].parse().unwrap();
-        println!("{:.1}", run_loop_of(&args[i + 1], 1, true, n));
+        println!("{:.1}", run_loop_of(&args[i + 1], 1, true, n, false));
         return;
     }
     // `cargo bench` passes `--bench`; a filter of criterion's style is ignored.

@@ -1,7 +1,7 @@
 //! A claimed task: [`Job`] (sync) and what it shares with
 //! [`AsyncJob`](super::AsyncJob): the writes and the lease renewal.
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -19,8 +19,6 @@ pub(crate) struct Shared {
     pub store: Arc<Store>,
     pub id: String,
     state: Mutex<State>,
-    /// Wakes the sync renewer when the job ends.
-    woken: Condvar,
     /// Wakes the async renewer when the job ends.
     pub ended: tokio::sync::Notify,
 }
@@ -46,7 +44,6 @@ impl Shared {
                 stop: None,
                 over: false,
             }),
-            woken: Condvar::new(),
             ended: tokio::sync::Notify::new(),
         }
     }
@@ -138,34 +135,10 @@ impl Shared {
         }
     }
 
-    /// The sync renewer: renew whenever due until the job is over.
-    pub fn renew_until_over(&self) {
-        loop {
-            let mut state = self.state();
-            loop {
-                if state.over || state.stop.is_some() {
-                    return;
-                }
-                let now = Instant::now();
-                if now >= state.due {
-                    break;
-                }
-                let wait = state.due - now;
-                state = self
-                    .woken
-                    .wait_timeout(state, wait)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-            }
-            drop(state);
-            self.renew();
-        }
-    }
-
-    /// Mark the job over and wake the renewer.
+    /// Mark the job over and wake the async renewer (the sync one drops
+    /// the job when it next wakes).
     pub fn end(&self) {
         self.state().over = true;
-        self.woken.notify_all();
         self.ended.notify_one();
     }
 
@@ -173,7 +146,6 @@ impl Shared {
     /// failure leaves the lease to lapse.
     pub fn give_back(&self) {
         let over = std::mem::replace(&mut self.state().over, true);
-        self.woken.notify_all();
         self.ended.notify_one();
         if !over {
             let _ = self.store.release(&self.id, &self.settings.holder);
@@ -243,7 +215,7 @@ impl Job {
     pub(crate) fn start(
         settings: Arc<Settings>,
         store: Arc<Store>,
-        renewers: &Arc<Renewers>,
+        renewers: &Renewers,
         task: Task,
     ) -> Job {
         let shared = Arc::new(Shared::new(settings, store, task.task_id.clone()));
@@ -390,7 +362,8 @@ impl Job {
 
 impl Drop for Job {
     fn drop(&mut self) {
-        // Wakes the renewer, which goes back to its worker's pool.
+        // Gives the lease back unless the job ended; the renewer drops the
+        // job at its next wake-up.
         self.shared.give_back();
     }
 }

@@ -392,11 +392,12 @@ impl WorkerBuilder {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
+        let renewers = renewers::Renewers::new(settings.renew);
         Ok(Worker {
             core: Core::new(settings, store),
             runtime,
             feed: None,
-            renewers: Arc::default(),
+            renewers,
         })
     }
 
@@ -493,8 +494,8 @@ pub struct Worker {
     core: Core,
     runtime: tokio::runtime::Runtime,
     feed: Option<ChangeFeed>,
-    /// The threads that renew its jobs' leases.
-    renewers: Arc<renewers::Renewers>,
+    /// The thread that renews its jobs' leases.
+    renewers: renewers::Renewers,
 }
 
 impl Worker {

@@ -1,71 +1,148 @@
-//! The threads that renew sync jobs' leases: one per live job, as before,
-//! but kept by the worker for its next jobs instead of started for each.
-//! Starting a thread costs about 40 µs on the project's machine, 2% of a
-//! job that writes five times on SQLite, paid on every claim.
+//! The thread that renews a sync worker's leases: one per worker, started
+//! with its first job, asleep until the earliest renewal is due.
 //!
-//! An idle thread waits on a channel whose only sender is in the pool's
-//! `idle` list; a job takes a sender from there and sends itself (with the
-//! sender, which the thread gives back to the list when the job is over).
-//! So a thread serves one job at a time, as a thread of its own did, and
-//! when the worker (and so the pool) is gone, its idle threads' channels
-//! lose their last sender and the threads end.
+//! Neither a job's start nor its end wakes it. A new job's first renewal
+//! is due a whole interval after its claim, and the thread never sleeps
+//! longer than an interval, so it is awake in time; a job that ended is
+//! dropped at its next wake-up. A thread handed each job and woken at its
+//! end (the design before) ran twice per job: on a loaded machine each of
+//! those wake-ups may preempt a worker that holds the store's write lock.
+//!
+//! The thread ends once the worker is gone and none of its jobs is live.
+//! It renews due jobs one after another: a worker with many jobs at once on
+//! a store that hangs renews them late together, as their writes would be.
 
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use super::job::Shared;
 
-/// A job to renew, and the sender that reaches the thread renewing it.
-struct Turn(Arc<Shared>, Sender<Turn>);
-
-/// A worker's renewer threads that have no job (see the module comment).
-#[derive(Default)]
+/// A worker's renewer (see the module comment); dropped with the worker.
 pub(crate) struct Renewers {
-    idle: Mutex<Vec<Sender<Turn>>>,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// The longest the thread sleeps: the worker's renewal interval.
+    every: Duration,
+    pool: Mutex<Pool>,
+    woken: Condvar,
+}
+
+#[derive(Default)]
+struct Pool {
+    /// The jobs to renew; one that is over is dropped at the next wake-up.
+    jobs: Vec<Arc<Shared>>,
+    /// Whether the thread runs.
+    running: bool,
+    /// Whether the worker is gone (the thread ends with its last job).
+    worker_gone: bool,
+    /// How many threads were started (for the tests).
+    started: usize,
+}
+
+impl Inner {
+    fn pool(&self) -> MutexGuard<'_, Pool> {
+        // Every change to the pool is one push, retain or assignment.
+        self.pool.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl Renewers {
-    /// How many threads wait for a job.
-    #[cfg(test)]
-    pub fn idle_count(&self) -> usize {
-        self.idle.lock().unwrap_or_else(|p| p.into_inner()).len()
+    /// A renewer for jobs renewed every `every`.
+    pub fn new(every: Duration) -> Renewers {
+        Renewers {
+            inner: Arc::new(Inner {
+                every,
+                pool: Mutex::default(),
+                woken: Condvar::new(),
+            }),
+        }
     }
 
-    /// Renew `shared`'s lease until its job is over, on an idle thread or
-    /// a new one. Without one (none could be started) the lease simply
-    /// lapses if a write fails to renew it; the job still works.
-    pub fn renew(self: &Arc<Self>, shared: Arc<Shared>) {
-        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let shared = match idle {
-            Some(to) => match to.send(Turn(shared, to.clone())) {
-                Ok(()) => return,
-                // The thread is gone (it panicked): start another.
-                Err(back) => back.0.0,
-            },
-            None => shared,
-        };
-        let (to, from) = channel();
-        let pool = Arc::downgrade(self);
-        let _ = std::thread::Builder::new()
+    /// What the tests look at, also once the worker is gone.
+    #[cfg(test)]
+    pub fn probe(&self) -> Probe {
+        Probe(Arc::clone(&self.inner))
+    }
+
+    /// Renew `shared`'s lease until its job is over. Without a thread (none
+    /// could be started) the lease simply lapses if a write fails to renew
+    /// it; the job still works.
+    pub fn renew(&self, shared: Arc<Shared>) {
+        let mut pool = self.inner.pool();
+        pool.jobs.push(shared);
+        if pool.running {
+            return;
+        }
+        let inner = Arc::clone(&self.inner);
+        let spawned = std::thread::Builder::new()
             .name("rudder-renew".into())
-            .spawn(move || serve(pool, Turn(shared, to), from));
+            .spawn(move || serve(&inner));
+        pool.running = spawned.is_ok();
+        pool.started += usize::from(spawned.is_ok());
     }
 }
 
-/// A renewer thread: each job it is given until the pool is gone.
-fn serve(pool: Weak<Renewers>, first: Turn, from: Receiver<Turn>) {
-    let Turn(mut shared, mut to) = first;
+impl Drop for Renewers {
+    fn drop(&mut self) {
+        self.inner.pool().worker_gone = true;
+        self.inner.woken.notify_all();
+    }
+}
+
+/// A view of a renewer for the tests.
+#[cfg(test)]
+pub(crate) struct Probe(Arc<Inner>);
+
+#[cfg(test)]
+impl Probe {
+    /// How many threads were started, and how many jobs are kept.
+    pub fn counts(&self) -> (usize, usize) {
+        let pool = self.0.pool();
+        (pool.started, pool.jobs.len())
+    }
+
+    /// Whether the thread runs.
+    pub fn running(&self) -> bool {
+        self.0.pool().running
+    }
+}
+
+/// The renewer thread.
+fn serve(inner: &Inner) {
+    let mut pool = inner.pool();
     loop {
-        shared.renew_until_over();
-        drop(shared);
-        let Some(pool) = pool.upgrade() else {
+        // (Each job's own lock is taken under the pool's, never the other
+        // way round.)
+        pool.jobs.retain(|job| job.renew_in().is_some());
+        if pool.jobs.is_empty() && pool.worker_gone {
+            pool.running = false;
             return;
-        };
-        pool.idle.lock().unwrap_or_else(|p| p.into_inner()).push(to);
-        drop(pool);
-        match from.recv() {
-            Ok(Turn(next, back)) => (shared, to) = (next, back),
-            Err(_) => return,
         }
+        let due: Vec<Arc<Shared>> = pool
+            .jobs
+            .iter()
+            .filter(|job| job.renew_in().is_some_and(|wait| wait.is_zero()))
+            .cloned()
+            .collect();
+        if !due.is_empty() {
+            drop(pool);
+            for job in due {
+                job.renew();
+            }
+            pool = inner.pool();
+            continue;
+        }
+        let sleep = pool
+            .jobs
+            .iter()
+            .filter_map(|job| job.renew_in())
+            .fold(inner.every, Duration::min);
+        pool = inner
+            .woken
+            .wait_timeout(pool, sleep)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
     }
 }

@@ -124,40 +124,70 @@ fn a_worker_watches_the_store_only_while_it_waits() {
     drop(job);
 }
 
-/// A worker's renewer threads serve its next jobs: one thread for jobs one
-/// after another, one per job for jobs held at once.
+/// One renewer thread per worker renews every job it holds, those one
+/// after another and those held at once, woken by neither their start nor
+/// their end; it ends once the worker and its jobs are gone.
 #[test]
-fn renewer_threads_are_kept_for_the_next_jobs() {
+fn one_renewer_thread_renews_all_of_a_workers_jobs() {
     let dir = tempfile::tempdir().expect("a directory");
     let store = Store::open(format!("sqlite:{}", dir.path().join("t.db").display()));
     let mut w = store
         .worker("w")
         .lease(Duration::from_secs(2))
+        .renew_every(Duration::from_millis(50))
         .start()
         .expect("a worker");
-    let idle = |w: &Worker, want: usize| {
-        // The thread goes back to the pool once it sees its job over.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let n = w.renewers.idle_count();
-            if n == want || std::time::Instant::now() > deadline {
-                return n;
-            }
-            std::thread::yield_now();
-        }
-    };
     for _ in 0..3 {
         store.create(crate::NewTask::default()).expect("create");
         let mut job = w.next(Duration::ZERO).expect("next").expect("a job");
         job.complete(serde_json::json!(1)).expect("complete");
-        drop(job);
-        assert_eq!(idle(&w, 1), 1, "one thread, back in the pool");
     }
-    store.create(crate::NewTask::default()).expect("create");
-    store.create(crate::NewTask::default()).expect("create");
-    let a = w.next(Duration::ZERO).expect("next").expect("a job");
-    let b = w.next(Duration::ZERO).expect("next").expect("a job");
-    assert_eq!(w.renewers.idle_count(), 0, "both threads busy");
-    drop((a, b));
-    assert_eq!(idle(&w, 2), 2);
+    assert_eq!(
+        w.renewers.probe().counts().0,
+        1,
+        "one thread for jobs in turn"
+    );
+    let lease_of = |id: &str| store.get(id).expect("get").lease_expires_at;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        store.create(crate::NewTask::default()).expect("create");
+        let job = w.next(Duration::ZERO).expect("next").expect("a job");
+        let first = lease_of(job.id());
+        held.push((job, first));
+    }
+    // Both leases renewed without a write of the jobs' own.
+    for (job, first) in &held {
+        let renewed = wait_until(|| lease_of(job.id()) > *first);
+        assert!(renewed, "job {} was not renewed", job.id());
+    }
+    assert_eq!(
+        w.renewers.probe().counts().0,
+        1,
+        "one thread for jobs held at once"
+    );
+    // Jobs that ended are let go of; with the worker gone, the thread ends.
+    drop(held);
+    assert!(
+        wait_until(|| w.renewers.probe().counts().1 == 0),
+        "ended jobs kept"
+    );
+    let probe = w.renewers.probe();
+    assert!(probe.running());
+    drop(w);
+    assert!(
+        wait_until(|| !probe.running()),
+        "the thread outlived its worker"
+    );
+}
+
+/// Polls `f` for up to ten seconds.
+fn wait_until(mut f: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    f()
 }
