@@ -240,6 +240,12 @@ impl<B: Backend> Store<B> {
     pub fn get(&self, id: &str) -> Result<Task, StoreError> {
         let mut task = None;
         self.backend.snapshot(&mut |tasks| {
+            // A whole id (a handle: what workers and MCP clients pass) is
+            // one read; only a miss looks for the id as a prefix.
+            if let Some(t) = tasks.get(id)? {
+                task = Some(t);
+                return Ok(());
+            }
             let key = resolve_in(tasks, id)?;
             // Removed between the lookup and the read (see `vanished`).
             task = Some(tasks.get(&key)?.ok_or_else(|| vanished(&key))?);
