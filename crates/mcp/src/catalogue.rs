@@ -32,6 +32,8 @@ pub struct ToolSpec {
     pub description: String,
     pub kind: String,
     pub input_schema: Value,
+    /// `input_schema` compiled once, for every call's arguments.
+    pub arguments: rudder_model::schema::Compiled,
     pub output_schema: Option<Value>,
     pub ttl: Option<Duration>,
     pub poll_interval: Option<Duration>,
@@ -185,6 +187,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
             Some(s) => schema(s, "input_schema")?,
             None => serde_json::json!({"type": "object"}),
         };
+        let arguments = rudder_model::schema::Compiled::new(&input_schema)
+            .map_err(|e| fail(None, format!("input_schema of tool {name:?}: {e}")))?;
         let output_schema = raw
             .output_schema
             .as_ref()
@@ -246,6 +250,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
             description: raw.description,
             kind,
             input_schema,
+            arguments,
             output_schema,
             ttl: duration(&raw.ttl)?,
             poll_interval: duration(&raw.poll_interval)?,

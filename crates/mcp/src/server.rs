@@ -200,7 +200,7 @@ impl RudderMcp {
             ));
         }
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        if let Err(violations) = rudder_model::schema::validate(&spec.input_schema, &arguments) {
+        if let Err(violations) = spec.arguments.validate(&arguments) {
             // Before any task exists: a tool error the caller can correct
             // (SEP-1303), with every violation and where it is.
             let text = violations

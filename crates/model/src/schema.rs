@@ -61,6 +61,36 @@ pub fn validate(schema: &Value, value: &Value) -> Result<(), Vec<Violation>> {
             message: format!("the task's input schema is invalid: {e}"),
         }]
     })?;
+    violations(&validator, value)
+}
+
+/// A schema compiled once to validate many values (a tool's arguments on
+/// every call: compiling is most of a validation's cost).
+#[derive(Clone)]
+pub struct Compiled(std::sync::Arc<jsonschema::Validator>);
+
+impl Compiled {
+    /// Compile `schema`, as [`check_schema`] checks it.
+    pub fn new(schema: &Value) -> Result<Compiled, String> {
+        check_schema(schema)?;
+        validator(schema)
+            .map(|v| Compiled(std::sync::Arc::new(v)))
+            .map_err(|e| format!("invalid JSON Schema: {e}"))
+    }
+
+    /// [`validate`] against this schema.
+    pub fn validate(&self, value: &Value) -> Result<(), Vec<Violation>> {
+        violations(&self.0, value)
+    }
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Compiled(..)")
+    }
+}
+
+fn violations(validator: &jsonschema::Validator, value: &Value) -> Result<(), Vec<Violation>> {
     let violations: Vec<Violation> = validator
         .iter_errors(value)
         .map(|e| {
