@@ -129,9 +129,16 @@ fn a_demo_and_a_worker_over_a_url_with_a_password_never_show_it() {
     });
     let text = || String::from_utf8_lossy(&raw.lock().expect("lock")).into_owned();
     let demo_pid = child.process_id().expect("the demo's pid");
-    let worker_pid = wait_for(PATIENCE, || children(demo_pid).into_iter().next())
-        .unwrap_or_else(|| panic!("the demo starts its worker; screen: {}", text()));
-    let argv = cmdline(worker_pid);
+    // A child between its fork and its exec still shows the demo's own
+    // argv: wait for one that has become the program it runs.
+    let demo_argv = cmdline(demo_pid);
+    let argv = wait_for(PATIENCE, || {
+        children(demo_pid).into_iter().find_map(|pid| {
+            let argv = cmdline(pid);
+            (!argv.is_empty() && argv != demo_argv).then_some(argv)
+        })
+    })
+    .unwrap_or_else(|| panic!("the demo starts its worker; screen: {}", text()));
     assert!(argv.contains("worker"), "{argv}");
     assert!(!argv.contains(PASSWORD), "the worker's argv: {argv}");
     assert!(!argv.contains("postgres"), "the worker's argv: {argv}");

@@ -570,7 +570,7 @@ impl<B: Backend> Store<B> {
         let actor = Actor::Worker { holder, lease };
         self.transact(false, |tasks, now| {
             let key = resolve_in(tasks, id)?;
-            let task = tasks.get_mut(&key)?.expect("resolved ids exist");
+            let task = tasks.get_mut(&key)?.ok_or_else(|| vanished(&key))?;
             let change = machine::apply(task, &op, actor, now)
                 .map_err(|r| refusal_error(op.kind(), r, task))?;
             if change == Change::Applied {

@@ -171,28 +171,28 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
             ));
         }
         kinds.push((kind.clone(), name.clone()));
-        let schema = |s: &Spanned<Value>, what: &str| -> Result<Value, CatalogueError> {
-            let v = s.get_ref().clone();
+        // Each schema checked by compiling it, once.
+        let schema = |v: Value, span: Option<std::ops::Range<usize>>, what: &str| {
             if v.get("type").and_then(Value::as_str) != Some("object") {
                 return Err(fail(
-                    Some(s.span()),
+                    span,
                     format!("{what} of tool {name:?} must have type \"object\""),
                 ));
             }
-            rudder_model::schema::check_schema(&v)
-                .map_err(|e| fail(Some(s.span()), format!("{what} of tool {name:?}: {e}")))?;
-            Ok(v)
+            let compiled = rudder_model::schema::Compiled::new(&v)
+                .map_err(|e| fail(span.clone(), format!("{what} of tool {name:?}: {e}")))?;
+            Ok((v, compiled))
         };
-        let input_schema = match &raw.input_schema {
-            Some(s) => schema(s, "input_schema")?,
-            None => serde_json::json!({"type": "object"}),
+        let spanned =
+            |s: &Spanned<Value>, what: &str| schema(s.get_ref().clone(), Some(s.span()), what);
+        let (input_schema, arguments) = match &raw.input_schema {
+            Some(s) => spanned(s, "input_schema")?,
+            None => schema(serde_json::json!({"type": "object"}), None, "input_schema")?,
         };
-        let arguments = rudder_model::schema::Compiled::new(&input_schema)
-            .map_err(|e| fail(None, format!("input_schema of tool {name:?}: {e}")))?;
         let output_schema = raw
             .output_schema
             .as_ref()
-            .map(|s| schema(s, "output_schema"))
+            .map(|s| spanned(s, "output_schema").map(|(v, _)| v))
             .transpose()?;
         let duration = |d: &Option<Spanned<String>>| -> Result<Option<Duration>, CatalogueError> {
             d.as_ref()
@@ -221,7 +221,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
                     format!("ask key {key:?} is empty or named twice"),
                 ));
             }
-            let s = schema(&a.schema, "the schema of ask")?;
+            let (s, _) = spanned(&a.schema, "the schema of ask")?;
             let fit = rudder_model::schema::mcp::mcp_fit(&s);
             if let Some(reason) = fit.reason {
                 return Err(fail(

@@ -35,12 +35,7 @@ impl fmt::Display for Violation {
 
 /// Check that `schema` is itself a valid JSON Schema object.
 pub fn check_schema(schema: &Value) -> Result<(), String> {
-    if !schema.is_object() {
-        return Err("an input schema must be a JSON object".into());
-    }
-    validator(schema)
-        .map(|_| ())
-        .map_err(|e| format!("invalid JSON Schema: {e}"))
+    Compiled::new(schema).map(|_| ())
 }
 
 /// The validator of `schema`: formats (`date-time`, `email`, `uri`, …) are
@@ -70,9 +65,12 @@ pub fn validate(schema: &Value, value: &Value) -> Result<(), Vec<Violation>> {
 pub struct Compiled(std::sync::Arc<jsonschema::Validator>);
 
 impl Compiled {
-    /// Compile `schema`, as [`check_schema`] checks it.
+    /// Compile `schema`: an error says why it is not a valid JSON Schema
+    /// object (what [`check_schema`] says).
     pub fn new(schema: &Value) -> Result<Compiled, String> {
-        check_schema(schema)?;
+        if !schema.is_object() {
+            return Err("an input schema must be a JSON object".into());
+        }
         validator(schema)
             .map(|v| Compiled(std::sync::Arc::new(v)))
             .map_err(|e| format!("invalid JSON Schema: {e}"))

@@ -187,16 +187,10 @@ impl SqliteBackend {
     /// deleted files. A file that is not a SQLite database SQLite refuses
     /// itself, at its first read (`SQLITE_NOTADB`).
     fn check_file(&self) -> Result<bool, StoreError> {
-        let meta = std::fs::metadata(&self.path)
-            .map_err(|e| StoreError::io(self.location(), &self.path, "open the database", e))?;
+        let refused = |e| StoreError::io(self.location(), &self.path, "open the database", e);
+        let meta = std::fs::metadata(&self.path).map_err(refused)?;
         if !meta.file_type().is_file() {
-            let e = rudder_file::fs::not_regular(&meta, "the store");
-            return Err(StoreError::io(
-                self.location(),
-                &self.path,
-                "open the database",
-                e,
-            ));
+            return Err(refused(rudder_file::fs::not_regular(&meta, "the store")));
         }
         Ok(meta.len() == 0)
     }
@@ -632,19 +626,25 @@ impl SqliteBackend {
     /// from the WAL that lacks this commit. Remove it, so that the next one
     /// to open the store builds it again (with this commit), and let go of
     /// ours (see shm.rs).
+    ///
+    /// The connection's [`shm::Checked`] answers: one `stat` while the file
+    /// at the path is the one it last found mapped, a read of
+    /// `/proc/self/maps` otherwise (which costs with the process's
+    /// mappings: a Python interpreter has hundreds).
     fn after_commit(&self) {
         let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let Some(open) = slot.as_mut() else {
             return;
         };
-        if open.index_is_stale() {
-            // Best effort: a file already gone is what we want.
-            if let Some(shm) = &open.shm {
-                let _ = std::fs::remove_file(shm);
-            }
-            *slot = None;
-            shm::bump_epoch();
+        if !open.index_is_stale() {
+            return;
         }
+        if let Some(shm) = &open.shm {
+            // Best effort: a file already gone is what we want.
+            let _ = std::fs::remove_file(shm);
+        }
+        *slot = None;
+        shm::bump_epoch();
     }
 
     /// Checkpoint the whole WAL into the database and truncate it (after

@@ -113,19 +113,26 @@ impl Probe {
 fn serve(inner: &Inner) {
     let mut pool = inner.pool();
     loop {
-        // (Each job's own lock is taken under the pool's, never the other
-        // way round.)
-        pool.jobs.retain(|job| job.renew_in().is_some());
+        // One look at each job (its own lock, taken under the pool's, never
+        // the other way round): over ones dropped, due ones renewed, the
+        // others' next renewal the longest the thread may sleep.
+        let mut due: Vec<Arc<Shared>> = Vec::new();
+        let mut sleep = inner.every;
+        pool.jobs.retain(|job| match job.renew_in() {
+            None => false,
+            Some(wait) if wait.is_zero() => {
+                due.push(Arc::clone(job));
+                true
+            }
+            Some(wait) => {
+                sleep = sleep.min(wait);
+                true
+            }
+        });
         if pool.jobs.is_empty() && pool.worker_gone {
             pool.running = false;
             return;
         }
-        let due: Vec<Arc<Shared>> = pool
-            .jobs
-            .iter()
-            .filter(|job| job.renew_in().is_some_and(|wait| wait.is_zero()))
-            .cloned()
-            .collect();
         if !due.is_empty() {
             drop(pool);
             for job in due {
@@ -134,11 +141,6 @@ fn serve(inner: &Inner) {
             pool = inner.pool();
             continue;
         }
-        let sleep = pool
-            .jobs
-            .iter()
-            .filter_map(|job| job.renew_in())
-            .fold(inner.every, Duration::min);
         pool = inner
             .woken
             .wait_timeout(pool, sleep)
