@@ -24,7 +24,9 @@
 //!
 //! Knobs (environment): `RUDDER_MCP_BENCH_TASKS` (store size, 1000000),
 //! `RUDDER_MCP_BENCH_OPS` (calls per phase, 320), `RUDDER_MCP_BENCH_ROUNDS`
-//! (3), `RUDDER_MCP_BENCH_NOTIFY` (notifications timed, 40).
+//! (3), `RUDDER_MCP_BENCH_NOTIFY` (notifications timed, 40),
+//! `RUDDER_MCP_BENCH_RUDDER` (the `rudder` binary to time, this build's by
+//! default: an A/B of two builds runs the same bench against each).
 
 use rudder::store::Backend as _;
 use rudder::store::Open as _;
@@ -184,7 +186,10 @@ fn waiting_tasks(db: &Path, count: usize) -> Vec<String> {
 async fn start_rudder(db: &Path) -> Server {
     let tools = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-bench-tools.toml");
     std::fs::write(&tools, CATALOGUE).expect("write the catalogue");
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
+    let rudder = std::env::var_os("RUDDER_MCP_BENCH_RUDDER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rudder")));
+    let mut cmd = tokio::process::Command::new(rudder);
     cmd.env_remove("RUDDER_MCP_TOKEN")
         .arg("--store")
         .arg(format!("sqlite:{}", db.display()))

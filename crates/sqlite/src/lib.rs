@@ -345,6 +345,11 @@ impl SqliteBackend {
         // to read a large WAL back.)
         conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
             .map_err(|e| self.error("limit the WAL's size", e))?;
+        // Room for every statement rudder caches: rusqlite keeps 16, and a
+        // connection that lists (one text per sort and filter), claims,
+        // reads and writes uses more; an evicted one is parsed again at its
+        // next use.
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         Ok(Some(conn))
     }
 
@@ -490,6 +495,9 @@ impl Backend for SqliteBackend {
         })
     }
 }
+
+/// How many prepared statements a connection keeps.
+const STATEMENT_CACHE: usize = 64;
 
 impl SqliteBackend {
     /// Run `f` in a write transaction on the migrated schema, committing

@@ -219,13 +219,14 @@ pub enum Refusal {
 pub fn inspect(conn: &Connection) -> rusqlite::Result<Result<State, Refusal>> {
     // One statement, so one snapshot: read one by one, the three could
     // straddle another process's first commit (its tables without its id).
-    let (app, version, objects): (i32, i64, i64) = conn.query_row(
-        "SELECT (SELECT application_id FROM pragma_application_id), \
-                (SELECT user_version FROM pragma_user_version), \
-                (SELECT count(*) FROM sqlite_master)",
-        [],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )?;
+    // Cached: every write transaction asks first (see `migrate_in`).
+    let (app, version, objects): (i32, i64, i64) = conn
+        .prepare_cached(
+            "SELECT (SELECT application_id FROM pragma_application_id), \
+                    (SELECT user_version FROM pragma_user_version), \
+                    (SELECT count(*) FROM sqlite_master)",
+        )?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
     if app == APPLICATION_ID {
         return Ok(if version > VERSION {
             Err(Refusal::Newer(version))

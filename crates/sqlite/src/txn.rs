@@ -577,11 +577,9 @@ pub(super) fn read_changes(
     task: Option<&str>,
     limit: usize,
 ) -> rusqlite::Result<ChangeLog> {
-    let (first, last): (Option<i64>, Option<i64>) = conn.query_row(
-        "SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)",
-        [],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
+    let (first, last): (Option<i64>, Option<i64>) = conn
+        .prepare_cached("SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     let limit = limit.min(i64::MAX as usize) as i64;
     // A store of schema version 1 (not yet migrated by a writer) records
     // no times.
