@@ -4,6 +4,7 @@
 //! can fail any one of them with an injected error, and can simulate a power
 //! loss that drops whatever was not yet fsynced.
 
+mod gate;
 mod real;
 mod sim;
 

@@ -277,6 +277,12 @@ impl Fs for RealFs {
 
     fn lock(&self, path: &Path, timeout: Duration, store: &Path) -> Result<LockGuard, LockFailure> {
         let start = Instant::now();
+        // This process's threads take turns first (see gate.rs).
+        let passed =
+            super::gate::pass(path, start + timeout).ok_or_else(|| LockFailure::Timeout {
+                waited: start.elapsed(),
+                holder: Some(format!("pid {} (this process)", std::process::id())),
+            })?;
         let meta = self
             .meta(store)
             .map_err(LockFailure::Io)?
@@ -306,6 +312,7 @@ impl Fs for RealFs {
                 writable,
                 recorded: None,
                 also: std::sync::Mutex::default(),
+                passed: None,
             };
             if !lock.names_locked_file().map_err(LockFailure::Io)? {
                 continue;
@@ -334,6 +341,7 @@ impl Fs for RealFs {
             // the lock works without it. Safe to write: the file is a
             // regular file with one link, our own lock file.
             lock.record(lock.recorded);
+            lock.passed = Some(passed);
             return Ok(Box::new(lock));
         }
     }
@@ -355,6 +363,9 @@ struct RealLock {
     /// Lock files that took the place of ours while we held it, locked too
     /// (see [`HeldLock::still_held`]).
     also: std::sync::Mutex<Vec<File>>,
+    /// This process's gate, opened last, once the `flock`s above are let
+    /// go (fields drop in order).
+    passed: Option<super::gate::Passed>,
 }
 
 impl RealLock {
