@@ -246,7 +246,7 @@ impl<B: Backend> Store<B> {
                 task = Some(t);
                 return Ok(());
             }
-            let key = resolve_in(tasks, id)?;
+            let key = resolve_prefix(tasks, id)?;
             // Removed between the lookup and the read (see `vanished`).
             task = Some(tasks.get(&key)?.ok_or_else(|| vanished(&key))?);
             Ok(())
@@ -920,10 +920,18 @@ fn vanished(id: &str) -> StoreError {
     StoreError::UnknownTask { id: id.to_string() }
 }
 
+/// The task id `id` names: itself when whole, else the one id it is a
+/// prefix of.
 fn resolve_in(tasks: &dyn Transaction, id: &str) -> Result<String, StoreError> {
     if tasks.contains(id)? {
         return Ok(id.to_string());
     }
+    resolve_prefix(tasks, id)
+}
+
+/// [`resolve_in`] for an `id` known not to be a whole id: the one task id
+/// it is a prefix of.
+fn resolve_prefix(tasks: &dyn Transaction, id: &str) -> Result<String, StoreError> {
     let unknown = || StoreError::UnknownTask { id: id.to_string() };
     if id.is_empty() {
         return Err(unknown());
