@@ -603,3 +603,45 @@ fn an_unknown_status_in_a_row_is_reported_as_corrupt() {
         }
     }
 }
+
+/// A read has a connection of its own: it never queues behind a write of
+/// the same store in this process (`rudder mcp` reads on its async
+/// threads, where such a wait would stall every client).
+#[test]
+fn a_read_does_not_wait_for_a_write_of_the_same_process() {
+    use rudder::store::Backend as _;
+    use std::sync::mpsc;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("tasks.db"));
+    assert!(store.quick_reads(), "SQLite reads are quick");
+    assert!(!Store::open(dir.path().join("tasks.json")).quick_reads());
+    let id = store
+        .create(NewTask {
+            title: Some("held behind a write".into()),
+            ..NewTask::default()
+        })
+        .unwrap()
+        .task
+        .task_id;
+    let (inside, writing) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    let (store, id) = (&store, &id);
+    std::thread::scope(|s| {
+        let writer = s.spawn(move || {
+            store.backend().transaction(&mut |_| {
+                inside.send(()).unwrap();
+                // Held until the read is done, or long after the test gave up.
+                let _ = released.recv_timeout(Duration::from_secs(60));
+                Ok(false)
+            })
+        });
+        writing.recv().unwrap();
+        let (read, got) = mpsc::channel();
+        let reader = s.spawn(move || read.send(store.get(id).map(|t| t.task_id)));
+        let answer = got.recv_timeout(Duration::from_secs(20));
+        release.send(()).unwrap();
+        reader.join().unwrap().unwrap();
+        writer.join().unwrap().unwrap();
+        assert_eq!(&answer.expect("the read waited for the write").unwrap(), id);
+    });
+}

@@ -104,6 +104,16 @@ pub trait Backend: Send + Sync {
         Some(DEFAULT_BATCH)
     }
 
+    /// Whether reading a task takes about a system call's time and never
+    /// waits for a writer (a local database in WAL mode), so that a caller
+    /// on an async runtime may read on its own thread instead of handing
+    /// the read to a blocking pool. False unless a backend knows: a
+    /// database server is a round trip away, and a file read whole may be
+    /// large.
+    fn quick_reads(&self) -> bool {
+        false
+    }
+
     /// Read the current tasks under exclusive access and call `f` on them;
     /// persist the changes durably if `f` returns `Ok(true)`, write nothing
     /// if it returns `Ok(false)` or an error. A store that is not valid is
@@ -210,6 +220,12 @@ impl<B: Backend> Store<B> {
     /// The tasks one step of a long operation handles; `None`: all at once.
     pub fn batch_size(&self) -> Option<usize> {
         self.batch.or_else(|| self.backend.batch_size())
+    }
+
+    /// Whether [`Store::get`] is quick enough to call on an async runtime's
+    /// own threads (see [`Backend::quick_reads`]).
+    pub fn quick_reads(&self) -> bool {
+        self.backend.quick_reads()
     }
 
     /// Replace the clock (tests, simulations).

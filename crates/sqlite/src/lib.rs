@@ -75,7 +75,13 @@ pub struct SqliteBackend {
     lock_timeout: Duration,
     /// The sidecar lock file every write transaction holds (`<db>.lock`).
     lock_path: PathBuf,
-    conn: Mutex<Option<Open>>,
+    /// The connection reads use, apart from the writer's: in WAL a read
+    /// never waits for a writer, and so a read must not queue behind this
+    /// process's own write (its `fsync`, or SQLite's busy wait behind a
+    /// writer outside rudder) for the mutex of a shared connection.
+    reader: Mutex<Option<Box<Open>>>,
+    /// The connection write transactions use.
+    writer: Mutex<Option<Box<Open>>>,
     /// How much of the change log writers keep.
     retention: Retention,
 }
@@ -106,7 +112,8 @@ impl SqliteBackend {
             path,
             lock_timeout: rudder_core::DEFAULT_LOCK_TIMEOUT,
             lock_path,
-            conn: Mutex::new(None),
+            reader: Mutex::new(None),
+            writer: Mutex::new(None),
             retention: Retention::DEFAULT,
         }
     }
@@ -212,7 +219,10 @@ impl SqliteBackend {
         mode: Mode,
         f: impl FnOnce(&mut Connection, (u64, u64)) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
-        let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = lock_slot(match mode {
+            Mode::Read => &self.reader,
+            Mode::Write => &self.writer,
+        });
         let mut id = self.identity()?;
         if id.is_none() {
             *slot = None;
@@ -238,13 +248,15 @@ impl SqliteBackend {
             let conn = self.open(mode)?;
             match conn {
                 Some(conn) => {
-                    *slot = Some(Open {
+                    // Boxed: two slots of it inline would make the backend
+                    // enum of every store this size.
+                    *slot = Some(Box::new(Open {
                         conn,
                         at: id.unwrap_or_default(),
                         epoch,
                         shm: shm::shm_path(&self.path),
                         shm_checked: shm::Checked::default(),
-                    });
+                    }));
                     fresh = true;
                 }
                 None => return Ok(None),
@@ -262,6 +274,8 @@ impl SqliteBackend {
             // still holds after `-shm` was deleted. `None`: try again.
             if fresh && open.index_is_stale() {
                 *slot = None;
+                // The reader may be what still maps the old file.
+                *lock_slot(&self.reader) = None;
                 return Ok(None);
             }
         }
@@ -481,6 +495,12 @@ impl Backend for SqliteBackend {
         Ok(self.identity()?.is_some())
     }
 
+    /// A read is a few indexed lookups on a connection of its own that no
+    /// writer holds (WAL readers take no lock).
+    fn quick_reads(&self) -> bool {
+        true
+    }
+
     fn transaction(
         &self,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
@@ -640,7 +660,7 @@ impl SqliteBackend {
     /// `/proc/self/maps` otherwise (which costs with the process's
     /// mappings: a Python interpreter has hundreds).
     fn after_commit(&self) {
-        let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = lock_slot(&self.writer);
         let Some(open) = slot.as_mut() else {
             return;
         };
@@ -678,6 +698,12 @@ impl SqliteBackend {
         }
         Ok(())
     }
+}
+
+/// A connection slot, also after a panic elsewhere while it was held (the
+/// slot is only ever replaced whole).
+fn lock_slot(slot: &Mutex<Option<Box<Open>>>) -> std::sync::MutexGuard<'_, Option<Box<Open>>> {
+    slot.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A rusqlite error as a store error naming the database.

@@ -161,6 +161,9 @@ impl Backend for AnyBackend {
     fn batch_size(&self) -> Option<usize> {
         self.refused().ok().and_then(|b| b.batch_size())
     }
+    fn quick_reads(&self) -> bool {
+        self.refused().is_ok_and(|b| b.quick_reads())
+    }
     fn transaction(
         &self,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
