@@ -336,6 +336,53 @@ async fn the_stat_check_alone_sees_changes_once() {
     );
 }
 
+/// The wake-up alone, with a safety net too slow to matter: what a writer
+/// that keeps the store open (a worker, `rudder mcp`) writes reaches the
+/// feed through the watch (SQLite: its lock file, closed after each commit,
+/// while its `-wal` stays open; the file: its rename).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watch_alone_sees_changes() {
+    for kind in common::kinds() {
+        common::set_kind(kind);
+        the_watch_alone_sees_changes_once().await;
+    }
+}
+
+async fn the_watch_alone_sees_changes_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_in(dir.path());
+    let writer = std::sync::Arc::new(Store::open(&path));
+    let id = writer.create(NewTask::default()).unwrap().task.task_id;
+    let options = FeedOptions {
+        stat_interval: Duration::from_secs(3600),
+        ..FeedOptions::default()
+    };
+    let mut feed = ChangeFeed::start(&path, options);
+    next(&mut feed, "the start").await;
+    for cancel in [false, true] {
+        let (w, task) = (writer.clone(), id.clone());
+        tokio::task::spawn_blocking(move || match cancel {
+            false => w
+                .heartbeat(&task, Some("still here".into()), None, Actor::Anyone)
+                .map(drop),
+            true => w.cancel(&task, None).map(drop),
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        let to = if cancel {
+            Status::Cancelled
+        } else {
+            Status::Working
+        };
+        let ev = until(&mut feed, "the write", is_changes).await;
+        assert_eq!(
+            changes(&ev),
+            [(id.clone(), Some(Status::Working), Some(to))]
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_writes_ends_in_the_final_state() {
     for kind in common::kinds() {

@@ -1,5 +1,5 @@
 //! The change feed of a SQLite store: the `changes` table read after a
-//! cursor, woken by writes to the `-wal` file, with `PRAGMA data_version`
+//! cursor, woken when a writer closes the lock file, with `PRAGMA data_version`
 //! as the safety net.
 
 use std::path::PathBuf;
@@ -41,11 +41,15 @@ impl SqliteSource {
 
 impl FeedSource for SqliteSource {
     fn arm(&mut self, wake: Wake) -> Option<Box<dyn Send>> {
-        // Every commit appends to the -wal file; the database itself
-        // changes at checkpoints, and when it is created or replaced.
+        // Every rudder writer closes the lock file after its commit (the
+        // watch sees closes, not each write: see `watch_dir`); the database
+        // and its -wal file are created, deleted and replaced. A writer
+        // outside rudder (the `sqlite3` shell) takes no lock file: the
+        // safety net's `data_version` sees its commits.
         let names = [
             self.backend.path().file_name(),
             self.backend.wal_path().file_name(),
+            self.backend.lock_path().file_name(),
         ]
         .into_iter()
         .flatten()
