@@ -109,7 +109,9 @@ pub trait Backend: Send + Sync {
     /// on an async runtime may read on its own thread instead of handing
     /// the read to a blocking pool. False unless a backend knows: a
     /// database server is a round trip away, and a file read whole may be
-    /// large.
+    /// large. (Quick, not free: SQLite's reads of one backend share one
+    /// connection, so a read also waits for another read of the same
+    /// store in progress, say a long `page_each`; `rudder mcp` makes none.)
     fn quick_reads(&self) -> bool {
         false
     }

@@ -240,6 +240,17 @@ impl SqliteBackend {
                 // Our index is stale (see shm.rs): every connection of this
                 // process lets go of it, so that the mapping goes too.
                 shm::bump_epoch();
+                if mode == Mode::Read {
+                    // SQLite maps one index per database and process, kept
+                    // while any connection holds it: an idle writer would
+                    // hand the old one to the reader's new connection. One
+                    // in use lets go when its write checks (under the lock).
+                    // (`try_lock`: writer before reader is the only order
+                    // the two slots are ever nested in.)
+                    if let Ok(mut writer) = self.writer.try_lock() {
+                        *writer = None;
+                    }
+                }
             }
             *slot = None;
         }
