@@ -240,17 +240,7 @@ impl SqliteBackend {
                 // Our index is stale (see shm.rs): every connection of this
                 // process lets go of it, so that the mapping goes too.
                 shm::bump_epoch();
-                if mode == Mode::Read {
-                    // SQLite maps one index per database and process, kept
-                    // while any connection holds it: an idle writer would
-                    // hand the old one to the reader's new connection. One
-                    // in use lets go when its write checks (under the lock).
-                    // (`try_lock`: writer before reader is the only order
-                    // the two slots are ever nested in.)
-                    if let Ok(mut writer) = self.writer.try_lock() {
-                        *writer = None;
-                    }
-                }
+                self.drop_idle_sibling(mode);
             }
             *slot = None;
         }
@@ -285,8 +275,7 @@ impl SqliteBackend {
             // still holds after `-shm` was deleted. `None`: try again.
             if fresh && open.index_is_stale() {
                 *slot = None;
-                // The reader may be what still maps the old file.
-                *lock_slot(&self.reader) = None;
+                self.drop_idle_sibling(mode);
                 return Ok(None);
             }
         }
@@ -299,6 +288,24 @@ impl SqliteBackend {
             *slot = None;
         }
         result.map(Some)
+    }
+
+    /// Close this backend's other connection (the writer's for `mode`
+    /// Read, the reader's for Write) if no thread is using it: SQLite maps
+    /// one WAL index per database and process, kept while any connection
+    /// holds it, so an idle sibling would hand a stale index to the
+    /// connection reopened beside it. One in use checks its index at its
+    /// next use, and a writer waiting for it retries. Never waits: the
+    /// caller holds its own slot (and a writer the lock file), and a
+    /// snapshot's callback may write to the same store.
+    fn drop_idle_sibling(&self, mode: Mode) {
+        let sibling = match mode {
+            Mode::Read => &self.writer,
+            Mode::Write => &self.reader,
+        };
+        if let Ok(mut open) = sibling.try_lock() {
+            *open = None;
+        }
     }
 
     /// Create the database file, private to the user, with its directory.
