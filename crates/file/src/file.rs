@@ -27,7 +27,7 @@ use super::codec::{self, MAX_STORE_BYTES};
 use super::fs::{FileMeta, Fs, Identity, LockFailure, LockGuard, ReadFile, ReadSeek, RealFs};
 use super::scan;
 use super::txn::{Encoded, FileTxn};
-use rudder_core::index::TaskIndex;
+use crate::index::TaskIndex;
 use rudder_core::limits;
 use rudder_core::{Backend, DEFAULT_LOCK_TIMEOUT, StoreError, Transaction};
 use rudder_core::{Location, Settings, human_bytes};
@@ -48,7 +48,7 @@ pub struct TaskDigest {
 
 impl TaskDigest {
     /// What a summary says of its task (the hash not known).
-    pub fn of(s: &rudder_core::index::Summary<'_>) -> Self {
+    pub fn of(s: &rudder_core::Summary<'_>) -> Self {
         TaskDigest {
             revision: s.revision,
             status: s.status,

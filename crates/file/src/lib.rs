@@ -6,6 +6,7 @@
 mod codec;
 mod file;
 mod file_rows;
+mod index;
 pub use rudder_fs as fs;
 #[doc(hidden)]
 pub mod fuzzing;

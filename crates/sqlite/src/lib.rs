@@ -27,10 +27,10 @@ use std::time::Instant;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
-use rudder_core::retention::Retention;
 use rudder_core::{Backend, ChangeLog, Location, StoreError, Transaction};
 use rudder_fs::{Fs, LockFailure, LockGuard, RealFs};
 use rudder_model::task::TaskMap;
+use rudder_sql::retention::Retention;
 pub use schema::{APPLICATION_ID, VERSION as SCHEMA_VERSION};
 use txn::SqlTxn;
 pub use watch::SqliteSource;
