@@ -1,9 +1,9 @@
-//! The documentation says what the code does (issue 30 items 14 and 16,
-//! issue 31 item 8): docs/architecture.md draws every crate of the
+//! The documentation says what the code does (issue 30 items 14, 16 and
+//! 17, issue 31 item 8): docs/architecture.md draws every crate of the
 //! workspace with its real dependencies, every list of the stores (the
 //! README, `rudder --help`, `--store`'s help, the manual page) names all
-//! three, and the PostgreSQL schema version docs/stores.md states is the
-//! one `rudder migrate` reports.
+//! three, the PostgreSQL schema version docs/stores.md states is the one
+//! `rudder migrate` reports, and its local PostgreSQL recipe works.
 
 mod common;
 
@@ -233,4 +233,91 @@ fn the_documented_postgres_schema_version_is_the_one_migrate_reports() {
         Some(documented),
         "`rudder migrate --json` on a new store: {r:?}"
     );
+}
+
+const PG_LOCAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg-local.sh");
+
+/// Stops and removes a cluster of `scripts/pg-local.sh up` however the
+/// test ends.
+struct Down(PathBuf);
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        if self.0.exists() {
+            let _ = std::process::Command::new(PG_LOCAL)
+                .arg("down")
+                .arg(&self.0)
+                .status();
+        }
+    }
+}
+
+/// docs/stores.md's local recipe, as root (through the `postgres` user) or
+/// as anyone else: `scripts/pg-local.sh up` starts a cluster and prints
+/// the `export`s a shell evals, the store it names works, and `down`
+/// stops it and removes its directory.
+#[test]
+fn the_local_postgres_recipe_starts_a_store_and_down_removes_it() {
+    if !pg::available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("a temp dir");
+    // As root the server runs as `postgres`, which must reach DIR.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let dir = tmp.path().join("pg");
+    let down = Down(dir.clone());
+    let up = std::process::Command::new(PG_LOCAL)
+        .arg("up")
+        .arg(&dir)
+        .output()
+        .expect("run scripts/pg-local.sh up");
+    let stdout = String::from_utf8_lossy(&up.stdout);
+    assert!(
+        up.status.success(),
+        "up: {stdout}{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let exports: BTreeMap<&str, &str> = stdout
+        .lines()
+        .map(|l| {
+            let (name, value) = l
+                .strip_prefix("export ")
+                .and_then(|l| l.split_once('='))
+                .unwrap_or_else(|| panic!("not an export: {l}"));
+            (name, value.trim_matches('\''))
+        })
+        .collect();
+    assert_eq!(
+        exports.get("PG_LOCAL_DIR").map(PathBuf::from),
+        Some(dir.clone()),
+        "{stdout}"
+    );
+    let store = exports.get("RUDDER_STORE").expect("RUDDER_STORE");
+    let created = common::rudder()
+        .env("RUDDER_STORE", store)
+        .args(["create", "--title", "tried on one machine", "--json"])
+        .output()
+        .expect("run rudder");
+    assert!(created.status.success(), "{created:?}");
+    let listed: common::Run = common::rudder()
+        .env("RUDDER_STORE", store)
+        .args(["list", "--json"])
+        .output()
+        .expect("run rudder")
+        .into();
+    assert_eq!(listed.code, 0, "{listed:?}");
+    assert_eq!(
+        listed.json()[0]["title"],
+        "tried on one machine",
+        "{listed:?}"
+    );
+    let stopped = std::process::Command::new(PG_LOCAL)
+        .arg("down")
+        .arg(&dir)
+        .status()
+        .expect("run scripts/pg-local.sh down");
+    assert!(stopped.success());
+    assert!(!dir.exists(), "down removes {}", dir.display());
+    drop(down);
 }
