@@ -1,4 +1,4 @@
-//! `rudder claim` and `--holder` (README "One policy for every mutation",
+//! `rudder claim` and `--holder` (docs/cli.md "One policy for every mutation",
 //! docs/cli.md "Shell workers"): a shell worker is refused exactly as a
 //! library worker once another holder took its task over, and bad input
 //! is a clear error with nothing written.

@@ -1,5 +1,5 @@
 //! Short property-test versions of the fuzz targets in `fuzz/` (the long
-//! runs: `cargo +nightly fuzz run load_store`, see the README), plus the
+//! runs: `cargo +nightly fuzz run load_store`, see docs/durability.md), plus the
 //! inputs the fuzzers found, kept as regression tests.
 
 use std::path::Path;

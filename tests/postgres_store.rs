@@ -543,7 +543,7 @@ fn a_zombie_worker_whose_claim_was_taken_over_is_refused() {
     assert_eq!(task.claimed_by.as_deref(), Some("rescuer"));
 }
 
-/// The README's least-privilege set-up, as written there: the owner
+/// docs/stores.md's least-privilege set-up ("Many machines"), as written there: the owner
 /// migrates, the application role only reads and writes rows.
 const APP_ROLE_SQL: &str = "
 CREATE ROLE rudder_app LOGIN;

@@ -306,7 +306,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
         Command::Get(a) => {
             let task = store.get(&a.id)?;
             // With an input schema, `get` also says whether it fits MCP
-            // elicitation (README "Input forms").
+            // elicitation (docs/cli.md "Input forms").
             let mut shown = serde_json::to_value(&task).map_err(anyhow::Error::from)?;
             if let (Some(schema), Some(obj)) = (&task.input_schema, shown.as_object_mut()) {
                 obj.insert("mcp_elicitation".into(), json!(schema::mcp_fit(schema)));

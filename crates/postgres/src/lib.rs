@@ -235,7 +235,9 @@ impl PostgresBackend {
                 }
                 match *db.code() {
                     SqlState::INSUFFICIENT_PRIVILEGE => {
-                        format!("{m} (see README \"Many machines\" for the grants rudder needs)")
+                        format!(
+                            "{m} (see docs/stores.md \"Many machines\" for the grants rudder needs)"
+                        )
                     }
                     _ => m,
                 }
