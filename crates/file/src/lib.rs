@@ -8,8 +8,6 @@ mod file;
 mod file_rows;
 mod index;
 pub use rudder_fs as fs;
-#[doc(hidden)]
-pub mod fuzzing;
 mod scan;
 mod stream;
 #[cfg(test)]
