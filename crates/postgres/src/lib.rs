@@ -772,6 +772,7 @@ fn off_runtime<T>(op: impl FnOnce() -> T) -> T {
         return op();
     }
     struct AssertSend<V>(V);
+    #[allow(unsafe_code)] // the SAFETY comment says why
     // SAFETY: the calling thread is blocked in `join` for as long as the
     // scoped thread runs, so whatever `op` captures (and the answer it
     // hands back) is only ever used by one thread at a time, and nothing
