@@ -585,15 +585,17 @@ impl<B: Backend> Store<B> {
     ) -> Result<Outcome, StoreError> {
         check_value("input_schema", &schema)?;
         let op = Op::RequestInput { schema, message };
-        let actor = Actor::Worker { holder, lease };
+        let actor = Actor::Worker {
+            holder,
+            lease: Some(lease),
+        };
         self.transact(false, |tasks, now| {
             let key = resolve_in(tasks, id)?;
             let task = tasks.get_mut(&key)?.ok_or_else(|| vanished(&key))?;
             let change = machine::apply(task, &op, actor, now)
                 .map_err(|r| refusal_error(op.kind(), r, task))?;
             if change == Change::Applied {
-                task.claimed_by = Some(holder.to_string());
-                task.lease_expires_at = Some(now + lease);
+                machine::hold(task, holder, Some(lease), now);
             }
             Ok((
                 Outcome {
