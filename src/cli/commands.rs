@@ -256,6 +256,12 @@ fn print_report<T: serde::Serialize>(
 
 /// Run `command`; its exit code (0 but for `wait`, which says how the task ended).
 fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
+    // A person at a terminal hears what an operation waits for (a
+    // database server that does not answer) instead of silence; a script's
+    // stderr stays for the error alone.
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        crate::store::notice::set_waiting_hook(|m| output::note(&format!("rudder: {m}")));
+    }
     let store = Store::open(path);
     match command {
         Command::Create(a) => {

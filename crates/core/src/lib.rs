@@ -14,6 +14,7 @@ mod error;
 pub mod index;
 pub mod limits;
 pub mod lock_timeout;
+pub mod notice;
 pub mod pending;
 pub mod query;
 mod report;
@@ -92,6 +93,13 @@ pub trait Backend: Send + Sync {
     /// file).
     fn exists(&self) -> Result<bool, StoreError> {
         Ok(true)
+    }
+
+    /// [`Backend::exists`] asked by a write that changes existing tasks
+    /// only: a backend that waits longer for a write than for a read (a
+    /// database server restarting) waits as long here.
+    fn exists_to_write(&self) -> Result<bool, StoreError> {
+        self.exists()
     }
 
     /// How many tasks one step of a long operation (a streamed `list`,
@@ -362,7 +370,7 @@ impl<B: Backend> Store<B> {
         may_create: bool,
         mut f: impl FnMut(&mut dyn Transaction, DateTime<Utc>) -> Result<(T, bool), StoreError>,
     ) -> Result<T, StoreError> {
-        if !may_create && !self.backend.exists()? {
+        if !may_create && !self.backend.exists_to_write()? {
             // Nothing to change in a store that does not exist: answer as
             // an empty store would, creating nothing. (An answer that asks
             // to write cannot happen for these operations.)
