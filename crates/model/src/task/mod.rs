@@ -123,6 +123,12 @@ pub struct Task {
         deserialize_with = "time::opt"
     )]
     pub lease_expires_at: Option<DateTime<Utc>>,
+    /// The lease length the holder claimed with (milliseconds): a write of
+    /// the holder that names no length renews the lease for this long.
+    /// Unset while nobody holds the task, and in claims written before
+    /// rudder recorded it ([`machine::DEFAULT_LEASE`] then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,6 +166,7 @@ impl Task {
             progress: None,
             claimed_by: None,
             lease_expires_at: None,
+            lease_ms: None,
             error: None,
             ttl_ms: None,
             poll_interval_ms: None,
@@ -188,6 +195,14 @@ impl Task {
             Status::Failed => self.error_message().or(self.status_message.as_deref()),
             _ => self.status_message.as_deref(),
         }
+    }
+
+    /// How long a write of the holder that names no length renews the
+    /// lease for: the length recorded with the claim.
+    pub fn lease_length(&self) -> std::time::Duration {
+        self.lease_ms
+            .map(std::time::Duration::from_millis)
+            .unwrap_or(machine::DEFAULT_LEASE)
     }
 
     /// Whether a worker holds a lease on this task that has not expired at `now`.
