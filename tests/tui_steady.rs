@@ -251,3 +251,84 @@ fn a_message_is_never_stale_in_the_store_the_table_or_list() {
         assert!(!out.contains(question), "{out}");
     });
 }
+
+/// Issue 30, item 12: an answer given while no worker runs leaves the task
+/// working with no message of its own; its row says what it waits for
+/// (in the table, in `rudder list`) until a worker claims it or writes.
+#[test]
+fn an_answered_task_says_it_waits_for_a_worker_until_one_writes() {
+    each_store(|| {
+        use rudder::store::{NewTask, Store};
+        use rudder::task::{AWAITING_RESUME, Actor};
+        let fx = Fixture::new(TaskMap::new());
+        let path = fx.path().to_path_buf();
+        let store = Store::open(&path);
+        let waiting = store
+            .create(NewTask {
+                title: Some("INC-1043 card payments".into()),
+                input_schema: Some(serde_json::json!({"type": "object", "required": ["service"]})),
+                status_message: Some("which service should the diagnosis follow?".into()),
+                ..NewTask::default()
+            })
+            .expect("create")
+            .task;
+        let id = waiting.task_id.clone();
+        store
+            .provide_input(&id, serde_json::json!({"service": "payments"}), None)
+            .expect("input");
+        let row_message = |app: &App| {
+            (0..app.rows.len())
+                .filter_map(|r| app.row_task(r))
+                .find(|t| t.task_id == id)
+                .and_then(|t| t.current_message().map(str::to_string))
+        };
+        let list = || {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+                .arg("--store")
+                .arg(&path)
+                .arg("list")
+                .env("NO_COLOR", "1")
+                .env("COLUMNS", "200")
+                .output()
+                .expect("rudder list");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let mut app = fx.app_now(now());
+        assert_eq!(row_message(&app).as_deref(), Some(AWAITING_RESUME));
+        let mut terminal =
+            ratatui::Terminal::new(ratatui::backend::TestBackend::new(120, 30)).expect("terminal");
+        terminal
+            .draw(|f| rudder::tui::view::draw(f, &mut app, &rudder::tui::view::Theme::DEFAULT))
+            .expect("draw");
+        let screen = screen_text(&terminal);
+        assert!(
+            screen
+                .lines()
+                .any(|l| l.contains(&id[..8]) && l.contains(AWAITING_RESUME)),
+            "{screen}"
+        );
+        assert!(list().contains(AWAITING_RESUME), "{}", list());
+
+        // A worker claims it: someone now works on it.
+        store
+            .claim(&id, "worker-1", std::time::Duration::from_secs(30))
+            .expect("claim");
+        app.on_feed(fx.reread());
+        assert_eq!(row_message(&app), None);
+        // And what it writes is what the row says.
+        store
+            .heartbeat(
+                &id,
+                Some("resumed by worker-1".into()),
+                None,
+                Actor::Worker {
+                    holder: "worker-1",
+                    lease: std::time::Duration::from_secs(30),
+                },
+            )
+            .expect("heartbeat");
+        app.on_feed(fx.reread());
+        assert_eq!(row_message(&app).as_deref(), Some("resumed by worker-1"));
+        assert!(!list().contains(AWAITING_RESUME), "{}", list());
+    });
+}

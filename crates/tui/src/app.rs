@@ -19,6 +19,7 @@ use crate::task_view::TaskView;
 use crate::window::{self, Anchor, RowSource, View};
 use rudder_model::task::{Status, Task, TaskMap};
 use rudder_store::ReclaimReport;
+use rudder_store::query::StatusCounts;
 use rudder_store::watch::{FeedEvent, TaskChange, Unavailable};
 
 /// How long a changed row stays highlighted.
@@ -323,6 +324,10 @@ pub struct App {
     stalled_at: Option<DateTime<Utc>>,
     /// What was wrong with the config file, shown at start and in the help.
     pub config_problems: Vec<String>,
+    /// How many rows are out of the order chosen with `s`: the table
+    /// holds still while changes come in (a changed task keeps its row) and
+    /// the header says how many rows a re-sort ([`App::resort`]) would move.
+    pub out_of_order: usize,
 }
 
 impl App {
@@ -400,6 +405,7 @@ impl App {
             stalled: 0,
             stalled_at: None,
             config_problems: Vec::new(),
+            out_of_order: 0,
         }
     }
 
@@ -513,7 +519,7 @@ impl App {
                 } else {
                     Anchor::Tasks(self.anchors())
                 };
-                self.refetch(anchor);
+                self.fetch_window(anchor, Order::Held);
             }
             FeedEvent::Changes(list) => {
                 self.watch = WatchState::Live;
@@ -529,8 +535,8 @@ impl App {
                     || list
                         .iter()
                         .any(|c| c.is_transition() || old.contains_key(&c.task_id));
-                if affects {
-                    self.refetch(Anchor::Tasks(self.anchors()));
+                if affects && !self.take_changes(&list) {
+                    self.fetch_window(Anchor::Tasks(self.anchors()), Order::Held);
                 }
                 self.record_changes(&list, &old);
             }
@@ -620,27 +626,134 @@ impl App {
         ids
     }
 
-    /// Fetch the window again, keeping the selected row on the
-    /// same line of the screen.
-    fn refetch(&mut self, anchor: Anchor) {
-        let Some(source) = self.source.clone() else {
-            return;
-        };
-        let view = View {
+    /// What the table shows: the filters and the order.
+    fn view(&self) -> View {
+        View {
             statuses: self.filter.statuses,
             text: self.filter.text.clone(),
             sort: self.sort,
+        }
+    }
+
+    /// Fetch the window again in the table's order, keeping the selected
+    /// row on the same line of the screen (the person asked for it: a
+    /// filter, a sort, `g`/`G`).
+    fn refetch(&mut self, anchor: Anchor) {
+        self.fetch_window(anchor, Order::Fresh);
+    }
+
+    /// Fetch the window again, keeping the selected row on the same line
+    /// of the screen; with [`Order::Held`], the rows already shown keep
+    /// their order.
+    fn fetch_window(&mut self, anchor: Anchor, order: Order) {
+        let Some(source) = self.source.clone() else {
+            return;
         };
-        let line = self.cursor.saturating_sub(self.offset);
         // At least two pages each side, so that a page key never leaves it.
         let side = self.window_side.max(2 * self.page.max(1));
-        let w = match window::fetch(&*source, &view, &anchor, side) {
-            Ok(w) => w,
-            Err(e) => {
-                self.watch = WatchState::unavailable(&Unavailable::of(&e));
-                return;
-            }
+        match window::fetch(&*source, &self.view(), &anchor, side) {
+            Ok(w) => self.take_window(w, &anchor, order),
+            Err(e) => self.watch = WatchState::unavailable(&Unavailable::of(&e)),
+        }
+    }
+
+    /// Take in the changes of a text-filtered window without asking the
+    /// store for its rows again: with a text filter a page query reads
+    /// every task to find the few that match, but the feed names the tasks
+    /// that changed, and the window is the slice of the table between its
+    /// first and last rows. So the rows that did not change stay, and each
+    /// changed task is read by its id and kept if the filter shows it
+    /// inside that slice. `false` when this cannot be done (no text
+    /// filter, an empty or overgrown window, no anchor left in it): then
+    /// the window is fetched again.
+    fn take_changes(&mut self, list: &[TaskChange]) -> bool {
+        let Some(source) = self.source.clone() else {
+            return false;
         };
+        if self.filter.text.is_empty() || (self.tasks.is_empty() && !(self.at_start && self.at_end))
+        {
+            return false;
+        }
+        let view = self.view();
+        let old = Arc::clone(&self.tasks);
+        // The old window held exactly the tasks between these two, in
+        // the order as it was; a task outside them is outside the window.
+        let first = (!self.at_start)
+            .then(|| old.first().map(|(_, t)| t))
+            .flatten();
+        let last = (!self.at_end).then(|| old.last().map(|(_, t)| t)).flatten();
+        let inside = |t: &Task| {
+            first.is_none_or(|f| view.order(f, t).is_le())
+                && last.is_none_or(|l| view.order(t, l).is_le())
+        };
+        let changed: std::collections::HashSet<&str> =
+            list.iter().map(|c| c.task_id.as_str()).collect();
+        let mut rows: Vec<Task> = old
+            .values()
+            .filter(|t| !changed.contains(t.task_id.as_str()))
+            .cloned()
+            .collect();
+        for id in &changed {
+            match source.task(id) {
+                Ok(Some(t)) if view.shows(&t) && inside(&t) => rows.push(t),
+                Ok(_) => {}
+                Err(e) => {
+                    self.watch = WatchState::unavailable(&Unavailable::of(&e));
+                    return true;
+                }
+            }
+        }
+        // Grown past a fetch's size: a fetch trims it around the selection.
+        let side = self.window_side.max(2 * self.page.max(1));
+        if rows.len() > 4 * side + 2 {
+            return false;
+        }
+        rows.sort_by(|a, b| view.order(a, b));
+        let anchors = self.anchors();
+        let Some(at) = anchors
+            .iter()
+            .find_map(|id| rows.iter().position(|t| &t.task_id == id))
+        else {
+            return false;
+        };
+        // The counts change only when a task appears, vanishes or changes
+        // status.
+        let counts = if list.iter().any(|c| c.is_transition()) {
+            match source.counts() {
+                Ok(c) => c,
+                Err(e) => {
+                    self.watch = WatchState::unavailable(&Unavailable::of(&e));
+                    return true;
+                }
+            }
+        } else {
+            StatusCounts(
+                Status::ALL
+                    .iter()
+                    .zip(self.counts)
+                    .filter(|(_, n)| *n > 0)
+                    .map(|(s, n)| (*s, n))
+                    .collect(),
+            )
+        };
+        let w = window::Window {
+            rows,
+            anchor: Some(at),
+            at_start: self.at_start,
+            at_end: self.at_end,
+            counts,
+        };
+        self.take_window(w, &Anchor::Tasks(anchors), Order::Held);
+        true
+    }
+
+    /// Show the window `w` fetched at `anchor`, keeping the selected row on
+    /// the same line of the screen.
+    fn take_window(&mut self, w: window::Window, anchor: &Anchor, order: Order) {
+        let Some(source) = self.source.clone() else {
+            return;
+        };
+        let line = self.cursor.saturating_sub(self.offset);
         let mut counts = [0; 5];
         for (status, n) in &w.counts.0 {
             counts[status_index(*status)] += n;
@@ -649,10 +762,22 @@ impl App {
         self.total = w.counts.total();
         self.at_start = w.at_start;
         self.at_end = w.at_end;
+        // The order the rows were shown in, with each one's status.
+        let shown: Vec<(String, Status)> = match order {
+            Order::Fresh => Vec::new(),
+            Order::Held => (0..self.rows.len())
+                .filter_map(|r| self.row_task(r))
+                .map(|t| (t.task_id.clone(), t.status))
+                .collect(),
+        };
         let tasks: TaskMap = w.rows.into_iter().map(|t| (t.task_id.clone(), t)).collect();
         // The text of rows that left the window is not kept either.
         self.shown.retain(|id| tasks.contains_key(id));
-        self.rows = (0..tasks.len()).collect();
+        self.rows = match order {
+            Order::Fresh => (0..tasks.len()).collect(),
+            Order::Held => held_order(&shown, &tasks),
+        };
+        self.out_of_order = out_of_order(&self.rows);
         // Marks follow their tasks outside the window too.
         self.marked_outside = self
             .marks
@@ -662,10 +787,15 @@ impl App {
             .map(|t| (t.task_id.clone(), t))
             .collect();
         self.tasks = Arc::new(tasks);
-        let cursor = match (w.anchor, &anchor) {
+        // The anchor's place in the window, then on the screen.
+        let at = match (w.anchor, anchor) {
             (Some(at), _) => at,
-            (None, Anchor::End) => self.rows.len().saturating_sub(1),
+            (None, Anchor::End) => self.tasks.len().saturating_sub(1),
             (None, _) => 0,
+        };
+        let cursor = match (order, anchor) {
+            (Order::Held, _) => self.rows.iter().position(|&r| r == at).unwrap_or(0),
+            (Order::Fresh, _) => at,
         };
         let id = self.row_task(cursor).map(|t| t.task_id.clone());
         if id != self.selected {
@@ -673,6 +803,24 @@ impl App {
         }
         self.cursor = cursor;
         self.selected = id;
+        self.offset = self.cursor.saturating_sub(line);
+        self.scroll_to_cursor();
+    }
+
+    /// Put the rows in the chosen order (`o`): those that changed since
+    /// the table last was in order move to their places; the selection
+    /// stays on its task, on the same line of the screen.
+    pub fn resort(&mut self) {
+        let line = self.cursor.saturating_sub(self.offset);
+        self.rows = (0..self.tasks.len()).collect();
+        self.out_of_order = 0;
+        if let Some(at) = self
+            .selected
+            .as_deref()
+            .and_then(|id| self.tasks.get_index_of(id))
+        {
+            self.cursor = at;
+        }
         self.offset = self.cursor.saturating_sub(line);
         self.scroll_to_cursor();
     }
@@ -766,7 +914,12 @@ impl App {
         let near_top = self.cursor <= margin && !self.at_start;
         let near_bottom = self.cursor + margin + 1 >= self.rows.len() && !self.at_end;
         if near_top || near_bottom {
-            self.refetch(Anchor::Tasks(self.selected.iter().cloned().collect()));
+            // Moving is not asking for a re-sort: the rows shown keep
+            // their order.
+            self.fetch_window(
+                Anchor::Tasks(self.selected.iter().cloned().collect()),
+                Order::Held,
+            );
         }
     }
 
@@ -789,4 +942,67 @@ pub fn status_index(status: Status) -> usize {
         .iter()
         .position(|s| *s == status)
         .unwrap_or_default()
+}
+
+/// Whether a window fetched again keeps the order the rows were shown in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Order {
+    /// The table's order (the person asked for the rows).
+    Fresh,
+    /// The rows shown keep their order; a row new to the window, or whose
+    /// task changed status group, takes the place the table's order gives
+    /// it after the rows around it.
+    Held,
+}
+
+/// The rows of `tasks` (in the table's order) in the order of `shown`
+/// (ids with their status as last shown): each task shown before, of the
+/// same status, keeps its place among the others; every other task goes
+/// right after the nearest task before it in the table's order that kept
+/// its place in its status group (first in the group if none).
+fn held_order(shown: &[(String, Status)], tasks: &TaskMap) -> Vec<usize> {
+    let group = |at: usize| {
+        tasks
+            .get_index(at)
+            .map_or(0, |(_, t)| window::group_of(t.status))
+    };
+    let mut rank: Vec<Option<usize>> = vec![None; tasks.len()];
+    for (i, (id, status)) in shown.iter().enumerate() {
+        if let Some((at, _, t)) = tasks.get_full(id.as_str())
+            && t.status == *status
+        {
+            rank[at] = Some(i);
+        }
+    }
+    // (group, rank of the row it follows, kept first, place in the order)
+    let key = |at: usize| -> (usize, Option<usize>, bool, usize) {
+        match rank[at] {
+            Some(r) => (group(at), Some(r), false, at),
+            None => {
+                let after = (0..at)
+                    .rev()
+                    .take_while(|&q| group(q) == group(at))
+                    .find_map(|q| rank[q]);
+                (group(at), after, true, at)
+            }
+        }
+    };
+    let mut rows: Vec<usize> = (0..tasks.len()).collect();
+    rows.sort_by_cached_key(|&at| key(at));
+    rows
+}
+
+/// How many rows must move for `rows` (positions in the table's order) to
+/// be in order: all but the longest run already in order (the longest
+/// increasing subsequence).
+fn out_of_order(rows: &[usize]) -> usize {
+    let mut tails: Vec<usize> = Vec::new();
+    for &r in rows {
+        match tails.binary_search(&r) {
+            Ok(_) => {}
+            Err(i) if i == tails.len() => tails.push(r),
+            Err(i) => tails[i] = r,
+        }
+    }
+    rows.len() - tails.len()
 }
