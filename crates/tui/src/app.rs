@@ -696,6 +696,11 @@ impl App {
         for id in &changed {
             match source.task(id) {
                 Ok(Some(t)) if view.shows(&t) && inside(&t) => rows.push(t),
+                // The selection follows its task out of the window: a
+                // fetch anchored at it.
+                Ok(Some(t)) if view.shows(&t) && self.selected.as_deref() == Some(id) => {
+                    return false;
+                }
                 Ok(_) => {}
                 Err(e) => {
                     self.watch = WatchState::unavailable(&Unavailable::of(&e));
@@ -1005,4 +1010,205 @@ fn out_of_order(rows: &[usize]) -> usize {
         }
     }
     rows.len() - tails.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rudder_store::query::PageQuery;
+    use rudder_store::{StoreError, Transaction};
+    use std::sync::RwLock;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Tasks in memory that count the page queries asked of them.
+    #[derive(Default)]
+    struct Counted {
+        tasks: RwLock<TaskMap>,
+        pages: AtomicUsize,
+    }
+
+    impl RowSource for Counted {
+        fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
+            self.pages.fetch_add(1, Ordering::Relaxed);
+            Transaction::page(&*self.tasks.read().expect("lock"), q)
+        }
+        fn counts(&self) -> Result<StatusCounts, StoreError> {
+            Transaction::counts(&*self.tasks.read().expect("lock"))
+        }
+        fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
+            Ok(self.tasks.read().expect("lock").get(id).cloned())
+        }
+        fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+            Transaction::stalled(&*self.tasks.read().expect("lock"), now)
+        }
+    }
+
+    fn base() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_700_000_000, 0).expect("a time")
+    }
+
+    fn task(i: usize) -> Task {
+        let status = [Status::Working, Status::InputRequired, Status::Completed][i % 3];
+        let mut t = Task::new(format!("t{i:04}"), status);
+        t.created_at = Some(base() + TimeDelta::minutes(i as i64));
+        t.updated_at = Some(base() + TimeDelta::minutes((i * 7 % 300) as i64));
+        t.title = Some(format!("incident {}", i % 7));
+        t.revision = 1;
+        t
+    }
+
+    /// A small pseudo-random generator, so that a failure replays.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 33) as usize) % n
+        }
+    }
+
+    /// The whole table in order, as a fresh fetch from the start gives it.
+    fn table(source: &dyn RowSource, app: &App) -> Vec<String> {
+        let w = window::fetch(source, &app.view(), &Anchor::Start, 100_000).expect("fetch");
+        w.rows.into_iter().map(|t| t.task_id).collect()
+    }
+
+    /// Issue 30, item 19: with a text filter, a page query reads every
+    /// task to find the few that match; the feed's changes are taken in
+    /// without one, and the window is still exactly the slice of the table
+    /// between its first and last rows, with the selection in it.
+    #[test]
+    fn a_filtered_window_takes_the_feeds_changes_without_a_page_query() {
+        for sort in [
+            SortKey::Created,
+            SortKey::Updated,
+            SortKey::Title,
+            SortKey::Id,
+        ] {
+            let source = Arc::new(Counted::default());
+            *source.tasks.write().expect("lock") =
+                (0..300).map(|i| (format!("t{i:04}"), task(i))).collect();
+            let mut app = App::new(std::path::Path::new("/tmp/t.json"), false, base())
+                .with_source(Arc::clone(&source) as Arc<dyn RowSource>);
+            app.window_side = 6;
+            app.page = 3;
+            app.sort = sort;
+            app.filter.text = "incident 3".into();
+            app.on_feed(StoreUpdate::Feed(FeedEvent::Reset(
+                rudder_store::watch::ResetReason::Start,
+            )));
+            // Somewhere in the middle of a window that holds part of it.
+            for _ in 0..20 {
+                app.select_row(app.cursor + 1);
+            }
+            let selected = app.selected.clone().expect("a selection");
+            let mut rng = Rng(sort as u64 + 1);
+            let mut next = 300;
+            for round in 0..200 {
+                let mut list = Vec::new();
+                {
+                    let mut tasks = source.tasks.write().expect("lock");
+                    for _ in 0..1 + rng.below(3) {
+                        let id = format!("t{:04}", rng.below(next + 1));
+                        // A change that takes the selected task out of
+                        // the window's slice is fetched again, anchored
+                        // at it, so that the selection follows its task:
+                        // its heartbeats only where they move nothing.
+                        if id == selected && sort == SortKey::Updated {
+                            continue;
+                        }
+                        let before = tasks.get(&id).cloned();
+                        let after = match (before.clone(), rng.below(6)) {
+                            // A new task, matching or not.
+                            (None, _) => {
+                                next += 1;
+                                Some(task(rng.below(300))).map(|mut t| {
+                                    t.task_id = id.clone();
+                                    t
+                                })
+                            }
+                            // The selection stays (its neighbours anchor
+                            // otherwise, which a fetch handles).
+                            (Some(_), 0) if id != selected => None,
+                            (Some(mut t), 1) if !t.status.is_terminal() && id != selected => {
+                                t.status = [Status::Working, Status::InputRequired, Status::Failed]
+                                    [rng.below(3)];
+                                Some(t)
+                            }
+                            (Some(mut t), 2) if id != selected => {
+                                t.title = Some(format!("incident {}", rng.below(7)));
+                                Some(t)
+                            }
+                            (Some(mut t), _) => {
+                                t.updated_at =
+                                    Some(base() + TimeDelta::minutes(300 + round as i64));
+                                Some(t)
+                            }
+                        };
+                        let after = after.map(|mut t| {
+                            t.revision += 1;
+                            t
+                        });
+                        match &after {
+                            Some(t) => {
+                                tasks.insert(id.clone(), t.clone());
+                            }
+                            None => {
+                                tasks.shift_remove(&id);
+                            }
+                        }
+                        list.push(TaskChange {
+                            task_id: id,
+                            revision: after.as_ref().map_or(0, |t| t.revision),
+                            from: before.map(|t| t.status),
+                            to: after.map(|t| t.status),
+                            at: None,
+                        });
+                    }
+                }
+                source.pages.store(0, Ordering::Relaxed);
+                app.on_feed(StoreUpdate::Feed(FeedEvent::Changes(list)));
+                assert_eq!(
+                    source.pages.load(Ordering::Relaxed),
+                    0,
+                    "{sort:?} round {round}: the store was paged"
+                );
+                let all = table(&*source, &app);
+                let ids: Vec<&String> = app.tasks.keys().collect();
+                let first = all
+                    .iter()
+                    .position(|id| Some(id) == ids.first().copied())
+                    .expect("the first row is in the table");
+                assert_eq!(
+                    all[first..first + ids.len()].iter().collect::<Vec<_>>(),
+                    ids,
+                    "{sort:?} round {round}: the window is a slice of the table"
+                );
+                assert!(!app.at_start || first == 0, "{sort:?} round {round}");
+                assert!(
+                    !app.at_end || first + ids.len() == all.len(),
+                    "{sort:?} round {round}"
+                );
+                assert_eq!(app.selected.as_ref(), Some(&selected), "{sort:?} {round}");
+                let counts = source.counts().expect("counts");
+                assert_eq!(app.store_len(), counts.total(), "{sort:?} {round}");
+                let shown_row = app
+                    .rows
+                    .iter()
+                    .position(|&r| app.tasks.get_index(r).map(|(id, _)| id) == Some(&selected));
+                assert_eq!(shown_row, Some(app.cursor), "{sort:?} {round}");
+            }
+        }
+    }
+
+    #[test]
+    fn rows_held_still_count_the_fewest_that_must_move() {
+        assert_eq!(out_of_order(&[0, 1, 2, 3]), 0);
+        // One task that moved to the top while the rest held still.
+        assert_eq!(out_of_order(&[1, 2, 0, 3]), 1);
+        assert_eq!(out_of_order(&[3, 2, 1, 0]), 3);
+        assert_eq!(out_of_order(&[]), 0);
+    }
 }
