@@ -11,7 +11,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{HistoryEntry, Progress, Status, Task};
+use super::{HistoryEntry, INPUT_PROVIDED, Progress, Status, Task};
 use crate::schema::{self, Violation};
 
 /// A mutation of one existing task.
@@ -399,7 +399,7 @@ fn decide(
 fn answered(task: &mut Task, asked: Option<String>) {
     task.status_message = None;
     if let (Some(question), Some(entry)) = (asked, task.history.last_mut()) {
-        entry.note = Some(format!("input provided (asked: {question})"));
+        entry.note = Some(format!("{INPUT_PROVIDED} (asked: {question})"));
     }
 }
 
@@ -411,7 +411,7 @@ fn touch(task: &mut Task, next: u64, before: Status, op: &Op, now: DateTime<Utc>
     if task.status != before {
         let note = match op {
             Op::RequestInput { message, .. } => message.clone(),
-            Op::ProvideInput { .. } => Some("input provided".into()),
+            Op::ProvideInput { .. } => Some(INPUT_PROVIDED.into()),
             Op::Cancel { reason } => reason.clone(),
             Op::Fail { .. } => task.error_message().map(str::to_string),
             _ => None,

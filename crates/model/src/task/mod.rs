@@ -188,11 +188,16 @@ impl Task {
     }
 
     /// What a list shows as the task's message now: a failed task's error
-    /// (its last progress message no longer says what matters), else the
-    /// status message. The CLI's `list` and the TUI's table both show this.
+    /// (its last progress message no longer says what matters); for a task
+    /// answered while no worker held it, [`AWAITING_RESUME`] until a worker
+    /// claims it or writes a message (the answer took the question out of
+    /// `status_message`, and a blank row would say nothing of what it now
+    /// waits for); else the status message. The CLI's `list`, the TUI's
+    /// table and the MCP `statusMessage` all show this.
     pub fn current_message(&self) -> Option<&str> {
         match self.status {
             Status::Failed => self.error_message().or(self.status_message.as_deref()),
+            _ if self.awaits_resume() => Some(AWAITING_RESUME),
             _ => self.status_message.as_deref(),
         }
     }
@@ -203,6 +208,21 @@ impl Task {
         self.lease_ms
             .map(std::time::Duration::from_millis)
             .unwrap_or(machine::DEFAULT_LEASE)
+    }
+
+    /// Working, without a message or a worker, and its last transition was
+    /// the answer to its question (that entry's note says so, whether the
+    /// task asked with a message or not).
+    fn awaits_resume(&self) -> bool {
+        self.status == Status::Working
+            && self.status_message.is_none()
+            && self.claimed_by.is_none()
+            && self.history.last().is_some_and(|h| {
+                h.status == Status::Working
+                    && h.note
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with(INPUT_PROVIDED))
+            })
     }
 
     /// Whether a worker holds a lease on this task that has not expired at `now`.
@@ -223,6 +243,13 @@ impl Task {
         self.title.as_deref().or(self.idempotency_key.as_deref())
     }
 }
+
+/// The message of a task answered while no worker held it, until a worker
+/// claims it or writes one ([`Task::current_message`]).
+pub const AWAITING_RESUME: &str = "answered; waiting for a worker to resume";
+
+/// How the history entry of an answer begins ([`machine`]'s note on it).
+pub(crate) const INPUT_PROVIDED: &str = "input provided";
 
 /// The first eight characters of a task id (the whole id if it is shorter).
 pub fn short_id(id: &str) -> &str {
