@@ -966,6 +966,9 @@ async fn a_listener_hears_of_its_tasks_over_stdio() {
         "{earlier:?}"
     );
     assert_eq!(params["result"]["content"][0]["text"], "heard");
+    // A finished task's result is a complete CallToolResult, as the
+    // extension's clients require (they refuse it otherwise).
+    assert_eq!(params["result"]["resultType"], "complete", "{heard}");
     assert_eq!(
         params["_meta"]["io.modelcontextprotocol/subscriptionId"],
         "listen-1"
