@@ -1161,7 +1161,8 @@ async fn a_worker_written_result_is_a_complete_call_tool_result() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_clients_never_lock_out_tasks_requests() {
     use rudder::mcp::server::MAX_INLINE_WAITS;
-    assert!(MAX_INLINE_WAITS > rudder::mcp::http::MAX_CONCURRENT);
+    // More waiting clients than request slots.
+    const { assert!(MAX_INLINE_WAITS > rudder::mcp::http::MAX_CONCURRENT) };
     let dir = tempfile::tempdir().unwrap();
     let followed = stored_task(dir.path(), "followed");
     let server = http_server(dir.path(), "127.0.0.1:0", &[]).await;
