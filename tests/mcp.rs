@@ -1451,3 +1451,90 @@ async fn a_body_that_is_not_json_is_a_parse_error() {
     }
     drop(server);
 }
+
+/// The shell blocks of `docs/mcp.md` between its walkthrough markers.
+fn walkthrough(doc: &str) -> String {
+    let start = doc
+        .find("<!-- walkthrough: begin -->")
+        .expect("the begin marker");
+    let end = doc
+        .find("<!-- walkthrough: end -->")
+        .expect("the end marker");
+    let mut script = String::new();
+    let mut inside = false;
+    for line in doc[start..end].lines() {
+        match line.trim_end() {
+            "```sh" => inside = true,
+            "```" if inside => inside = false,
+            _ if inside => {
+                script.push_str(line);
+                script.push('\n');
+            }
+            _ => {}
+        }
+    }
+    script
+}
+
+/// `docs/mcp.md`'s walkthrough, exactly as written, with `rudder` on the
+/// PATH in an empty directory: the question asked before the task exists,
+/// answered by the same `tools/call` with `inputResponses`; the worker's
+/// question answered with `tasks/update`; the result as `tasks/get` shows it.
+#[test]
+fn the_mcp_walkthrough_runs_as_written() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/mcp.md"))
+        .expect("docs/mcp.md");
+    let script = walkthrough(&doc);
+    assert!(script.contains("inputResponses"), "{script}");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_rudder")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // The trap ends the server if a step fails before the script's own
+    // `kill`; `timeout` ends a step that never would.
+    let out = std::process::Command::new("timeout")
+        .args(["120", "bash", "-c"])
+        .arg(format!(
+            "set -eo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{script}"
+        ))
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env_remove("RUDDER_STORE")
+        .env_remove("RUDDER_MCP_TOKEN")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let id = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("task "))
+        .expect("the task line");
+    assert!(uuid::Uuid::parse_str(id).is_ok(), "a task id: {stdout}");
+    let json: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let [asked, request, waiting, ack, answer, done] = &json[..] else {
+        panic!("six JSON answers: {stdout}");
+    };
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    assert!(asked["inputRequests"]["user_name"].is_object(), "{asked}");
+    assert_eq!(request["_inputs"]["user_name"]["name"], "Ada", "{request}");
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    assert!(waiting["inputRequests"]["input-1"].is_object(), "{waiting}");
+    assert_eq!(ack, &json!({"resultType": "complete"}));
+    assert_eq!(answer, &json!({"service": "payments"}));
+    assert_eq!(done["taskId"], id);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"]["cause"],
+        "a full disk on payments-db-2"
+    );
+}
