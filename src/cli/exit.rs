@@ -1,6 +1,6 @@
 //! The CLI's contract with scripts: every kind of error it reports, the
-//! exit code of each, and the JSON object it prints for one (README "Exit
-//! codes", docs/cli.md). The library's errors are typed and know nothing of
+//! exit code of each, and the JSON object it prints for one (docs/cli.md "Exit
+//! codes"). The library's errors are typed and know nothing of
 //! exit codes; this is the one place that maps them.
 
 use serde_json::{Value, json};
@@ -274,7 +274,8 @@ pub fn cli_error_json(e: &CliError) -> Value {
 
 /// The exit code of an interactive command's error (the TUI, the demo, the
 /// worker): the kind's for the errors the CLI knows (the store's, a store
-/// the demo refuses, output that cannot be written), 1 for anything else.
+/// the demo refuses, a Python worker that cannot start, output that cannot
+/// be written), 1 for anything else.
 pub fn interactive_exit_code(e: &anyhow::Error) -> i32 {
     e.chain()
         .find_map(|c| {
@@ -289,6 +290,8 @@ pub fn interactive_exit_code(e: &anyhow::Error) -> i32 {
             } else if c
                 .downcast_ref::<crate::tui::terminal::NeedsTerminal>()
                 .is_some()
+                || c.downcast_ref::<crate::demo::supervisor::PythonWorkerError>()
+                    .is_some()
             {
                 Some(ErrorKind::Usage)
             } else {

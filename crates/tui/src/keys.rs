@@ -82,6 +82,8 @@ pub enum Action {
     StatusFilter(u8),
     /// Cycle the sort: created, title, id, last update.
     Sort,
+    /// Put the rows held still back in the chosen order.
+    Resort,
     /// Pause / resume live updates.
     Pause,
     /// Copy the task id (OSC 52).
@@ -323,6 +325,13 @@ pub const TABLE: &[Binding] = &[
         ["s"],
         LIST,
         "sort: created, title, id, update"
+    ),
+    row!(
+        Action::Resort,
+        "resort",
+        ["o"],
+        LIST,
+        "re-sort rows that changed (header ⇅ N)"
     ),
     row!(
         Action::Pause,
@@ -809,8 +818,8 @@ pub fn fit(hints: &[String], width: usize) -> String {
     out
 }
 
-/// The README's key table, made from [`TABLE`] (a test checks that the
-/// README holds exactly this between its markers).
+/// docs/tui.md's key table, made from [`TABLE`] (a test checks that the
+/// page holds exactly this between its markers).
 pub fn markdown() -> String {
     let map = KeyMap::default();
     let mut out =
