@@ -5,8 +5,6 @@
 //!
 //! `cargo bench --bench backends` (`-- sqlite` or `-- file` for one). The
 //! stores are generated once per size, untimed, with the same tasks.
-
-use rudder::store::Open as _;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -32,7 +30,7 @@ struct Fixture {
 fn fixture(name: &str, tasks: &TaskMap) -> Fixture {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let path = dir.path().join(name);
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     store
         .backend()
         .transact(&mut |all| {
@@ -78,7 +76,7 @@ fn backends(c: &mut Criterion) {
             });
             g.warm_up_time(Duration::from_millis(500));
             g.measurement_time(Duration::from_secs(3));
-            let store = Store::open(&f.path);
+            let store = Store::connect(&f.path).expect("a store URL");
             g.bench_function(BenchmarkId::new("heartbeat in process", n), |b| {
                 b.iter(|| {
                     black_box(

@@ -29,7 +29,6 @@
 //! default: an A/B of two builds runs the same bench against each).
 
 use rudder::store::Backend as _;
-use rudder::store::Open as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -130,14 +129,20 @@ fn main() {
 /// cannot take it).
 fn fixture(n: usize) -> PathBuf {
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("mcp-{n}.db"));
-    let have = path.exists() && Store::open(&path).counts().map(|c| c.total()).unwrap_or(0) >= n;
+    let have = path.exists()
+        && Store::connect(&path)
+            .expect("a store URL")
+            .counts()
+            .map(|c| c.total())
+            .unwrap_or(0)
+            >= n;
     if !have {
         for ext in ["", "-wal", "-shm", ".lock"] {
             let mut p = path.clone().into_os_string();
             p.push(ext);
             let _ = std::fs::remove_file(p);
         }
-        let store = Store::open(&path);
+        let store = Store::connect(&path).expect("a store URL");
         let started = Instant::now();
         insert(&store, n, |i, now| tasks::rich_task(i, n, now));
         println!(
@@ -167,7 +172,7 @@ fn insert(store: &Store, n: usize, make: impl Fn(usize, chrono::DateTime<Utc>) -
 /// `count` new waiting tasks (a rich task's input schema) for rudder's
 /// `tasks/get` and `tasks/update`, written before the timed phases.
 fn waiting_tasks(db: &Path, count: usize) -> Vec<String> {
-    let store = Store::open(db);
+    let store = Store::connect(db).expect("a store URL");
     let made: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     insert(&store, count, |i, now| {
         let mut t = tasks::rich_task(4 + 10 * i, 10 * count + 10, now);
@@ -527,7 +532,11 @@ async fn run(baseline: &Path, db: &Path, ops: usize, rounds: usize, notify: usiz
     println!();
     println!(
         "{ops} calls per phase, {rounds} rounds, store of {} tasks; latency ms (median, p99 over all rounds), req/s (median of rounds)",
-        Store::open(db).counts().map(|c| c.total()).unwrap_or(0)
+        Store::connect(db)
+            .expect("a store URL")
+            .counts()
+            .map(|c| c.total())
+            .unwrap_or(0)
     );
     println!(
         "{:<20} {:>7} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} | {:>7} {:>7}",
@@ -644,7 +653,7 @@ async fn notifications(server: &Server, db: &Path, count: usize) {
     if !acked {
         println!("notify: no notifications/subscriptions/acknowledged within 5 s");
     }
-    let store = Arc::new(Store::open(db));
+    let store = Arc::new(Store::connect(db).expect("a store URL"));
     let mut from_commit = Vec::new();
     let mut from_start = Vec::new();
     let mut missed = 0;

@@ -19,16 +19,12 @@
 #[path = "../tests/common/pg.rs"]
 #[allow(dead_code)]
 mod pg;
-
-use rudder::store::Open as _;
-use rudder::store::watch::Start as _;
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
-use rudder::watch::{ChangeFeed, FeedEvent, FeedOptions};
+use rudder::watch::{FeedEvent, FeedOptions};
 use rudder::{Actor, NewTask, Store};
 
 const TASKS: usize = 1_000;
@@ -50,7 +46,7 @@ fn postgres(c: &mut Criterion) {
     let cluster = pg::Cluster::start_durable().expect("a cluster");
     let db = cluster.create_database();
     let url = cluster.url(&db);
-    let store = Store::open(&url);
+    let store = Store::connect(&url).expect("a store URL");
     let mut ids = Vec::new();
     for i in 0..TASKS {
         let t = store
@@ -165,9 +161,11 @@ fn postgres(c: &mut Criterion) {
     // Claims in a database of their own: they complete every task.
     g.sample_size(10);
     let claims_url = cluster.url(&cluster.create_database());
-    let store = Store::open(&claims_url);
+    let store = Store::connect(&claims_url).expect("a store URL");
     for workers in [1usize, 4, 16] {
-        let stores: Vec<Store> = (0..workers).map(|_| Store::open(&claims_url)).collect();
+        let stores: Vec<Store> = (0..workers)
+            .map(|_| Store::connect(&claims_url).expect("a store URL"))
+            .collect();
         g.bench_function(
             BenchmarkId::new(format!("claim+complete {BATCH} tasks"), workers),
             |b| {
@@ -212,9 +210,11 @@ fn postgres(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let writer = Store::open(&url);
+    let writer = Store::connect(&url).expect("a store URL");
     let _context = runtime.enter();
-    let mut feed = ChangeFeed::start(PathBuf::from(&url), FeedOptions::default());
+    let mut feed = rudder::Store::connect(&url)
+        .expect("a store URL")
+        .feed(FeedOptions::default());
     runtime.block_on(async { while !matches!(feed.next().await, Some(FeedEvent::Reset(_))) {} });
     g.bench_function(BenchmarkId::new("feed latency", TASKS), |b| {
         b.iter_custom(|iters| {

@@ -14,9 +14,6 @@
 //!   `rudder copy` process, median of three, with its peak resident memory.
 //!
 //! `cargo bench --bench scale` (`-- copy`, `-- feed`, `-- sqlite` for one).
-
-use rudder::store::Open as _;
-use rudder::store::watch::Start as _;
 use std::hint::black_box;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -26,7 +23,7 @@ use chrono::Utc;
 use criterion::{BenchmarkId, Criterion, SamplingMode};
 use rudder::store::{PageQuery, SortKey};
 use rudder::task::Status;
-use rudder::watch::{ChangeFeed, FeedEvent, FeedOptions};
+use rudder::watch::{FeedEvent, FeedOptions};
 use rudder::{Actor, Store};
 
 #[path = "../tests/common/pg.rs"]
@@ -57,7 +54,7 @@ fn whole_process(path: &Path, args: &[&str]) {
 fn sqlite(c: &mut Criterion) {
     for n in sizes() {
         let (path, target) = tasks::sqlite_fixture(n);
-        let store = Store::open(&path);
+        let store = Store::connect(&path).expect("a store URL");
         let mut g = c.benchmark_group("sqlite");
         g.sampling_mode(SamplingMode::Flat);
         g.sample_size(20);
@@ -117,9 +114,11 @@ fn feed(c: &mut Criterion) {
     let mut g = c.benchmark_group("feed");
     g.sample_size(20);
     for (backend, n, path, target, _dir) in &stores {
-        let writer = Store::open(path);
+        let writer = Store::connect(path).expect("a store URL");
         let mut feed = rt.block_on(async {
-            let mut feed = ChangeFeed::start(path, FeedOptions::default());
+            let mut feed = rudder::Store::connect(path)
+                .expect("a store URL")
+                .feed(FeedOptions::default());
             feed.next().await.expect("the first event");
             feed
         });

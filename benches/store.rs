@@ -9,9 +9,6 @@
 //! tasks: titles, requests, schemas, histories, results) and restored, untimed, whenever a
 //! benchmark has used up its pool of suitable tasks, so that every measured
 //! operation runs against a store of (nearly) the nominal size.
-
-use rudder::store::Open as _;
-use rudder::store::watch::Start as _;
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -19,7 +16,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group};
 use rudder::store::encode;
 use rudder::task::Status;
-use rudder::watch::{ChangeFeed, FeedEvent, FeedOptions, ResetReason};
+use rudder::watch::{FeedEvent, FeedOptions, ResetReason};
 use rudder::{Actor, NewTask, Store};
 use serde_json::json;
 
@@ -72,7 +69,7 @@ impl Fixture {
     }
 
     fn store(&self) -> Store {
-        Store::open(&self.path)
+        Store::connect(&self.path).expect("a store URL")
     }
 }
 
@@ -225,7 +222,9 @@ fn feed_round_trip(c: &mut Criterion) {
         let store = f.store();
         let id = f.working[0].clone();
         let mut feed = rt.block_on(async {
-            let mut feed = ChangeFeed::start(&f.path, FeedOptions::default());
+            let mut feed = rudder::Store::connect(&f.path)
+                .expect("a store URL")
+                .feed(FeedOptions::default());
             assert_eq!(
                 feed.next().await,
                 Some(FeedEvent::Reset(ResetReason::Start))

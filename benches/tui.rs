@@ -4,8 +4,6 @@
 //!
 //! `cargo bench --bench tui` runs everything; `cargo bench --bench tui -- frame`
 //! only the frame benchmarks; `-- idle` only the idle/memory measurement.
-
-use rudder::store::Open as _;
 use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -116,14 +114,14 @@ fn write_to_drawn(c: &mut Criterion) {
     let initial = tasks(10_000);
     let id = initial.keys().nth(1).cloned().expect("a task");
     std::fs::write(&path, rudder::store::encode(&initial, 0)).expect("seed");
-    let store = std::sync::Arc::new(Store::open(&path));
+    let store = std::sync::Arc::new(Store::connect(&path).expect("a store URL"));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     let theme = Theme::DEFAULT;
     let mut terminal = Terminal::new(TestBackend::new(120, 35)).expect("terminal");
-    let (source, mut feed) = runtime.block_on(async { rudder::tui::live(&path, &store) });
+    let (source, mut feed) = runtime.block_on(async { rudder::tui::live(&store) });
     let mut app = App::new(&path, false, Utc::now()).with_source(source);
     runtime.block_on(async {
         if let Some(e) = feed.recv().await {

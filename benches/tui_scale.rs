@@ -13,9 +13,6 @@
 //!   after it started and moved through the table.
 //!
 //! `cargo bench --bench tui_scale` (`-- memory` for the memory alone).
-
-use rudder::store::Open as _;
-use rudder::store::watch::Start as _;
 use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
@@ -30,7 +27,7 @@ use rudder::task::{Actor, Status};
 use rudder::tui::app::{App, StoreUpdate};
 use rudder::tui::view::{self, Theme};
 use rudder::tui::window::RowSource;
-use rudder::watch::{ChangeFeed, FeedEvent, FeedOptions, ResetReason};
+use rudder::watch::{FeedEvent, FeedOptions, ResetReason};
 use rudder::{Store, StoreError};
 
 #[path = "common/pty.rs"]
@@ -184,13 +181,15 @@ fn runtime() -> tokio::runtime::Runtime {
 fn sqlite(c: &mut Criterion) {
     let n = size();
     let (path, _) = tasks::sqlite_fixture(n);
-    let store = Arc::new(Store::open(&path));
+    let store = Arc::new(Store::connect(&path).expect("a store URL"));
     let rt = runtime();
     let app =
         App::new(&path, false, Utc::now()).with_source(Arc::clone(&store) as Arc<dyn RowSource>);
     let updates = rt.block_on(async {
         let (tx, rx) = tokio::sync::mpsc::channel(16);
-        let mut feed = ChangeFeed::start(path.clone(), FeedOptions::default());
+        let mut feed = rudder::Store::connect(&path)
+            .expect("a store URL")
+            .feed(FeedOptions::default());
         tokio::spawn(async move {
             while let Some(e) = feed.next().await {
                 if tx.send(StoreUpdate::Feed(e)).await.is_err() {
@@ -227,7 +226,7 @@ fn sqlite(c: &mut Criterion) {
     let id = app.selected.clone().expect("a selected task");
     assert_eq!(app.selected_task().map(|t| t.status), Some(Status::Working));
     app.handle_key(key(KeyCode::Char('2')));
-    let writer = Store::open(&path);
+    let writer = Store::connect(&path).expect("a store URL");
     live.bench_change(&mut g, "change to drawn", n, &writer, &id, Take::AsFed);
     // Narrowed to that one task by the text filter (`/` and an id
     // prefix), as an engineer narrows the table to their incident: the
@@ -263,9 +262,9 @@ fn json_fixture() -> std::path::PathBuf {
 
 fn file(c: &mut Criterion) {
     let path = json_fixture();
-    let store = Arc::new(Store::open(&path));
+    let store = Arc::new(Store::connect(&path).expect("a store URL"));
     let rt = runtime();
-    let (source, updates) = rt.block_on(async { rudder::tui::live(&path, &store) });
+    let (source, updates) = rt.block_on(async { rudder::tui::live(&store) });
     let app = App::new(&path, false, Utc::now()).with_source(source);
     let mut live = Live::start(rt, updates, app);
     let theme = Theme::DEFAULT;
@@ -288,7 +287,7 @@ fn file(c: &mut Criterion) {
         &mut g,
         "change to drawn",
         100_000,
-        &Store::open(&path),
+        &Store::connect(&path).expect("a store URL"),
         &id,
         Take::AsFed,
     );

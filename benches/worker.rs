@@ -21,8 +21,6 @@
 #[path = "../tests/common/pg.rs"]
 #[allow(dead_code)]
 mod pg;
-
-use rudder::store::Open as _;
 use rudder::store::Work as _;
 use std::path::Path;
 use std::sync::{Arc, Barrier};

@@ -10,8 +10,6 @@
 //! Each claimed task runs on its own thread, so a 60-second `slow_compute`
 //! never holds the others up; a task cancelled meanwhile is let go at the
 //! next heartbeat (which the store then refuses).
-
-use rudder::store::Open as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -46,7 +44,7 @@ fn main() {
         let _ = usage("--store URL is required");
         std::process::exit(2);
     };
-    let store = Arc::new(Store::open(&url));
+    let store = Arc::new(Store::connect(&url).expect("a store URL"));
     let holder = format!("mcp-fixture-worker-{}", std::process::id());
     // The catalogue gives each tool its own kind (the tool's name).
     let kinds: Vec<String> = TOOLS.iter().map(|t| t.to_string()).collect();

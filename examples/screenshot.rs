@@ -10,8 +10,6 @@
 //! cargo run --example screenshot            # writes assets/demo-screen.svg
 //! cargo run --example screenshot -- out.svg
 //! ```
-
-use rudder::store::Open as _;
 use std::fmt::Write as _;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -78,7 +76,9 @@ fn render() -> Result<String> {
     };
     let store = {
         let clock = clock.clone();
-        Store::open(&path).with_clock(Arc::new(move || *clock.lock().expect("clock")))
+        Store::connect(&path)
+            .expect("a store URL")
+            .with_clock(Arc::new(move || *clock.lock().expect("clock")))
     };
     seed::seed(&store).context("seed the demo incidents")?;
     // The store made random ids: give each task its fixed one, in place.

@@ -4,15 +4,15 @@
 //! backend.
 
 mod common;
-
-use rudder::store::Open as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use rudder::StoreError;
-use rudder::store::{AnyBackend, Backend, NewTask, PageQuery, SortKey, Store, Transaction};
+use rudder::store::{
+    AnyBackend, Backend, NewTask, PageQuery, SortKey, Store, StoreOf, Transaction,
+};
 use rudder::task::{Actor, Status, TaskMap};
 
 /// A backend that counts its transactions and, after each, how many tasks
@@ -53,6 +53,9 @@ impl Backend for Counting {
     fn batch_size(&self) -> Option<usize> {
         self.inner.batch_size()
     }
+    fn feed_source(&self, task: Option<String>) -> Box<dyn rudder::store::watch::FeedSource> {
+        self.inner.feed_source(task)
+    }
     fn transaction(
         &self,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
@@ -73,14 +76,18 @@ impl Backend for Counting {
 
 type Clock = Arc<Mutex<DateTime<Utc>>>;
 
-fn clocked(store: Store<Counting>, clock: &Clock) -> Store<Counting> {
+fn clocked(store: StoreOf<Counting>, clock: &Clock) -> StoreOf<Counting> {
     let c = clock.clone();
     store.with_clock(Arc::new(move || *c.lock().expect("clock")))
 }
 
-fn counting(path: &std::path::Path) -> Store<Counting> {
-    Store::with_backend(Counting {
-        inner: AnyBackend::open(&rudder::store::StoreUrl::parse(path).expect("a store URL")),
+fn counting(path: &std::path::Path) -> StoreOf<Counting> {
+    StoreOf::with_backend(Counting {
+        inner: <AnyBackend as rudder::store::Connect>::connect(
+            &rudder::store::StoreUrl::parse(path).expect("a store URL"),
+            &rudder::store::Settings::of_process(),
+        )
+        .expect("a store this build opens"),
         transactions: AtomicUsize::new(0),
         largest_change: AtomicUsize::new(0),
     })
@@ -90,7 +97,7 @@ const STALE: usize = 11;
 const BATCH: usize = 3;
 
 /// A store at `path` with stale, leased, active and finished tasks.
-fn populate(store: &Store<Counting>, clock: &Clock) {
+fn populate(store: &StoreOf<Counting>, clock: &Clock) {
     let advance = |minutes| *clock.lock().expect("clock") += TimeDelta::minutes(minutes);
     let create = |title: String, ttl_ms| {
         store
@@ -127,15 +134,19 @@ fn populate(store: &Store<Counting>, clock: &Clock) {
 
 /// Two stores with the same tasks, ids included: one in one step, one in
 /// batches of [`BATCH`].
-fn twin_stores(dir: &std::path::Path) -> (Store<Counting>, Store<Counting>, Clock) {
+fn twin_stores(dir: &std::path::Path) -> (StoreOf<Counting>, StoreOf<Counting>, Clock) {
     let start: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
     let clock = Arc::new(Mutex::new(start));
     let one_path = common::store_in(&dir.join("one"));
     let one = clocked(counting(&one_path), &clock).with_batch_size(usize::MAX);
     populate(&one, &clock);
     let batched_path = common::store_in(&dir.join("batched"));
-    rudder::store::copy::copy(&Store::open(&one_path), &Store::open(&batched_path), |_| {})
-        .expect("copy");
+    rudder::store::copy::copy(
+        &Store::connect(&one_path).expect("a store URL"),
+        &Store::connect(&batched_path).expect("a store URL"),
+        |_| {},
+    )
+    .expect("copy");
     let batched = clocked(counting(&batched_path), &clock).with_batch_size(BATCH);
     for s in [&one, &batched] {
         s.backend().reset();
@@ -143,12 +154,12 @@ fn twin_stores(dir: &std::path::Path) -> (Store<Counting>, Store<Counting>, Cloc
     (one, batched, clock)
 }
 
-fn same_tasks(a: &Store<Counting>, b: &Store<Counting>) {
-    let text = |s: &Store<Counting>| serde_json::to_string(&s.load().expect("load")).unwrap();
+fn same_tasks(a: &StoreOf<Counting>, b: &StoreOf<Counting>) {
+    let text = |s: &StoreOf<Counting>| serde_json::to_string(&s.load().expect("load")).unwrap();
     assert_eq!(text(a), text(b), "the two stores differ");
 }
 
-fn batches_used(store: &Store<Counting>, expected: usize) {
+fn batches_used(store: &StoreOf<Counting>, expected: usize) {
     let b = store.backend();
     assert_eq!(
         b.transactions.load(Ordering::SeqCst),

@@ -2,8 +2,6 @@
 //! the line and column where there is one; no command ever writes over it.
 
 mod common;
-
-use rudder::store::Open as _;
 use std::path::Path;
 
 use common::{CliKind, fingerprint, run, temp_files};
@@ -184,7 +182,7 @@ fn the_store_api_reports_the_position_and_writes_nothing() {
     for b in broken_files() {
         std::fs::write(&path, &b.bytes).unwrap();
         let before = fingerprint(&path);
-        let store = Store::open(&path);
+        let store = Store::connect(&path).expect("a store URL");
         let e = store.load().unwrap_err();
         assert_eq!(e.cli_kind(), "corrupt_store", "{}", b.name);
         assert_eq!(e.exit_code(), 6);
@@ -225,7 +223,12 @@ fn repairing_the_file_makes_the_store_usable_again() {
     std::fs::write(&path, valid_store()).unwrap();
     assert_eq!(run(&path, &["cancel", &ID[..8]]).code, 0);
     assert_eq!(
-        Store::open(&path).get(ID).unwrap().status.as_str(),
+        Store::connect(&path)
+            .expect("a store URL")
+            .get(ID)
+            .unwrap()
+            .status
+            .as_str(),
         "cancelled"
     );
     let _ = Path::new(&path);

@@ -5,9 +5,6 @@
 //! Every test that does not write a file by hand runs on every backend.
 
 mod common;
-
-use rudder::store::Open as _;
-use rudder::store::watch::Start as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -106,7 +103,7 @@ async fn reports_changes_written_by_other_processes() {
 async fn reports_changes_written_by_other_processes_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let id = store
         .create(NewTask {
             input_schema: Some(json!({"type": "object", "required": ["service"]})),
@@ -115,7 +112,9 @@ async fn reports_changes_written_by_other_processes_once() {
         .unwrap()
         .task
         .task_id;
-    let mut feed = ChangeFeed::start(&path, FeedOptions::default());
+    let mut feed = rudder::Store::connect(&path)
+        .expect("a store URL")
+        .feed(FeedOptions::default());
     assert_eq!(
         next(&mut feed, "the start").await,
         FeedEvent::Reset(ResetReason::Start)
@@ -188,7 +187,9 @@ async fn reports_deletion_and_recreation() {
 async fn reports_deletion_and_recreation_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
-    let mut feed = ChangeFeed::start(&path, FeedOptions::default());
+    let mut feed = rudder::Store::connect(&path)
+        .expect("a store URL")
+        .feed(FeedOptions::default());
     assert_eq!(
         next(&mut feed, "missing at start").await,
         FeedEvent::Unavailable(Unavailable::Missing)
@@ -242,19 +243,22 @@ async fn reports_deletion_and_recreation_once() {
 async fn an_unparsable_write_is_reported_and_the_last_state_kept() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     let good = std::fs::read(&path).unwrap();
     // The next good version, prepared elsewhere: the task completed.
     let elsewhere = store_in(&dir.path().join("elsewhere"));
     std::fs::create_dir(elsewhere.parent().unwrap()).unwrap();
     std::fs::write(&elsewhere, &good).unwrap();
-    Store::open(&elsewhere)
+    Store::connect(&elsewhere)
+        .expect("a store URL")
         .complete(&id, json!("done"), Actor::Anyone)
         .unwrap();
     let completed = std::fs::read(&elsewhere).unwrap();
 
-    let mut feed = ChangeFeed::start(&path, FeedOptions::default());
+    let mut feed = rudder::Store::connect(&path)
+        .expect("a store URL")
+        .feed(FeedOptions::default());
     assert_eq!(
         next(&mut feed, "the start").await,
         FeedEvent::Reset(ResetReason::Start)
@@ -316,7 +320,8 @@ async fn the_stat_check_alone_sees_changes() {
 async fn the_stat_check_alone_sees_changes_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
-    let id = Store::open(&path)
+    let id = Store::connect(&path)
+        .expect("a store URL")
         .create(NewTask::default())
         .unwrap()
         .task
@@ -326,7 +331,9 @@ async fn the_stat_check_alone_sees_changes_once() {
         stat_interval: Duration::from_millis(50),
         ..FeedOptions::default()
     };
-    let mut feed = ChangeFeed::start(&path, options);
+    let mut feed = rudder::Store::connect(&path)
+        .expect("a store URL")
+        .feed(options);
     next(&mut feed, "the start").await;
     assert_eq!(cli(&path, &["cancel", &id]).await.code, 0);
     let ev = until(&mut feed, "the cancel", is_changes).await;
@@ -351,13 +358,15 @@ async fn the_watch_alone_sees_changes() {
 async fn the_watch_alone_sees_changes_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
-    let writer = std::sync::Arc::new(Store::open(&path));
+    let writer = std::sync::Arc::new(Store::connect(&path).expect("a store URL"));
     let id = writer.create(NewTask::default()).unwrap().task.task_id;
     let options = FeedOptions {
         stat_interval: Duration::from_secs(3600),
         ..FeedOptions::default()
     };
-    let mut feed = ChangeFeed::start(&path, options);
+    let mut feed = rudder::Store::connect(&path)
+        .expect("a store URL")
+        .feed(options);
     next(&mut feed, "the start").await;
     for cancel in [false, true] {
         let (w, task) = (writer.clone(), id.clone());
@@ -394,9 +403,11 @@ async fn a_burst_of_writes_ends_in_the_final_state() {
 async fn a_burst_of_writes_ends_in_the_final_state_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let id = store.create(NewTask::default()).unwrap().task.task_id;
-    let mut feed = ChangeFeed::start(&path, FeedOptions::default());
+    let mut feed = rudder::Store::connect(&path)
+        .expect("a store URL")
+        .feed(FeedOptions::default());
     next(&mut feed, "the start").await;
     for i in 0..20 {
         store
@@ -431,14 +442,16 @@ async fn a_feed_for_one_task_reports_only_that_task() {
 async fn a_feed_for_one_task_reports_only_that_task_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let other = store.create(NewTask::default()).unwrap().task.task_id;
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     let options = FeedOptions {
         task: Some(id.clone()),
         ..FeedOptions::default()
     };
-    let mut feed = ChangeFeed::start(&path, options);
+    let mut feed = rudder::Store::connect(&path)
+        .expect("a store URL")
+        .feed(options);
     next(&mut feed, "the start").await;
     store.heartbeat(&other, None, None, Actor::Anyone).unwrap();
     store.create(NewTask::default()).unwrap();
@@ -466,9 +479,11 @@ async fn more_changes_at_once_than_a_batch_are_a_reset_once() {
     use rudder::store::Backend;
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     store.create(NewTask::default()).unwrap();
-    let mut feed = ChangeFeed::start(&path, FeedOptions::default());
+    let mut feed = rudder::Store::connect(&path)
+        .expect("a store URL")
+        .feed(FeedOptions::default());
     next(&mut feed, "the start").await;
     store
         .backend()
@@ -493,10 +508,12 @@ async fn more_changes_at_once_than_a_batch_are_a_reset_once() {
 async fn a_database_whose_changes_were_reset_is_a_reset() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tasks.db");
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     store.heartbeat(&id, None, None, Actor::Anyone).unwrap();
-    let mut feed = ChangeFeed::start(&path, FeedOptions::default());
+    let mut feed = rudder::Store::connect(&path)
+        .expect("a store URL")
+        .feed(FeedOptions::default());
     next(&mut feed, "the start").await;
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
@@ -553,7 +570,10 @@ async fn an_idle_feed_does_not_reread_the_store_once() {
         }
         _ => store_in(dir.path()),
     };
-    Store::open(&path).create(NewTask::default()).unwrap();
+    Store::connect(&path)
+        .expect("a store URL")
+        .create(NewTask::default())
+        .unwrap();
     // The spy learns of opens some time after they happen. Opening this
     // marker file shows when it has caught up: one watch reports events in
     // the order they happened, so once it has seen the marker opened, it
@@ -599,7 +619,9 @@ async fn an_idle_feed_does_not_reread_the_store_once() {
         }
     };
 
-    let mut feed = ChangeFeed::start(&path, FeedOptions::default());
+    let mut feed = rudder::Store::connect(&path)
+        .expect("a store URL")
+        .feed(FeedOptions::default());
     next(&mut feed, "the start").await;
     caught_up("after the first snapshot").await;
     let before = opens.load(Ordering::SeqCst);

@@ -11,12 +11,13 @@ use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 use common::pg;
+use rudder::NewTask;
+use rudder::store::StoreOf;
 use rudder::store::postgres::PostgresSource;
 use rudder::store::sqlite::SqliteSource;
 use rudder::store::watch::{Catchup, FeedSource, ResetReason};
 use rudder::store::{ChangeLog, PostgresBackend, SqliteBackend, StoreUrl};
 use rudder::task::{Status, Task};
-use rudder::{NewTask, Store};
 use rudder_sql::retention::Retention;
 
 /// Keep the last 50 changes, and nothing older for its age.
@@ -93,12 +94,12 @@ fn tasks(n: usize, at: chrono::DateTime<Utc>) -> Vec<Task> {
 
 fn create(db: Db, n: usize) {
     match db {
-        Db::Sqlite(b) => create_in(&Store::with_backend(b), n),
-        Db::Postgres(b) => create_in(&Store::with_backend(b), n),
+        Db::Sqlite(b) => create_in(&StoreOf::with_backend(b), n),
+        Db::Postgres(b) => create_in(&StoreOf::with_backend(b), n),
     }
 }
 
-fn create_in<B: rudder::store::Backend>(store: &Store<B>, n: usize) {
+fn create_in<B: rudder::store::Backend>(store: &StoreOf<B>, n: usize) {
     for i in 0..n {
         store
             .create(NewTask {
@@ -227,7 +228,7 @@ fn a_load_into_an_empty_postgres_store_leaves_the_log_a_trim_would() {
                 other => panic!("not postgres: {other:?}"),
             };
             let make = || PostgresBackend::new(url.clone()).with_retention(SMALL_BUT_AN_HOUR);
-            create_in(&Store::with_backend(make()), 1);
+            create_in(&StoreOf::with_backend(make()), 1);
             let mut feed = PostgresSource::new(url.clone(), None);
             assert_eq!(feed.catch_up(), Catchup::Reset(ResetReason::Start));
             let mut c = postgres::Client::connect(&text, postgres::NoTls).expect("connect");

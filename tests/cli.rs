@@ -3,8 +3,6 @@
 //! `prune`.
 
 mod common;
-
-use rudder::store::Open as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -214,7 +212,11 @@ fn exit_2_for_usage_errors_once() {
         );
     }
     assert_eq!(
-        Store::open(&path).list(&[]).unwrap().len(),
+        Store::connect(&path)
+            .expect("a store URL")
+            .list(&[])
+            .unwrap()
+            .len(),
         1,
         "a usage error wrote"
     );
@@ -959,7 +961,7 @@ fn wait_reports_a_task_that_vanished_unfinished_once() {
     let id = create(&path, &["--title", "INC-1042"]);
     let other = create(&path, &[]);
     let (child, err) = spawn_announced_wait(&path, &id);
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     // One write: what wait reads next no longer has the task.
     let mut removed = None;
     rudder::store::Backend::transact(store.backend(), &mut |tasks| {
@@ -1138,7 +1140,7 @@ fn reclaim_fails_idle_tasks_with_a_readable_report_once() {
         "{out}"
     );
 
-    let tasks = Store::open(&path).load().unwrap();
+    let tasks = Store::connect(&path).expect("a store URL").load().unwrap();
     for id in [
         "a0000000-idle-working",
         "b0000000-idle-waiting",
@@ -1243,7 +1245,13 @@ fn prune_removes_finished_tasks_by_ttl_and_by_age_once() {
     assert!(rules.contains(&("p1-old-completed", "older_than")));
     assert!(rules.contains(&("p3-failed-past-ttl", "ttl")));
     assert_eq!(ids(&v["skipped"]), ["p6-no-updated-at"]);
-    let left: Vec<String> = Store::open(&path).load().unwrap().keys().cloned().collect();
+    let left: Vec<String> = Store::connect(&path)
+        .expect("a store URL")
+        .load()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
     assert_eq!(
         left,
         [
@@ -1270,7 +1278,7 @@ fn prune_removes_finished_tasks_by_ttl_and_by_age_once() {
         r.stdout
     );
     assert!(r.stdout.contains("older than the limit"), "{}", r.stdout);
-    let left = Store::open(&path).load().unwrap();
+    let left = Store::connect(&path).expect("a store URL").load().unwrap();
     assert!(left.contains_key("p5-old-but-working") && left.contains_key("p7-old-long-ttl"));
 }
 
@@ -1287,7 +1295,8 @@ fn prune_by_ttl_set_at_create_once() {
     assert_eq!(run(&path, &["cancel", &keep]).code, 0);
     // The ttl runs from the completion: wait until the clock prune reads is
     // past it (by a whole millisecond more, whatever the rounding of ages).
-    let completed_at = Store::open(&path)
+    let completed_at = Store::connect(&path)
+        .expect("a store URL")
         .get(&id)
         .unwrap()
         .updated_at
@@ -1303,7 +1312,7 @@ fn prune_by_ttl_set_at_create_once() {
         "{}",
         r.stdout
     );
-    let left = Store::open(&path).load().unwrap();
+    let left = Store::connect(&path).expect("a store URL").load().unwrap();
     assert!(!left.contains_key(&id) && left.contains_key(&keep));
 }
 

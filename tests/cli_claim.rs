@@ -6,7 +6,6 @@
 mod common;
 
 use common::{assert_store_untouched, create, each_backend, run, store_in, store_state};
-use rudder::store::Open as _;
 
 #[test]
 fn claim_prints_the_task_and_its_holder_and_a_successor_refuses_the_zombie() {
@@ -43,7 +42,8 @@ fn claim_prints_the_task_and_its_holder_and_a_successor_refuses_the_zombie() {
             &["heartbeat", &id, "--holder", "sh-1", "--message", "step 1"],
         );
         assert_eq!(r.code, 0, "{r:#?}");
-        rudder::Store::open(&path)
+        rudder::Store::connect(&path)
+            .expect("a store URL")
             .release(&id, "sh-1")
             .expect("release");
         let r = run(&path, &["claim", "--holder", "sh-3", "--json"]);
@@ -212,7 +212,8 @@ fn a_holders_write_renews_the_lease_for_the_length_it_was_claimed_with() {
         assert_eq!(r.json()["task"]["lease_ms"], 60_000, "{r:#?}");
 
         // The library's write that names no length does the same.
-        let out = rudder::Store::open(&path)
+        let out = rudder::Store::connect(&path)
+            .expect("a store URL")
             .heartbeat(
                 &id,
                 None,

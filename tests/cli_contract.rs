@@ -7,8 +7,6 @@
 //! the completions and the man page are generated.
 
 mod common;
-
-use rudder::store::Open as _;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -480,7 +478,8 @@ fn store_errors_name_the_store_the_same_way_on_every_backend() {
 
     // SQLite.
     let db = d.join("tasks.db");
-    let id = rudder::Store::open(&db)
+    let id = rudder::Store::connect(&db)
+        .expect("a store URL")
         .create(rudder::NewTask::default())
         .unwrap()
         .task
@@ -546,7 +545,8 @@ fn store_errors_name_the_store_the_same_way_on_every_backend() {
     // ... and a task whose document does not read back.
     if common::pg::available() {
         let url = common::pg::store_url();
-        let id = rudder::Store::open(&url)
+        let id = rudder::Store::connect(&url)
+            .expect("a store URL")
             .create(rudder::NewTask::default())
             .unwrap()
             .task
@@ -1014,7 +1014,7 @@ fn a_streamed_list_has_the_bytes_of_the_whole_array() {
         for i in 0..25 {
             create(&path, &["--title", &format!("task {i:02}")]);
         }
-        let store = rudder::Store::open(&path);
+        let store = rudder::Store::connect(&path).expect("a store URL");
         for args in [
             vec!["list", "--json"],
             vec!["list", "--json", "--sort", "title", "--limit", "7"],
@@ -1077,7 +1077,8 @@ fn paging_while_another_process_creates_tasks_has_no_gaps_and_no_repeats() {
                 .iter()
                 .cloned()
                 .chain(
-                    rudder::Store::open(&path)
+                    rudder::Store::connect(&path)
+                        .expect("a store URL")
                         .list(&[])
                         .unwrap()
                         .into_iter()

@@ -5,7 +5,6 @@
 mod common;
 
 use common::{run_plain, store_state};
-use rudder::store::Open as _;
 use rudder::task::TaskMap;
 use rudder::{Actor, NewTask, Store};
 use serde_json::json;
@@ -23,7 +22,7 @@ fn copy(from: &std::path::Path, to: &std::path::Path) -> serde_json::Value {
 
 /// A JSON store with unknown fields, odd values and a full history.
 fn source(path: &std::path::Path) -> TaskMap {
-    let store = Store::open(path);
+    let store = Store::connect(path).expect("a store URL");
     for i in 0..25 {
         let t = store
             .create(NewTask {
@@ -72,7 +71,7 @@ fn file_to_sqlite_to_file_gives_back_equal_tasks() {
         (r["copied"].as_u64(), r["unchanged"].as_u64()),
         (Some(25), Some(0))
     );
-    let in_db = Store::open(&db).load().unwrap();
+    let in_db = Store::connect(&db).expect("a store URL").load().unwrap();
     assert_eq!(in_db, original, "file -> sqlite");
     assert_eq!(
         in_db.keys().collect::<Vec<_>>(),
@@ -89,9 +88,20 @@ fn file_to_sqlite_to_file_gives_back_equal_tasks() {
         .filter(|t| t.kind.as_deref() == Some("kind-2"))
         .collect();
     assert_eq!(want.len(), 6);
-    assert_eq!(Store::open(&db).page(&of_kind).unwrap().len(), want.len());
+    assert_eq!(
+        Store::connect(&db)
+            .expect("a store URL")
+            .page(&of_kind)
+            .unwrap()
+            .len(),
+        want.len()
+    );
     copy(&db, &b);
-    assert_eq!(Store::open(&b).load().unwrap(), original, "sqlite -> file");
+    assert_eq!(
+        Store::connect(&b).expect("a store URL").load().unwrap(),
+        original,
+        "sqlite -> file"
+    );
 
     // Again: nothing to do, nothing written.
     let before = store_state(&db);
@@ -104,15 +114,19 @@ fn file_to_sqlite_to_file_gives_back_equal_tasks() {
 
     // FROM moved on: the next copy brings it forward.
     let first = original.keys().next().unwrap().clone();
-    Store::open(&a)
+    Store::connect(&a)
+        .expect("a store URL")
         .heartbeat(&first, Some("later".into()), None, Actor::Anyone)
         .ok();
-    Store::open(&a).cancel(&first, None).ok();
+    Store::connect(&a)
+        .expect("a store URL")
+        .cancel(&first, None)
+        .ok();
     let r = copy(&a, &db);
     assert_eq!(r["updated"].as_u64(), Some(1), "{r}");
     assert_eq!(
-        Store::open(&db).load().unwrap(),
-        Store::open(&a).load().unwrap()
+        Store::connect(&db).expect("a store URL").load().unwrap(),
+        Store::connect(&a).expect("a store URL").load().unwrap()
     );
 }
 
@@ -126,7 +140,10 @@ fn a_destination_holding_other_tasks_is_refused_untouched_once() {
     let a = dir.path().join("a.json");
     source(&a);
     let to = common::store_in(&dir.path().join("to"));
-    Store::open(&to).create(NewTask::default()).unwrap();
+    Store::connect(&to)
+        .expect("a store URL")
+        .create(NewTask::default())
+        .unwrap();
     let before = store_state(&to);
     let r = run_plain(&["copy", a.to_str().unwrap(), to.to_str().unwrap(), "--json"]);
     assert_eq!(r.code, 4, "{r:#?}");
@@ -142,14 +159,16 @@ fn a_destination_holding_other_tasks_is_refused_untouched_once() {
     // A TO already in use (a newer revision than FROM's) is refused too.
     let to = common::store_in(&dir.path().join("used"));
     copy(&a, &to);
-    let id = Store::open(&to)
+    let id = Store::connect(&to)
+        .expect("a store URL")
         .load()
         .unwrap()
         .keys()
         .next()
         .unwrap()
         .clone();
-    Store::open(&to)
+    Store::connect(&to)
+        .expect("a store URL")
         .heartbeat(&id, None, None, Actor::Anyone)
         .ok();
     let before = store_state(&to);
@@ -198,13 +217,20 @@ fn a_copy_killed_midway_then_run_again_gives_the_same_store() {
         .unwrap();
     // Killed as soon as a first batch is in.
     let partial = common::wait_for(std::time::Duration::from_secs(120), || {
-        let total = Store::open(&to).counts().map(|c| c.total()).unwrap_or(0);
+        let total = Store::connect(&to)
+            .expect("a store URL")
+            .counts()
+            .map(|c| c.total())
+            .unwrap_or(0);
         (total > 0).then_some(total)
     })
     .expect("a first batch committed");
     child.kill().unwrap();
     child.wait().unwrap();
-    let after_kill = Store::open(&to).load().expect("the store opens");
+    let after_kill = Store::connect(&to)
+        .expect("a store URL")
+        .load()
+        .expect("the store opens");
     assert!(after_kill.len() >= partial);
     assert!(
         after_kill.len() < n,
@@ -221,7 +247,10 @@ fn a_copy_killed_midway_then_run_again_gives_the_same_store() {
     assert_eq!(r["unchanged"].as_u64(), Some(after_kill.len() as u64));
     let whole = dir.path().join("whole.db");
     copy(&from, &whole);
-    let (resumed, fresh) = (Store::open(&to), Store::open(&whole));
+    let (resumed, fresh) = (
+        Store::connect(&to).expect("a store URL"),
+        Store::connect(&whole).expect("a store URL"),
+    );
     assert_eq!(resumed.load().unwrap(), tasks);
     assert_eq!(resumed.load().unwrap(), fresh.load().unwrap());
     assert_eq!(resumed.counts().unwrap(), fresh.counts().unwrap());
@@ -257,14 +286,19 @@ fn a_corrupt_source_is_refused_with_its_place_and_nothing_written() {
     assert!(!to.exists(), "TO was created");
 
     let used = common::store_in(&dir.path().join("used"));
-    let kept = Store::open(&used).create(NewTask::default()).unwrap().task;
+    let kept = Store::connect(&used)
+        .expect("a store URL")
+        .create(NewTask::default())
+        .unwrap()
+        .task;
     let before = store_state(&used);
     let r = run_plain(&["copy", from.to_str().unwrap(), used.to_str().unwrap()]);
     assert_eq!(r.code, 6, "{r:#?}");
     assert!(r.stderr.contains(&format!("line {line}")), "{}", r.stderr);
     assert_eq!(store_state(&used), before);
     assert!(
-        Store::open(&used)
+        Store::connect(&used)
+            .expect("a store URL")
             .load()
             .unwrap()
             .contains_key(&kept.task_id)

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use rudder::store::fs::{CrashMode, FsCall, SimFs};
-use rudder::store::{FileBackend, NewTask, Store, StoreError};
+use rudder::store::{FileBackend, NewTask, StoreError, StoreOf};
 use rudder::task::{Actor, Status};
 use serde_json::{Value, json};
 
@@ -30,9 +30,9 @@ fn store_path() -> PathBuf {
 }
 
 /// A store on `fs` whose clock advances only when the test says so.
-fn open(fs: &SimFs, clock: &Arc<AtomicI64>) -> Store<FileBackend> {
+fn open(fs: &SimFs, clock: &Arc<AtomicI64>) -> StoreOf<FileBackend> {
     let clock = clock.clone();
-    Store::with_backend(FileBackend::with_fs(store_path(), Arc::new(fs.clone()))).with_clock(
+    StoreOf::with_backend(FileBackend::with_fs(store_path(), Arc::new(fs.clone()))).with_clock(
         Arc::new(move || -> DateTime<Utc> {
             Utc.timestamp_millis_opt(clock.load(Ordering::SeqCst))
                 .single()
@@ -44,7 +44,7 @@ fn open(fs: &SimFs, clock: &Arc<AtomicI64>) -> Store<FileBackend> {
 /// What a person would check after recovery, keyed by title (ids are random).
 type Projection = BTreeMap<String, (Status, Option<Value>, Option<Value>, u64)>;
 
-fn project(store: &Store<FileBackend>) -> Result<Projection, StoreError> {
+fn project(store: &StoreOf<FileBackend>) -> Result<Projection, StoreError> {
     Ok(store
         .load()?
         .into_values()
@@ -55,7 +55,7 @@ fn project(store: &Store<FileBackend>) -> Result<Projection, StoreError> {
         .collect())
 }
 
-fn id_of(store: &Store<FileBackend>, title: &str) -> Result<String, StoreError> {
+fn id_of(store: &StoreOf<FileBackend>, title: &str) -> Result<String, StoreError> {
     store
         .list(&[])?
         .into_iter()
@@ -74,7 +74,7 @@ fn new(title: &str, key: Option<&str>, schema: Option<Value>) -> NewTask {
 }
 
 /// Operation `n` of the sequence.
-fn step(n: usize, store: &Store<FileBackend>, clock: &AtomicI64) -> Result<(), StoreError> {
+fn step(n: usize, store: &StoreOf<FileBackend>, clock: &AtomicI64) -> Result<(), StoreError> {
     clock.fetch_add(1_000, Ordering::SeqCst);
     let schema = json!({"type": "object", "required": ["service"],
         "properties": {"service": {"type": "string"}}});

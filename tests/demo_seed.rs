@@ -1,7 +1,5 @@
 //! `rudder demo`'s seeding and `--fresh`, and the supervisor of the worker
 //! child the TUI kills and restarts, and stops when the demo ends.
-
-use rudder::store::Open as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -399,7 +397,7 @@ fn the_demo_never_uses_rudder_store_and_the_worker_does() {
         .env("RUDDER_STORE", &real);
     run_demo_command(demo);
     assert!(!real.exists(), "the demo wrote $RUDDER_STORE");
-    let seeded = ids(&Store::open(dir.path().join("rudder-demo.json")));
+    let seeded = ids(&Store::connect(dir.path().join("rudder-demo.json")).expect("a store URL"));
     assert_eq!(seeded.len(), Scenarios::get().incidents.len());
 
     // An orphaned worker exits at once, after saying which store it is on.

@@ -1,7 +1,5 @@
 //! Hostile surroundings: symlinked stores, unwritable directories, a lock
 //! held by a hung process, absurd files, and a hostile umask.
-
-use rudder::store::Open as _;
 use std::fs::{self, File};
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::Path;
@@ -109,7 +107,7 @@ fn a_hung_lock_holder_gives_a_bounded_wait_naming_it() {
         .expect("flock is part of util-linux");
     // Wait until it really holds the lock.
     let backend = FileBackend::new(&store).with_lock_timeout(Duration::from_millis(50));
-    let probe = Store::with_backend(backend);
+    let probe = rudder::store::StoreOf::with_backend(backend);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while probe.create(NewTask::default()).is_ok() {
         assert!(
@@ -173,7 +171,7 @@ fn absurd_nesting_is_an_error_not_a_stack_overflow() {
     let out = rudder(&store, &["list"]);
     assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
     assert!(stderr(&out).contains("line 1 column"), "{}", stderr(&out));
-    let direct = Store::open(&store).load();
+    let direct = Store::connect(&store).expect("a store URL").load();
     assert!(matches!(direct, Err(StoreError::Corrupt { .. })));
     assert_eq!(fs::read_to_string(&store).expect("read"), deep);
 }

@@ -5,8 +5,6 @@
 //! reader then refuses. This test puts every field of a task, in turn, to
 //! values of every JSON type and checks that a write either is refused with
 //! nothing written, or leaves a file that loads.
-
-use rudder::store::Open as _;
 use std::collections::BTreeSet;
 
 use chrono::Utc;
@@ -102,7 +100,7 @@ fn the_writers_check_and_the_readers_parse_agree_on_every_field() {
             let path = dir.path().join(format!("{field}-{written}-{refused}.json"));
             let text = serde_json::to_string_pretty(&file).expect("encode");
             std::fs::write(&path, &text).expect("write");
-            let store = Store::open(&path);
+            let store = Store::connect(&path).expect("a store URL");
             // A write that touches another task: the quick path copies this
             // task as it is, checked only by the index.
             let other = store.create(NewTask::default());

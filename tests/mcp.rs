@@ -4,8 +4,6 @@
 //! the store's calls, so every status is reached exactly when asserted.
 
 mod common;
-
-use rudder::store::Open as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -160,7 +158,7 @@ fn code(e: ServiceError) -> ErrorCode {
 }
 
 fn open(dir: &Path) -> Store {
-    Store::open(sqlite(dir))
+    Store::connect(sqlite(dir)).expect("a store URL")
 }
 
 async fn update(client: &Client, id: &str, responses: Value) {

@@ -3,8 +3,6 @@
 //! points never leave a torn file nor lose a create they reported.
 
 mod common;
-
-use rudder::store::Open as _;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -69,7 +67,7 @@ fn concurrent_creates_lose_nothing_once() {
     assert_eq!(ids.len(), PROCS * EACH);
     let unique: HashSet<&String> = ids.iter().collect();
     assert_eq!(unique.len(), ids.len(), "two creates returned the same id");
-    let tasks = Store::open(&path).load().unwrap();
+    let tasks = Store::connect(&path).expect("a store URL").load().unwrap();
     assert_eq!(tasks.len(), PROCS * EACH, "a create was lost");
     for id in &ids {
         assert!(tasks.contains_key(id), "{id} is missing");
@@ -111,7 +109,14 @@ fn concurrent_creates_with_one_key_make_one_task_once() {
         applied, 1,
         "exactly one create is applied, the rest unchanged"
     );
-    assert_eq!(Store::open(&path).load().unwrap().len(), 1);
+    assert_eq!(
+        Store::connect(&path)
+            .expect("a store URL")
+            .load()
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -159,7 +164,10 @@ fn racing_completes_apply_exactly_once_once() {
         let (w, win) = &winners[0];
         assert_eq!(win["task"]["result"]["winner"], *w as u64);
         assert_eq!(losers.len(), RACERS - 1);
-        let stored = Store::open(&path).get(&id).unwrap();
+        let stored = Store::connect(&path)
+            .expect("a store URL")
+            .get(&id)
+            .unwrap();
         assert_eq!(stored.status, Status::Completed);
         assert_eq!(stored.result.as_ref().unwrap()["winner"], *w as u64);
         assert_eq!(stored.revision, 2, "round {round}: written more than once");
@@ -194,7 +202,7 @@ fn child_process_create_loop() {
     let Some(path) = std::env::var_os("RUDDER_TEST_CHILD_STORE") else {
         return;
     };
-    let store = Store::open(path);
+    let store = Store::connect(path).expect("a store URL");
     let mut out = std::io::stdout().lock();
     for i in 0.. {
         let o = store
@@ -222,7 +230,8 @@ fn reported_ids(text: &str, into: &mut Vec<String>) {
 }
 
 fn check_store(path: &Path, reported: &[String], ctx: &str) -> usize {
-    let tasks = Store::open(path)
+    let tasks = Store::connect(path)
+        .expect("a store URL")
         .load()
         .unwrap_or_else(|e| panic!("{ctx}: the store is torn: {e}"));
     for id in reported {
@@ -299,7 +308,10 @@ fn sigkill_never_tears_the_store_once() {
         temps.len()
     );
     // The store still takes writes after all that.
-    Store::open(&path).create(NewTask::default()).unwrap();
+    Store::connect(&path)
+        .expect("a store URL")
+        .create(NewTask::default())
+        .unwrap();
 }
 
 #[test]
@@ -353,7 +365,7 @@ fn child_process_claim_loop() {
     ) else {
         return;
     };
-    let store = Store::open(path);
+    let store = Store::connect(path).expect("a store URL");
     let mut out = std::io::stdout().lock();
     while let Some(task) = store
         .claim_next(&holder, Duration::from_secs(3600), &[])
@@ -374,7 +386,7 @@ fn workers_in_separate_processes_never_share_a_task_once() {
     const WORKERS: usize = 4;
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     for _ in 0..TASKS {
         store.create(NewTask::default()).unwrap();
     }

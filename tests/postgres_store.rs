@@ -5,9 +5,6 @@
 //! (the server stopped mid-burst, backends terminated mid-transaction).
 
 mod common;
-
-use rudder::store::Open as _;
-use rudder::store::watch::Start as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -67,7 +64,7 @@ fn postgres_server_found_or_skipped() {
 fn a_new_database_reads_empty_and_the_first_write_creates_the_schema() {
     need_pg!();
     let url = pg::store_url();
-    let store = Store::open(&url);
+    let store = Store::connect(&url).expect("a store URL");
     assert!(store.load().unwrap().is_empty());
     assert!(!store.backend().exists().unwrap());
     assert_eq!(backend(&url).last_change().unwrap(), None);
@@ -129,7 +126,8 @@ fn unknown_fields_and_number_spelling_round_trip_through_copy() {
     let r = common::run_plain(&["copy", file.to_str().unwrap(), &url]);
     assert_eq!(r.code, 0, "{r:#?}");
     // The kind is in the indexed column too: a claim by kind finds it.
-    let claimed = Store::open(&url)
+    let claimed = Store::connect(&url)
+        .expect("a store URL")
         .claim_next("w", Duration::from_secs(60), &["diagnose".into()])
         .unwrap();
     assert_eq!(claimed.map(|t| t.task_id).as_deref(), Some("a1"));
@@ -141,7 +139,7 @@ fn unknown_fields_and_number_spelling_round_trip_through_copy() {
     let r = common::run_plain(&["copy", &url, back.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{r:#?}");
     let original = rudder::store::decode(&file, text.as_bytes()).unwrap();
-    let copied = Store::open(&back).load().unwrap();
+    let copied = Store::connect(&back).expect("a store URL").load().unwrap();
     assert_eq!(
         serde_json::to_string(&original).unwrap(),
         serde_json::to_string(&copied).unwrap()
@@ -154,7 +152,7 @@ fn unknown_fields_and_number_spelling_round_trip_through_copy() {
 fn a_newer_schema_is_refused_and_left_alone() {
     need_pg!();
     let url = pg::store_url();
-    let store = Store::open(&url);
+    let store = Store::connect(&url).expect("a store URL");
     store.create(NewTask::default()).unwrap();
     let cluster = pg::shared();
     let StoreUrl::Postgres(u) = StoreUrl::parse(&url).unwrap() else {
@@ -225,7 +223,7 @@ fn child_machine() {
     ) else {
         return;
     };
-    let store = Store::open(url);
+    let store = Store::connect(url).expect("a store URL");
     let jobs: usize = std::env::var("RUDDER_TEST_MACHINE_JOBS")
         .unwrap()
         .parse()
@@ -320,7 +318,7 @@ fn many_machines_lose_nothing_and_run_nothing_twice() {
     }
     // One winner per key: exactly one create of each job was applied.
     assert_eq!(created.len(), JOBS, "{created:?}");
-    let tasks = Store::open(&url).load().unwrap();
+    let tasks = Store::connect(&url).expect("a store URL").load().unwrap();
     assert_eq!(tasks.len(), JOBS);
     // Every job run exactly once, by the machine that says it ran it.
     completed.sort();
@@ -340,7 +338,11 @@ fn many_machines_lose_nothing_and_run_nothing_twice() {
         assert_eq!(completes, 1, "{task:?}");
     }
     assert_eq!(
-        Store::open(&url).counts().unwrap().get(Status::Completed),
+        Store::connect(&url)
+            .expect("a store URL")
+            .counts()
+            .unwrap()
+            .get(Status::Completed),
         JOBS
     );
 }
@@ -353,7 +355,7 @@ fn child_create_loop() {
         return;
     };
     use std::io::Write;
-    let store = Store::open(url);
+    let store = Store::connect(url).expect("a store URL");
     let mut out = std::io::stdout().lock();
     for i in 0.. {
         match store.create(NewTask {
@@ -374,7 +376,7 @@ fn child_create_loop() {
 
 /// The counts and the changes agree with the tasks: nothing half-applied.
 fn assert_whole(url: &str) {
-    let store = Store::open(url);
+    let store = Store::connect(url).expect("a store URL");
     let tasks = store.load().unwrap();
     let mut expect = std::collections::BTreeMap::new();
     for t in tasks.values() {
@@ -418,7 +420,7 @@ fn a_server_stopped_mid_burst_keeps_every_acknowledged_write() {
         ],
     );
     // Wait until the burst is under way, then crash the server.
-    let store = Store::open(&url);
+    let store = Store::connect(&url).expect("a store URL");
     common::wait_for(Duration::from_secs(60), || {
         (store.counts().ok()?.total() >= 50).then_some(())
     })
@@ -432,7 +434,7 @@ fn a_server_stopped_mid_burst_keeps_every_acknowledged_write() {
     assert_eq!(error.len(), 1, "the writer saw the server go: {stdout}");
     assert!(!error[0].contains("s3cret"));
     cluster.start_server().expect("restart");
-    let tasks = Store::open(&url).load().unwrap();
+    let tasks = Store::connect(&url).expect("a store URL").load().unwrap();
     for id in &acknowledged {
         assert!(tasks.contains_key(*id), "acknowledged create {id} was lost");
     }
@@ -441,7 +443,10 @@ fn a_server_stopped_mid_burst_keeps_every_acknowledged_write() {
     assert!(tasks.len() <= acknowledged.len() + 1);
     assert_whole(&url);
     // And the store takes writes again.
-    Store::open(&url).create(NewTask::default()).unwrap();
+    Store::connect(&url)
+        .expect("a store URL")
+        .create(NewTask::default())
+        .unwrap();
 }
 
 #[test]
@@ -458,7 +463,7 @@ fn backends_terminated_mid_transaction_are_retried_or_reported_never_doubled() {
         let stop = stop.clone();
         let answered = answered.clone();
         std::thread::spawn(move || {
-            let store = Store::open(&url);
+            let store = Store::connect(&url).expect("a store URL");
             let (mut ok, mut failed) = (Vec::new(), Vec::new());
             let mut i = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) || ok.len() < 50 {
@@ -491,7 +496,7 @@ fn backends_terminated_mid_transaction_are_retried_or_reported_never_doubled() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (ok, failed) = writer.join().unwrap();
     assert!(killed > 0, "no backend was terminated");
-    let tasks = Store::open(&url).load().unwrap();
+    let tasks = Store::connect(&url).expect("a store URL").load().unwrap();
     let mut titles: Vec<String> = tasks.values().filter_map(|t| t.title.clone()).collect();
     titles.sort();
     let mut unique = titles.clone();
@@ -514,13 +519,14 @@ fn a_zombie_worker_whose_claim_was_taken_over_is_refused() {
     need_pg!();
     let url = pg::store_url();
     let id = common::create(&PathBuf::from(&url), &[]);
-    let zombie = Store::open(&url);
+    let zombie = Store::connect(&url).expect("a store URL");
     zombie
         .claim(&id, "zombie", Duration::from_millis(1))
         .unwrap();
     std::thread::sleep(Duration::from_millis(5));
     // The lease lapsed: another machine takes the task over.
-    let taken = Store::open(&url)
+    let taken = Store::connect(&url)
+        .expect("a store URL")
         .claim_next("rescuer", Duration::from_secs(600), &[])
         .unwrap()
         .expect("the lapsed task is claimable");
@@ -538,7 +544,7 @@ fn a_zombie_worker_whose_claim_was_taken_over_is_refused() {
         .unwrap_err();
     assert_eq!(refused.cli_kind(), "lease_lost", "{refused}");
     assert_eq!(refused.exit_code(), 4);
-    let task = Store::open(&url).get(&id).unwrap();
+    let task = Store::connect(&url).expect("a store URL").get(&id).unwrap();
     assert_eq!(task.status, Status::Working);
     assert_eq!(task.claimed_by.as_deref(), Some("rescuer"));
 }
@@ -594,7 +600,7 @@ fn a_least_privileged_role_runs_everything_once_the_owner_migrated() {
     let id = common::create(&app, &["--title", "least privilege"]);
     let r = common::run(&app, &["get", &id, "--json"]);
     assert_eq!(r.code, 0, "{r:#?}");
-    let store = Store::open(&app);
+    let store = Store::connect(&app).expect("a store URL");
     let claimed = store
         .claim_next("w", Duration::from_secs(60), &[])
         .unwrap()
@@ -776,16 +782,16 @@ async fn the_feed_of_one_task_reports_its_changes() {
         return;
     }
     let url = pg::off_runtime(pg::store_url);
-    let store = Store::open(&url);
+    let store = Store::connect(&url).expect("a store URL");
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     let other = store.create(NewTask::default()).unwrap().task.task_id;
-    let mut feed = rudder::watch::ChangeFeed::start(
-        PathBuf::from(&url),
-        rudder::watch::FeedOptions {
-            task: Some(id.clone()),
-            ..Default::default()
-        },
-    );
+    let mut feed =
+        rudder::Store::connect(&url)
+            .expect("a store URL")
+            .feed(rudder::watch::FeedOptions {
+                task: Some(id.clone()),
+                ..Default::default()
+            });
     let first = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
     assert!(
         matches!(first, Ok(Some(rudder::watch::FeedEvent::Reset(_)))),
@@ -814,18 +820,18 @@ async fn a_store_dropped_before_the_feeds_first_look_is_reported_missing() {
         return;
     }
     let url = pg::off_runtime(pg::store_url);
-    let store = Store::open(&url);
+    let store = Store::connect(&url).expect("a store URL");
     let id = store.create(NewTask::default()).unwrap().task.task_id;
-    let mut feed = rudder::watch::ChangeFeed::start(
-        PathBuf::from(&url),
-        rudder::watch::FeedOptions {
-            task: Some(id),
-            notify: false,
-            // Long enough for the drop to be done before the first look.
-            stat_interval: Duration::from_secs(2),
-            ..Default::default()
-        },
-    );
+    let mut feed =
+        rudder::Store::connect(&url)
+            .expect("a store URL")
+            .feed(rudder::watch::FeedOptions {
+                task: Some(id),
+                notify: false,
+                // Long enough for the drop to be done before the first look.
+                stat_interval: Duration::from_secs(2),
+                ..Default::default()
+            });
     let first = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
     assert!(
         matches!(first, Ok(Some(rudder::watch::FeedEvent::Reset(_)))),
@@ -1114,7 +1120,7 @@ fn backwards_pages_and_the_text_filter_read_an_index() {
     std::fs::write(&file, serde_json::Value::Object(tasks).to_string()).unwrap();
     let r = common::run(&file, &["copy", file.to_str().unwrap(), &url]);
     assert_eq!(r.code, 0, "{r:#?}");
-    let store = Store::open(&url);
+    let store = Store::connect(&url).expect("a store URL");
     let all: Vec<_> = store.load().unwrap().into_values().collect();
     // A task with a title ("incident 61"), so that the title page is a
     // range of that index.
@@ -1166,7 +1172,7 @@ fn backwards_pages_and_the_text_filter_read_an_index() {
     ];
     for (index, q) in queries {
         let before = index_scans(cluster, &db, index);
-        let store = Store::open(&url);
+        let store = Store::connect(&url).expect("a store URL");
         let ids = |v: Vec<rudder::Task>| v.into_iter().map(|t| t.task_id).collect::<Vec<_>>();
         let page = ids(store.page(&q).unwrap());
         assert_eq!(page, ids(page_in_memory(all.clone(), &q)), "{q:?}");
@@ -1211,7 +1217,7 @@ fn without_pg_trgm_the_text_filter_is_unindexed_and_migrate_says_so() {
     );
     common::create(&url, &["--title", "find the needle"]);
     common::create(&url, &["--title", "hay"]);
-    let store = Store::open(&url);
+    let store = Store::connect(&url).expect("a store URL");
     let found = store
         .page(&rudder::store::query::PageQuery {
             text: Some("NEEDLE".into()),
@@ -1236,7 +1242,7 @@ fn without_pg_trgm_the_text_filter_is_unindexed_and_migrate_says_so() {
 fn a_version_2_store_is_read_and_then_migrated_by_the_first_write() {
     need_pg!();
     let url = pg::store_url();
-    let store = Store::open(&url);
+    let store = Store::connect(&url).expect("a store URL");
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     store
         .heartbeat(
@@ -1265,7 +1271,7 @@ fn a_version_2_store_is_read_and_then_migrated_by_the_first_write() {
         text: Some("NEEDLE".into()),
         ..Default::default()
     };
-    let store = Store::open(&url);
+    let store = Store::connect(&url).expect("a store URL");
     let found = store.page(&needle).unwrap();
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].task_id, id);
@@ -1286,7 +1292,10 @@ fn a_version_2_store_is_read_and_then_migrated_by_the_first_write() {
     };
     assert_eq!(version, rudder::store::postgres::SCHEMA_VERSION);
     assert_eq!(message.as_deref(), Some("looking for the needle"));
-    let found = Store::open(&url).page(&needle).unwrap();
+    let found = Store::connect(&url)
+        .expect("a store URL")
+        .page(&needle)
+        .unwrap();
     assert_eq!(found.len(), 1);
 }
 
@@ -1298,7 +1307,7 @@ fn a_version_2_store_is_read_and_then_migrated_by_the_first_write() {
 fn a_store_from_before_kinds_is_read_and_then_migrated_by_the_first_write() {
     need_pg!();
     let url = pg::store_url();
-    let store = Store::open(&url);
+    let store = Store::connect(&url).expect("a store URL");
     let new = |kind: &str| NewTask {
         kind: Some(kind.into()),
         ..NewTask::default()
@@ -1321,7 +1330,7 @@ fn a_store_from_before_kinds_is_read_and_then_migrated_by_the_first_write() {
         kinds: vec!["diagnose".into()],
         ..Default::default()
     };
-    let store = Store::open(&url);
+    let store = Store::connect(&url).expect("a store URL");
     let found = store.page(&diagnose).unwrap();
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].task_id, id);
@@ -1356,7 +1365,8 @@ fn wait_outlives_a_restart_of_the_server() {
     let cluster = pg::Cluster::start().expect("a cluster of its own");
     let db = cluster.create_database();
     let url = cluster.url(&db);
-    let id = Store::open(&url)
+    let id = Store::connect(&url)
+        .expect("a store URL")
         .create(NewTask {
             title: Some("outlives a restart".into()),
             ..NewTask::default()
@@ -1389,7 +1399,8 @@ fn wait_outlives_a_restart_of_the_server() {
     cluster.stop_immediate();
     said("still waiting");
     cluster.start_server().expect("restart");
-    Store::open(&url)
+    Store::connect(&url)
+        .expect("a store URL")
         .complete(&id, json!({"ok": true}), Actor::Anyone)
         .unwrap();
     let out = child.wait_with_output().unwrap();
@@ -1439,7 +1450,8 @@ fn a_write_during_a_restart_of_the_server_waits_for_it() {
     need_pg!();
     let cluster = pg::Cluster::start().expect("a cluster of its own");
     let db = cluster.create_database();
-    let created = Store::open(cluster.url(&db))
+    let created = Store::connect(cluster.url(&db))
+        .expect("a store URL")
         .create(NewTask::default())
         .unwrap()
         .task;
@@ -1473,7 +1485,10 @@ fn a_write_during_a_restart_of_the_server_waits_for_it() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let task = Store::open(cluster.url(&db)).get(&id).unwrap();
+    let task = Store::connect(cluster.url(&db))
+        .expect("a store URL")
+        .get(&id)
+        .unwrap();
     assert_eq!(task.status_message.as_deref(), Some("across"));
     assert_eq!(
         task.revision,
@@ -1491,7 +1506,7 @@ fn copy_into_postgres_in_bulk_is_exact_and_can_be_run_again() {
     need_pg!();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("from.json");
-    let from = Store::open(&file);
+    let from = Store::connect(&file).expect("a store URL");
     let mut ids = Vec::new();
     for i in 0..300 {
         let t = from
@@ -1518,7 +1533,7 @@ fn copy_into_postgres_in_bulk_is_exact_and_can_be_run_again() {
     let changes = || backend(&url).last_change().unwrap().unwrap_or(0);
     let r = copy();
     assert_eq!(r["copied"], 300, "{r}");
-    let to = Store::open(&url);
+    let to = Store::connect(&url).expect("a store URL");
     let loaded = to.load().unwrap();
     let original = from.load().unwrap();
     assert_eq!(
@@ -1596,7 +1611,7 @@ fn dropping_one_stores_schema_keeps_another_stores_text_index() {
 fn an_unknown_status_in_a_row_is_reported_as_corrupt() {
     need_pg!();
     let url = pg::store_url();
-    let store = Store::open(&url);
+    let store = Store::connect(&url).expect("a store URL");
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     let StoreUrl::Postgres(u) = StoreUrl::parse(&url).unwrap() else {
         unreachable!()
@@ -1639,7 +1654,7 @@ fn nul_characters_through_copy_and_in_identifiers() {
     let url = pg::store_url();
     let r = common::run_plain(&["copy", file.to_str().unwrap(), &url]);
     assert_eq!(r.code, 0, "{r:#?}");
-    let store = Store::open(&url);
+    let store = Store::connect(&url).expect("a store URL");
     let task = store.get("n1").unwrap();
     assert_eq!(task.title.as_deref(), Some("a\u{0}b"));
     assert_eq!(task.status_message.as_deref(), Some("m\u{0}"));
@@ -1746,7 +1761,7 @@ fn copy_into_postgres_leaves_the_text_index_whole_and_a_failed_copy_changes_noth
             .map(|t| t.title.unwrap_or_default())
             .collect()
     };
-    let store = Store::open(&url);
+    let store = Store::connect(&url).expect("a store URL");
     assert_eq!(found(&store), ["the NEEDLE"]);
     // The same tasks and 500 more, a hundred of them with one key (which
     // a JSON file accepts): PostgreSQL's unique index refuses the batch
@@ -1786,7 +1801,8 @@ fn copy_into_an_empty_postgres_store_builds_its_indexes_once_and_a_failed_one_ch
     need_pg!();
     let cluster = pg::shared();
     let (made, loaded) = (cluster.create_database(), cluster.create_database());
-    Store::open(cluster.url(&made))
+    Store::connect(cluster.url(&made))
+        .expect("a store URL")
         .create(NewTask::default())
         .unwrap();
     let url = cluster.url(&loaded);
@@ -1851,7 +1867,7 @@ fn copy_into_an_empty_postgres_store_builds_its_indexes_once_and_a_failed_one_ch
     let r = common::run_plain(&["copy", bad.to_str().unwrap(), &url]);
     assert_ne!(r.code, 0, "{r:#?}");
     assert!(r.stderr.contains("the-same-key"), "{}", r.stderr);
-    let store = Store::open(&url);
+    let store = Store::connect(&url).expect("a store URL");
     assert_eq!(store.counts().unwrap().total(), 0, "nothing was written");
     assert_eq!(indexes(&loaded), reference, "every index is there");
     let before = backend(&url).last_change().unwrap().unwrap_or(0);
@@ -1880,7 +1896,8 @@ fn copy_into_an_empty_postgres_store_builds_its_indexes_once_and_a_failed_one_ch
     );
     assert_eq!(
         serde_json::to_string(&store.load().unwrap()).unwrap(),
-        serde_json::to_string(&Store::open(&good).load().unwrap()).unwrap(),
+        serde_json::to_string(&Store::connect(&good).expect("a store URL").load().unwrap())
+            .unwrap(),
         "every field, in store order"
     );
     let counts = store.counts().unwrap();
@@ -1919,7 +1936,14 @@ fn a_corrupt_source_copied_into_an_empty_postgres_store_is_refused_with_its_line
     assert_eq!(r.code, 6, "{r:#?}");
     assert_eq!(r.json()["error"], "corrupt_store");
     assert_eq!(r.json()["line"].as_u64(), Some(line as u64), "{r:#?}");
-    assert_eq!(Store::open(&url).counts().unwrap().total(), 0);
+    assert_eq!(
+        Store::connect(&url)
+            .expect("a store URL")
+            .counts()
+            .unwrap()
+            .total(),
+        0
+    );
 }
 
 /// A copy run again into a PostgreSQL store in use (to bring changes
@@ -1933,7 +1957,7 @@ fn copy_again_into_a_postgres_store_in_use_waits_for_no_reader() {
     let url = cluster.url(&cluster.create_database());
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("from.json");
-    let from = Store::open(&file);
+    let from = Store::connect(&file).expect("a store URL");
     for i in 0..20 {
         from.create(NewTask {
             title: Some(format!("task {i}")),

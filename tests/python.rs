@@ -11,8 +11,6 @@
 //! so the library's dependencies are not built again).
 
 mod common;
-
-use rudder::store::Open as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -126,7 +124,7 @@ fn the_demo_runs_the_python_worker_through_a_kill_and_a_restart() {
     let venv = built();
     let dir = tempfile::tempdir().expect("a temp dir");
     let path = dir.path().join("rudder-demo.json");
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     rudder::demo::seed::seed(&store).expect("seed the demo store");
     let seeded = store.list(&[]).expect("read the store").len();
     let python = venv.join("bin/python");

@@ -10,8 +10,6 @@
 //! It runs once per backend (`$RUDDER_TEST_STORE` narrows to one).
 
 mod common;
-
-use rudder::store::Open as _;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -41,7 +39,7 @@ fn child_role() {
     ) else {
         return; // not started as a child: nothing to do
     };
-    let store = Store::open(store);
+    let store = Store::connect(store).expect("a store URL");
     for i in 0..OPS {
         let start = now_ns();
         let line = if i % 2 == 0 {
@@ -70,7 +68,7 @@ fn acknowledged_operations_are_present_and_in_real_time_order() {
 fn acknowledged_operations_are_present_and_in_real_time_order_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = common::store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let shared = store
         .create(NewTask::default())
         .expect("create")

@@ -1,7 +1,5 @@
 //! `reclaim_tasks`: a reclaim confirmed after a preview fails exactly the
 //! previewed tasks that did not change since, and nothing else.
-
-use rudder::store::Open as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,7 +15,8 @@ fn store_with_clock() -> (tempfile::TempDir, DateTime<Utc>, Clock, Store) {
     let start: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().expect("time");
     let clock = Arc::new(Mutex::new(start));
     let c = clock.clone();
-    let store = Store::open(dir.path().join("tasks.json"))
+    let store = Store::connect(dir.path().join("tasks.json"))
+        .expect("a store URL")
         .with_clock(Arc::new(move || *c.lock().expect("clock")));
     (dir, start, clock, store)
 }

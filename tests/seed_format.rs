@@ -4,8 +4,6 @@
 //! keeps what it does not understand.
 
 mod common;
-
-use rudder::store::Open as _;
 use std::path::PathBuf;
 
 use common::{fingerprint, run};
@@ -61,7 +59,7 @@ fn the_fixture_has_the_seed_layout() {
 fn a_seed_store_loads_with_defaults() {
     let (_dir, path) = copy_of_fixture();
     let before = fingerprint(&path);
-    let tasks = Store::open(&path).load().unwrap();
+    let tasks = Store::connect(&path).expect("a store URL").load().unwrap();
     assert_eq!(tasks.len(), 4);
     let ids: Vec<&str> = tasks.keys().map(String::as_str).collect();
     assert_eq!(ids[..2], [WAITING, DONE], "file order is kept");
@@ -158,7 +156,10 @@ fn a_seed_task_takes_input_and_keeps_unknown_fields() {
     assert!(text.starts_with("{\n  \"34df0ab7"));
 
     // A fresh process reads back what was written; a repeat is unchanged.
-    let t = Store::open(&path).get(WAITING).unwrap();
+    let t = Store::connect(&path)
+        .expect("a store URL")
+        .get(WAITING)
+        .unwrap();
     assert_eq!(t.status, Status::Working);
     assert_eq!(t.extra["owner"]["escalated"], false);
     let r = run(

@@ -320,12 +320,11 @@ fn holds_a_lock_on(ino: u64) -> bool {
 /// process (whose commits would then go to a deleted WAL).
 #[test]
 fn a_second_store_object_in_a_process_keeps_sqlites_locks() {
-    use rudder::store::Open as _;
     use rudder::{NewTask, Store};
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("t.db");
     let store = url(&db);
-    let first = Store::open(&store);
+    let first = Store::connect(&store).expect("a store URL");
     first.create(NewTask::default()).expect("create");
     let shm = PathBuf::from(format!("{}-shm", db.display()));
     let (wal_before, shm_before) = (inode(&wal(&db)), inode(&shm));
@@ -336,7 +335,7 @@ fn a_second_store_object_in_a_process_keeps_sqlites_locks() {
         "SQLite holds no lock on the database"
     );
     // A second object opens (and checks) the file and reads.
-    let second = Store::open(&store);
+    let second = Store::connect(&store).expect("a store URL");
     assert_eq!(second.list(&[]).expect("list").len(), 1);
     assert!(
         holds_a_lock_on(db_ino),

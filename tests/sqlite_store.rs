@@ -4,8 +4,6 @@
 //! in-memory reference on both backends.
 
 mod common;
-
-use rudder::store::Open as _;
 use std::path::Path;
 use std::time::Duration;
 
@@ -85,7 +83,10 @@ fn another_applications_database_is_refused_untouched() {
 fn a_store_from_a_newer_rudder_is_refused_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tasks.db");
-    Store::open(&path).create(NewTask::default()).unwrap();
+    Store::connect(&path)
+        .expect("a store URL")
+        .create(NewTask::default())
+        .unwrap();
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
@@ -258,7 +259,7 @@ fn pages_and_counts_agree_with_the_reference_on_every_backend() {
 fn pages_and_counts_agree_with_the_reference_on_every_backend_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     varied(&store);
     let all: Vec<_> = store.load().unwrap().into_values().collect();
     let counts = store.counts().unwrap();
@@ -362,7 +363,7 @@ fn an_ambiguous_prefix_lists_a_bounded_number_of_candidates() {
     common::each_backend(|| {
         let dir = tempfile::tempdir().unwrap();
         let path = common::store_in(dir.path());
-        let store = Store::open(&path);
+        let store = Store::connect(&path).expect("a store URL");
         store
             .backend()
             .transact(&mut |tasks| {
@@ -465,7 +466,7 @@ fn the_stalled_count_agrees_with_the_tasks_once() {
     use rudder::task::{Task, TaskMap};
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let base = Utc::now();
     let mut tasks = TaskMap::new();
     for i in 0..300u32 {
@@ -541,7 +542,7 @@ fn the_stalled_count_agrees_with_the_tasks_once() {
     // A store that does not exist has none (and is not created).
     let empty = tempfile::tempdir().unwrap();
     if common::kind() != common::Kind::Postgres {
-        let missing = Store::open(common::store_in(empty.path()));
+        let missing = Store::connect(common::store_in(empty.path())).expect("a store URL");
         assert_eq!(missing.stalled(base).unwrap(), 0);
         assert!(std::fs::read_dir(empty.path()).unwrap().next().is_none());
     }
@@ -553,7 +554,10 @@ fn the_stalled_count_agrees_with_the_tasks_once() {
 fn the_stalled_count_is_a_range_of_an_index() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tasks.db");
-    Store::open(&path).create(NewTask::default()).unwrap();
+    Store::connect(&path)
+        .expect("a store URL")
+        .create(NewTask::default())
+        .unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();
     let plan: Vec<String> = conn
         .prepare(
@@ -581,7 +585,7 @@ fn the_stalled_count_is_a_range_of_an_index() {
 fn an_unknown_status_in_a_row_is_reported_as_corrupt() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.db");
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
@@ -612,9 +616,13 @@ fn a_read_does_not_wait_for_a_write_of_the_same_process() {
     use rudder::store::Backend as _;
     use std::sync::mpsc;
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("tasks.db"));
+    let store = Store::connect(dir.path().join("tasks.db")).expect("a store URL");
     assert!(store.quick_reads(), "SQLite reads are quick");
-    assert!(!Store::open(dir.path().join("tasks.json")).quick_reads());
+    assert!(
+        !Store::connect(dir.path().join("tasks.json"))
+            .expect("a store URL")
+            .quick_reads()
+    );
     let id = store
         .create(NewTask {
             title: Some("held behind a write".into()),

@@ -5,8 +5,6 @@
 //! store (a fresh `Store::open` on the same path, as a restarted process would).
 
 mod common;
-
-use rudder::store::Open as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -381,7 +379,9 @@ fn base() -> DateTime<Utc> {
 }
 
 fn open(path: &Path, clock: &Clock) -> Store {
-    Store::open(path).with_clock(clock.clone())
+    Store::connect(path)
+        .expect("a store URL")
+        .with_clock(clock.clone())
 }
 
 /// What changes when the store is written (nothing before it exists).
@@ -523,7 +523,10 @@ fn check_sequence_once(ops: &[Op]) {
         };
         assert_eq!(written, expected == Ok(Change::Applied), "{ctx}: write");
         // The whole store, as a freshly opened one reads it.
-        let tasks = Store::open(&path).list(&[]).unwrap();
+        let tasks = Store::connect(&path)
+            .expect("a store URL")
+            .list(&[])
+            .unwrap();
         assert_eq!(tasks.len(), model.tasks.len(), "{ctx}: number of tasks");
         for (m, t) in model.tasks.iter().zip(&tasks) {
             m.check(t, &format!("{ctx}: stored task {}", m.id));

@@ -3,8 +3,6 @@
 //! (typed error carrying the snapshot, file not touched), unknown task.
 
 mod common;
-
-use rudder::store::Open as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -212,7 +210,7 @@ struct Fixture {
 fn fixture(start: Start) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let bystander = store
         .create(NewTask {
             title: Some("bystander".into()),
@@ -266,7 +264,7 @@ fn fixture(start: Start) -> Fixture {
 }
 
 fn stored(path: &Path, id: &str) -> Task {
-    Store::open(path).get(id).unwrap()
+    Store::connect(path).expect("a store URL").get(id).unwrap()
 }
 
 fn assert_untouched(before: &StoreState, path: &Path, ctx: &str) {
@@ -389,7 +387,7 @@ fn unknown_task_on_a_store_that_does_not_exist_yet() {
 fn unknown_task_on_a_store_that_does_not_exist_yet_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     assert!(store.list(&[]).unwrap().is_empty());
     for m in MUTATIONS {
         assert_eq!(
@@ -411,7 +409,7 @@ fn a_prefix_finds_a_task_and_an_ambiguous_one_is_refused() {
 fn a_prefix_finds_a_task_and_an_ambiguous_one_is_refused_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let ids: Vec<String> = (0..40)
         .map(|_| store.create(NewTask::default()).unwrap().task.task_id)
         .collect();
@@ -465,7 +463,7 @@ fn a_zombie_worker_cannot_overwrite_its_successor() {
 fn a_zombie_worker_cannot_overwrite_its_successor_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     // w1 takes a lease that is already over; w2 takes the task over.
     store.claim(&id, "w1", Duration::ZERO).unwrap();
@@ -495,7 +493,7 @@ fn create_is_idempotent_by_key() {
 fn create_is_idempotent_by_key_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let new = || NewTask {
         input_schema: Some(s0()),
         idempotency_key: Some("incident-1".into()),
@@ -592,7 +590,7 @@ fn tasks_are_created_listed_and_claimed_by_kind() {
 fn tasks_are_created_listed_and_claimed_by_kind_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let create = |kind: Option<&str>| {
         store
             .create(NewTask {
@@ -672,9 +670,11 @@ fn tasks_are_created_listed_and_claimed_by_kind_once() {
     assert_eq!(claim(&["backup", "diagnose"]), Some(id(&d)));
     assert_eq!(claim(&[]), None);
     // A lapsed lease frees the task for its kind again.
-    let later = Store::open(&path).with_clock(std::sync::Arc::new(|| {
-        chrono::Utc::now() + chrono::TimeDelta::hours(2)
-    }));
+    let later = Store::connect(&path)
+        .expect("a store URL")
+        .with_clock(std::sync::Arc::new(|| {
+            chrono::Utc::now() + chrono::TimeDelta::hours(2)
+        }));
     let next = later
         .claim_next("w2", HOUR, &kinds(&["nope", "backup"]))
         .unwrap();
@@ -689,7 +689,7 @@ fn create_starts_working_or_input_required() {
 fn create_starts_working_or_input_required_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let w = store.create(NewTask::default()).unwrap().task;
     assert_eq!(w.status, Status::Working);
     assert_eq!(w.history.len(), 1);
@@ -719,7 +719,7 @@ fn a_new_store_file_is_private() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sub/tasks.json");
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     store.create(NewTask::default()).unwrap();
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
@@ -753,7 +753,7 @@ fn a_value_too_deep_for_readers_is_refused_by_every_writer() {
     use rudder::store::MAX_VALUE_DEPTH;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tasks.json");
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let working = store.create(NewTask::default()).unwrap().task.task_id;
     let waiting = store
         .create(NewTask {
@@ -832,7 +832,7 @@ fn a_value_too_deep_for_readers_is_refused_by_every_writer() {
     store
         .complete(&working, nested_object(MAX_VALUE_DEPTH), Actor::Anyone)
         .unwrap();
-    let tasks = Store::open(&path).load().unwrap();
+    let tasks = Store::connect(&path).expect("a store URL").load().unwrap();
     assert_eq!(tasks[&created.task.task_id].request, Some(at_limit));
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(rudder::store::decode(&path, &bytes).unwrap(), tasks);
@@ -844,7 +844,7 @@ fn a_value_too_deep_for_readers_is_refused_by_every_writer() {
 fn a_value_that_would_read_back_as_something_else_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tasks.json");
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     let before = store_state(&path);
     let marker = json!({"a": [{ (rudder::store::RESERVED_KEY): "not a number" }]});
@@ -856,7 +856,7 @@ fn a_value_that_would_read_back_as_something_else_is_refused() {
         other => panic!("{other:?}"),
     }
     assert_untouched(&before, &path, "reserved key");
-    Store::open(&path).load().unwrap();
+    Store::connect(&path).expect("a store URL").load().unwrap();
 }
 
 /// A write that would grow the file past the size every reader accepts is
@@ -869,7 +869,9 @@ fn a_store_never_grows_past_what_readers_accept() {
     let fs = Arc::new(SimFs::new());
     let path = PathBuf::from("/store/tasks.json");
     let limit = 4096;
-    let store = Store::with_backend(FileBackend::with_fs(&path, fs.clone()).with_max_bytes(limit));
+    let store = rudder::store::StoreOf::with_backend(
+        FileBackend::with_fs(&path, fs.clone()).with_max_bytes(limit),
+    );
     let big = |n: usize| NewTask {
         request: Some(json!("x".repeat(n))),
         ..NewTask::default()
@@ -916,7 +918,7 @@ fn a_store_never_grows_past_what_readers_accept() {
 fn a_revision_at_its_maximum_refuses_further_changes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tasks.json");
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     let done = store.create(NewTask::default()).unwrap().task.task_id;
     store.cancel(&done, None).unwrap();
@@ -980,7 +982,7 @@ fn a_new_database_and_its_wal_are_private() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sub/tasks.db");
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     store.create(NewTask::default()).unwrap();
     // While the store is open its -wal and -shm files exist.
     for p in ["sub/tasks.db", "sub/tasks.db-wal", "sub/tasks.db-shm"] {
@@ -1027,7 +1029,7 @@ fn prune_racing_every_mutation_once() {
         idempotency_key: Some(format!("k{i}")),
         ..NewTask::default()
     };
-    let setup = Store::open(&path);
+    let setup = Store::connect(&path).expect("a store URL");
     let ids: Vec<String> = (0..TASKS)
         .map(|i| setup.create(key(i)).unwrap().task.task_id)
         .collect();
@@ -1043,7 +1045,7 @@ fn prune_racing_every_mutation_once() {
     let unexpected: Vec<String> = std::thread::scope(|s| {
         // Removes every finished task, over and over, until the others end.
         let pruner = s.spawn(|| {
-            let store = Store::open(&path);
+            let store = Store::connect(&path).expect("a store URL");
             let mut bad = Vec::new();
             let mut rounds = 0;
             while rounds == 0 || !done.load(Ordering::SeqCst) {
@@ -1054,7 +1056,7 @@ fn prune_racing_every_mutation_once() {
         });
         // Finishes each task in turn, making it prunable under the others.
         let finisher = s.spawn(|| {
-            let store = Store::open(&path);
+            let store = Store::connect(&path).expect("a store URL");
             let mut bad = Vec::new();
             for id in &ids {
                 check("cancel", store.cancel(id, None).map(|_| ()), &mut bad);
@@ -1063,7 +1065,7 @@ fn prune_racing_every_mutation_once() {
         });
         // Every mutation, and a read, on each task in turn.
         let mutator = s.spawn(|| {
-            let store = Store::open(&path);
+            let store = Store::connect(&path).expect("a store URL");
             let mut bad = Vec::new();
             for id in &ids {
                 for m in MUTATIONS {
@@ -1079,7 +1081,7 @@ fn prune_racing_every_mutation_once() {
         });
         // Claims whatever is claimable while tasks are finished and removed.
         let claimer = s.spawn(|| {
-            let store = Store::open(&path);
+            let store = Store::connect(&path).expect("a store URL");
             let mut bad = Vec::new();
             for _ in 0..TASKS {
                 let r = store.claim_next("w3", HOUR, &[]).map(|_| ());
@@ -1089,7 +1091,7 @@ fn prune_racing_every_mutation_once() {
         });
         // Creates again with the keys of the tasks being removed.
         let creator = s.spawn(|| {
-            let store = Store::open(&path);
+            let store = Store::connect(&path).expect("a store URL");
             let mut bad = Vec::new();
             for i in 0..TASKS {
                 check("create", store.create(key(i)).map(|_| ()), &mut bad);
@@ -1128,7 +1130,7 @@ fn nul_characters_in_values_and_text_are_kept() {
 fn nul_characters_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     let nul = json!({"note": "a\u{0}b", "list": ["\u{0}"]});
     let id = store
         .create(NewTask {
@@ -1147,7 +1149,10 @@ fn nul_characters_once() {
         .heartbeat(&id, Some("still\u{0}here".into()), None, Actor::Anyone)
         .unwrap();
     store.complete(&id, nul.clone(), Actor::Anyone).unwrap();
-    let task = Store::open(&path).get(&id).unwrap();
+    let task = Store::connect(&path)
+        .expect("a store URL")
+        .get(&id)
+        .unwrap();
     assert_eq!(task.title.as_deref(), Some("title\u{0}with nul"));
     assert_eq!(task.request.as_ref(), Some(&nul));
     assert_eq!(task.result.as_ref(), Some(&nul));

@@ -4,8 +4,6 @@
 //! change of the file (an edit in place, another program's rewrite, a
 //! record that does not match, garbage in the lock file) means the whole
 //! check, with the position of any problem.
-
-use rudder::store::Open as _;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,7 +14,7 @@ use rudder::task::{Actor, Status};
 
 fn new_store(dir: &Path) -> (Store, PathBuf) {
     let path = dir.join("tasks.json");
-    (Store::open(&path), path)
+    (Store::connect(&path).expect("a store URL"), path)
 }
 
 fn lock_path(store: &Path) -> PathBuf {

@@ -3,8 +3,6 @@
 
 #[path = "tui_common/mod.rs"]
 mod common;
-
-use rudder::store::Open as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -233,8 +231,10 @@ fn r_with_marks_previews_and_reclaims_only_the_marked_tasks() {
     each_store(|| {
         let fx = Fixture::new(TaskMap::new());
         let path = fx.path().to_path_buf();
-        let past = Store::open(&path).with_clock(Arc::new(|| Utc::now() - TimeDelta::hours(1)));
-        let store = Store::open(&path);
+        let past = Store::connect(&path)
+            .expect("a store URL")
+            .with_clock(Arc::new(|| Utc::now() - TimeDelta::hours(1)));
+        let store = Store::connect(&path).expect("a store URL");
         let new = |s: &Store, title: &str| {
             s.create(NewTask {
                 title: Some(title.into()),
@@ -409,8 +409,10 @@ fn r_with_marks_says_it_is_about_the_marked_and_a_finished_one_is_not_called_unf
     each_store(|| {
         let fx = Fixture::new(TaskMap::new());
         let path = fx.path().to_path_buf();
-        let past = Store::open(&path).with_clock(Arc::new(|| Utc::now() - TimeDelta::hours(1)));
-        let store = Store::open(&path);
+        let past = Store::connect(&path)
+            .expect("a store URL")
+            .with_clock(Arc::new(|| Utc::now() - TimeDelta::hours(1)));
+        let store = Store::connect(&path).expect("a store URL");
         let new = |title: &str| {
             past.create(NewTask {
                 title: Some(title.into()),

@@ -2,8 +2,6 @@
 //! vt100 parser, while another process writes the store.
 
 mod common;
-
-use rudder::store::Open as _;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -452,7 +450,8 @@ fn a_large_sqlite_store_is_paged() {
     let store = dir.path().join("tasks.db");
     let base = chrono::Utc::now() - chrono::TimeDelta::days(30);
     let started = Instant::now();
-    rudder::Store::open(&store)
+    rudder::Store::connect(&store)
+        .expect("a store URL")
         .backend()
         .transaction(&mut |txn| {
             for i in 0..N {

@@ -8,7 +8,6 @@ mod common;
 
 use chrono::TimeDelta;
 use common::*;
-use rudder::store::Open as _;
 use rudder::task::{Status, TaskMap};
 use rudder::tui::app::{App, Popup, Tone};
 use rudder::tui::update::Effect;
@@ -181,7 +180,7 @@ fn a_message_is_never_stale_in_the_store_the_table_or_list() {
         use rudder::task::Actor;
         let fx = Fixture::new(TaskMap::new());
         let path = fx.path().to_path_buf();
-        let store = Store::open(&path);
+        let store = Store::connect(&path).expect("a store URL");
         let question = "which service should the diagnosis follow?";
         let waiting = store
             .create(NewTask {
@@ -262,7 +261,7 @@ fn an_answered_task_says_it_waits_for_a_worker_until_one_writes() {
         use rudder::task::{AWAITING_RESUME, Actor};
         let fx = Fixture::new(TaskMap::new());
         let path = fx.path().to_path_buf();
-        let store = Store::open(&path);
+        let store = Store::connect(&path).expect("a store URL");
         let waiting = store
             .create(NewTask {
                 title: Some("INC-1043 card payments".into()),

@@ -3,8 +3,6 @@
 
 #[path = "tui_common/mod.rs"]
 mod common;
-
-use rudder::store::Open as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -343,14 +341,16 @@ fn reclaim_asks_the_age_previews_and_reports() {
     each_store(|| {
         let fx = Fixture::new(TaskMap::new());
         let path = fx.path().to_path_buf();
-        let old = Store::open(&path).with_clock(Arc::new(|| Utc::now() - TimeDelta::hours(1)));
+        let old = Store::connect(&path)
+            .expect("a store URL")
+            .with_clock(Arc::new(|| Utc::now() - TimeDelta::hours(1)));
         let stale = old
             .create(NewTask {
                 title: Some("stale".into()),
                 ..NewTask::default()
             })
             .expect("create");
-        let store = Store::open(&path);
+        let store = Store::connect(&path).expect("a store URL");
         let fresh = store.create(NewTask::default()).expect("create");
         let mut app = fx.app_now(Utc::now());
 
@@ -414,8 +414,10 @@ fn reclaim_fails_only_the_previewed_tasks_still_at_the_revision_shown() {
     each_store(|| {
         let fx = Fixture::new(TaskMap::new());
         let path = fx.path().to_path_buf();
-        let past = Store::open(&path).with_clock(Arc::new(|| Utc::now() - TimeDelta::hours(1)));
-        let store = Store::open(&path);
+        let past = Store::connect(&path)
+            .expect("a store URL")
+            .with_clock(Arc::new(|| Utc::now() - TimeDelta::hours(1)));
+        let store = Store::connect(&path).expect("a store URL");
         let create = |s: &Store, title: &str| {
             s.create(NewTask {
                 title: Some(title.into()),
@@ -455,7 +457,9 @@ fn reclaim_fails_only_the_previewed_tasks_still_at_the_revision_shown() {
             .heartbeat(&a.task_id, Some("still here".into()), None, Actor::Anyone)
             .expect("heartbeat");
         assert!(beat.task.revision > a.revision);
-        let later = Store::open(&path).with_clock(Arc::new(|| Utc::now() + TimeDelta::hours(1)));
+        let later = Store::connect(&path)
+            .expect("a store URL")
+            .with_clock(Arc::new(|| Utc::now() + TimeDelta::hours(1)));
 
         let effects = app.handle_key(ch('y'));
         assert_eq!(

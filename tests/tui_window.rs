@@ -4,8 +4,6 @@
 //! window holds the whole table: same rows, same order, same screen.
 
 mod tui_common;
-
-use rudder::store::Open as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -364,14 +362,14 @@ async fn over_a_json_file_the_window_follows_another_writer() {
     use rudder::task::Actor;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tasks.json");
-    let store = Arc::new(Store::open(&path));
+    let store = Arc::new(Store::connect(&path).expect("a store URL"));
     let new = |title: &str| NewTask {
         title: Some(title.into()),
         request: Some(serde_json::json!({"big": "x".repeat(100)})),
         ..NewTask::default()
     };
     let first = store.create(new("first")).expect("create").task.task_id;
-    let (source, mut updates) = rudder::tui::live(&path, &store);
+    let (source, mut updates) = rudder::tui::live(&store);
     let mut app = App::new(&path, false, now()).with_source(source);
     let mut until = async |app: &mut App, done: &dyn Fn(&App) -> bool| {
         while !done(app) {
@@ -385,7 +383,7 @@ async fn over_a_json_file_the_window_follows_another_writer() {
     let shown = app.selected_task().expect("selected").clone();
     assert_eq!(shown, store.get(&first).expect("get"));
 
-    let writer = Store::open(&path);
+    let writer = Store::connect(&path).expect("a store URL");
     writer
         .heartbeat(&first, Some("beat 1".into()), None, Actor::Anyone)
         .expect("heartbeat");

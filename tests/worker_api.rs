@@ -4,8 +4,6 @@
 //! worker process resumed by another, the async form, `Store::connect`.
 
 mod common;
-
-use rudder::store::Open as _;
 use rudder::store::Work as _;
 use std::path::Path;
 use std::time::Duration;

@@ -4,8 +4,6 @@
 //! run --example` builds), the shell one is run with the built `rudder`.
 
 mod common;
-
-use rudder::store::Open as _;
 use std::path::Path;
 use std::time::Duration;
 

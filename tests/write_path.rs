@@ -4,8 +4,6 @@
 //! sticky directory, very long store names and an append-only directory.
 
 mod common;
-
-use rudder::store::Open as _;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, lchown, symlink};
 use std::path::Path;
@@ -85,7 +83,7 @@ fn deleting_the_lock_file_while_writers_run_loses_no_acknowledged_write() {
         .map(|w| {
             let path = path.clone();
             std::thread::spawn(move || {
-                let store = Store::open(&path);
+                let store = Store::connect(&path).expect("a store URL");
                 (0..EACH)
                     .map(|i| {
                         let new = NewTask {
@@ -104,7 +102,10 @@ fn deleting_the_lock_file_while_writers_run_loses_no_acknowledged_write() {
         .collect();
     stop.store(true, Ordering::Relaxed);
     let removed = remover.join().expect("remover");
-    let stored = Store::open(&path).load().expect("load");
+    let stored = Store::connect(&path)
+        .expect("a store URL")
+        .load()
+        .expect("load");
     let lost: Vec<&String> = acknowledged
         .iter()
         .filter(|id| !stored.contains_key(id.as_str()))
@@ -176,7 +177,8 @@ fn a_writer_frozen_before_its_rename_keeps_others_out_after_its_lock_file_is_del
     use rudder::store::{FileBackend, StoreError};
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tasks.json");
-    Store::open(&path)
+    Store::connect(&path)
+        .expect("a store URL")
         .create(NewTask::default())
         .expect("create");
     let (at_rename, reached) = std::sync::mpsc::channel();
@@ -185,7 +187,7 @@ fn a_writer_frozen_before_its_rename_keeps_others_out_after_its_lock_file_is_del
         at_rename,
         go: std::sync::Mutex::new(wait),
     };
-    let frozen = Store::with_backend(FileBackend::with_fs(&path, Arc::new(fs)));
+    let frozen = rudder::store::StoreOf::with_backend(FileBackend::with_fs(&path, Arc::new(fs)));
     let writer = std::thread::spawn(move || {
         let new = NewTask {
             title: Some("frozen".into()),
@@ -200,8 +202,9 @@ fn a_writer_frozen_before_its_rename_keeps_others_out_after_its_lock_file_is_del
     reached.recv().expect("the writer reaches its rename");
     // A cleanup script deletes the lock file; another writer comes along.
     fs::remove_file(dir.path().join("tasks.json.lock")).expect("rm lock");
-    let other =
-        Store::with_backend(FileBackend::new(&path).with_lock_timeout(Duration::from_millis(300)));
+    let other = rudder::store::StoreOf::with_backend(
+        FileBackend::new(&path).with_lock_timeout(Duration::from_millis(300)),
+    );
     match other.create(NewTask::default()) {
         Err(StoreError::LockTimeout { .. }) => {}
         other => panic!("a second writer got in while the first was mid-write: {other:?}"),
@@ -209,7 +212,10 @@ fn a_writer_frozen_before_its_rename_keeps_others_out_after_its_lock_file_is_del
     go.send(()).expect("go");
     let first = writer.join().expect("writer");
     let second = other.create(NewTask::default()).expect("create after").task;
-    let stored = Store::open(&path).load().expect("load");
+    let stored = Store::connect(&path)
+        .expect("a store URL")
+        .load()
+        .expect("load");
     assert!(stored.contains_key(&first), "the frozen writer's task");
     assert!(
         stored.contains_key(&second.task_id),
@@ -286,7 +292,11 @@ fn a_rewrite_keeps_the_owner_group_and_mode_and_the_lock_takes_them() {
             let r: Run = out.into();
             assert_eq!(r.code, 0, "a group member writes the shared store: {r:#?}");
             assert_eq!(
-                Store::open(&path).load().expect("load").len(),
+                Store::connect(&path)
+                    .expect("a store URL")
+                    .load()
+                    .expect("load")
+                    .len(),
                 3,
                 "all three creates stored"
             );
@@ -381,7 +391,14 @@ fn a_store_name_at_the_file_system_limit_can_be_written() {
         let r = run_bounded(&path, &["create", "--title", "long"]);
         assert_eq!(r.code, 0, "{r:#?}");
     }
-    assert_eq!(Store::open(&path).load().expect("load").len(), 3);
+    assert_eq!(
+        Store::connect(&path)
+            .expect("a store URL")
+            .load()
+            .expect("load")
+            .len(),
+        3
+    );
     assert!(temp_files(dir.path()).is_empty());
 }
 
@@ -428,7 +445,7 @@ fn an_idle_worker_poll_takes_no_lock() {
     use rudder::store::{FileBackend, StoreError};
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tasks.json");
-    let setup = Store::open(&path);
+    let setup = Store::connect(&path).expect("a store URL");
     let waiting = NewTask {
         input_schema: Some(serde_json::json!({"type": "object"})),
         ..NewTask::default()
@@ -442,8 +459,9 @@ fn an_idle_worker_poll_takes_no_lock() {
     // Another writer holds the lock for as long as this test runs.
     let lock = fs::File::open(dir.path().join("tasks.json.lock")).expect("open lock");
     lock.lock().expect("lock");
-    let store =
-        Store::with_backend(FileBackend::new(&path).with_lock_timeout(Duration::from_millis(200)));
+    let store = rudder::store::StoreOf::with_backend(
+        FileBackend::new(&path).with_lock_timeout(Duration::from_millis(200)),
+    );
     for _ in 0..3 {
         assert!(
             store
@@ -515,7 +533,14 @@ fn a_lock_file_made_before_the_store_was_shared_follows_its_mode_and_group() {
                 r.code, 0,
                 "the second member writes the shared store: {r:#?}"
             );
-            assert_eq!(Store::open(&path).load().expect("load").len(), 3);
+            assert_eq!(
+                Store::connect(&path)
+                    .expect("a store URL")
+                    .load()
+                    .expect("load")
+                    .len(),
+                3
+            );
         }
         Err(e) => eprintln!("SKIPPED the member part: no setpriv ({e})"),
     }
@@ -661,14 +686,15 @@ fn a_writer_whose_lock_file_was_deleted_and_taken_by_another_program_does_not_re
     use rudder::store::{FileBackend, StoreError};
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tasks.json");
-    Store::open(&path)
+    Store::connect(&path)
+        .expect("a store URL")
         .create(NewTask::default())
         .expect("create");
     let before = fingerprint(&path);
     let fs_ = LockStolenFs {
         stolen: std::sync::Mutex::new(None),
     };
-    let writer = Store::with_backend(
+    let writer = rudder::store::StoreOf::with_backend(
         FileBackend::with_fs(&path, Arc::new(fs_)).with_lock_timeout(Duration::from_millis(300)),
     );
     match writer.create(NewTask::default()) {

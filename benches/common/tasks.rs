@@ -5,8 +5,6 @@
 //! task, the input and result of a completed one, a failed one's error, the
 //! second history entry), about 960 bytes (the store benchmark, behind the
 //! docs/performance.md's first table).
-
-use rudder::store::Open as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -113,7 +111,7 @@ pub fn generate_rich(n: usize) -> TaskMap {
 /// A SQLite store of `n` tasks in the target directory, built once.
 pub fn sqlite_fixture(n: usize) -> (PathBuf, String) {
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("scale-{n}.db"));
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     if store.counts().map(|c| c.total()).unwrap_or(0) != n {
         for ext in ["", "-wal", "-shm"] {
             let mut p = path.clone().into_os_string();

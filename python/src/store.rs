@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use rudder_store::task::Progress;
 use rudder_store::task::{Actor, Status};
-use rudder_store::{NewTask, Open as _, Store, StoreError, Work as _};
+use rudder_store::{NewTask, Store, StoreError, Work as _};
 use rudder_store::{PageQuery, SortKey};
 use serde_json::Value;
 
@@ -153,9 +153,7 @@ impl PyStore {
     /// A URL that names no store rudder can open raises `UsageError` at once.
     #[new]
     fn new(py: Python<'_>, url: PathBuf) -> PyResult<Self> {
-        let parsed =
-            rudder_store::parse_url(url.as_os_str()).map_err(|e| usage(py, e.to_string()))?;
-        let store = Store::open_url(&parsed);
+        let store = Store::connect(&url).map_err(|e| usage(py, e.to_string()))?;
         Ok(PyStore {
             location: store.location(),
             pid: std::process::id(),

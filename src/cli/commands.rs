@@ -1,4 +1,3 @@
-use crate::store::Open as _;
 use crate::store::Work as _;
 use std::io::Read;
 use std::path::Path;
@@ -18,23 +17,20 @@ use crate::worker::{Until, WaitError, WaitNote};
 /// Run one scriptable command; returns the process exit code. Errors are
 /// printed here: as one JSON object on stdout with `--json`, else on stderr.
 pub fn run(store: Option<std::path::PathBuf>, read_only: bool, command: Command) -> i32 {
-    // A URL rudder cannot open (PostgreSQL, for now) is a usage error of
-    // wherever it came from.
+    // The store is opened once, here; a URL this build cannot open is a
+    // usage error of wherever it came from.
     let from_flag = store.is_some();
     let path = store_path(store);
     let json = wants_json(&command);
-    let refused = match writes(&command) {
+    let opened = match writes(&command) {
         Some(name) if read_only => Err(CliError::ReadOnly { command: name }),
-        _ => crate::store::StoreUrl::parse(&path)
-            .map(drop)
-            .map_err(|e| match from_flag {
-                true => CliError::usage("--store", format!("--store: {e}")),
-                false => CliError::environment("RUDDER_STORE", format!("RUDDER_STORE: {e}")),
-            }),
+        _ => Store::connect(&path).map_err(|e| match from_flag {
+            true => CliError::usage("--store", format!("--store: {e}")),
+            false => CliError::environment("RUDDER_STORE", format!("RUDDER_STORE: {e}")),
+        }),
     };
-    match refused
-        .and_then(|()| dispatch(&path, command))
-        .map_err(|e| name_a_missing_store(e, &path))
+    match opened
+        .and_then(|store| dispatch(&store, command).map_err(|e| name_a_missing_store(e, &store)))
     {
         Ok(code) => code,
         Err(e) => {
@@ -46,10 +42,9 @@ pub fn run(store: Option<std::path::PathBuf>, read_only: bool, command: Command)
 
 /// An unknown task in a store that does not exist says so (as `list`
 /// does), instead of a bare `unknown task`.
-fn name_a_missing_store(e: CliError, path: &Path) -> CliError {
+fn name_a_missing_store(e: CliError, store: &Store) -> CliError {
     match e {
         CliError::Store(crate::store::StoreError::UnknownTask { id }) => {
-            let store = Store::open(path);
             match crate::store::Backend::exists(store.backend()) {
                 Ok(false) => CliError::NoStore {
                     id,
@@ -255,14 +250,13 @@ fn print_report<T: serde::Serialize>(
 }
 
 /// Run `command`; its exit code (0 but for `wait`, which says how the task ended).
-fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
+fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
     // A person at a terminal hears what an operation waits for (a
     // database server that does not answer) instead of silence; a script's
     // stderr stays for the error alone.
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         crate::store::notice::set_waiting_hook(|m| output::note(&format!("rudder: {m}")));
     }
-    let store = Store::open(path);
     match command {
         Command::Create(a) => {
             let new = NewTask {
@@ -307,7 +301,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                 after: a.after,
                 ..crate::store::PageQuery::default()
             };
-            list(&store, &query, a.output.json)?;
+            list(store, &query, a.output.json)?;
         }
         Command::Get(a) => {
             let task = store.get(&a.id)?;
@@ -411,7 +405,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                 },
             )?;
         }
-        Command::Claim(a) => claim(&store, a)?,
+        Command::Claim(a) => claim(store, a)?,
         Command::Wait(a) => {
             let timeout = a
                 .timeout
@@ -419,7 +413,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                 .map(|t| duration_arg("--timeout", t))
                 .transpose()?;
             let task = wait(
-                path,
+                store,
                 &a.id,
                 timeout,
                 match a.until {
@@ -434,7 +428,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
             return Ok(super::wait_exit_code(task.status));
         }
         Command::Copy(a) => copy(&a.from, &a.to, a.output.json)?,
-        Command::Migrate(a) => migrate(&store, a.output.json)?,
+        Command::Migrate(a) => migrate(store, a.output.json)?,
         Command::Watch(_)
         | Command::Demo(_)
         | Command::Worker(_)
@@ -616,7 +610,10 @@ fn copy(from: &Path, to: &Path, json: bool) -> Result<(), CliError> {
             format!("copy: FROM and TO are the same store ({from_url})"),
         ));
     }
-    let (src, dst) = (Store::open_url(&from_url), Store::open_url(&to_url));
+    let connect = |url: &crate::store::StoreUrl, arg: &str| {
+        Store::connect(url).map_err(|e| CliError::usage(arg, format!("{arg}: {e}")))
+    };
+    let (src, dst) = (connect(&from_url, "FROM")?, connect(&to_url, "TO")?);
     // A mistyped FROM must not look like an empty store copied (as `list`).
     if !crate::store::Backend::exists(src.backend())? {
         output::note(&format!(
@@ -658,7 +655,7 @@ fn copy(from: &Path, to: &Path, json: bool) -> Result<(), CliError> {
 /// `rudder migrate`: a PostgreSQL store's tables created or brought up to
 /// date now (by a role allowed to), rather than by the first write.
 fn migrate(store: &Store, json: bool) -> Result<(), CliError> {
-    let crate::store::AnyBackend::Postgres(pg) = store.backend() else {
+    let Some(migrated) = store.backend().migrate() else {
         return Err(CliError::Usage {
             message: format!(
                 "migrate: {} is not a PostgreSQL store (files and SQLite databases are \
@@ -668,11 +665,11 @@ fn migrate(store: &Store, json: bool) -> Result<(), CliError> {
             culprit: None,
         });
     };
-    let found = pg.migrate()?;
-    // Tried again at every `migrate`: an administrator may have installed
-    // pg_trgm since.
-    let text_index_missing = pg.ensure_text_index()?;
-    let now = crate::store::postgres::SCHEMA_VERSION;
+    let crate::store::Migrated {
+        found,
+        version: now,
+        text_index_missing,
+    } = migrated?;
     let answer = serde_json::json!({
         "store": store.location(),
         "schema_version_before": found,
@@ -709,13 +706,12 @@ fn migrate(store: &Store, json: bool) -> Result<(), CliError> {
 ///   unfinished is [`CliError::Vanished`] (exit 3), which says how it was
 ///   last seen: its outcome is unknown.
 fn wait(
-    path: &Path,
+    store: &Store,
     id: &str,
     timeout: Option<Duration>,
     until: Until,
     announce: bool,
 ) -> Result<Task, CliError> {
-    let store = Store::open(path);
     let mut note = |note: WaitNote| {
         if !announce {
             return;
@@ -742,7 +738,7 @@ fn wait(
             WaitError::Vanished { last, store_gone } => CliError::Vanished {
                 last,
                 // As every message names a store: no password.
-                path: crate::store::url::shown(path).into(),
+                path: store.backend().url().to_string().into(),
                 store_gone,
             },
             WaitError::FeedStopped => CliError::Other(anyhow::anyhow!("the change feed stopped")),

@@ -290,6 +290,9 @@ pub fn interactive_exit_code(e: &anyhow::Error) -> i32 {
                 // `rudder demo --mcp`: an address or a token that cannot be
                 // used is a usage error, as for `rudder mcp --http`.
                 e.usage.then_some(ErrorKind::Usage)
+            } else if c.downcast_ref::<crate::store::UrlError>().is_some() {
+                // A store URL this build cannot open (`Store::connect`).
+                Some(ErrorKind::Usage)
             } else if c
                 .downcast_ref::<crate::tui::terminal::NeedsTerminal>()
                 .is_some()

@@ -14,7 +14,7 @@ use anyhow::Context;
 
 use crate::mcp::http::BindError;
 use crate::mcp::{RudderMcp, catalogue};
-use crate::store::{Open as _, Store, StoreUrl};
+use crate::store::Store;
 
 /// The demo's tools catalogue.
 pub const CATALOGUE: &str = include_str!("../../assets/mcp-demo.toml");
@@ -34,8 +34,7 @@ pub struct Bound {
     listener: tokio::net::TcpListener,
     tools: catalogue::Catalogue,
     token: Option<String>,
-    url: StoreUrl,
-    store: PathBuf,
+    store: Store,
     face: Face,
 }
 
@@ -50,7 +49,7 @@ pub fn bind(addr: &str, store: &Path, log: PathBuf) -> anyhow::Result<Bound> {
         message,
         usage: true,
     })?;
-    let url = StoreUrl::parse(store)?;
+    let store = Store::connect(store)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -65,8 +64,7 @@ pub fn bind(addr: &str, store: &Path, log: PathBuf) -> anyhow::Result<Bound> {
         listener,
         tools,
         token,
-        url,
-        store: store.to_path_buf(),
+        store,
         face: Face {
             url: format!("http://{local}/mcp"),
             log,
@@ -82,8 +80,7 @@ impl Bound {
             listener,
             tools,
             token,
-            url,
-            store: store_path,
+            store,
             face,
         } = self;
         write_log(&face.log, &format!("listening on {}", face.url));
@@ -92,7 +89,7 @@ impl Bound {
             .name("mcp".into())
             .spawn(move || {
                 runtime.block_on(async move {
-                    let server = RudderMcp::new(Store::open_url(&url), store_path, tools);
+                    let server = RudderMcp::new(store, tools);
                     if let Err(e) = crate::mcp::http::serve_on(listener, server, token, &[]).await {
                         write_log(&log, &format!("stopped serving: {e}"));
                     }

@@ -14,7 +14,6 @@ pub mod seed;
 pub mod supervisor;
 pub mod worker;
 
-use crate::store::Open as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -86,7 +85,7 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
             supervisor::check_python(&python, script).map(|()| (PathBuf::from(python), script))
         })
         .transpose()?;
-    let store = Store::open(&options.store);
+    let store = Store::connect(&options.store)?;
     // Before anything is written: a store with real tasks is refused, with
     // or without --fresh (which checks again under the lock).
     seed::check_demo_store(&store)?;

@@ -22,7 +22,6 @@
 //! the tasks can be picked up again at once. SIGKILL leaves the leases to run
 //! out, which is what the demo shows.
 
-use crate::store::Open as _;
 use crate::store::Work as _;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -134,7 +133,7 @@ pub fn lease_for(speed: f64) -> Duration {
 /// back before the worker exits.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let config = Arc::new(config);
-    let store = Store::open(&config.store);
+    let store = Store::connect(&config.store)?;
     let parent: Option<u32> = std::env::var(PARENT_ENV).ok().and_then(|v| v.parse().ok());
     let stop = Arc::new(AtomicBool::new(false));
     // Before the first claim: from here on SIGTERM no longer kills the
@@ -565,7 +564,7 @@ mod tests {
     fn a_task_whose_thread_has_not_finished_is_given_back() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("tasks.json");
-        let store = Store::open(&path);
+        let store = Store::connect(&path).expect("a store path");
         let config = config(&path, "unit");
         let id = store
             .create(NewTask {

@@ -5,8 +5,6 @@
 #![allow(dead_code)]
 
 pub mod pg;
-
-use rudder::store::Open as _;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -218,8 +216,13 @@ pub fn store_in(dir: &Path) -> PathBuf {
 pub fn store_exists(path: &Path) -> bool {
     if is_postgres(path) {
         use rudder::store::Backend;
-        return pg::off_runtime(|| rudder::Store::open(path).backend().exists())
-            .expect("ask the server");
+        return pg::off_runtime(|| {
+            rudder::Store::connect(path)
+                .expect("a store URL")
+                .backend()
+                .exists()
+        })
+        .expect("ask the server");
     }
     path.exists()
 }
@@ -282,7 +285,10 @@ pub fn store_state(path: &Path) -> StoreState {
             }
             .expect("read the changes")
             .unwrap_or(0);
-            let tasks = rudder::Store::open(path).load().expect("load the tasks");
+            let tasks = rudder::Store::connect(path)
+                .expect("a store URL")
+                .load()
+                .expect("load the tasks");
             StoreState::Sqlite {
                 last_change,
                 tasks: serde_json::to_string(&tasks).expect("encode"),
@@ -332,7 +338,8 @@ pub fn write_store(path: &Path, text: &str) {
         _ => {
             use rudder::store::Backend;
             let tasks = rudder::store::decode(path, text.as_bytes()).expect("a valid store");
-            rudder::Store::open(path)
+            rudder::Store::connect(path)
+                .expect("a store URL")
                 .backend()
                 .transact(&mut |all| {
                     *all = tasks.clone();

@@ -3,8 +3,6 @@
 //! general helpers of `tests/common` are reused, not copied.
 
 #![allow(dead_code)]
-
-use rudder::store::Open as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -24,7 +22,7 @@ pub fn wait_for<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) 
 pub fn store_in_tempdir(file: &str) -> (tempfile::TempDir, PathBuf, Store) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join(file);
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     (dir, path, store)
 }
 
@@ -33,6 +31,6 @@ pub fn store_in_tempdir(file: &str) -> (tempfile::TempDir, PathBuf, Store) {
 pub fn store_of_kind() -> (tempfile::TempDir, PathBuf, Store) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = common::store_in(dir.path());
-    let store = Store::open(&path);
+    let store = Store::connect(&path).expect("a store URL");
     (dir, path, store)
 }

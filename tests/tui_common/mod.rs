@@ -5,8 +5,6 @@
 
 #[path = "../common/mod.rs"]
 pub mod stores;
-
-use rudder::store::Open as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -188,7 +186,7 @@ impl Fixture {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(stores::store_file());
         let fx = Arc::new(Fixture {
-            store: RwLock::new(Arc::new(Store::open(&path))),
+            store: RwLock::new(Arc::new(Store::connect(&path).expect("a store URL"))),
             rows: RwLock::new(None),
             last: Mutex::new(TaskMap::new()),
             dir,
@@ -210,7 +208,7 @@ impl Fixture {
     }
 
     fn reopen(&self) {
-        let store = Arc::new(Store::open(&self.path));
+        let store = Arc::new(Store::connect(&self.path).expect("a store URL"));
         *self.rows.write().expect("lock") = match store.backend() {
             AnyBackend::File(b) => Some(Arc::new(FileRows::new(b.clone()))),
             _ => None,

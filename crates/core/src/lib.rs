@@ -46,7 +46,7 @@ pub use settings::{
 pub use shared::{ChangeLog, CopyCounts, NewerInStore, RecordedChange};
 pub use summary::Summary;
 pub use txn::Transaction;
-pub use url::{StoreUrl, UrlError};
+pub use url::{StoreUrl, ToStoreUrl, UrlError};
 
 /// How long a writer waits for the store lock before giving up by default.
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -131,6 +131,11 @@ pub trait Backend: Send + Sync {
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError>;
 
+    /// Where the change feed of this store reads (of the task `task` only,
+    /// if given): the backend's own source, with its settings, so that no
+    /// one finds the store again by its URL. See [`Store::feed`].
+    fn feed_source(&self, task: Option<String>) -> Box<dyn watch::FeedSource>;
+
     /// [`Backend::transaction`] over all tasks read in full (for callers that
     /// look at every task; every task is written anew if `f` commits).
     fn transact(
@@ -190,6 +195,14 @@ pub struct NewTask {
     pub origin: Option<rudder_model::task::Origin>,
 }
 
+/// A backend opened from a store URL ([`Store::connect`]): the backend
+/// says which URLs it takes, and refuses the others with why.
+pub trait Connect: Backend + Sized {
+    /// The backend for `url` with `settings`; nothing is opened or created
+    /// yet. A URL it cannot open is an error (password redacted).
+    fn connect(url: &StoreUrl, settings: &Settings) -> Result<Self, UrlError>;
+}
+
 /// The task store.
 pub struct Store<B: Backend> {
     backend: B,
@@ -210,6 +223,50 @@ impl<B: Backend> Store<B> {
         self.backend.shown_location()
     }
 
+    /// The store `url` names, with the process's settings
+    /// ([`Settings::of_process`]: `$RUDDER_LOCK_TIMEOUT` and
+    /// `$RUDDER_MAX_STORE_BYTES`, read once). Nothing is read or created
+    /// yet: a missing store is empty, created (0600, with its directory) on
+    /// the first write. A URL this build cannot open (a backend left out,
+    /// a PostgreSQL parameter that is not valid) is an error here, its
+    /// password redacted.
+    pub fn connect(url: impl url::ToStoreUrl) -> Result<Self, UrlError>
+    where
+        B: Connect,
+    {
+        Self::connect_with(url, &Settings::of_process())
+    }
+
+    /// [`Store::connect`] with `settings` instead of the process's.
+    pub fn connect_with(url: impl url::ToStoreUrl, settings: &Settings) -> Result<Self, UrlError>
+    where
+        B: Connect,
+    {
+        let url = url.to_store_url()?;
+        B::connect(&url, settings).map(Store::with_backend)
+    }
+
+    /// The change feed of this store (of `options.task` only, if set),
+    /// from the backend's own source: the first event describes the
+    /// current state. Must be called from within a tokio runtime.
+    pub fn feed(&self, options: watch::FeedOptions) -> watch::ChangeFeed {
+        let source = self.backend.feed_source(options.task.clone());
+        watch::ChangeFeed::with_source(source, options)
+    }
+
+    /// [`Store::feed`] of the task `task` only.
+    pub fn feed_of(
+        &self,
+        task: impl Into<String>,
+        options: watch::FeedOptions,
+    ) -> watch::ChangeFeed {
+        self.feed(watch::FeedOptions {
+            task: Some(task.into()),
+            ..options
+        })
+    }
+
+    /// The store over `backend`, as it is.
     pub fn with_backend(backend: B) -> Self {
         Store {
             backend,

@@ -179,6 +179,50 @@ fn nearest_scheme(scheme: &str) -> Option<(&'static str, bool)> {
 /// The file extensions that mean SQLite when a plain path is given.
 const SQLITE_EXTENSIONS: [&str; 3] = ["db", "sqlite", "sqlite3"];
 
+/// What [`Store::connect`](crate::Store::connect) takes: a [`StoreUrl`]
+/// parsed already (as clap gives it), or the text of one (a path or URL),
+/// parsed here.
+pub trait ToStoreUrl {
+    /// The URL, or why the text names no store.
+    fn to_store_url(self) -> Result<StoreUrl, UrlError>;
+}
+
+impl ToStoreUrl for StoreUrl {
+    fn to_store_url(self) -> Result<StoreUrl, UrlError> {
+        Ok(self)
+    }
+}
+
+impl ToStoreUrl for &StoreUrl {
+    fn to_store_url(self) -> Result<StoreUrl, UrlError> {
+        Ok(self.clone())
+    }
+}
+
+impl<T: AsRef<OsStr> + ?Sized> ToStoreUrl for &T {
+    fn to_store_url(self) -> Result<StoreUrl, UrlError> {
+        StoreUrl::parse(self)
+    }
+}
+
+impl ToStoreUrl for String {
+    fn to_store_url(self) -> Result<StoreUrl, UrlError> {
+        StoreUrl::parse(self)
+    }
+}
+
+impl ToStoreUrl for PathBuf {
+    fn to_store_url(self) -> Result<StoreUrl, UrlError> {
+        StoreUrl::parse(self)
+    }
+}
+
+impl ToStoreUrl for OsString {
+    fn to_store_url(self) -> Result<StoreUrl, UrlError> {
+        StoreUrl::parse(self)
+    }
+}
+
 impl StoreUrl {
     /// Parse a store URL or path.
     pub fn parse(text: impl AsRef<OsStr>) -> Result<StoreUrl, UrlError> {

@@ -546,6 +546,9 @@ impl Backend for FileBackend {
     fn location(&self) -> Location {
         FileBackend::location(self)
     }
+    fn feed_source(&self, task: Option<String>) -> Box<dyn rudder_core::watch::FeedSource> {
+        Box::new(crate::FileSource::of(self.clone(), task))
+    }
     fn path(&self) -> &Path {
         FileBackend::path(self)
     }

@@ -50,8 +50,13 @@ pub struct FileSource {
 impl FileSource {
     /// The feed of the file at `path`, of the task `task` only if given.
     pub fn new(path: impl Into<PathBuf>, task: Option<String>) -> Self {
+        FileSource::of(FileBackend::new(path), task)
+    }
+
+    /// The feed of the file `backend` keeps, with its settings.
+    pub fn of(backend: FileBackend, task: Option<String>) -> Self {
         FileSource {
-            backend: FileBackend::new(path),
+            backend,
             task,
             known: None,
             stamp: None,

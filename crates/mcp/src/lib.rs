@@ -19,14 +19,13 @@ pub mod server;
 pub mod sessions;
 pub mod wire;
 
-use rudder_store::Open as _;
 use std::io::Write;
 use std::path::PathBuf;
 
 pub use catalogue::{Catalogue, CatalogueError};
 pub use server::RudderMcp;
 
-use rudder_store::{Store, StoreUrl};
+use rudder_store::Store;
 
 /// Exit code of a usage error (a catalogue or address that cannot be used).
 pub const EXIT_USAGE: i32 = 2;
@@ -67,8 +66,9 @@ pub fn run(options: McpOptions) -> i32 {
         },
         None => Catalogue::default(),
     };
-    let url = match StoreUrl::parse(&options.store) {
-        Ok(u) => u,
+    // Opened once here; a URL this build cannot open is a usage error.
+    let store = match Store::connect(&options.store) {
+        Ok(s) => s,
         Err(e) => {
             say(&e.to_string());
             return EXIT_USAGE;
@@ -92,8 +92,7 @@ pub fn run(options: McpOptions) -> i32 {
         }
     };
     runtime.block_on(async move {
-        let store = Store::open_url(&url);
-        let server = RudderMcp::new(store, options.store.clone(), catalogue);
+        let server = RudderMcp::new(store, catalogue);
         match &options.http {
             Some(addr) => http::serve(server, addr, token, &options.allow_origins).await,
             None => stdio(server).await,

@@ -5,7 +5,6 @@
 //! `tasks/*` request reads the store again, so a server started anew (or
 //! another one on the same store) answers every task it ever handed out.
 
-use rudder_store::watch::Start as _;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,7 +25,7 @@ use super::catalogue::{Catalogue, ToolSpec};
 use super::listen::Requested;
 use super::wire;
 use rudder_model::task::{Actor, ClientInfo, Origin, Status, Task};
-use rudder_store::watch::{ChangeFeed, FeedEvent, FeedOptions};
+use rudder_store::watch::{FeedEvent, FeedOptions};
 use rudder_store::{ErrorKind, NewTask, Store, StoreError};
 
 /// What changed in the store, as the feed said.
@@ -72,13 +71,13 @@ pub const BUSY: i32 = -32000;
 const REFUSED: &str = "\n(the last answer was refused: ";
 
 impl RudderMcp {
-    /// A server over `store` (opened from `url`, which its change feed
-    /// follows) with the tools of `catalogue`. Must run inside tokio.
-    pub fn new(store: Store, url: std::path::PathBuf, catalogue: Catalogue) -> RudderMcp {
+    /// A server over `store` (which its own change feed follows) with the
+    /// tools of `catalogue`. Must run inside tokio.
+    pub fn new(store: Store, catalogue: Catalogue) -> RudderMcp {
         let (gen_tx, generation) = watch::channel(0u64);
         let (changes, _) = broadcast::channel(256);
         let tx = changes.clone();
-        let mut feed = ChangeFeed::start(url, FeedOptions::default());
+        let mut feed = store.feed(FeedOptions::default());
         tokio::spawn(async move {
             while let Some(event) = feed.next().await {
                 gen_tx.send_modify(|g| *g += 1);

@@ -966,6 +966,12 @@ impl Backend for PostgresBackend {
     fn location(&self) -> Location {
         PostgresBackend::location(self)
     }
+    /// The feed reads (and listens) on a connection of its own, with this
+    /// lock timeout.
+    fn feed_source(&self, task: Option<String>) -> Box<dyn rudder_core::watch::FeedSource> {
+        let backend = PostgresBackend::new(self.url.clone()).with_lock_timeout(self.lock_timeout);
+        Box::new(crate::PostgresSource::of(backend, task))
+    }
     fn path(&self) -> &std::path::Path {
         std::path::Path::new(self.url().shown())
     }

@@ -26,8 +26,13 @@ pub struct PostgresSource {
 impl PostgresSource {
     /// The feed of the store at `url`, of the task `task` only if given.
     pub fn new(url: PgUrl, task: Option<String>) -> Self {
+        PostgresSource::of(PostgresBackend::new(url), task)
+    }
+
+    /// The feed of the store `backend` connects to (its own connection).
+    pub fn of(backend: PostgresBackend, task: Option<String>) -> Self {
         PostgresSource {
-            backend: PostgresBackend::new(url),
+            backend,
             task,
             cursor: None,
             reads: 0,

@@ -476,6 +476,11 @@ impl Backend for SqliteBackend {
     fn location(&self) -> Location {
         SqliteBackend::location(self)
     }
+    /// The feed reads on connections of its own, with this lock timeout.
+    fn feed_source(&self, task: Option<String>) -> Box<dyn rudder_core::watch::FeedSource> {
+        let backend = SqliteBackend::new(self.path.clone()).with_lock_timeout(self.lock_timeout);
+        Box::new(crate::SqliteSource::of(backend, task))
+    }
     fn path(&self) -> &Path {
         SqliteBackend::path(self)
     }

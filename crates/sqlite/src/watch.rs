@@ -24,8 +24,13 @@ pub struct SqliteSource {
 impl SqliteSource {
     /// The feed of the database at `path`, of the task `task` only if given.
     pub fn new(path: impl Into<PathBuf>, task: Option<String>) -> Self {
+        SqliteSource::of(SqliteBackend::new(path), task)
+    }
+
+    /// The feed of the database `backend` opens (its own connections).
+    pub fn of(backend: SqliteBackend, task: Option<String>) -> Self {
         SqliteSource {
-            backend: SqliteBackend::new(path),
+            backend,
             task,
             cursor: None,
             version: None,

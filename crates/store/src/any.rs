@@ -1,22 +1,27 @@
 //! [`AnyBackend`]: the backend a [`StoreUrl`] names, chosen at run time
 //! among the backends this build has (a Cargo feature each).
 
-use std::ffi::OsStr;
 use std::path::Path;
 
+use rudder_core::watch::FeedSource;
 use rudder_core::{
-    Backend, Location, Settings, Store, StoreError, StoreUrl, Transaction, UrlError,
+    Backend, ChangeLog, Connect, Location, Settings, StoreError, StoreUrl, Transaction, UrlError,
 };
+#[cfg(all(feature = "file", feature = "sqlite", feature = "postgres"))]
+use rudder_core::{CopyCounts, NewerInStore};
+#[cfg(all(feature = "file", feature = "sqlite", feature = "postgres"))]
+use rudder_model::task::Task;
 use rudder_model::task::TaskMap;
 
 #[cfg(feature = "file")]
-use rudder_file::FileBackend;
+use rudder_file::{FileBackend, FileRows, FileSource};
 #[cfg(feature = "postgres")]
 use rudder_postgres::PostgresBackend;
 #[cfg(feature = "sqlite")]
 use rudder_sqlite::SqliteBackend;
 
-/// The backend a [`StoreUrl`] names, chosen at run time.
+/// The backend a [`StoreUrl`] names, chosen at run time: only a URL this
+/// build can open makes one ([`crate::Store::connect`]).
 #[derive(Debug)]
 pub enum AnyBackend {
     #[cfg(feature = "file")]
@@ -25,20 +30,45 @@ pub enum AnyBackend {
     Sqlite(SqliteBackend),
     #[cfg(feature = "postgres")]
     Postgres(PostgresBackend),
-    /// A URL this build cannot open: every operation is refused with why.
-    Unsupported(UrlError),
 }
 
-/// Parse a store URL and check it as far as can be done without opening
-/// the store: the scheme, and for PostgreSQL every connection parameter.
-/// Errors show the URL with its password redacted.
-pub fn parse_url(url: impl AsRef<OsStr>) -> Result<StoreUrl, UrlError> {
-    let url = StoreUrl::parse(url)?;
-    #[cfg(feature = "postgres")]
-    if let StoreUrl::Postgres(u) = &url {
-        rudder_postgres::config::check(u)?;
+/// What `rudder migrate` did to a PostgreSQL store ([`AnyBackend::migrate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Migrated {
+    /// The schema version found before, `None` when there were no tables.
+    pub found: Option<i32>,
+    /// The schema version the store is at now.
+    pub version: i32,
+    /// Why the text filter is not indexed, `None` when it is.
+    pub text_index_missing: Option<String>,
+}
+
+impl Connect for AnyBackend {
+    /// The backend of `url` among those this build has; a URL of another
+    /// (a feature left out) or a PostgreSQL URL whose parameters are not
+    /// valid is refused (password redacted).
+    fn connect(url: &StoreUrl, settings: &Settings) -> Result<Self, UrlError> {
+        #[allow(unused_variables)]
+        let s = settings;
+        match url {
+            #[cfg(feature = "file")]
+            StoreUrl::File(p) => Ok(AnyBackend::File(FileBackend::new(p).with_settings(s))),
+            #[cfg(feature = "sqlite")]
+            StoreUrl::Sqlite(p) => Ok(AnyBackend::Sqlite(SqliteBackend::new(p).with_settings(s))),
+            #[cfg(feature = "postgres")]
+            StoreUrl::Postgres(u) => {
+                rudder_postgres::config::check(u)?;
+                Ok(AnyBackend::Postgres(
+                    PostgresBackend::new(u.clone()).with_settings(s),
+                ))
+            }
+            #[allow(unreachable_patterns)]
+            other => Err(UrlError::NotBuilt {
+                url: other.to_string(),
+                scheme: other.scheme(),
+            }),
+        }
     }
-    Ok(url)
 }
 
 impl AnyBackend {
@@ -52,169 +82,183 @@ impl AnyBackend {
         false
     }
 
-    /// The backend for `url`, with the process's settings
-    /// ([`Settings::of_process`]). Nothing is opened or created yet.
-    pub fn open(url: &StoreUrl) -> Self {
-        Self::open_with(url, &Settings::of_process())
-    }
-
-    /// The backend for `url`, with `settings`. Nothing is opened or
-    /// created yet.
-    pub fn open_with(url: &StoreUrl, settings: &Settings) -> Self {
-        #[allow(unused_variables)]
-        let s = settings;
-        match url {
-            #[cfg(feature = "file")]
-            StoreUrl::File(p) => AnyBackend::File(FileBackend::new(p).with_settings(s)),
-            #[cfg(feature = "sqlite")]
-            StoreUrl::Sqlite(p) => AnyBackend::Sqlite(SqliteBackend::new(p).with_settings(s)),
-            #[cfg(feature = "postgres")]
-            StoreUrl::Postgres(u) => match rudder_postgres::config::check(u) {
-                Ok(()) => AnyBackend::Postgres(PostgresBackend::new(u.clone()).with_settings(s)),
-                Err(e) => AnyBackend::Unsupported(e),
-            },
-            #[allow(unreachable_patterns)]
-            other => AnyBackend::Unsupported(UrlError::NotBuilt {
-                url: other.to_string(),
-                scheme: other.scheme(),
-            }),
-        }
-    }
-
     /// The URL this backend was opened from (to open the same store
-    /// again), or why there is none.
-    pub fn url(&self) -> Result<StoreUrl, UrlError> {
+    /// again).
+    pub fn url(&self) -> StoreUrl {
         match self {
             #[cfg(feature = "file")]
-            AnyBackend::File(b) => Ok(StoreUrl::File(b.path().to_path_buf())),
+            AnyBackend::File(b) => StoreUrl::File(b.path().to_path_buf()),
             #[cfg(feature = "sqlite")]
-            AnyBackend::Sqlite(b) => Ok(StoreUrl::Sqlite(b.path().to_path_buf())),
+            AnyBackend::Sqlite(b) => StoreUrl::Sqlite(b.path().to_path_buf()),
             #[cfg(feature = "postgres")]
-            AnyBackend::Postgres(b) => Ok(StoreUrl::Postgres(b.url().clone())),
-            AnyBackend::Unsupported(e) => Err(e.clone()),
+            AnyBackend::Postgres(b) => StoreUrl::Postgres(b.url().clone()),
         }
     }
 
-    /// The store as its errors name it (for a URL this build cannot open,
-    /// the URL as given, password redacted).
+    /// The store as its errors name it.
     pub fn store_location(&self) -> Location {
+        self.inner().location()
+    }
+
+    fn inner(&self) -> &dyn Backend {
         match self {
             #[cfg(feature = "file")]
-            AnyBackend::File(b) => b.location(),
+            AnyBackend::File(b) => b,
             #[cfg(feature = "sqlite")]
-            AnyBackend::Sqlite(b) => b.location(),
+            AnyBackend::Sqlite(b) => b,
             #[cfg(feature = "postgres")]
-            AnyBackend::Postgres(b) => b.location(),
-            AnyBackend::Unsupported(
-                UrlError::Postgres { url, .. }
-                | UrlError::Empty { url }
-                | UrlError::UnknownScheme { url, .. }
-                | UrlError::NotBuilt { url, .. },
-            ) => Location::remote(url.clone()),
+            AnyBackend::Postgres(b) => b,
         }
     }
 
-    fn refused(&self) -> Result<&dyn Backend, StoreError> {
+    /// The changes recorded after the change `after` (at most `limit`, of
+    /// `task` only if given), from the change log of a database store;
+    /// `None` from a store that keeps none (a JSON file) or has none yet.
+    pub fn change_log(
+        &self,
+        after: i64,
+        task: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<ChangeLog>, StoreError> {
+        #[allow(unused_variables)]
+        let (after, task, limit) = (after, task, limit);
         match self {
             #[cfg(feature = "file")]
-            AnyBackend::File(b) => Ok(b),
+            AnyBackend::File(_) => Ok(None),
             #[cfg(feature = "sqlite")]
-            AnyBackend::Sqlite(b) => Ok(b),
+            AnyBackend::Sqlite(db) => Ok(db.changes_after(after, task, limit)?.map(|(_, l)| l)),
             #[cfg(feature = "postgres")]
-            AnyBackend::Postgres(b) => Ok(b),
-            AnyBackend::Unsupported(e) => Err(StoreError::NotAStore {
-                location: self.store_location(),
-                message: e.to_string(),
-            }),
+            AnyBackend::Postgres(db) => Ok(db.changes_after(after, task, limit)?.map(|(_, l)| l)),
+        }
+    }
+
+    /// Create or bring up to date the store's tables now, and index its
+    /// text filter if the database allows (`rudder migrate`); `None` from a
+    /// store that its first write sets up (a JSON file, SQLite).
+    pub fn migrate(&self) -> Option<Result<Migrated, StoreError>> {
+        match self {
+            #[cfg(feature = "postgres")]
+            AnyBackend::Postgres(pg) => Some((|| {
+                let found = pg.migrate()?;
+                // Tried again at every `migrate`: an administrator may
+                // have installed pg_trgm since.
+                let text_index_missing = pg.ensure_text_index()?;
+                Ok(Migrated {
+                    found,
+                    version: rudder_postgres::SCHEMA_VERSION,
+                    text_index_missing,
+                })
+            })()),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    /// Rows a reader pages through that the store's own feed keeps up to
+    /// date, with that feed's source, for a store whose every query reads
+    /// it whole (a JSON file: one read of it serves both); `None` where a
+    /// query reads only what it needs (a database), to be asked directly.
+    #[cfg(feature = "file")]
+    pub fn kept_rows(&self) -> Option<(std::sync::Arc<FileRows>, Box<dyn FeedSource>)> {
+        match self {
+            AnyBackend::File(backend) => {
+                let rows = std::sync::Arc::new(FileRows::new(backend.clone()));
+                let source = FileSource::with_rows(backend.path(), std::sync::Arc::clone(&rows));
+                Some((rows, Box::new(source)))
+            }
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+
+/// What `copy` asks of each backend: how FROM is read and how TO takes
+/// tasks in bulk, answered here so that `copy` never names a backend.
+#[cfg(all(feature = "file", feature = "sqlite", feature = "postgres"))]
+impl AnyBackend {
+    /// A JSON file store's stream for a copy (one descriptor: one version
+    /// of the file), `None` inside when there is no file; `None` for a
+    /// database, which is read a page at a time.
+    pub(crate) fn file_stream(
+        &self,
+    ) -> Option<Result<Option<rudder_file::FileStream>, StoreError>> {
+        match self {
+            AnyBackend::File(b) => Some(rudder_file::FileStream::open(b)),
+            _ => None,
+        }
+    }
+
+    /// Into a store that holds no task, everything `feed` gives in one
+    /// transaction (PostgreSQL's bulk load, indexes built at the end):
+    /// the counts, or `None` inside when the store held tasks; `None` from
+    /// a backend without a bulk load.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn load_into_empty(
+        &self,
+        feed: &mut dyn FnMut(
+            &mut dyn FnMut(&[Task]) -> Result<(), StoreError>,
+        ) -> Result<(), StoreError>,
+    ) -> Option<Result<Option<CopyCounts>, StoreError>> {
+        match self {
+            AnyBackend::Postgres(db) => Some(db.load_into_empty(feed)),
+            _ => None,
+        }
+    }
+
+    /// A batch written by the database's own bulk copy, or the task of it
+    /// the store holds newer; `None` from a store written through its
+    /// transaction (a JSON file, rewritten whole).
+    pub(crate) fn copy_batch(
+        &self,
+        batch: &[Task],
+    ) -> Option<Result<Result<CopyCounts, NewerInStore>, StoreError>> {
+        match self {
+            AnyBackend::Sqlite(db) => Some(db.copy_batch(batch)),
+            AnyBackend::Postgres(db) => Some(db.copy_batch(batch)),
+            AnyBackend::File(_) => None,
         }
     }
 }
 
 impl Backend for AnyBackend {
     fn location(&self) -> Location {
-        self.store_location()
+        self.inner().location()
     }
     fn shown_location(&self) -> String {
-        match self {
-            AnyBackend::Unsupported(e) => e.to_string(),
-            _ => self.store_location().to_string(),
-        }
+        self.inner().shown_location()
     }
     fn path(&self) -> &Path {
-        match self.refused() {
-            Ok(b) => b.path(),
-            Err(_) => Path::new(""),
-        }
+        self.inner().path()
     }
     fn load(&self) -> Result<TaskMap, StoreError> {
-        self.refused()?.load()
+        self.inner().load()
     }
     fn snapshot(
         &self,
         f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        self.refused()?.snapshot(f)
+        self.inner().snapshot(f)
     }
     fn exists(&self) -> Result<bool, StoreError> {
-        self.refused()?.exists()
+        self.inner().exists()
     }
     fn exists_to_write(&self) -> Result<bool, StoreError> {
-        self.refused()?.exists_to_write()
+        self.inner().exists_to_write()
     }
     fn batch_size(&self) -> Option<usize> {
-        self.refused().ok().and_then(|b| b.batch_size())
+        self.inner().batch_size()
     }
     fn quick_reads(&self) -> bool {
-        self.refused().is_ok_and(|b| b.quick_reads())
+        self.inner().quick_reads()
     }
     fn transaction(
         &self,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        self.refused()?.transaction(f)
+        self.inner().transaction(f)
     }
-}
-
-/// Opening a [`Store`] by URL.
-pub trait Open: Sized {
-    /// Open the store that `url` names: a store URL or a path (see
-    /// [`StoreUrl`]; `tasks.json` is the JSON file, `tasks.db` or
-    /// `sqlite:tasks` SQLite). Nothing is read or created yet: a missing
-    /// store is empty, created (0600, with its directory) on the first
-    /// write. A URL that cannot be opened makes every operation fail with
-    /// why; [`Open::connect`] says so at once instead.
-    fn open(url: impl AsRef<OsStr>) -> Self;
-
-    /// Open the store at `url`.
-    fn open_url(url: &StoreUrl) -> Self;
-
-    /// Open the store at `url` with `settings` instead of the process's
-    /// ([`Settings::of_process`], which the others use: the environment's
-    /// `$RUDDER_LOCK_TIMEOUT` and `$RUDDER_MAX_STORE_BYTES`, read once).
-    fn open_with(url: &StoreUrl, settings: &Settings) -> Self;
-
-    /// [`Open::open`], failing at once on a URL that cannot be opened
-    /// (password redacted in the error).
-    fn connect(url: impl AsRef<OsStr>) -> Result<Self, UrlError> {
-        parse_url(url).map(|u| Self::open_url(&u))
-    }
-}
-
-impl Open for Store<AnyBackend> {
-    fn open(url: impl AsRef<OsStr>) -> Self {
-        let backend = match StoreUrl::parse(url.as_ref()) {
-            Ok(url) => AnyBackend::open(&url),
-            Err(e) => AnyBackend::Unsupported(e),
-        };
-        Store::with_backend(backend)
-    }
-
-    fn open_url(url: &StoreUrl) -> Self {
-        Store::with_backend(AnyBackend::open(url))
-    }
-
-    fn open_with(url: &StoreUrl, settings: &Settings) -> Self {
-        Store::with_backend(AnyBackend::open_with(url, settings))
+    fn feed_source(&self, task: Option<String>) -> Box<dyn FeedSource> {
+        self.inner().feed_source(task)
     }
 }
 
@@ -232,7 +276,8 @@ mod tests {
             lock_timeout: Duration::from_millis(1234),
             max_store_bytes: Some(4096),
         };
-        let open = |url: &str| AnyBackend::open_with(&StoreUrl::parse(url).unwrap(), &settings);
+        let open =
+            |url: &str| AnyBackend::connect(&StoreUrl::parse(url).unwrap(), &settings).unwrap();
         match open("tasks.json") {
             AnyBackend::File(b) => {
                 assert_eq!(b.lock_timeout(), settings.lock_timeout);

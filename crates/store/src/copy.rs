@@ -24,7 +24,7 @@ use serde::Serialize;
 use rudder_core::{Backend, CopyCounts, PageQuery, SortKey, StoreError};
 use rudder_file::{FileStream, Revisions};
 
-use crate::{AnyBackend, Store};
+use crate::Store;
 use rudder_model::task::Task;
 
 /// How many tasks one read (a page of a database) moves.
@@ -55,11 +55,12 @@ impl CopyReport {
 /// Read FROM's tasks in store order: a JSON file a run at a time (as many
 /// as its read buffer holds), a database `BATCH` at a time.
 fn for_each_batch(
-    from: &Store<AnyBackend>,
+    from: &Store,
+    from_file: bool,
     file: Option<&mut FileStream>,
     mut f: impl FnMut(Vec<Task>) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
-    if let AnyBackend::File(_) = from.backend() {
+    if from_file {
         return match file {
             Some(stream) => stream.for_each_run(f),
             // No file: nothing to copy.
@@ -89,8 +90,8 @@ fn for_each_batch(
 /// Copy every task of `from` into `to`; `progress` is told how many tasks
 /// were done after each batch.
 pub fn copy(
-    from: &Store<AnyBackend>,
-    to: &Store<AnyBackend>,
+    from: &Store,
+    to: &Store,
     mut progress: impl FnMut(usize),
 ) -> Result<CopyReport, StoreError> {
     let mut report = CopyReport {
@@ -104,35 +105,34 @@ pub fn copy(
     };
     // A JSON file is opened once (one version of it, whatever writers do
     // meanwhile) and read through as a stream.
-    let mut file = match from.backend() {
-        AnyBackend::File(backend) => FileStream::open(backend)?,
-        _ => None,
-    };
+    let streamed = from.backend().file_stream().transpose()?;
+    let from_file = streamed.is_some();
+    let mut file = streamed.flatten();
     // Into a PostgreSQL store that holds no task: one transaction, with
     // the indexes built at the end (rudder_postgres's `bulk.rs`). A file
     // is read once: a task that does not read rolls the whole copy back.
-    if let AnyBackend::Postgres(db) = to.backend() {
-        let mut split = true;
-        let loaded = db.load_into_empty(&mut |sink| {
-            let mut sent = 0;
-            let mut each = |batch: Vec<Task>| {
-                sink(&batch)?;
-                sent += batch.len();
-                progress(sent);
-                Ok(())
-            };
-            match file.as_mut() {
-                Some(stream) => {
-                    split = stream.single_pass(&mut each)?;
-                    match split {
-                        true => Ok(()),
-                        // Rolled back; read again below, checked first.
-                        false => Err(refuse("the file needs the reference read".into())),
-                    }
+    let mut split = true;
+    let loaded = to.backend().load_into_empty(&mut |sink| {
+        let mut sent = 0;
+        let mut each = |batch: Vec<Task>| {
+            sink(&batch)?;
+            sent += batch.len();
+            progress(sent);
+            Ok(())
+        };
+        match file.as_mut() {
+            Some(stream) => {
+                split = stream.single_pass(&mut each)?;
+                match split {
+                    true => Ok(()),
+                    // Rolled back; read again below, checked first.
+                    false => Err(refuse("the file needs the reference read".into())),
                 }
-                None => for_each_batch(from, None, each),
             }
-        });
+            None => for_each_batch(from, from_file, None, each),
+        }
+    });
+    if let Some(loaded) = loaded {
         match loaded {
             Ok(Some(counts)) => {
                 report.copied = counts.copied;
@@ -145,10 +145,10 @@ pub fn copy(
     }
     // Then every task is checked, before anything is written, keeping
     // each id's revision for the check below; then the tasks are copied.
-    let revisions = match (from.backend(), file.as_mut()) {
-        (AnyBackend::File(_), Some(stream)) => Some(stream.check()?),
-        (AnyBackend::File(_), None) => Some(Revisions::new()),
-        _ => None,
+    let revisions = match (from_file, file.as_mut()) {
+        (true, Some(stream)) => Some(stream.check()?),
+        (true, None) => Some(Revisions::new()),
+        (false, _) => None,
     };
     // First, without writing: every task TO holds must be FROM's, at the
     // same or an older revision.
@@ -209,20 +209,16 @@ pub fn copy(
     // A file is rewritten whole by every write: one write for all of it.
     // A database takes larger batches than it is read in: each commit
     // waits for the disk.
-    let write_batch = match to.backend() {
-        AnyBackend::File(_) => usize::MAX,
-        _ => WRITE_BATCH,
+    let write_batch = match to.backend().batch_size() {
+        None => usize::MAX,
+        Some(_) => WRITE_BATCH,
     };
     let mut pending = Vec::new();
     let mut write = |batch: Vec<Task>| -> Result<(), StoreError> {
-        let counts = match to.backend() {
-            AnyBackend::Sqlite(db) => db
-                .copy_batch(&batch)?
+        let counts = match to.backend().copy_batch(&batch) {
+            Some(done) => done?
                 .map_err(|newer| changed_while_copying(&refuse, &newer.task_id, newer.revision))?,
-            AnyBackend::Postgres(db) => db
-                .copy_batch(&batch)?
-                .map_err(|newer| changed_while_copying(&refuse, &newer.task_id, newer.revision))?,
-            other => write_checked(other, &batch, &refuse)?,
+            None => write_checked(to.backend(), &batch, &refuse)?,
         };
         report.copied += counts.copied;
         report.updated += counts.updated;
@@ -230,7 +226,7 @@ pub fn copy(
         progress(report.total());
         Ok(())
     };
-    for_each_batch(from, file.as_mut(), |batch| {
+    for_each_batch(from, from_file, file.as_mut(), |batch| {
         if pending.is_empty() && batch.len() == write_batch {
             return write(batch);
         }
@@ -260,7 +256,7 @@ fn changed_while_copying(
 
 /// Write a batch through the backend's transaction, task by task.
 fn write_checked(
-    to: &AnyBackend,
+    to: &dyn Backend,
     batch: &[Task],
     refuse: &impl Fn(String) -> StoreError,
 ) -> Result<CopyCounts, StoreError> {

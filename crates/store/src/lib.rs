@@ -3,7 +3,7 @@
 //! over the backend it names.
 //!
 //! ```no_run
-//! use rudder_store::{NewTask, Open, Store};
+//! use rudder_store::{NewTask, Store};
 //!
 //! let store = Store::connect("sqlite:tasks.db")?;
 //! let made = store.create(NewTask { title: Some("INC-1042".into()), ..NewTask::default() })?;
@@ -23,14 +23,18 @@ pub mod copy;
 pub mod watch;
 pub mod worker;
 
-pub use any::{AnyBackend, Open, parse_url};
+pub use any::{AnyBackend, Migrated};
 pub use rudder_core::*;
 pub use rudder_model::{duration, json, schema, task, text};
 pub use worker::{Until, Work};
 
 /// The task store over the backend a store URL names (the policy of
-/// `rudder_core::Store` over [`AnyBackend`]); [`Open`] opens one.
-pub type Store<B = AnyBackend> = rudder_core::Store<B>;
+/// `rudder_core::Store` over [`AnyBackend`]); `Store::connect` opens one,
+/// and `store.feed(options)` is its change feed.
+pub type Store = rudder_core::Store<AnyBackend>;
+
+/// The policy over any backend `B` (tests, a backend of one's own).
+pub type StoreOf<B> = rudder_core::Store<B>;
 
 #[cfg(feature = "file")]
 pub use rudder_file::{
@@ -43,7 +47,6 @@ pub use rudder_sqlite::{self as sqlite, SqliteBackend};
 
 /// What a program that opens stores needs in scope.
 pub mod prelude {
-    pub use crate::watch::Start as _;
     pub use crate::worker::{Job, Stop, WorkError, Worker};
-    pub use crate::{NewTask, Open, Store, StoreError, Until, Work};
+    pub use crate::{NewTask, Store, StoreError, Until, Work};
 }

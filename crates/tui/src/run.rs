@@ -2,8 +2,6 @@
 //! 1 Hz tick, with a redraw only when something changed, at most ~60 frames
 //! a second, each inside a synchronized update.
 
-use rudder_store::Open as _;
-use rudder_store::watch::Start as _;
 use std::io::{self, Stdout, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,8 +27,8 @@ use super::app::{App, StoreUpdate, Tone};
 use super::update::{Effect, EffectResult, execute};
 use super::view::{self, Theme};
 use super::window::RowSource;
-use rudder_store::watch::{ChangeFeed, FeedOptions, FileSource};
-use rudder_store::{AnyBackend, FileRows, Store};
+use rudder_store::Store;
+use rudder_store::watch::{ChangeFeed, FeedOptions};
 
 /// The shortest time between two frames (~60 per second).
 const FRAME: Duration = Duration::from_millis(16);
@@ -199,12 +197,6 @@ fn draw(terminal: &mut Term, app: &mut App, theme: &Theme) -> io::Result<()> {
     terminal.backend_mut().flush()
 }
 
-/// The change feed's events as they come, for an app that fetches its
-/// rows itself.
-fn events_of(url: std::path::PathBuf) -> mpsc::Receiver<StoreUpdate> {
-    forward(ChangeFeed::start(url, FeedOptions::default()))
-}
-
 /// The events of `feed`, as the app takes them.
 fn forward(mut feed: ChangeFeed) -> mpsc::Receiver<StoreUpdate> {
     let (tx, rx) = mpsc::channel(16);
@@ -218,26 +210,21 @@ fn forward(mut feed: ChangeFeed) -> mpsc::Receiver<StoreUpdate> {
     rx
 }
 
-/// Where a TUI over `store` (opened from `url`) reads its rows, and the
-/// feed events it takes (see [`App::with_source`]): a window around the
-/// selection at a time from every backend. A JSON file's rows are kept
-/// between changes and read again by its feed, only the tasks whose text
-/// changed parsed again ([`FileRows`]); a database is asked directly.
+/// Where a TUI over `store` reads its rows, and the feed events it takes
+/// (see [`App::with_source`]): a window around the selection at a time
+/// from every backend. A JSON file's rows are kept between changes and read
+/// again by its feed, only the tasks whose text changed parsed again
+/// ([`rudder_store::FileRows`]); a database is asked directly.
 /// Must be called from within a tokio runtime.
-pub fn live(
-    url: &std::path::Path,
-    store: &Arc<Store>,
-) -> (Arc<dyn RowSource>, mpsc::Receiver<StoreUpdate>) {
-    match store.backend() {
-        AnyBackend::File(backend) => {
-            let rows = Arc::new(FileRows::new(backend.clone()));
-            let source = FileSource::with_rows(backend.path(), Arc::clone(&rows));
-            let feed = ChangeFeed::with_source(Box::new(source), FeedOptions::default());
-            (rows, forward(feed))
-        }
-        _ => (
+pub fn live(store: &Arc<Store>) -> (Arc<dyn RowSource>, mpsc::Receiver<StoreUpdate>) {
+    match store.backend().kept_rows() {
+        Some((rows, source)) => (
+            rows,
+            forward(ChangeFeed::with_source(source, FeedOptions::default())),
+        ),
+        None => (
             Arc::clone(store) as Arc<dyn RowSource>,
-            events_of(url.to_path_buf()),
+            forward(store.feed(FeedOptions::default())),
         ),
     }
 }
@@ -254,14 +241,16 @@ async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
     // the defaults stand in for what could not be taken.
     let config = super::config::load();
     let theme = Theme::from_env_with(config.palette);
-    let store = Arc::new(Store::open(&options.store));
+    // A URL this build cannot open is refused here, before the terminal
+    // is taken.
+    let store = Arc::new(Store::connect(&options.store)?);
     let mut app = App::new(&options.store, options.read_only, Utc::now());
     app.configure(config);
     let mut worker = options.worker.take();
     if let Some(w) = worker.as_mut() {
         app.worker = Some(w.state());
     }
-    let (source, mut feed) = live(&options.store, &store);
+    let (source, mut feed) = live(&store);
     app = app.with_source(source);
     let mut feed_alive = true;
     let (terminal, _guard) = setup(panics)?;

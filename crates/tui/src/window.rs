@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use crate::app::{SortKey, status_index};
 use rudder_model::task::{Status, Task, TaskMap};
 use rudder_store::query::{self, PageQuery, StatusCounts};
-use rudder_store::{Backend, SortKey as StoreSort, Store, StoreError, Transaction};
+use rudder_store::{Backend, SortKey as StoreSort, StoreError, StoreOf, Transaction};
 
 /// Where the TUI reads its rows from.
 pub trait RowSource: Send + Sync {
@@ -31,12 +31,12 @@ pub trait RowSource: Send + Sync {
     fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError>;
 }
 
-impl<B: Backend> RowSource for Store<B> {
+impl<B: Backend> RowSource for StoreOf<B> {
     fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
-        Store::page(self, q)
+        StoreOf::page(self, q)
     }
     fn counts(&self) -> Result<StatusCounts, StoreError> {
-        Store::counts(self)
+        StoreOf::counts(self)
     }
     fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
         let mut task = None;
@@ -47,7 +47,7 @@ impl<B: Backend> RowSource for Store<B> {
         Ok(task)
     }
     fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
-        Store::stalled(self, now)
+        StoreOf::stalled(self, now)
     }
 }
 

@@ -387,14 +387,10 @@ impl AsyncAnswer<'_> {
             if no_longer_asking(&task) {
                 return Ok(task);
             }
-            let feed = super::feed(
-                &shared.store,
-                Some(shared.id.clone()),
-                FeedOptions {
-                    task: Some(shared.id.clone()),
-                    ..FeedOptions::default()
-                },
-            );
+            let feed = shared.store.feed(FeedOptions {
+                task: Some(shared.id.clone()),
+                ..FeedOptions::default()
+            });
             let mut again = || -> Pin<Box<dyn Future<Output = _> + Send + '_>> {
                 Box::pin(read(Arc::clone(&shared)))
             };

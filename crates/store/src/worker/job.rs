@@ -388,14 +388,10 @@ impl Answer<'_> {
             }
             let runtime = super::feed_runtime(store)?;
             runtime.block_on(async {
-                let feed = super::feed(
-                    store,
-                    Some(shared.id.clone()),
-                    FeedOptions {
-                        task: Some(shared.id.clone()),
-                        ..FeedOptions::default()
-                    },
-                );
+                let feed = store.feed(FeedOptions {
+                    task: Some(shared.id.clone()),
+                    ..FeedOptions::default()
+                });
                 let id = shared.id.clone();
                 let mut read =
                     || -> std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> {

@@ -23,7 +23,6 @@ mod job;
 mod renewers;
 mod wait;
 
-use crate::Open as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -240,7 +239,7 @@ impl Work for Store {
 }
 
 /// The URL a store was opened from, to open it again for a worker.
-fn store_url(store: &Store) -> Result<StoreUrl, UrlError> {
+fn store_url(store: &Store) -> StoreUrl {
     store.backend().url()
 }
 
@@ -258,22 +257,10 @@ pub(crate) fn feed_runtime(store: &Store) -> Result<tokio::runtime::Runtime, Sto
         })
 }
 
-/// The change feed of `store` (of one task with `task`); a store this build
-/// cannot watch gives a feed that says so.
-pub(crate) fn feed(store: &Store, task: Option<String>, options: FeedOptions) -> ChangeFeed {
-    match store_url(store)
-        .map_err(|e| e.to_string())
-        .and_then(|url| crate::watch::source(&url, task))
-    {
-        Ok(source) => ChangeFeed::with_source(source, options),
-        Err(message) => ChangeFeed::unavailable(message),
-    }
-}
-
 /// How a worker is set up: [`Store::worker`].
 #[must_use = "a worker does nothing until it is started"]
 pub struct WorkerBuilder {
-    url: Result<StoreUrl, UrlError>,
+    url: StoreUrl,
     clock: crate::Clock,
     name: String,
     holder: Option<String>,
@@ -366,7 +353,7 @@ impl WorkerBuilder {
             }
             .into());
         }
-        let store = Store::open_url(&self.url?).with_clock(self.clock);
+        let store = Store::connect(&self.url)?.with_clock(self.clock);
         Ok((
             Settings {
                 name: self.name,
@@ -480,7 +467,7 @@ impl Core {
     /// log after every write, and a busy worker's would be woken by every
     /// write of every worker for nothing.
     pub fn feed(&self) -> ChangeFeed {
-        feed(&self.store, None, FeedOptions::default())
+        self.store.feed(FeedOptions::default())
     }
 }
 

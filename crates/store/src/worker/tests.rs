@@ -74,7 +74,7 @@ fn names_with_control_characters_or_nothing_in_them_are_refused() {
 
 #[test]
 fn the_builder_refuses_a_renewal_no_shorter_than_the_lease_and_bad_kinds() {
-    let store = Store::open("unused-worker-unit.json");
+    let store = Store::connect("unused-worker-unit.json").expect("a store URL");
     let e = store
         .worker("w")
         .lease(Duration::from_secs(1))
@@ -106,7 +106,8 @@ fn the_builder_refuses_a_renewal_no_shorter_than_the_lease_and_bad_kinds() {
 #[test]
 fn a_worker_watches_the_store_only_while_it_waits() {
     let dir = tempfile::tempdir().expect("a directory");
-    let store = Store::open(format!("sqlite:{}", dir.path().join("t.db").display()));
+    let store = Store::connect(format!("sqlite:{}", dir.path().join("t.db").display()))
+        .expect("a store URL");
     let mut w = store.worker("w").start().expect("a worker");
     // Nothing to do, no time to wait: no feed started.
     assert!(w.next(Duration::ZERO).expect("next").is_none());
@@ -130,7 +131,8 @@ fn a_worker_watches_the_store_only_while_it_waits() {
 #[test]
 fn one_renewer_thread_renews_all_of_a_workers_jobs() {
     let dir = tempfile::tempdir().expect("a directory");
-    let store = Store::open(format!("sqlite:{}", dir.path().join("t.db").display()));
+    let store = Store::connect(format!("sqlite:{}", dir.path().join("t.db").display()))
+        .expect("a store URL");
     let mut w = store
         .worker("w")
         .lease(Duration::from_secs(2))

@@ -109,17 +109,10 @@ fn ended_in_log(store: &Store, last: &Task, until: Until) -> Option<Task> {
     let mut after = 0;
     let mut ended = None;
     loop {
-        let log = match store.backend() {
-            #[cfg(feature = "sqlite")]
-            crate::AnyBackend::Sqlite(db) => {
-                db.changes_after(after, Some(&last.task_id), PAGE).ok()??.1
-            }
-            #[cfg(feature = "postgres")]
-            crate::AnyBackend::Postgres(db) => {
-                db.changes_after(after, Some(&last.task_id), PAGE).ok()??.1
-            }
-            _ => return None,
-        };
+        let log = store
+            .backend()
+            .change_log(after, Some(&last.task_id), PAGE)
+            .ok()??;
         for change in &log.changes {
             if let Some(status) = change.after {
                 ended = Some((status, change.revision));
@@ -153,14 +146,10 @@ fn wait_on_feed(
     let runtime = super::feed_runtime(store)?;
     let full = task.task_id.clone();
     runtime.block_on(async {
-        let feed = super::feed(
-            store,
-            Some(full.clone()),
-            FeedOptions {
-                task: Some(full.clone()),
-                ..FeedOptions::default()
-            },
-        );
+        let feed = store.feed(FeedOptions {
+            task: Some(full.clone()),
+            ..FeedOptions::default()
+        });
         let mut read = || -> Pin<Box<dyn Future<Output = _> + Send + '_>> {
             Box::pin(std::future::ready(store.get(&full)))
         };
