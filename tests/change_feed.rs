@@ -643,3 +643,41 @@ async fn an_idle_feed_does_not_reread_the_store_once() {
     );
     drop(feed);
 }
+
+/// The feed is the store's own, read by its backend as the store was
+/// opened: here with a size limit below the file's size, which the feed
+/// keeps (it says the file cannot be read), where a feed that found its
+/// store again by URL would read it with the process's 512 MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feed_reads_the_store_with_the_settings_it_was_opened_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.json");
+    let store = Store::connect(&path).expect("a store URL");
+    for _ in 0..20 {
+        store
+            .create(NewTask {
+                title: Some("x".repeat(200)),
+                ..NewTask::default()
+            })
+            .unwrap();
+    }
+    let size = std::fs::metadata(&path).unwrap().len();
+    let settings = rudder::store::Settings {
+        lock_timeout: Duration::from_secs(5),
+        max_store_bytes: Some(size / 2),
+    };
+    let limited = Store::connect_with(&path, &settings).expect("a store URL");
+    let mut feed = limited.feed(FeedOptions::default());
+    match next(&mut feed, "the first event").await {
+        FeedEvent::Unavailable(Unavailable::Unreadable { message }) => {
+            assert!(message.contains("bytes"), "{message}")
+        }
+        other => panic!("expected the file refused as too large, got {other:?}"),
+    }
+    // The whole process's limit reads it.
+    let mut feed = store.feed(FeedOptions::default());
+    assert_eq!(
+        next(&mut feed, "the start").await,
+        FeedEvent::Reset(ResetReason::Start)
+    );
+}

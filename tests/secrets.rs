@@ -223,6 +223,42 @@ fn a_url_whose_password_holds_a_slash_or_a_question_mark_never_shows_it() {
     }
 }
 
+/// A PostgreSQL URL whose parameters cannot be used is refused when the
+/// store is opened, as a usage error of where it came from (exit 2, plain
+/// or `--json`), before anything is read, its password never shown.
+#[test]
+fn a_postgres_url_rudder_cannot_use_is_a_usage_error_of_its_source() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = "postgres://ann:S3cr3t-pw@db.example:notaport/tasks";
+    for json in [false, true] {
+        let mut cmd = rudder();
+        cmd.args(["--store", url, "list"]);
+        if json {
+            cmd.arg("--json");
+        }
+        let r: common::Run = cmd.current_dir(dir.path()).output().expect("rudder").into();
+        assert_eq!(r.code, 2, "{r:#?}");
+        let all = format!("{}{}", r.stdout, r.stderr);
+        assert!(!all.contains("S3cr3t"), "{all}");
+        assert!(all.contains("postgres://ann:***@db.example"), "{all}");
+        if json {
+            let v = r.json();
+            assert_eq!(v["error"], "usage", "{v}");
+            assert_eq!(v["argument"], "--store", "{v}");
+        }
+    }
+    let r: common::Run = rudder()
+        .env("RUDDER_STORE", url)
+        .args(["get", "abc"])
+        .current_dir(dir.path())
+        .output()
+        .expect("rudder")
+        .into();
+    assert_eq!(r.code, 2, "{r:#?}");
+    assert!(r.stderr.contains("RUDDER_STORE"), "{r:#?}");
+    assert!(!r.stderr.contains("S3cr3t"), "{r:#?}");
+}
+
 /// `WORD://` or `WORD:` that is no known scheme (and no existing file) is a
 /// usage error naming the known schemes and the nearest; nothing is
 /// created. `./postgress:x` is a file, `file:` works.
