@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use proptest::prelude::*;
-use rudder::fuzzing::{check_sanitize, check_schema_input, check_store_bytes};
+use rudder_testkit::fuzzing::{check_sanitize, check_schema_input, check_store_bytes};
 
 const VALID: &str = r#"{
   "t1": {"task_id": "t1", "status": "input_required",

@@ -11,15 +11,13 @@
 //! [`StoreUrl`] names. The architecture is in `docs/architecture.md`.
 
 mod error;
-pub mod index;
 pub mod limits;
 pub mod lock_timeout;
-pub mod pending;
 pub mod query;
 mod report;
-pub mod retention;
 pub mod settings;
 pub mod shared;
+mod summary;
 mod txn;
 pub mod url;
 pub mod watch;
@@ -37,7 +35,6 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use error::{Location, StoreError, human_bytes};
-pub use index::Summary;
 pub use limits::{MAX_VALUE_DEPTH, RESERVED_KEY, check_value};
 pub use lock_timeout::{LOCK_TIMEOUT_VAR, MAX_LOCK_TIMEOUT, parse_lock_timeout};
 pub use query::{PageQuery, SortKey, StatusCounts};
@@ -46,6 +43,7 @@ pub use settings::{
     MAX_STORE_BYTES, MAX_STORE_BYTES_VAR, Settings, SettingsError, parse_max_bytes,
 };
 pub use shared::{ChangeLog, CopyCounts, NewerInStore, RecordedChange};
+pub use summary::Summary;
 pub use txn::Transaction;
 pub use url::{StoreUrl, UrlError};
 

@@ -39,9 +39,9 @@ use postgres::config::Host;
 use postgres::error::SqlState;
 use postgres::{Client, IsolationLevel, Statement};
 
-use rudder_core::retention::Retention;
 use rudder_core::url::PgUrl;
 use rudder_core::{Backend, ChangeLog, Location, StoreError, Transaction};
+use rudder_sql::retention::Retention;
 
 use config::{Connect, SslMode};
 use rudder_model::task::TaskMap;

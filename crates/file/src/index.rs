@@ -16,59 +16,24 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
+use rudder_core::query::SummaryFields;
 use rudder_model::task::time::Time;
 use rudder_model::task::{Progress, Status, Task};
 
-/// What the store's scans read of a task (status, keys, times), without its
-/// JSON payloads: enough to choose which tasks to read in full.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Summary<'a> {
-    pub task_id: &'a str,
-    pub status: Status,
-    pub idempotency_key: Option<&'a str>,
-    pub title: Option<&'a str>,
-    pub kind: Option<&'a str>,
-    pub updated_at: Option<DateTime<Utc>>,
-    pub claimed_by: Option<&'a str>,
-    pub lease_expires_at: Option<DateTime<Utc>>,
-    pub ttl_ms: Option<u64>,
-    pub revision: u64,
-}
-
-impl<'a> Summary<'a> {
-    pub fn of(task: &'a Task) -> Self {
-        Summary {
-            task_id: &task.task_id,
-            status: task.status,
-            idempotency_key: task.idempotency_key.as_deref(),
-            title: task.title.as_deref(),
-            kind: task.kind.as_deref(),
-            updated_at: task.updated_at,
-            claimed_by: task.claimed_by.as_deref(),
-            lease_expires_at: task.lease_expires_at,
-            ttl_ms: task.ttl_ms,
-            revision: task.revision,
-        }
-    }
-
-    /// [`Task::lease_live`].
-    pub fn lease_live(&self, now: DateTime<Utc>) -> bool {
-        self.claimed_by.is_some() && self.lease_expires_at.is_some_and(|until| until > now)
-    }
-
-    /// [`Task::label`].
-    pub fn label(&self) -> Option<&'a str> {
-        self.title.or(self.idempotency_key)
-    }
-}
-
 /// A task's summary fields, borrowed from the file's text where possible,
 /// read from JSON that is known to deserialize as a [`Task`].
-pub type TaskIndex<'a> = super::query::SummaryFields<Cow<'a, str>>;
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskIndex<'a>(pub SummaryFields<Cow<'a, str>>);
+
+impl<'a> std::ops::Deref for TaskIndex<'a> {
+    type Target = SummaryFields<Cow<'a, str>>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
 
 pub use rudder_model::limits::{FIELD_LEVEL, MAX_LEVEL};
 
@@ -173,7 +138,7 @@ impl<'de> Visitor<'de> for Opaque {
         let Some(first) = map.next_key::<Str>()? else {
             return Ok(());
         };
-        if first.0 == super::RESERVED_KEY {
+        if first.0 == rudder_core::RESERVED_KEY {
             // A number, kept as its text; `serde_json::Value` reads this
             // entry, and only it, as the number.
             let text = map.next_value::<Str>()?;
@@ -408,7 +373,7 @@ impl<'de> Visitor<'de> for TaskVisitor {
                 Field::Unknown => map.next_value_seed(FIELD)?,
             }
         }
-        Ok(TaskIndex {
+        Ok(TaskIndex(SummaryFields {
             task_id: task_id.ok_or_else(|| de::Error::missing_field("task_id"))?,
             status: status.ok_or_else(|| de::Error::missing_field("status"))?,
             idempotency_key: idempotency_key.flatten(),
@@ -419,7 +384,7 @@ impl<'de> Visitor<'de> for TaskVisitor {
             lease_expires_at: lease_expires_at.flatten(),
             ttl_ms: ttl_ms.flatten(),
             revision: revision.unwrap_or_default(),
-        })
+        }))
     }
 }
 
