@@ -30,7 +30,7 @@ use rudder::task::{Actor, Status};
 use rudder::tui::app::{App, StoreUpdate};
 use rudder::tui::view::{self, Theme};
 use rudder::tui::window::RowSource;
-use rudder::watch::{ChangeFeed, FeedOptions};
+use rudder::watch::{ChangeFeed, FeedEvent, FeedOptions, ResetReason};
 use rudder::{Store, StoreError};
 
 #[path = "common/pty.rs"]
@@ -56,7 +56,20 @@ fn screen(terminal: &Terminal<TestBackend>) -> String {
     buf.content().iter().map(|c| c.symbol()).collect()
 }
 
+/// How the app takes in the feed's events.
+#[derive(Clone, Copy, PartialEq)]
+enum Take {
+    /// As `rudder watch` does.
+    AsFed,
+    /// Each event as a reset (`Reset`): the window read again from the
+    /// store, as every change to a text-filtered window was before the
+    /// app took the feed's changes in (issue 30, item 19): the "before"
+    /// of the same run.
+    Reread,
+}
+
 /// A commit by `writer` on `id`, then wait until `app` draws its message.
+#[allow(clippy::too_many_arguments)]
 fn change_to_drawn(
     rt: &tokio::runtime::Runtime,
     updates: &mut tokio::sync::mpsc::Receiver<StoreUpdate>,
@@ -65,6 +78,7 @@ fn change_to_drawn(
     writer: &Store,
     id: &str,
     seq: u64,
+    take: Take,
 ) -> Result<Duration, StoreError> {
     let theme = Theme::DEFAULT;
     let message = format!("beat {seq:06}");
@@ -75,6 +89,12 @@ fn change_to_drawn(
             panic!("the feed stopped");
         };
         app.now = Utc::now();
+        let update = match (take, update) {
+            (Take::Reread, StoreUpdate::Feed(FeedEvent::Changes(_))) => {
+                StoreUpdate::Feed(FeedEvent::Reset(ResetReason::Overflow))
+            }
+            (_, update) => update,
+        };
         app.on_feed(update);
         terminal.draw(|f| view::draw(f, app, &theme)).expect("draw");
         if screen(terminal).contains(&message) {
@@ -90,6 +110,8 @@ struct Live {
     updates: tokio::sync::mpsc::Receiver<StoreUpdate>,
     app: App,
     terminal: Terminal<TestBackend>,
+    /// The last heartbeat's number (each message differs from the last).
+    seq: u64,
 }
 
 impl Live {
@@ -110,20 +132,24 @@ impl Live {
             updates,
             app,
             terminal,
+            seq: 0,
         }
     }
 
     /// `change to drawn/n`: a heartbeat by `writer` on `id` (the selected
     /// task) to its message drawn, once per iteration.
+    #[allow(clippy::too_many_arguments)]
     fn bench_change(
         &mut self,
         g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+        name: &str,
         n: usize,
         writer: &Store,
         id: &str,
+        take: Take,
     ) {
-        let mut seq = 0;
-        g.bench_function(BenchmarkId::new("change to drawn", n), |b| {
+        let mut seq = self.seq;
+        g.bench_function(BenchmarkId::new(name, n), |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
@@ -136,12 +162,14 @@ impl Live {
                         writer,
                         id,
                         seq,
+                        take,
                     )
                     .expect("heartbeat");
                 }
                 total
             })
         });
+        self.seq = seq;
     }
 }
 
@@ -199,7 +227,27 @@ fn sqlite(c: &mut Criterion) {
     let id = app.selected.clone().expect("a selected task");
     assert_eq!(app.selected_task().map(|t| t.status), Some(Status::Working));
     app.handle_key(key(KeyCode::Char('2')));
-    live.bench_change(&mut g, n, &Store::open(&path), &id);
+    let writer = Store::open(&path);
+    live.bench_change(&mut g, "change to drawn", n, &writer, &id, Take::AsFed);
+    // Narrowed to that one task by the text filter (`/` and an id
+    // prefix), as an engineer narrows the table to their incident: the
+    // feed's change taken in, against the window read again (before).
+    let Live { app, .. } = &mut live;
+    app.handle_key(key(KeyCode::Char('/')));
+    for c in id[..8].chars() {
+        app.handle_key(key(KeyCode::Char(c)));
+    }
+    app.handle_key(key(KeyCode::Enter));
+    assert_eq!(app.rows.len(), 1, "the filter keeps the one task");
+    for (name, take) in [
+        ("filtered change to drawn", Take::AsFed),
+        (
+            "filtered change to drawn, window re-read (before)",
+            Take::Reread,
+        ),
+    ] {
+        live.bench_change(&mut g, name, n, &writer, &id, take);
+    }
     g.finish();
 }
 
@@ -236,7 +284,14 @@ fn file(c: &mut Criterion) {
     app.handle_key(key(KeyCode::Char('2')));
     let id = app.selected.clone().expect("a selected task");
     app.handle_key(key(KeyCode::Char('2')));
-    live.bench_change(&mut g, 100_000, &Store::open(&path), &id);
+    live.bench_change(
+        &mut g,
+        "change to drawn",
+        100_000,
+        &Store::open(&path),
+        &id,
+        Take::AsFed,
+    );
     g.finish();
 }
 

@@ -416,3 +416,46 @@ fn the_demo_never_uses_rudder_store_and_the_worker_does() {
     assert!(stderr.contains("real.json"), "{stderr}");
     assert!(!stderr.contains("rudder-demo.json"), "{stderr}");
 }
+
+/// Issue 30, item 15: `rudder demo --python-worker` on a machine whose
+/// Python lacks the package (or has no Python at all) is a set-up error:
+/// exit 2 with the install command, said before anything is written.
+#[test]
+fn a_python_worker_without_its_package_is_a_set_up_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // An interpreter that runs but cannot import rudder.
+    let python = dir.path().join("python-without-rudder");
+    fs::write(
+        &python,
+        "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'rudder'\" >&2\nexit 1\n",
+    )
+    .expect("write the interpreter");
+    fs::set_permissions(&python, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let missing = dir.path().join("no-such-python");
+    for (interpreter, says) in [
+        (&python, "cannot import the rudder Python package"),
+        (&missing, "cannot run"),
+    ] {
+        let store = dir.path().join("demo.json");
+        let out = rudder()
+            .arg("demo")
+            .arg("--store")
+            .arg(&store)
+            .arg("--python-worker")
+            .env("RUDDER_PYTHON", interpreter)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run rudder demo");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+        assert!(stderr.contains("pip install ./python"), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(!store.exists(), "the demo store was seeded: {stderr}");
+        assert!(
+            !Supervisor::log_path_for(&store).exists(),
+            "a worker was started"
+        );
+    }
+}

@@ -105,7 +105,7 @@ fn a_new_database_reads_empty_and_the_first_write_creates_the_schema() {
             json!({"ok": true}),
             Actor::Worker {
                 holder: "w1",
-                lease: Duration::from_secs(60),
+                lease: Some(Duration::from_secs(60)),
             },
         )
         .unwrap();
@@ -251,7 +251,7 @@ fn child_machine() {
                 json!({"by": name}),
                 Actor::Worker {
                     holder: &name,
-                    lease,
+                    lease: Some(lease),
                 },
             )
             .expect("complete what this machine holds");
@@ -532,11 +532,11 @@ fn a_zombie_worker_whose_claim_was_taken_over_is_refused() {
             json!({"late": true}),
             Actor::Worker {
                 holder: "zombie",
-                lease,
+                lease: Some(lease),
             },
         )
         .unwrap_err();
-    assert_eq!(refused.kind(), "lease_lost", "{refused}");
+    assert_eq!(refused.cli_kind(), "lease_lost", "{refused}");
     assert_eq!(refused.exit_code(), 4);
     let task = Store::open(&url).get(&id).unwrap();
     assert_eq!(task.status, Status::Working);

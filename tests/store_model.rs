@@ -401,7 +401,7 @@ fn run_store(
         None => Actor::Anyone,
         Some(h) => Actor::Worker {
             holder: HOLDERS[h as usize],
-            lease,
+            lease: Some(lease),
         },
     };
     match *op {
@@ -434,7 +434,7 @@ fn run_store(
 fn answer_of(r: &Result<Outcome, StoreError>) -> Answer {
     match r {
         Ok(o) => Ok(o.change),
-        Err(e) => Err(e.kind()),
+        Err(e) => Err(e.cli_kind()),
     }
 }
 

@@ -251,3 +251,160 @@ fn a_message_is_never_stale_in_the_store_the_table_or_list() {
         assert!(!out.contains(question), "{out}");
     });
 }
+
+/// Issue 30, item 12: an answer given while no worker runs leaves the task
+/// working with no message of its own; its row says what it waits for
+/// (in the table, in `rudder list`) until a worker claims it or writes.
+#[test]
+fn an_answered_task_says_it_waits_for_a_worker_until_one_writes() {
+    each_store(|| {
+        use rudder::store::{NewTask, Store};
+        use rudder::task::{AWAITING_RESUME, Actor};
+        let fx = Fixture::new(TaskMap::new());
+        let path = fx.path().to_path_buf();
+        let store = Store::open(&path);
+        let waiting = store
+            .create(NewTask {
+                title: Some("INC-1043 card payments".into()),
+                input_schema: Some(serde_json::json!({"type": "object", "required": ["service"]})),
+                status_message: Some("which service should the diagnosis follow?".into()),
+                ..NewTask::default()
+            })
+            .expect("create")
+            .task;
+        let id = waiting.task_id.clone();
+        store
+            .provide_input(&id, serde_json::json!({"service": "payments"}), None)
+            .expect("input");
+        let row_message = |app: &App| {
+            (0..app.rows.len())
+                .filter_map(|r| app.row_task(r))
+                .find(|t| t.task_id == id)
+                .and_then(|t| t.current_message().map(str::to_string))
+        };
+        let list = || {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+                .arg("--store")
+                .arg(&path)
+                .arg("list")
+                .env("NO_COLOR", "1")
+                .env("COLUMNS", "200")
+                .output()
+                .expect("rudder list");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let mut app = fx.app_now(now());
+        assert_eq!(row_message(&app).as_deref(), Some(AWAITING_RESUME));
+        let mut terminal =
+            ratatui::Terminal::new(ratatui::backend::TestBackend::new(120, 30)).expect("terminal");
+        terminal
+            .draw(|f| rudder::tui::view::draw(f, &mut app, &rudder::tui::view::Theme::DEFAULT))
+            .expect("draw");
+        let screen = screen_text(&terminal);
+        assert!(
+            screen
+                .lines()
+                .any(|l| l.contains(&id[..8]) && l.contains(AWAITING_RESUME)),
+            "{screen}"
+        );
+        assert!(list().contains(AWAITING_RESUME), "{}", list());
+
+        // A worker claims it: someone now works on it.
+        store
+            .claim(&id, "worker-1", std::time::Duration::from_secs(30))
+            .expect("claim");
+        app.on_feed(fx.reread());
+        assert_eq!(row_message(&app), None);
+        // And what it writes is what the row says.
+        store
+            .heartbeat(
+                &id,
+                Some("resumed by worker-1".into()),
+                None,
+                Actor::Worker {
+                    holder: "worker-1",
+                    lease: Some(std::time::Duration::from_secs(30)),
+                },
+            )
+            .expect("heartbeat");
+        app.on_feed(fx.reread());
+        assert_eq!(row_message(&app).as_deref(), Some("resumed by worker-1"));
+        assert!(!list().contains(AWAITING_RESUME), "{}", list());
+    });
+}
+
+/// Issue 30, item 13: sorted by last update, a heartbeat would move its
+/// task to the top; the table holds still (the task keeps its row), the
+/// header says how many rows are out of order and which key re-sorts, and
+/// that key puts them in order, the selection on its task.
+#[test]
+fn rows_held_still_are_counted_in_the_header_until_o_re_sorts() {
+    each_store(|| {
+        let tasks: TaskMap = (1..=50)
+            .map(|n| {
+                let t = task(
+                    n,
+                    Status::Working,
+                    &format!("INC-{n:04} seed task"),
+                    100,
+                    i64::from(n),
+                );
+                (t.task_id.clone(), t)
+            })
+            .collect();
+        let fx = Fixture::new(tasks.clone());
+        let mut app = fx.app();
+        // created → title → id → last update
+        for _ in 0..3 {
+            app.handle_key(ch('s'));
+        }
+        assert_eq!(app.sort.label(), "last update");
+        app.select_row(30);
+        let selected = app.selected.clone().expect("a selection");
+        let before = order(&app);
+        let header = |app: &mut App, width: u16| {
+            let mut terminal =
+                ratatui::Terminal::new(ratatui::backend::TestBackend::new(width, 24))
+                    .expect("terminal");
+            terminal
+                .draw(|f| rudder::tui::view::draw(f, app, &rudder::tui::view::Theme::DEFAULT))
+                .expect("draw");
+            screen_text(&terminal)
+                .lines()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert!(!header(&mut app, 120).contains('⇅'));
+
+        // The task updated longest ago, at the bottom, heartbeats.
+        let last = before.last().expect("rows").clone();
+        let mut next = tasks.clone();
+        let t = next.get_mut(&last).expect("the last task");
+        t.updated_at = Some(now());
+        t.revision += 1;
+        app.on_feed(fx.set(next));
+        assert_eq!(order(&app), before, "the rows held still");
+        assert_eq!(app.selected.as_ref(), Some(&selected));
+        assert_eq!(app.out_of_order, 1);
+        let wide = header(&mut app, 120);
+        assert!(wide.contains("⇅ 1 out of order (o re-sorts)"), "{wide}");
+        let narrow = header(&mut app, 80);
+        assert!(
+            narrow.contains("⇅ 1") && narrow.contains("o re-sorts"),
+            "{narrow}"
+        );
+
+        app.handle_key(ch('o'));
+        let after = order(&app);
+        assert_eq!(after[0], last, "re-sorted: the newest update first");
+        assert_eq!(after[1..], before[..before.len() - 1]);
+        assert_eq!(app.out_of_order, 0);
+        assert_eq!(
+            app.selected.as_ref(),
+            Some(&selected),
+            "the selection stays"
+        );
+        assert!(!header(&mut app, 120).contains('⇅'));
+    });
+}

@@ -189,3 +189,42 @@ fn an_error_line_leads_with_the_reason_and_ends_with_the_path() {
         }
     });
 }
+
+/// Issue 30, item 11: the demo's question, as its worker asks it, in the
+/// table's message column: cut at 80 columns (at the end of a word), whole
+/// wherever the row has room for it, the title and the other columns
+/// taking only what is left.
+#[test]
+fn a_waiting_tasks_question_takes_the_width_that_is_left() {
+    let question = "Which service should the diagnosis follow? INC-1043 (card payments declined with 502) names none.";
+    each_store(|| {
+        let mut tasks = fixture();
+        let t = tasks.get_mut(&id(1)).expect("fixture");
+        t.title = Some("INC-1043 card payments declined with 502".into());
+        t.status_message = Some(question.into());
+        let mut app = app_with(tasks);
+        let mut failed = Vec::new();
+        for (width, whole) in [(80, false), (140, false), (200, true), (300, true)] {
+            let mut terminal = Terminal::new(TestBackend::new(width, 30)).expect("terminal");
+            terminal
+                .draw(|f| view::draw(f, &mut app, &Theme::DEFAULT))
+                .expect("draw");
+            let text = screen_text(&terminal);
+            let row = text
+                .lines()
+                .find(|l| l.contains("00000001"))
+                .expect("the row of task 1");
+            // Whole where the row has room; else cut at a word, the title
+            // never longer than the question beside it.
+            let fits = if whole {
+                row.contains(question)
+            } else {
+                row.contains("Which service should the") && row.contains('…')
+            };
+            if !fits {
+                failed.push(format!("{width} columns:\n{text}"));
+            }
+        }
+        assert!(failed.is_empty(), "{}", failed.join("\n"));
+    });
+}

@@ -268,14 +268,9 @@ pub struct HeartbeatArgs {
     /// Write as the worker holding the task's lease (from `rudder claim`): refused (exit 4) once another holder took the task over
     #[arg(long, value_name = "HOLDER")]
     pub holder: Option<String>,
-    /// With --holder: renew the lease for this long, e.g. 30s
-    #[arg(
-        long,
-        value_name = "DURATION",
-        default_value = "30s",
-        requires = "holder"
-    )]
-    pub lease: String,
+    /// With --holder: renew the lease for this long, e.g. 30s, which later writes then keep [default: the length the claim was made with]
+    #[arg(long, value_name = "DURATION", requires = "holder")]
+    pub lease: Option<String>,
     #[command(flatten)]
     pub output: Output,
 }

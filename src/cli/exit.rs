@@ -122,26 +122,29 @@ error_kinds! {
 impl ErrorKind {
     /// The kind of a store error.
     pub fn of_store(e: &StoreError) -> ErrorKind {
-        match e {
-            StoreError::UnknownTask { .. } => ErrorKind::UnknownTask,
-            StoreError::AmbiguousId { .. } => ErrorKind::AmbiguousId,
-            StoreError::Refused { .. } => ErrorKind::Refused,
-            StoreError::IdempotencyConflict { .. } => ErrorKind::IdempotencyConflict,
-            StoreError::StaleRevision { .. } => ErrorKind::StaleRevision,
-            StoreError::LeaseLost { .. } => ErrorKind::LeaseLost,
-            StoreError::RevisionExhausted { .. } => ErrorKind::RevisionExhausted,
-            StoreError::TooDeep { .. } => ErrorKind::TooDeep,
-            StoreError::ReservedKey { .. } => ErrorKind::ReservedKey,
-            StoreError::TooLarge { .. } => ErrorKind::TooLarge,
-            StoreError::InvalidInput { .. } => ErrorKind::InvalidInput,
-            StoreError::InvalidSchema(_) => ErrorKind::InvalidSchema,
-            StoreError::InvalidKind { .. } => ErrorKind::InvalidKind,
-            StoreError::Corrupt { .. } => ErrorKind::CorruptStore,
-            StoreError::Io { .. } => ErrorKind::Io,
-            StoreError::LockTimeout { .. } => ErrorKind::LockTimeout,
-            StoreError::NotAStore { .. } => ErrorKind::NotAStore,
-            StoreError::CopyRefused { .. } => ErrorKind::CopyRefused,
-            StoreError::Database { .. } => ErrorKind::Database,
+        use crate::store::ErrorKind as Kind;
+        match e.kind() {
+            Kind::UnknownTask => ErrorKind::UnknownTask,
+            Kind::AmbiguousId => ErrorKind::AmbiguousId,
+            Kind::Refused => ErrorKind::Refused,
+            Kind::IdempotencyConflict => ErrorKind::IdempotencyConflict,
+            Kind::StaleRevision => ErrorKind::StaleRevision,
+            Kind::LeaseLost => ErrorKind::LeaseLost,
+            Kind::RevisionExhausted => ErrorKind::RevisionExhausted,
+            Kind::TooDeep => ErrorKind::TooDeep,
+            Kind::ReservedKey => ErrorKind::ReservedKey,
+            Kind::TooLarge => ErrorKind::TooLarge,
+            Kind::InvalidInput => ErrorKind::InvalidInput,
+            Kind::InvalidSchema => ErrorKind::InvalidSchema,
+            Kind::InvalidKind => ErrorKind::InvalidKind,
+            Kind::Corrupt => ErrorKind::CorruptStore,
+            Kind::Io => ErrorKind::Io,
+            Kind::LockTimeout => ErrorKind::LockTimeout,
+            Kind::NotAStore => ErrorKind::NotAStore,
+            Kind::CopyRefused => ErrorKind::CopyRefused,
+            // A server out of reach is reported as the database error it
+            // always was ("database", exit 6): scripts match on the name.
+            Kind::Database | Kind::Unreachable => ErrorKind::Database,
         }
     }
 
@@ -274,7 +277,8 @@ pub fn cli_error_json(e: &CliError) -> Value {
 
 /// The exit code of an interactive command's error (the TUI, the demo, the
 /// worker): the kind's for the errors the CLI knows (the store's, a store
-/// the demo refuses, output that cannot be written), 1 for anything else.
+/// the demo refuses, a Python worker that cannot start, output that cannot
+/// be written), 1 for anything else.
 pub fn interactive_exit_code(e: &anyhow::Error) -> i32 {
     e.chain()
         .find_map(|c| {
@@ -289,6 +293,8 @@ pub fn interactive_exit_code(e: &anyhow::Error) -> i32 {
             } else if c
                 .downcast_ref::<crate::tui::terminal::NeedsTerminal>()
                 .is_some()
+                || c.downcast_ref::<crate::demo::supervisor::PythonWorkerError>()
+                    .is_some()
             {
                 Some(ErrorKind::Usage)
             } else {

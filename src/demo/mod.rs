@@ -76,6 +76,16 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
         .as_deref()
         .map(|addr| mcp::bind(addr, &options.store, mcp::log_path_for(&options.store)))
         .transpose()?;
+    // Before anything is written: a Python worker that cannot start is a
+    // set-up problem, said with its remedy.
+    let python = options
+        .python_worker
+        .as_ref()
+        .map(|script| {
+            let python = std::env::var_os("RUDDER_PYTHON").unwrap_or_else(|| "python3".into());
+            supervisor::check_python(&python, script).map(|()| (PathBuf::from(python), script))
+        })
+        .transpose()?;
     let store = Store::open(&options.store);
     // Before anything is written: a store with real tasks is refused, with
     // or without --fresh (which checks again under the lock).
@@ -96,10 +106,8 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
     let log = Supervisor::log_path_for(&options.store);
     let mut supervisor =
         Supervisor::new(exe.clone(), options.store.clone(), options.speed, Some(log));
-    if let Some(script) = &options.python_worker {
-        let python = std::env::var_os("RUDDER_PYTHON").unwrap_or_else(|| "python3".into());
-        supervisor::check_python(&python, script)?;
-        supervisor = supervisor.python(PathBuf::from(python), script.clone());
+    if let Some((python, script)) = python {
+        supervisor = supervisor.python(python, script.clone());
     }
     let supervisor = supervisor.shared();
     let mut control = supervisor.clone();

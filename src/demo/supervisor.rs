@@ -136,29 +136,66 @@ pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Send SIGTERM to `child`, which has not been reaped (so its pid is still
 /// its own, even if it exited).
+/// Why the Python worker cannot start: a set-up problem of the machine,
+/// said before the TUI takes the screen (exit 2, as a usage error: the
+/// remedy is the command it names, not a bug report).
+#[derive(Debug, thiserror::Error)]
+pub enum PythonWorkerError {
+    /// The worker script is not a file.
+    #[error("the Python worker {} does not exist", .script.display())]
+    NoScript {
+        /// The script asked for.
+        script: PathBuf,
+    },
+    /// The interpreter could not be run at all.
+    #[error(
+        "cannot run {} ({source}): install Python 3 and the rudder package with `pip install ./python`, or name another interpreter with $RUDDER_PYTHON",
+        .python.display()
+    )]
+    NoPython {
+        /// The interpreter.
+        python: PathBuf,
+        /// Why it could not be run.
+        source: std::io::Error,
+    },
+    /// The interpreter runs but cannot import the package.
+    #[error(
+        "{} cannot import the rudder Python package: install it with `pip install ./python` (or name another interpreter with $RUDDER_PYTHON)",
+        .python.display()
+    )]
+    NoPackage {
+        /// The interpreter.
+        python: PathBuf,
+    },
+}
+
 /// Refuse a Python worker that cannot start, before the TUI takes the
 /// screen: the script must exist and `python` must import `rudder`.
-pub fn check_python(python: &std::ffi::OsStr, script: &Path) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        script.is_file(),
-        "the Python worker {} does not exist",
-        script.display()
-    );
+pub fn check_python(python: &std::ffi::OsStr, script: &Path) -> Result<(), PythonWorkerError> {
+    if !script.is_file() {
+        return Err(PythonWorkerError::NoScript {
+            script: script.to_path_buf(),
+        });
+    }
     let imports = Command::new(python)
         .args(["-c", "import rudder"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", Path::new(python).display()))?;
-    anyhow::ensure!(
-        imports.success(),
-        "{} cannot import the rudder Python package: install it with `pip install ./python` (or name another interpreter with $RUDDER_PYTHON)",
-        Path::new(python).display()
-    );
+        .map_err(|source| PythonWorkerError::NoPython {
+            python: PathBuf::from(python),
+            source,
+        })?;
+    if !imports.success() {
+        return Err(PythonWorkerError::NoPackage {
+            python: PathBuf::from(python),
+        });
+    }
     Ok(())
 }
 
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 fn terminate(child: &Child) -> std::io::Result<()> {
     let pid = libc::pid_t::try_from(child.id()).map_err(std::io::Error::other)?;
     // SAFETY: kill(2) has no memory-safety preconditions; the pid is our

@@ -819,6 +819,7 @@ fn resolve_symlinks(path: &Path) -> Result<PathBuf, String> {
 /// Whether a process with this pid exists (`kill(pid, 0)`) and is not a
 /// zombie: a writer killed by SIGKILL whose parent has not reaped it yet
 /// still answers signal 0, though it will never write again.
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 fn process_alive(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;

@@ -211,6 +211,7 @@ enum Field {
     UpdatedAt,
     ClaimedBy,
     LeaseExpiresAt,
+    LeaseMs,
     TtlMs,
     CreatedAt,
     StatusMessage,
@@ -242,6 +243,7 @@ impl<'de> Deserialize<'de> for Field {
                     "updated_at" => Field::UpdatedAt,
                     "claimed_by" => Field::ClaimedBy,
                     "lease_expires_at" => Field::LeaseExpiresAt,
+                    "lease_ms" => Field::LeaseMs,
                     "ttl_ms" => Field::TtlMs,
                     "created_at" => Field::CreatedAt,
                     "status_message" => Field::StatusMessage,
@@ -304,6 +306,7 @@ impl<'de> Visitor<'de> for TaskVisitor {
         let mut status_message = None;
         let mut progress = None;
         let mut poll_interval_ms = None;
+        let mut lease_ms = None;
         let mut revision = None;
         let mut history = None;
         let mut opaque: [Option<()>; 5] = [None; 5];
@@ -353,6 +356,10 @@ impl<'de> Visitor<'de> for TaskVisitor {
                 Field::PollIntervalMs => {
                     let v = map.next_value::<Option<u64>>()?;
                     once(&mut poll_interval_ms, "poll_interval_ms", v)?;
+                }
+                Field::LeaseMs => {
+                    let v = map.next_value::<Option<u64>>()?;
+                    once(&mut lease_ms, "lease_ms", v)?;
                 }
                 Field::Revision => once(&mut revision, "revision", map.next_value::<u64>()?)?,
                 Field::History => {

@@ -167,6 +167,7 @@ impl FileMeta {
     }
 
     /// What a new store gets: private to the user creating it.
+    #[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
     pub fn private() -> Self {
         // SAFETY: geteuid and getegid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };

@@ -32,7 +32,8 @@ mod txn;
 mod watch;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use postgres::config::Host;
@@ -61,6 +62,9 @@ pub struct PostgresBackend {
     retention: Retention,
     /// Boxed: a client is large, and the backend sits in enums.
     conn: Mutex<Option<Box<Conn>>>,
+    /// How many connections this backend has made: a waiting notice
+    /// armed before one was made stays silent once one is.
+    connects: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -118,6 +122,22 @@ pub(crate) enum Retry {
 /// How long a read tries again while the server cannot be reached.
 const READ_PATIENCE: Duration = Duration::from_secs(2);
 
+/// How long one attempt to connect may take unless the URL's
+/// `connect_timeout` (or `$PGCONNECT_TIMEOUT`) says otherwise: a server
+/// that does not answer (a wrong host, a firewall that drops) fails a read
+/// this soon, not after the lock timeout.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long an operation waits for a connection before the user is told
+/// what it waits for (where a notice hook is set: a terminal).
+const NOTICE_AFTER: Duration = Duration::from_millis(700);
+
+/// A waiting notice armed: dropped (the operation ended) before it fires,
+/// it says nothing.
+struct Patience {
+    _cancel: std::sync::mpsc::Sender<()>,
+}
+
 impl PostgresBackend {
     /// The database at `url`. Nothing is connected yet. The lock timeout is
     /// the default (30 s; see [`PostgresBackend::with_settings`]).
@@ -127,6 +147,7 @@ impl PostgresBackend {
             lock_timeout: rudder_core::DEFAULT_LOCK_TIMEOUT,
             retention: Retention::DEFAULT,
             conn: Mutex::new(None),
+            connects: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -204,9 +225,10 @@ impl PostgresBackend {
         // Waiting past $RUDDER_LOCK_TIMEOUT (on a row lock, or a statement
         // bounded by it) is the same kind as on the file and SQLite.
         if let Some(db) = e.as_db_error() {
+            // QUERY_CANCELED is the statement timeout rudder sets: rudder
+            // cancels no statement of its own otherwise.
             let timed_out = *db.code() == SqlState::LOCK_NOT_AVAILABLE
-                || (*db.code() == SqlState::QUERY_CANCELED
-                    && db.message().contains("statement timeout"));
+                || *db.code() == SqlState::QUERY_CANCELED;
             if timed_out {
                 return StoreError::LockTimeout {
                     location: self.location(),
@@ -253,10 +275,18 @@ impl PostgresBackend {
                 format!("{m} ({})", self.target())
             }
         };
-        StoreError::Database {
-            location: self.location(),
-            action,
-            message,
+        if unreachable(e) {
+            StoreError::Unreachable {
+                location: self.location(),
+                action,
+                message,
+            }
+        } else {
+            StoreError::Database {
+                location: self.location(),
+                action,
+                message,
+            }
         }
     }
 
@@ -283,9 +313,7 @@ impl PostgresBackend {
         })?;
         let mut config = settings.config.clone();
         let bound = self.lock_timeout.max(Duration::from_secs(1));
-        if config.get_connect_timeout().is_none_or(|t| *t > bound) {
-            config.connect_timeout(bound);
-        }
+        config.connect_timeout(self.connect_timeout_in(&config));
         config
             .keepalives(true)
             .keepalives_idle(Duration::from_secs(30))
@@ -343,11 +371,96 @@ impl PostgresBackend {
             } else {
                 transient(&e).0
             };
-            (self.error(action, &e), retry)
+            let error = match (self.error(action, &e), retry) {
+                // A connection that failed in a way worth trying again (no
+                // server at the address yet, a name that does not resolve
+                // now) is the server out of reach, not a wrong store.
+                (
+                    StoreError::Database {
+                        location,
+                        action,
+                        message,
+                    },
+                    Retry::Safe,
+                ) => StoreError::Unreachable {
+                    location,
+                    action,
+                    message,
+                },
+                (error, _) => error,
+            };
+            (error, retry)
         };
-        config
+        let client = config
             .connect(connector)
-            .map_err(|e| classified("connect", e))
+            .map_err(|e| classified("connect", e))?;
+        self.connects.fetch_add(1, Ordering::SeqCst);
+        Ok(client)
+    }
+
+    /// How long one attempt to connect may take: the URL's (or the
+    /// environment's) `connect_timeout`, else [`DEFAULT_CONNECT_TIMEOUT`],
+    /// never more than the lock timeout.
+    fn connect_timeout_in(&self, config: &postgres::Config) -> Duration {
+        let bound = self.lock_timeout.max(Duration::from_secs(1));
+        config
+            .get_connect_timeout()
+            .copied()
+            // libpq's 0 is "for ever": the lock timeout bounds it.
+            .map(|t| if t.is_zero() { bound } else { t })
+            .unwrap_or(DEFAULT_CONNECT_TIMEOUT)
+            .min(bound)
+    }
+
+    /// How long one attempt to connect may take (see
+    /// [`PostgresBackend::connect_timeout_in`]).
+    pub fn connect_timeout(&self) -> Duration {
+        match self.url.connect_config() {
+            Ok(c) => self.connect_timeout_in(&c.config),
+            Err(_) => DEFAULT_CONNECT_TIMEOUT.min(self.lock_timeout.max(Duration::from_secs(1))),
+        }
+    }
+
+    /// Arm a waiting notice for an operation that needs a connection and
+    /// has none: if none is made within [`NOTICE_AFTER`], the user hears
+    /// which server it waits for and until when (`until`), never the
+    /// password (the target names host, port and database only). Nothing
+    /// where nobody listens (no terminal) or a connection is open.
+    fn patience(&self, until: Instant) -> Option<Patience> {
+        if !rudder_core::notice::listening() {
+            return None;
+        }
+        {
+            let slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.as_ref().is_some_and(|c| !c.client.is_closed()) {
+                return None;
+            }
+        }
+        let connects = Arc::clone(&self.connects);
+        let seen = connects.load(Ordering::SeqCst);
+        let target = self.target();
+        let attempt = self.connect_timeout();
+        let (cancel, cancelled) = std::sync::mpsc::channel::<()>();
+        let spawned = std::thread::Builder::new()
+            .name("rudder-pg-notice".into())
+            .spawn(move || {
+                let timed_out = matches!(
+                    cancelled.recv_timeout(NOTICE_AFTER),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                );
+                if !timed_out || connects.load(Ordering::SeqCst) != seen {
+                    return;
+                }
+                let left = until.saturating_duration_since(Instant::now());
+                rudder_core::notice::waiting(&format!(
+                    "waiting for the PostgreSQL server at {target} to accept a connection, \
+                     for up to {:.0}s more (a write waits up to $RUDDER_LOCK_TIMEOUT, a read \
+                     a few seconds; each attempt at most {:.0}s: connect_timeout)",
+                    left.as_secs_f64().ceil(),
+                    attempt.as_secs_f64()
+                ));
+            });
+        spawned.ok().map(|_| Patience { _cancel: cancel })
     }
 
     /// Run `f` on the connection, connecting first if needed; a broken
@@ -471,7 +584,9 @@ impl PostgresBackend {
         // A read waits for a restarting server only briefly: the change
         // feed and the TUI must say "unreachable" soon, and a reader can
         // always read again (writes wait out the whole lock timeout).
-        let deadline = Instant::now() + self.lock_timeout.min(READ_PATIENCE);
+        let start = Instant::now();
+        let deadline = start + self.lock_timeout.min(READ_PATIENCE);
+        let mut patience = self.patience(deadline.max(start + self.connect_timeout()));
         let mut tries = 0;
         loop {
             tries += 1;
@@ -506,7 +621,14 @@ impl PostgresBackend {
                 // A server restarting is waited for, within the lock
                 // timeout; a connection found broken is replaced at once.
                 Err((_, Retry::Safe, lost))
-                    if (lost || tries < 3) && (tries < 2 || Self::pause(tries, deadline)) => {}
+                    if (lost || tries < 3)
+                        && Instant::now() < deadline
+                        && (tries < 2 || Self::pause(tries, deadline)) =>
+                {
+                    if lost && patience.is_none() {
+                        patience = self.patience(deadline);
+                    }
+                }
                 Err((e, _, _)) => return Err(e),
             }
         }
@@ -584,8 +706,17 @@ impl PostgresBackend {
     /// `rudder heartbeat` asks this before its write). The version table
     /// counts only in the connection's first schema, where a writer would
     /// make it; the version is kept for the write that follows.
-    fn probe(&self) -> Result<bool, StoreError> {
-        let deadline = Instant::now() + self.lock_timeout;
+    /// A read waits for the server [`READ_PATIENCE`], a write (`write`)
+    /// the lock timeout.
+    fn probe(&self, write: bool) -> Result<bool, StoreError> {
+        let start = Instant::now();
+        let deadline = start
+            + if write {
+                self.lock_timeout
+            } else {
+                self.lock_timeout.min(READ_PATIENCE)
+            };
+        let mut patience = self.patience(deadline.max(start + self.connect_timeout()));
         let mut tries = 0;
         loop {
             tries += 1;
@@ -623,7 +754,14 @@ impl PostgresBackend {
             match result {
                 Ok(v) => return Ok(v),
                 Err((_, Retry::Safe, lost))
-                    if (lost || tries < 3) && (tries < 2 || Self::pause(tries, deadline)) => {}
+                    if (lost || tries < 3)
+                        && Instant::now() < deadline
+                        && (tries < 2 || Self::pause(tries, deadline)) =>
+                {
+                    if lost && patience.is_none() {
+                        patience = self.patience(deadline);
+                    }
+                }
                 Err((e, _, _)) => return Err(e),
             }
         }
@@ -634,6 +772,7 @@ impl PostgresBackend {
         f: &mut dyn FnMut(&mut PgTxn<'_>) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
         let deadline = Instant::now() + self.lock_timeout;
+        let mut patience = self.patience(deadline);
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -690,7 +829,12 @@ impl PostgresBackend {
                 // before the commit was sent: nothing was written) is
                 // waited for until the lock timeout, as a held lock is.
                 Err((_, Retry::Safe, lost))
-                    if (lost || attempt < ATTEMPTS) && Self::pause(attempt, deadline) => {}
+                    if (lost || attempt < ATTEMPTS) && Self::pause(attempt, deadline) =>
+                {
+                    if lost && patience.is_none() {
+                        patience = self.patience(deadline);
+                    }
+                }
                 Err((e, _, _)) => return Err(e),
             }
         }
@@ -729,6 +873,21 @@ pub(crate) fn transient(e: &postgres::Error) -> (Retry, bool) {
         }
         _ => (Retry::No, false),
     }
+}
+
+/// Whether `e` says the server is out of reach now, by its typed codes: the
+/// connection closed, a socket error (`io::ErrorKind`), SQLSTATE class 08
+/// (connection exception) or a server shutting down or starting up.
+fn unreachable(e: &postgres::Error) -> bool {
+    if e.is_closed() || io_failure(e) {
+        return true;
+    }
+    e.code().is_some_and(|c| {
+        *c == SqlState::ADMIN_SHUTDOWN
+            || *c == SqlState::CRASH_SHUTDOWN
+            || *c == SqlState::CANNOT_CONNECT_NOW
+            || c.code().starts_with("08")
+    })
 }
 
 /// Whether `e` comes from the socket (by its `io::ErrorKind`): the server
@@ -772,6 +931,7 @@ fn off_runtime<T>(op: impl FnOnce() -> T) -> T {
         return op();
     }
     struct AssertSend<V>(V);
+    #[allow(unsafe_code)] // the SAFETY comment says why
     // SAFETY: the calling thread is blocked in `join` for as long as the
     // scoped thread runs, so whatever `op` captures (and the answer it
     // hands back) is only ever used by one thread at a time, and nothing
@@ -789,6 +949,17 @@ fn off_runtime<T>(op: impl FnOnce() -> T) -> T {
             .unwrap_or_else(|p| std::panic::resume_unwind(p))
     });
     answer.into_inner()
+}
+
+impl PostgresBackend {
+    /// Whether this backend's connection has seen the tables: then
+    /// [`Backend::exists`] needs no question (the operation that follows
+    /// finds out if they went since).
+    fn knows_the_tables(&self) -> bool {
+        let slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        slot.as_ref()
+            .is_some_and(|c| c.version == Some(schema::VERSION) && !c.client.is_closed())
+    }
 }
 
 impl Backend for PostgresBackend {
@@ -813,18 +984,17 @@ impl Backend for PostgresBackend {
     }
 
     fn exists(&self) -> Result<bool, StoreError> {
-        // A connection that has seen the tables needs no question: the
-        // operation that follows finds out if they went since.
-        {
-            let slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-            if slot
-                .as_ref()
-                .is_some_and(|c| c.version == Some(schema::VERSION) && !c.client.is_closed())
-            {
-                return Ok(true);
-            }
+        if self.knows_the_tables() {
+            return Ok(true);
         }
-        off_runtime(|| self.probe())
+        off_runtime(|| self.probe(false))
+    }
+
+    fn exists_to_write(&self) -> Result<bool, StoreError> {
+        if self.knows_the_tables() {
+            return Ok(true);
+        }
+        off_runtime(|| self.probe(true))
     }
 
     fn transaction(

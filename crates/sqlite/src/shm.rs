@@ -175,6 +175,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
     fn a_replaced_file_is_checked_again() {
         let dir = tempfile::tempdir().unwrap();
         let shm = dir.path().join("t.db-shm");

@@ -19,6 +19,7 @@ use crate::task_view::TaskView;
 use crate::window::{self, Anchor, RowSource, View};
 use rudder_model::task::{Status, Task, TaskMap};
 use rudder_store::ReclaimReport;
+use rudder_store::query::StatusCounts;
 use rudder_store::watch::{FeedEvent, TaskChange, Unavailable};
 
 /// How long a changed row stays highlighted.
@@ -323,6 +324,10 @@ pub struct App {
     stalled_at: Option<DateTime<Utc>>,
     /// What was wrong with the config file, shown at start and in the help.
     pub config_problems: Vec<String>,
+    /// How many rows are out of the order chosen with `s`: the table
+    /// holds still while changes come in (a changed task keeps its row) and
+    /// the header says how many rows a re-sort ([`App::resort`]) would move.
+    pub out_of_order: usize,
 }
 
 impl App {
@@ -400,6 +405,7 @@ impl App {
             stalled: 0,
             stalled_at: None,
             config_problems: Vec::new(),
+            out_of_order: 0,
         }
     }
 
@@ -513,7 +519,7 @@ impl App {
                 } else {
                     Anchor::Tasks(self.anchors())
                 };
-                self.refetch(anchor);
+                self.fetch_window(anchor, Order::Held);
             }
             FeedEvent::Changes(list) => {
                 self.watch = WatchState::Live;
@@ -529,8 +535,8 @@ impl App {
                     || list
                         .iter()
                         .any(|c| c.is_transition() || old.contains_key(&c.task_id));
-                if affects {
-                    self.refetch(Anchor::Tasks(self.anchors()));
+                if affects && !self.take_changes(&list) {
+                    self.fetch_window(Anchor::Tasks(self.anchors()), Order::Held);
                 }
                 self.record_changes(&list, &old);
             }
@@ -620,27 +626,139 @@ impl App {
         ids
     }
 
-    /// Fetch the window again, keeping the selected row on the
-    /// same line of the screen.
-    fn refetch(&mut self, anchor: Anchor) {
-        let Some(source) = self.source.clone() else {
-            return;
-        };
-        let view = View {
+    /// What the table shows: the filters and the order.
+    fn view(&self) -> View {
+        View {
             statuses: self.filter.statuses,
             text: self.filter.text.clone(),
             sort: self.sort,
+        }
+    }
+
+    /// Fetch the window again in the table's order, keeping the selected
+    /// row on the same line of the screen (the person asked for it: a
+    /// filter, a sort, `g`/`G`).
+    fn refetch(&mut self, anchor: Anchor) {
+        self.fetch_window(anchor, Order::Fresh);
+    }
+
+    /// Fetch the window again, keeping the selected row on the same line
+    /// of the screen; with [`Order::Held`], the rows already shown keep
+    /// their order.
+    fn fetch_window(&mut self, anchor: Anchor, order: Order) {
+        let Some(source) = self.source.clone() else {
+            return;
         };
-        let line = self.cursor.saturating_sub(self.offset);
         // At least two pages each side, so that a page key never leaves it.
         let side = self.window_side.max(2 * self.page.max(1));
-        let w = match window::fetch(&*source, &view, &anchor, side) {
-            Ok(w) => w,
-            Err(e) => {
-                self.watch = WatchState::unavailable(&Unavailable::of(&e));
-                return;
-            }
+        match window::fetch(&*source, &self.view(), &anchor, side) {
+            Ok(w) => self.take_window(w, &anchor, order),
+            Err(e) => self.watch = WatchState::unavailable(&Unavailable::of(&e)),
+        }
+    }
+
+    /// Take in the changes of a text-filtered window without asking the
+    /// store for its rows again: with a text filter a page query reads
+    /// every task to find the few that match, but the feed names the tasks
+    /// that changed, and the window is the slice of the table between its
+    /// first and last rows. So the rows that did not change stay, and each
+    /// changed task is read by its id and kept if the filter shows it
+    /// inside that slice. `false` when this cannot be done (no text
+    /// filter, an empty or overgrown window, no anchor left in it): then
+    /// the window is fetched again.
+    fn take_changes(&mut self, list: &[TaskChange]) -> bool {
+        let Some(source) = self.source.clone() else {
+            return false;
         };
+        if self.filter.text.is_empty() || (self.tasks.is_empty() && !(self.at_start && self.at_end))
+        {
+            return false;
+        }
+        let view = self.view();
+        let old = Arc::clone(&self.tasks);
+        // The old window held exactly the tasks between these two, in
+        // the order as it was; a task outside them is outside the window.
+        let first = (!self.at_start)
+            .then(|| old.first().map(|(_, t)| t))
+            .flatten();
+        let last = (!self.at_end).then(|| old.last().map(|(_, t)| t)).flatten();
+        let inside = |t: &Task| {
+            first.is_none_or(|f| view.order(f, t).is_le())
+                && last.is_none_or(|l| view.order(t, l).is_le())
+        };
+        let changed: std::collections::HashSet<&str> =
+            list.iter().map(|c| c.task_id.as_str()).collect();
+        let mut rows: Vec<Task> = old
+            .values()
+            .filter(|t| !changed.contains(t.task_id.as_str()))
+            .cloned()
+            .collect();
+        for id in &changed {
+            match source.task(id) {
+                Ok(Some(t)) if view.shows(&t) && inside(&t) => rows.push(t),
+                // The selection follows its task out of the window: a
+                // fetch anchored at it.
+                Ok(Some(t)) if view.shows(&t) && self.selected.as_deref() == Some(id) => {
+                    return false;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    self.watch = WatchState::unavailable(&Unavailable::of(&e));
+                    return true;
+                }
+            }
+        }
+        // Grown past a fetch's size: a fetch trims it around the selection.
+        let side = self.window_side.max(2 * self.page.max(1));
+        if rows.len() > 4 * side + 2 {
+            return false;
+        }
+        rows.sort_by(|a, b| view.order(a, b));
+        let anchors = self.anchors();
+        let Some(at) = anchors
+            .iter()
+            .find_map(|id| rows.iter().position(|t| &t.task_id == id))
+        else {
+            return false;
+        };
+        // The counts change only when a task appears, vanishes or changes
+        // status.
+        let counts = if list.iter().any(|c| c.is_transition()) {
+            match source.counts() {
+                Ok(c) => c,
+                Err(e) => {
+                    self.watch = WatchState::unavailable(&Unavailable::of(&e));
+                    return true;
+                }
+            }
+        } else {
+            StatusCounts(
+                Status::ALL
+                    .iter()
+                    .zip(self.counts)
+                    .filter(|(_, n)| *n > 0)
+                    .map(|(s, n)| (*s, n))
+                    .collect(),
+            )
+        };
+        let w = window::Window {
+            rows,
+            anchor: Some(at),
+            at_start: self.at_start,
+            at_end: self.at_end,
+            counts,
+        };
+        self.take_window(w, &Anchor::Tasks(anchors), Order::Held);
+        true
+    }
+
+    /// Show the window `w` fetched at `anchor`, keeping the selected row on
+    /// the same line of the screen.
+    fn take_window(&mut self, w: window::Window, anchor: &Anchor, order: Order) {
+        let Some(source) = self.source.clone() else {
+            return;
+        };
+        let line = self.cursor.saturating_sub(self.offset);
         let mut counts = [0; 5];
         for (status, n) in &w.counts.0 {
             counts[status_index(*status)] += n;
@@ -649,10 +767,22 @@ impl App {
         self.total = w.counts.total();
         self.at_start = w.at_start;
         self.at_end = w.at_end;
+        // The order the rows were shown in, with each one's status.
+        let shown: Vec<(String, Status)> = match order {
+            Order::Fresh => Vec::new(),
+            Order::Held => (0..self.rows.len())
+                .filter_map(|r| self.row_task(r))
+                .map(|t| (t.task_id.clone(), t.status))
+                .collect(),
+        };
         let tasks: TaskMap = w.rows.into_iter().map(|t| (t.task_id.clone(), t)).collect();
         // The text of rows that left the window is not kept either.
         self.shown.retain(|id| tasks.contains_key(id));
-        self.rows = (0..tasks.len()).collect();
+        self.rows = match order {
+            Order::Fresh => (0..tasks.len()).collect(),
+            Order::Held => held_order(&shown, &tasks),
+        };
+        self.out_of_order = out_of_order(&self.rows);
         // Marks follow their tasks outside the window too.
         self.marked_outside = self
             .marks
@@ -662,10 +792,15 @@ impl App {
             .map(|t| (t.task_id.clone(), t))
             .collect();
         self.tasks = Arc::new(tasks);
-        let cursor = match (w.anchor, &anchor) {
+        // The anchor's place in the window, then on the screen.
+        let at = match (w.anchor, anchor) {
             (Some(at), _) => at,
-            (None, Anchor::End) => self.rows.len().saturating_sub(1),
+            (None, Anchor::End) => self.tasks.len().saturating_sub(1),
             (None, _) => 0,
+        };
+        let cursor = match (order, anchor) {
+            (Order::Held, _) => self.rows.iter().position(|&r| r == at).unwrap_or(0),
+            (Order::Fresh, _) => at,
         };
         let id = self.row_task(cursor).map(|t| t.task_id.clone());
         if id != self.selected {
@@ -673,6 +808,24 @@ impl App {
         }
         self.cursor = cursor;
         self.selected = id;
+        self.offset = self.cursor.saturating_sub(line);
+        self.scroll_to_cursor();
+    }
+
+    /// Put the rows in the chosen order (`o`): those that changed since
+    /// the table last was in order move to their places; the selection
+    /// stays on its task, on the same line of the screen.
+    pub fn resort(&mut self) {
+        let line = self.cursor.saturating_sub(self.offset);
+        self.rows = (0..self.tasks.len()).collect();
+        self.out_of_order = 0;
+        if let Some(at) = self
+            .selected
+            .as_deref()
+            .and_then(|id| self.tasks.get_index_of(id))
+        {
+            self.cursor = at;
+        }
         self.offset = self.cursor.saturating_sub(line);
         self.scroll_to_cursor();
     }
@@ -766,7 +919,12 @@ impl App {
         let near_top = self.cursor <= margin && !self.at_start;
         let near_bottom = self.cursor + margin + 1 >= self.rows.len() && !self.at_end;
         if near_top || near_bottom {
-            self.refetch(Anchor::Tasks(self.selected.iter().cloned().collect()));
+            // Moving is not asking for a re-sort: the rows shown keep
+            // their order.
+            self.fetch_window(
+                Anchor::Tasks(self.selected.iter().cloned().collect()),
+                Order::Held,
+            );
         }
     }
 
@@ -789,4 +947,268 @@ pub fn status_index(status: Status) -> usize {
         .iter()
         .position(|s| *s == status)
         .unwrap_or_default()
+}
+
+/// Whether a window fetched again keeps the order the rows were shown in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Order {
+    /// The table's order (the person asked for the rows).
+    Fresh,
+    /// The rows shown keep their order; a row new to the window, or whose
+    /// task changed status group, takes the place the table's order gives
+    /// it after the rows around it.
+    Held,
+}
+
+/// The rows of `tasks` (in the table's order) in the order of `shown`
+/// (ids with their status as last shown): each task shown before, of the
+/// same status, keeps its place among the others; every other task goes
+/// right after the nearest task before it in the table's order that kept
+/// its place in its status group (first in the group if none).
+fn held_order(shown: &[(String, Status)], tasks: &TaskMap) -> Vec<usize> {
+    let group = |at: usize| {
+        tasks
+            .get_index(at)
+            .map_or(0, |(_, t)| window::group_of(t.status))
+    };
+    let mut rank: Vec<Option<usize>> = vec![None; tasks.len()];
+    for (i, (id, status)) in shown.iter().enumerate() {
+        if let Some((at, _, t)) = tasks.get_full(id.as_str())
+            && t.status == *status
+        {
+            rank[at] = Some(i);
+        }
+    }
+    // (group, rank of the row it follows, kept first, place in the order)
+    let key = |at: usize| -> (usize, Option<usize>, bool, usize) {
+        match rank[at] {
+            Some(r) => (group(at), Some(r), false, at),
+            None => {
+                let after = (0..at)
+                    .rev()
+                    .take_while(|&q| group(q) == group(at))
+                    .find_map(|q| rank[q]);
+                (group(at), after, true, at)
+            }
+        }
+    };
+    let mut rows: Vec<usize> = (0..tasks.len()).collect();
+    rows.sort_by_cached_key(|&at| key(at));
+    rows
+}
+
+/// How many rows must move for `rows` (positions in the table's order) to
+/// be in order: all but the longest run already in order (the longest
+/// increasing subsequence).
+fn out_of_order(rows: &[usize]) -> usize {
+    let mut tails: Vec<usize> = Vec::new();
+    for &r in rows {
+        match tails.binary_search(&r) {
+            Ok(_) => {}
+            Err(i) if i == tails.len() => tails.push(r),
+            Err(i) => tails[i] = r,
+        }
+    }
+    rows.len() - tails.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rudder_store::query::PageQuery;
+    use rudder_store::{StoreError, Transaction};
+    use std::sync::RwLock;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Tasks in memory that count the page queries asked of them.
+    #[derive(Default)]
+    struct Counted {
+        tasks: RwLock<TaskMap>,
+        pages: AtomicUsize,
+    }
+
+    impl RowSource for Counted {
+        fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
+            self.pages.fetch_add(1, Ordering::Relaxed);
+            Transaction::page(&*self.tasks.read().expect("lock"), q)
+        }
+        fn counts(&self) -> Result<StatusCounts, StoreError> {
+            Transaction::counts(&*self.tasks.read().expect("lock"))
+        }
+        fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
+            Ok(self.tasks.read().expect("lock").get(id).cloned())
+        }
+        fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+            Transaction::stalled(&*self.tasks.read().expect("lock"), now)
+        }
+    }
+
+    fn base() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_700_000_000, 0).expect("a time")
+    }
+
+    fn task(i: usize) -> Task {
+        let status = [Status::Working, Status::InputRequired, Status::Completed][i % 3];
+        let mut t = Task::new(format!("t{i:04}"), status);
+        t.created_at = Some(base() + TimeDelta::minutes(i as i64));
+        t.updated_at = Some(base() + TimeDelta::minutes((i * 7 % 300) as i64));
+        t.title = Some(format!("incident {}", i % 7));
+        t.revision = 1;
+        t
+    }
+
+    /// A small pseudo-random generator, so that a failure replays.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 33) as usize) % n
+        }
+    }
+
+    /// The whole table in order, as a fresh fetch from the start gives it.
+    fn table(source: &dyn RowSource, app: &App) -> Vec<String> {
+        let w = window::fetch(source, &app.view(), &Anchor::Start, 100_000).expect("fetch");
+        w.rows.into_iter().map(|t| t.task_id).collect()
+    }
+
+    /// Issue 30, item 19: with a text filter, a page query reads every
+    /// task to find the few that match; the feed's changes are taken in
+    /// without one, and the window is still exactly the slice of the table
+    /// between its first and last rows, with the selection in it.
+    #[test]
+    fn a_filtered_window_takes_the_feeds_changes_without_a_page_query() {
+        for sort in [
+            SortKey::Created,
+            SortKey::Updated,
+            SortKey::Title,
+            SortKey::Id,
+        ] {
+            let source = Arc::new(Counted::default());
+            *source.tasks.write().expect("lock") =
+                (0..300).map(|i| (format!("t{i:04}"), task(i))).collect();
+            let mut app = App::new(std::path::Path::new("/tmp/t.json"), false, base())
+                .with_source(Arc::clone(&source) as Arc<dyn RowSource>);
+            app.window_side = 6;
+            app.page = 3;
+            app.sort = sort;
+            app.filter.text = "incident 3".into();
+            app.on_feed(StoreUpdate::Feed(FeedEvent::Reset(
+                rudder_store::watch::ResetReason::Start,
+            )));
+            // Somewhere in the middle of a window that holds part of it.
+            for _ in 0..20 {
+                app.select_row(app.cursor + 1);
+            }
+            let selected = app.selected.clone().expect("a selection");
+            let mut rng = Rng(sort as u64 + 1);
+            let mut next = 300;
+            for round in 0..200 {
+                let mut list = Vec::new();
+                {
+                    let mut tasks = source.tasks.write().expect("lock");
+                    for _ in 0..1 + rng.below(3) {
+                        let id = format!("t{:04}", rng.below(next + 1));
+                        // A change that takes the selected task out of
+                        // the window's slice is fetched again, anchored
+                        // at it, so that the selection follows its task:
+                        // its heartbeats only where they move nothing.
+                        if id == selected && sort == SortKey::Updated {
+                            continue;
+                        }
+                        let before = tasks.get(&id).cloned();
+                        let after = match (before.clone(), rng.below(6)) {
+                            // A new task, matching or not.
+                            (None, _) => {
+                                next += 1;
+                                Some(task(rng.below(300))).map(|mut t| {
+                                    t.task_id = id.clone();
+                                    t
+                                })
+                            }
+                            // The selection stays (its neighbours anchor
+                            // otherwise, which a fetch handles).
+                            (Some(_), 0) if id != selected => None,
+                            (Some(mut t), 1) if !t.status.is_terminal() && id != selected => {
+                                t.status = [Status::Working, Status::InputRequired, Status::Failed]
+                                    [rng.below(3)];
+                                Some(t)
+                            }
+                            (Some(mut t), 2) if id != selected => {
+                                t.title = Some(format!("incident {}", rng.below(7)));
+                                Some(t)
+                            }
+                            (Some(mut t), _) => {
+                                t.updated_at =
+                                    Some(base() + TimeDelta::minutes(300 + round as i64));
+                                Some(t)
+                            }
+                        };
+                        let after = after.map(|mut t| {
+                            t.revision += 1;
+                            t
+                        });
+                        match &after {
+                            Some(t) => {
+                                tasks.insert(id.clone(), t.clone());
+                            }
+                            None => {
+                                tasks.shift_remove(&id);
+                            }
+                        }
+                        list.push(TaskChange {
+                            task_id: id,
+                            revision: after.as_ref().map_or(0, |t| t.revision),
+                            from: before.map(|t| t.status),
+                            to: after.map(|t| t.status),
+                            at: None,
+                        });
+                    }
+                }
+                source.pages.store(0, Ordering::Relaxed);
+                app.on_feed(StoreUpdate::Feed(FeedEvent::Changes(list)));
+                assert_eq!(
+                    source.pages.load(Ordering::Relaxed),
+                    0,
+                    "{sort:?} round {round}: the store was paged"
+                );
+                let all = table(&*source, &app);
+                let ids: Vec<&String> = app.tasks.keys().collect();
+                let first = all
+                    .iter()
+                    .position(|id| Some(id) == ids.first().copied())
+                    .expect("the first row is in the table");
+                assert_eq!(
+                    all[first..first + ids.len()].iter().collect::<Vec<_>>(),
+                    ids,
+                    "{sort:?} round {round}: the window is a slice of the table"
+                );
+                assert!(!app.at_start || first == 0, "{sort:?} round {round}");
+                assert!(
+                    !app.at_end || first + ids.len() == all.len(),
+                    "{sort:?} round {round}"
+                );
+                assert_eq!(app.selected.as_ref(), Some(&selected), "{sort:?} {round}");
+                let counts = source.counts().expect("counts");
+                assert_eq!(app.store_len(), counts.total(), "{sort:?} {round}");
+                let shown_row = app
+                    .rows
+                    .iter()
+                    .position(|&r| app.tasks.get_index(r).map(|(id, _)| id) == Some(&selected));
+                assert_eq!(shown_row, Some(app.cursor), "{sort:?} {round}");
+            }
+        }
+    }
+
+    #[test]
+    fn rows_held_still_count_the_fewest_that_must_move() {
+        assert_eq!(out_of_order(&[0, 1, 2, 3]), 0);
+        // One task that moved to the top while the rest held still.
+        assert_eq!(out_of_order(&[1, 2, 0, 3]), 1);
+        assert_eq!(out_of_order(&[3, 2, 1, 0]), 3);
+        assert_eq!(out_of_order(&[]), 0);
+    }
 }

@@ -82,6 +82,8 @@ pub enum Action {
     StatusFilter(u8),
     /// Cycle the sort: created, title, id, last update.
     Sort,
+    /// Put the rows held still back in the chosen order.
+    Resort,
     /// Pause / resume live updates.
     Pause,
     /// Copy the task id (OSC 52).
@@ -323,6 +325,13 @@ pub const TABLE: &[Binding] = &[
         ["s"],
         LIST,
         "sort: created, title, id, update"
+    ),
+    row!(
+        Action::Resort,
+        "resort",
+        ["o"],
+        LIST,
+        "re-sort rows that changed (header ⇅ N)"
     ),
     row!(
         Action::Pause,

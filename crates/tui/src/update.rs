@@ -422,6 +422,17 @@ impl App {
                 self.rebuild();
                 self.say(Tone::Info, format!("sorted by {}", self.sort.label()));
             }
+            Action::Resort => {
+                let moved = self.out_of_order;
+                self.resort();
+                self.say(
+                    Tone::Info,
+                    match moved {
+                        0 => format!("rows already sorted by {}", self.sort.label()),
+                        n => format!("re-sorted by {}: {n} row(s) moved", self.sort.label()),
+                    },
+                );
+            }
             Action::Pause => self.toggle_pause(),
             Action::Copy => match self.selected.clone() {
                 // Only what the screen shows goes to the clipboard: an id

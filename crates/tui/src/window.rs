@@ -171,11 +171,26 @@ const GROUPS: [&[Status]; 3] = [
     &[Status::Completed, Status::Failed, Status::Cancelled],
 ];
 
-fn group_of(status: Status) -> usize {
+/// The status group of `status`, in the table's order (0: waiting).
+pub fn group_of(status: Status) -> usize {
     GROUPS
         .iter()
         .position(|g| g.contains(&status))
         .unwrap_or(GROUPS.len() - 1)
+}
+
+impl View {
+    /// The table's order between two tasks, as the page queries walk it:
+    /// the status group, then the sort inside it, ties broken by id.
+    pub fn order(&self, a: &Task, b: &Task) -> std::cmp::Ordering {
+        let q = self.query(0, None, false, 0);
+        group_of(a.status)
+            .cmp(&group_of(b.status))
+            .then_with(|| match q.descending {
+                false => query::compare(q.sort, a, b),
+                true => query::compare(q.sort, b, a),
+            })
+    }
 }
 
 /// Where a window is anchored.

@@ -123,6 +123,12 @@ pub struct Task {
         deserialize_with = "time::opt"
     )]
     pub lease_expires_at: Option<DateTime<Utc>>,
+    /// The lease length the holder claimed with (milliseconds): a write of
+    /// the holder that names no length renews the lease for this long.
+    /// Unset while nobody holds the task, and in claims written before
+    /// rudder recorded it ([`machine::DEFAULT_LEASE`] then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,6 +166,7 @@ impl Task {
             progress: None,
             claimed_by: None,
             lease_expires_at: None,
+            lease_ms: None,
             error: None,
             ttl_ms: None,
             poll_interval_ms: None,
@@ -181,13 +188,41 @@ impl Task {
     }
 
     /// What a list shows as the task's message now: a failed task's error
-    /// (its last progress message no longer says what matters), else the
-    /// status message. The CLI's `list` and the TUI's table both show this.
+    /// (its last progress message no longer says what matters); for a task
+    /// answered while no worker held it, [`AWAITING_RESUME`] until a worker
+    /// claims it or writes a message (the answer took the question out of
+    /// `status_message`, and a blank row would say nothing of what it now
+    /// waits for); else the status message. The CLI's `list`, the TUI's
+    /// table and the MCP `statusMessage` all show this.
     pub fn current_message(&self) -> Option<&str> {
         match self.status {
             Status::Failed => self.error_message().or(self.status_message.as_deref()),
+            _ if self.awaits_resume() => Some(AWAITING_RESUME),
             _ => self.status_message.as_deref(),
         }
+    }
+
+    /// How long a write of the holder that names no length renews the
+    /// lease for: the length recorded with the claim.
+    pub fn lease_length(&self) -> std::time::Duration {
+        self.lease_ms
+            .map(std::time::Duration::from_millis)
+            .unwrap_or(machine::DEFAULT_LEASE)
+    }
+
+    /// Working, without a message or a worker, and its last transition was
+    /// the answer to its question (that entry's note says so, whether the
+    /// task asked with a message or not).
+    fn awaits_resume(&self) -> bool {
+        self.status == Status::Working
+            && self.status_message.is_none()
+            && self.claimed_by.is_none()
+            && self.history.last().is_some_and(|h| {
+                h.status == Status::Working
+                    && h.note
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with(INPUT_PROVIDED))
+            })
     }
 
     /// Whether a worker holds a lease on this task that has not expired at `now`.
@@ -208,6 +243,13 @@ impl Task {
         self.title.as_deref().or(self.idempotency_key.as_deref())
     }
 }
+
+/// The message of a task answered while no worker held it, until a worker
+/// claims it or writes one ([`Task::current_message`]).
+pub const AWAITING_RESUME: &str = "answered; waiting for a worker to resume";
+
+/// How the history entry of an answer begins ([`machine`]'s note on it).
+pub(crate) const INPUT_PROVIDED: &str = "input provided";
 
 /// The first eight characters of a task id (the whole id if it is shorter).
 pub fn short_id(id: &str) -> &str {

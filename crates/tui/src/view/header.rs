@@ -121,6 +121,17 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         ));
         second.push(Span::raw("  "));
     }
+    // The table holds still while changes come in; say when that leaves
+    // rows out of the chosen order, and which key puts them back.
+    let order_at = second.len();
+    let resort = app.keys.first(crate::keys::Action::Resort);
+    if app.out_of_order > 0 {
+        second.push(Span::styled(
+            format!("⇅ {} out of order ({resort} re-sorts)", app.out_of_order),
+            theme.tone(crate::app::Tone::Warning),
+        ));
+        second.push(Span::raw("  "));
+    }
     let (watch, error) = match (&app.watch, app.paused) {
         (WatchState::Starting, _) => ("○ starting".to_string(), false),
         (_, true) => (format!("⏸ paused, {} pending", app.pending_changes), false),
@@ -148,6 +159,13 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         second[stalled_at] = Span::styled(
             format!("{stalled_sym} {} {stalled_word}", app.stalled),
             theme.stalled(),
+        );
+    }
+    // Still too long: the order's hint goes short (the key stays).
+    if app.out_of_order > 0 && second.iter().map(Span::width).sum::<usize>() > width {
+        second[order_at] = Span::styled(
+            format!("⇅ {} ({resort} re-sorts)", app.out_of_order),
+            theme.tone(crate::app::Tone::Warning),
         );
     }
     frame.render_widget(

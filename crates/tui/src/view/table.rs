@@ -12,6 +12,7 @@ use ratatui::widgets::{Block, Borders, Cell, Row, Table};
 use super::{Theme, relative};
 use crate::app::App;
 use rudder_model::text::{clean, truncate_words};
+use unicode_width::UnicodeWidthStr;
 
 /// The columns, in the order drawn.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -27,13 +28,26 @@ enum Col {
     Updated,
 }
 
+/// How wide the texts of the rows on screen are (in columns): what the
+/// title, message and kind columns would need to show them whole.
+#[derive(Clone, Copy, Default)]
+struct Needs {
+    label: u16,
+    message: u16,
+    kind: u16,
+}
+
 /// The columns that fit `width`, with their widths (0: the message, which
 /// takes what is left). Below 100 columns the status is its symbol alone
-/// (the colour and the symbol still tell it); then, while the message would
-/// get fewer than 24 columns, the least important go: the kind (which the
-/// detail pane shows), progress, age, a narrower title, the last update. Nothing is cut mid-column. Past a
-/// message of [`WIDE_MESSAGE`] columns, the title widens.
-fn columns(width: u16) -> Vec<(Col, u16)> {
+/// (the colour and the symbol still tell it); the kind shows only when a
+/// row on screen has one; then, while the message would get fewer than 24
+/// columns, the least important go: the kind (which the detail pane
+/// shows), progress, age, a narrower title, the last update. Nothing is
+/// cut mid-column. What the message does not need of the rest (its
+/// longest text on screen shown whole) widens the title, up to twice its
+/// width: a waiting task's question, the text a person must answer, comes
+/// before its title.
+fn columns(width: u16, needs: Needs) -> Vec<(Col, u16)> {
     let mut cols = vec![
         (Col::Mark, 1),
         (Col::Status, if width < 100 { 1 } else { 16 }),
@@ -45,6 +59,9 @@ fn columns(width: u16) -> Vec<(Col, u16)> {
         (Col::Age, 4),
         (Col::Updated, 4),
     ];
+    if needs.kind == 0 {
+        cols.retain(|c| c.0 != Col::Kind);
+    }
     let message = |cols: &[(Col, u16)]| {
         let fixed: u16 = cols.iter().map(|c| c.1).sum::<u16>() + cols.len() as u16 - 1;
         width.saturating_sub(fixed)
@@ -61,17 +78,13 @@ fn columns(width: u16) -> Vec<(Col, u16)> {
             cols.retain(|c| c.0 != step);
         }
     }
-    // A wide terminal gives the title room too (up to twice its width),
-    // rather than cutting it while the message has more than it needs.
-    let spare = message(&cols).saturating_sub(WIDE_MESSAGE);
+    let spare = message(&cols).saturating_sub(needs.message.max(24));
     if let Some(c) = cols.iter_mut().find(|c| c.0 == Col::Label) {
-        c.1 += spare.min(c.1);
+        let wanted = needs.label.saturating_sub(c.1);
+        c.1 += spare.min(wanted).min(c.1);
     }
     cols
 }
-
-/// The message's width past which the title grows too.
-const WIDE_MESSAGE: u16 = 96;
 
 pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) {
     let title = match app.table_len() {
@@ -92,7 +105,21 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) 
         height: inner.height.saturating_sub(1),
         ..inner
     };
-    let cols = columns(inner.width);
+    let end = (app.offset + page).min(app.rows.len());
+    // The snapshot, apart from the app whose text cache is filled below.
+    let tasks = Arc::clone(&app.tasks);
+    let on_screen = || {
+        (app.offset..end).filter_map(|row| app.rows.get(row).and_then(|&pos| tasks.get_index(pos)))
+    };
+    let mut needs = Needs::default();
+    let wide = |s: &str| u16::try_from(s.width()).unwrap_or(u16::MAX);
+    for (_, t) in on_screen().collect::<Vec<_>>() {
+        let text = app.shown.row(t);
+        needs.label = needs.label.max(wide(&text.label));
+        needs.message = needs.message.max(wide(&text.message));
+        needs.kind = needs.kind.max(wide(&text.kind));
+    }
+    let cols = columns(inner.width, needs);
     let narrow = inner.width < 100;
     let fixed: u16 = cols.iter().map(|c| c.1).sum::<u16>() + cols.len() as u16 - 1;
     let message_w = usize::from(inner.width.saturating_sub(fixed).max(8));
@@ -102,10 +129,7 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &mut App, theme: &Theme) 
             .map_or(0, |c| usize::from(c.1))
     };
 
-    let end = (app.offset + page).min(app.rows.len());
     let mut rows = Vec::with_capacity(end.saturating_sub(app.offset));
-    // The snapshot, apart from the app whose text cache is filled below.
-    let tasks = Arc::clone(&app.tasks);
     for row in app.offset..end {
         let Some((_, t)) = app.rows.get(row).and_then(|&pos| tasks.get_index(pos)) else {
             continue;
@@ -230,29 +254,53 @@ mod tests {
         cols.iter().find(|c| c.0 == col).map(|c| c.1)
     }
 
-    fn message_of(width: u16) -> u16 {
-        let cols = columns(width);
+    fn message_of(width: u16, needs: Needs) -> u16 {
+        let cols = columns(width, needs);
         let fixed: u16 = cols.iter().map(|c| c.1).sum::<u16>() + cols.len() as u16 - 1;
         width - fixed
     }
 
+    /// Long titles and messages, with kinds.
+    const LONG: Needs = Needs {
+        label: 60,
+        message: 300,
+        kind: 8,
+    };
+
     #[test]
-    fn a_wide_terminal_widens_the_title_not_only_the_message() {
-        // At 80 and 140 columns the title keeps its 24 (the snapshots).
-        assert_eq!(width_of(&columns(140), Col::Label), Some(24));
-        assert_eq!(width_of(&columns(80), Col::Label), Some(24));
-        // At 220 the title grows to 48 and the message still has 96+.
-        assert_eq!(width_of(&columns(220), Col::Label), Some(48));
-        assert!(message_of(220) >= WIDE_MESSAGE, "{}", message_of(220));
-        // The kind shows where the message keeps its 24 beside it.
-        assert_eq!(width_of(&columns(140), Col::Kind), Some(10));
-        assert_eq!(width_of(&columns(110), Col::Kind), Some(10));
-        assert_eq!(width_of(&columns(100), Col::Kind), None);
-        assert_eq!(width_of(&columns(80), Col::Kind), None);
-        // Never past twice its width, however wide.
-        assert_eq!(width_of(&columns(500), Col::Label), Some(48));
+    fn the_message_takes_what_is_left_and_the_title_what_it_does_not_need() {
+        // A long message: the title keeps its 24, however wide.
+        for w in [80, 140, 220, 300] {
+            assert_eq!(width_of(&columns(w, LONG), Col::Label), Some(24), "{w}");
+        }
+        // The demo's question (98 columns) beside a 43-column title at 200
+        // columns, no kinds: both whole.
+        let demo = Needs {
+            label: 43,
+            message: 98,
+            kind: 0,
+        };
+        assert_eq!(width_of(&columns(200, demo), Col::Label), Some(43));
+        assert!(message_of(200, demo) >= 98, "{}", message_of(200, demo));
+        assert_eq!(width_of(&columns(200, demo), Col::Kind), None);
+        // Short messages: the title grows up to twice its width.
+        let short = Needs {
+            label: 60,
+            message: 30,
+            kind: 8,
+        };
+        assert_eq!(width_of(&columns(220, short), Col::Label), Some(48));
+        assert_eq!(width_of(&columns(110, short), Col::Label), Some(24));
+        // The kind shows where the message keeps its 24 beside it, and a
+        // row on screen has one.
+        assert_eq!(width_of(&columns(140, LONG), Col::Kind), Some(10));
+        assert_eq!(width_of(&columns(110, LONG), Col::Kind), Some(10));
+        assert_eq!(width_of(&columns(100, LONG), Col::Kind), None);
+        assert_eq!(width_of(&columns(80, LONG), Col::Kind), None);
         for w in 60..400 {
-            assert!(message_of(w) >= 24.min(w), "{w}");
+            for needs in [LONG, demo, short, Needs::default()] {
+                assert!(message_of(w, needs) >= 24.min(w), "{w}");
+            }
         }
     }
 }
