@@ -544,6 +544,7 @@ impl App {
                 // Nothing is known about any task any more.
                 self.tasks = Arc::new(TaskMap::new());
                 self.rows.clear();
+                self.out_of_order = 0;
                 self.counts = [0; 5];
                 self.total = 0;
                 self.shown.clear();
