@@ -189,7 +189,7 @@ fn postgres(c: &mut Criterion) {
                                             serde_json::json!({}),
                                             Actor::Worker {
                                                 holder: &name,
-                                                lease,
+                                                lease: Some(lease),
                                             },
                                         )
                                         .unwrap();

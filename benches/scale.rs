@@ -259,12 +259,14 @@ fn copy_postgres() {
 
 /// Wait for `child`: whether it succeeded, and its peak resident memory
 /// in KiB (`ru_maxrss`).
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 fn wait_with_peak(child: std::process::Child) -> (bool, i64) {
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
     // SAFETY: plain out-parameters; the child is ours and not yet reaped
     // (`child` is never waited on through std).
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above: out-parameters that outlive the call.
     let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(got, pid, "wait4");
     std::mem::forget(child);

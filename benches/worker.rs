@@ -52,7 +52,7 @@ fn fill(url: &str, tasks: usize) {
 fn low_level(store: &Store, holder: &str) -> usize {
     let actor = Actor::Worker {
         holder,
-        lease: LEASE,
+        lease: Some(LEASE),
     };
     let mut done = 0;
     while let Some(task) = store.claim_next(holder, LEASE, &[]).unwrap() {

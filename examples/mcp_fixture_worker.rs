@@ -103,7 +103,7 @@ fn busy(store: &Store, id: &str, actor: Actor<'_>, d: Duration) -> Result<(), St
 fn work(store: &Store, holder: &str, task: &Task) -> Result<(), String> {
     let actor = Actor::Worker {
         holder,
-        lease: LEASE,
+        lease: Some(LEASE),
     };
     let id = task.task_id.as_str();
     let tool = task.kind.as_deref().unwrap_or("");

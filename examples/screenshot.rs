@@ -120,7 +120,7 @@ fn render() -> Result<String> {
     let lease = Duration::from_secs(8);
     let actor = Actor::Worker {
         holder: worker,
-        lease,
+        lease: Some(lease),
     };
     // Claim an incident's task at minute:second.
     let claim = |name: &str, minutes: i64, seconds: i64| -> Result<String> {

@@ -30,6 +30,5 @@ pub use store::{NewTask, Outcome, Store, StoreError};
 pub use task::{Actor, Change, Status, Task};
 pub mod cli;
 pub mod demo;
-pub use rudder_file::fuzzing;
 pub use rudder_mcp as mcp;
 pub use rudder_store::worker;

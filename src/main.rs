@@ -12,6 +12,7 @@ use rudder::cli::output::{emit, emit_line, note};
 use rudder::cli::{Cli, Command, args::WatchArgs, store_path, wants_json};
 use rudder::text::sanitize;
 
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 fn main() -> ExitCode {
     // Like every Unix tool: `rudder list | head` ends quietly when the
     // reader goes away, instead of panicking on a broken pipe.

@@ -1,5 +1,5 @@
 //! The change log's bounded retention on SQLite and PostgreSQL
-//! (`rudder::store::retention`, docs/stores.md "Change log retention"):
+//! (`rudder_sql::retention`, docs/stores.md "Change log retention"):
 //! trimmed to the bound after a large copy and after many writes, never a
 //! change newer than the bound, and a feed reader whose cursor was
 //! trimmed away gets `reset` and then the changes after it. The bound is
@@ -12,12 +12,12 @@ use std::time::Duration;
 use chrono::{TimeZone, Utc};
 use common::pg;
 use rudder::store::postgres::PostgresSource;
-use rudder::store::retention::Retention;
 use rudder::store::sqlite::SqliteSource;
 use rudder::store::watch::{Catchup, FeedSource, ResetReason};
 use rudder::store::{ChangeLog, PostgresBackend, SqliteBackend, StoreUrl};
 use rudder::task::{Status, Task};
 use rudder::{NewTask, Store};
+use rudder_sql::retention::Retention;
 
 /// Keep the last 50 changes, and nothing older for its age.
 const SMALL: Retention = Retention {

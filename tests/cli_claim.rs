@@ -1,4 +1,4 @@
-//! `rudder claim` and `--holder` (README "One policy for every mutation",
+//! `rudder claim` and `--holder` (docs/cli.md "One policy for every mutation",
 //! docs/cli.md "Shell workers"): a shell worker is refused exactly as a
 //! library worker once another holder took its task over, and bad input
 //! is a clear error with nothing written.
@@ -146,4 +146,89 @@ fn read_only_refuses_claim() {
     assert_eq!(r.code, 4, "{r:#?}");
     assert_eq!(r.json()["error"], "read_only");
     assert_store_untouched(&before, &path, "read-only claim");
+}
+
+/// The lease of a task as its JSON says: how long after its last write
+/// (`updated_at`, the same instant the lease was renewed at) it lapses.
+fn lease_of(task: &serde_json::Value) -> chrono::Duration {
+    let at = |field: &str| {
+        chrono::DateTime::parse_from_rfc3339(task[field].as_str().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{field} of {task}: {e}"))
+    };
+    at("lease_expires_at") - at("updated_at")
+}
+
+#[test]
+fn a_holders_write_renews_the_lease_for_the_length_it_was_claimed_with() {
+    each_backend(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = store_in(dir.path());
+        let id = create(&path, &["--title", "t"]);
+        let r = run(
+            &path,
+            &["claim", "--lease", "2s", "--holder", "sh-1", "--json"],
+        );
+        assert_eq!(r.code, 0, "{r:#?}");
+        assert_eq!(lease_of(&r.json()["task"]), chrono::Duration::seconds(2));
+        assert_eq!(r.json()["task"]["lease_ms"], 2000, "{r:#?}");
+
+        // No --lease: the claim's 2 s, not the 30 s default, and again at
+        // every later write (the length is kept with the task, not the
+        // process).
+        for message in ["step 1", "step 2"] {
+            let r = run(
+                &path,
+                &[
+                    "heartbeat",
+                    &id,
+                    "--holder",
+                    "sh-1",
+                    "--message",
+                    message,
+                    "--json",
+                ],
+            );
+            assert_eq!(r.code, 0, "{r:#?}");
+            assert_eq!(lease_of(&r.json()["task"]), chrono::Duration::seconds(2));
+        }
+
+        // An explicit --lease renews for that length, and becomes the one
+        // later writes renew for.
+        let r = run(
+            &path,
+            &[
+                "heartbeat",
+                &id,
+                "--holder",
+                "sh-1",
+                "--lease",
+                "1m",
+                "--json",
+            ],
+        );
+        assert_eq!(lease_of(&r.json()["task"]), chrono::Duration::seconds(60));
+        let r = run(&path, &["heartbeat", &id, "--holder", "sh-1", "--json"]);
+        assert_eq!(lease_of(&r.json()["task"]), chrono::Duration::seconds(60));
+        assert_eq!(r.json()["task"]["lease_ms"], 60_000, "{r:#?}");
+
+        // The library's write that names no length does the same.
+        let out = rudder::Store::open(&path)
+            .heartbeat(
+                &id,
+                None,
+                None,
+                rudder::store::task::Actor::Worker {
+                    holder: "sh-1",
+                    lease: None,
+                },
+            )
+            .expect("heartbeat");
+        let task = serde_json::to_value(&out.task).expect("json");
+        assert_eq!(lease_of(&task), chrono::Duration::seconds(60));
+
+        // Giving the lease back forgets its length.
+        let r = run(&path, &["complete", &id, "--holder", "sh-1", "--json"]);
+        assert_eq!(r.code, 0, "{r:#?}");
+        assert!(r.json()["task"].get("lease_ms").is_none(), "{r:#?}");
+    });
 }

@@ -1,9 +1,9 @@
 //! The CLI's contract with scripts (issue 13, docs/architecture.md "The binary"): every
 //! command's `--json` answer validates against the JSON Schema published in
 //! docs/cli-output.schema.json, every error kind the code can produce is in
-//! the schema and the README with its exit code, `--read-only` refuses every
+//! the schema and docs/cli.md with its exit code, `--read-only` refuses every
 //! write before and after the subcommand, usage errors are exit 2
-//! everywhere, the README's CLI reference matches the clap definition, and
+//! everywhere, docs/cli.md's CLI reference matches the clap definition, and
 //! the completions and the man page are generated.
 
 mod common;
@@ -617,12 +617,12 @@ fn the_schema_lists_every_error_kind_with_its_exit_code() {
     assert_eq!(pairs, kinds, "the schema's exit code per kind");
 }
 
-/// The rows `| `kind` | code | … |` of the README's kind table.
-fn readme_kind_table(readme: &str) -> BTreeMap<String, i32> {
-    let start = readme
+/// The rows `| `kind` | code | … |` of docs/cli.md's kind table.
+fn kind_table(page: &str) -> BTreeMap<String, i32> {
+    let start = page
         .find("| kind | exit | meaning |")
-        .expect("the README has the table of error kinds");
-    readme[start..]
+        .expect("docs/cli.md has the table of error kinds");
+    page[start..]
         .lines()
         .skip(2)
         .take_while(|l| l.starts_with('|'))
@@ -638,9 +638,9 @@ fn readme_kind_table(readme: &str) -> BTreeMap<String, i32> {
 }
 
 #[test]
-fn the_readme_lists_every_error_kind_the_cli_can_produce() {
-    let readme = read("README.md");
-    let table = readme_kind_table(&readme);
+fn the_cli_page_lists_every_error_kind_the_cli_can_produce() {
+    let page = read("docs/cli.md");
+    let table = kind_table(&page);
     let kinds: BTreeMap<String, i32> = code_kinds()
         .into_iter()
         .map(|(k, c)| (k.to_string(), c))
@@ -649,20 +649,20 @@ fn the_readme_lists_every_error_kind_the_cli_can_produce() {
         assert_eq!(
             table.get(kind),
             Some(code),
-            "README's kind table: `{kind}` must be listed with exit {code}"
+            "docs/cli.md's kind table: `{kind}` must be listed with exit {code}"
         );
     }
     for kind in table.keys() {
         assert!(
             kinds.contains_key(kind),
-            "README lists `{kind}`, which the CLI never produces"
+            "docs/cli.md lists `{kind}`, which the CLI never produces"
         );
     }
     // The exit-code table names each kind in the row of its code.
-    let start = readme
+    let start = page
         .find("| code | meaning |")
         .expect("the exit-code table");
-    for line in readme[start..]
+    for line in page[start..]
         .lines()
         .skip(2)
         .take_while(|l| l.starts_with('|'))
@@ -849,11 +849,11 @@ fn help_tells_the_real_defaults() {
     );
 }
 
-/// The usage lines of the README's CLI reference: subcommand → the flags and
+/// The usage lines of docs/cli.md's CLI reference: subcommand → the flags and
 /// positional arguments it names.
-fn readme_reference() -> BTreeMap<String, BTreeSet<String>> {
-    let readme = read("README.md");
-    let cli = &readme[readme.find("## The CLI").expect("the CLI section")..];
+fn cli_page_reference() -> BTreeMap<String, BTreeSet<String>> {
+    let page = read("docs/cli.md");
+    let cli = &page[page.find("## The commands").expect("the commands section")..];
     let block = &cli[cli.find("```\n").unwrap() + 4..];
     let block = &block[..block.find("```").unwrap()];
     let mut out = BTreeMap::new();
@@ -877,14 +877,14 @@ fn readme_reference() -> BTreeMap<String, BTreeSet<String>> {
 }
 
 #[test]
-fn the_readme_cli_reference_matches_the_clap_definition() {
-    let reference = readme_reference();
+fn the_cli_pages_reference_matches_the_clap_definition() {
+    let reference = cli_page_reference();
     let globals = ["--store", "--read-only", "--help", "--version"];
     for sub in subcommands() {
         let name = sub.get_name();
         let listed = reference
             .get(name)
-            .unwrap_or_else(|| panic!("README's CLI reference has no line for {name}"));
+            .unwrap_or_else(|| panic!("docs/cli.md's CLI reference has no line for {name}"));
         for arg in sub.get_arguments() {
             if arg.is_global_set() {
                 continue;
@@ -905,7 +905,7 @@ fn the_readme_cli_reference_matches_the_clap_definition() {
             }
             assert!(
                 listed.contains(&word),
-                "README's `rudder {name}` line does not name {word} (clap defines it)"
+                "docs/cli.md's `rudder {name}` line does not name {word} (clap defines it)"
             );
         }
         for word in listed {
@@ -917,7 +917,7 @@ fn the_readme_cli_reference_matches_the_clap_definition() {
                 .any(|a| a.get_long() == Some(&word[2..]));
             assert!(
                 defined,
-                "README's `rudder {name}` names {word}, which clap does not define"
+                "docs/cli.md's `rudder {name}` names {word}, which clap does not define"
             );
         }
         let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
@@ -930,7 +930,7 @@ fn the_readme_cli_reference_matches_the_clap_definition() {
     for name in reference.keys() {
         assert!(
             subcommands().iter().any(|s| s.get_name() == name),
-            "README's CLI reference names `rudder {name}`, which does not exist"
+            "docs/cli.md's CLI reference names `rudder {name}`, which does not exist"
         );
     }
 }

@@ -80,7 +80,7 @@ fn step(n: usize, store: &Store<FileBackend>, clock: &AtomicI64) -> Result<(), S
         "properties": {"service": {"type": "string"}}});
     let w1 = Actor::Worker {
         holder: "w1",
-        lease: Duration::from_secs(30),
+        lease: Some(Duration::from_secs(30)),
     };
     match n {
         0 => store.create(new("A", None, Some(schema))).map(drop),

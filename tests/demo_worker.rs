@@ -487,11 +487,11 @@ fn a_zombie_holder_is_refused_once_its_lease_was_taken_over() {
 
     let zombie = Actor::Worker {
         holder: "zombie",
-        lease: short,
+        lease: Some(short),
     };
     let successor = Actor::Worker {
         holder: "successor",
-        lease: long,
+        lease: Some(long),
     };
     let early = store.complete(&id, json!({"summary": "zombie"}), zombie);
     assert!(

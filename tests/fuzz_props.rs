@@ -1,11 +1,11 @@
 //! Short property-test versions of the fuzz targets in `fuzz/` (the long
-//! runs: `cargo +nightly fuzz run load_store`, see the README), plus the
+//! runs: `cargo +nightly fuzz run load_store`, see docs/durability.md), plus the
 //! inputs the fuzzers found, kept as regression tests.
 
 use std::path::Path;
 
 use proptest::prelude::*;
-use rudder::fuzzing::{check_sanitize, check_schema_input, check_store_bytes};
+use rudder_testkit::fuzzing::{check_sanitize, check_schema_input, check_store_bytes};
 
 const VALID: &str = r#"{
   "t1": {"task_id": "t1", "status": "input_required",

@@ -39,6 +39,7 @@ fn every_field() -> Task {
         }),
         claimed_by: Some("worker#1".into()),
         lease_expires_at: Some(now),
+        lease_ms: Some(30_000),
         error: Some(json!({"message": "no"})),
         ttl_ms: Some(60_000),
         poll_interval_ms: Some(500),

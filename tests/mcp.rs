@@ -966,6 +966,9 @@ async fn a_listener_hears_of_its_tasks_over_stdio() {
         "{earlier:?}"
     );
     assert_eq!(params["result"]["content"][0]["text"], "heard");
+    // A finished task's result is a complete CallToolResult, as the
+    // extension's clients require (they refuse it otherwise).
+    assert_eq!(params["result"]["resultType"], "complete", "{heard}");
     assert_eq!(
         params["_meta"]["io.modelcontextprotocol/subscriptionId"],
         "listen-1"
@@ -1107,4 +1110,431 @@ fn the_demo_refuses_a_non_loopback_mcp_address_without_a_token() {
     assert!(stderr.contains("--mcp 0.0.0.0:0"), "{stderr}");
     assert!(stderr.contains("needs a bearer token"), "{stderr}");
     assert!(!store.exists(), "nothing written");
+}
+
+/// A request of a 2026 client that did not declare the tasks extension.
+fn plain_request(method: &str, params: Value) -> String {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "plain", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string()
+}
+
+/// A worker's own `CallToolResult` (as `examples/mcp_fixture_worker.rs`
+/// writes it) and a tool error reach `tasks/get` as complete results: the
+/// extension's clients refuse a `result` without `resultType`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_written_result_is_a_complete_call_tool_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let done = stored_task(dir.path(), "done");
+    let broken = stored_task(dir.path(), "broken");
+    {
+        let store = open(dir.path());
+        store
+            .complete(
+                &done,
+                json!({"content": [{"type": "text", "text": "Hello, Ada!"}]}),
+                WORKER,
+            )
+            .unwrap();
+        store.fail(&broken, "disk full", WORKER).unwrap();
+    }
+    let mut raw = RawStdio::start(dir.path());
+    for (n, id) in [&done, &broken].into_iter().enumerate() {
+        let got = raw
+            .request(json!(n + 10), "tasks/get", json!({"taskId": id}))
+            .await;
+        let result = &got["result"]["result"];
+        assert_eq!(got["result"]["status"], "completed", "{got}");
+        assert_eq!(result["resultType"], "complete", "{got}");
+        assert!(result["content"][0]["type"].is_string(), "{got}");
+    }
+}
+
+/// Clients without the extension, each waiting inline for its tool, never
+/// take the request slots: with more of them waiting than there are slots,
+/// `tasks/get` and `tasks/cancel` are still served, and a call beyond the
+/// inline budget is refused at once, creating nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_clients_never_lock_out_tasks_requests() {
+    use rudder::mcp::server::MAX_INLINE_WAITS;
+    // More waiting clients than request slots.
+    const { assert!(MAX_INLINE_WAITS > rudder::mcp::http::MAX_CONCURRENT) };
+    let dir = tempfile::tempdir().unwrap();
+    let followed = stored_task(dir.path(), "followed");
+    let server = http_server(dir.path(), "127.0.0.1:0", &[]).await;
+    let slow = plain_request(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {}}),
+    );
+    let working = |dir: PathBuf, n: usize| {
+        tokio::task::spawn_blocking(move || {
+            let store = open(&dir);
+            common::wait_for(Duration::from_secs(60), || {
+                let got = store.list(&[Status::Working]).ok()?.len();
+                (got == n).then_some(got)
+            })
+        })
+    };
+    // They come a few at a time (as clients do; at once, those beyond the
+    // free slots are 503 before any has begun to wait), and each round
+    // waits before the next comes.
+    let mut waiting = Vec::new();
+    for round in 0..MAX_INLINE_WAITS / 16 {
+        for _ in 0..16 {
+            let request = post(&server.url, &slow)
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "slow_compute");
+            waiting.push(tokio::spawn(async move { request.send().await }));
+        }
+        let n = 16 * (round + 1) + 1;
+        let got = working(dir.path().to_path_buf(), n).await.unwrap();
+        assert_eq!(got, Some(n), "every call of round {round} is waiting");
+    }
+    assert!(waiting.iter().all(|w| !w.is_finished()));
+
+    let get = post(
+        &server.url,
+        &meta_request("tasks/get", json!({"taskId": followed})),
+    )
+    .header("mcp-method", "tasks/get")
+    .header("mcp-name", &followed)
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(get.status(), 200);
+    let text = get.text().await.unwrap();
+    assert!(text.contains("\"working\""), "{text}");
+    let cancel = post(
+        &server.url,
+        &meta_request("tasks/cancel", json!({"taskId": followed})),
+    )
+    .header("mcp-method", "tasks/cancel")
+    .header("mcp-name", &followed)
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(cancel.status(), 200);
+    assert_eq!(
+        open(dir.path()).get(&followed).unwrap().status,
+        Status::Cancelled
+    );
+
+    // One more inline wait: refused, nothing created.
+    let refused = post(&server.url, &slow)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "slow_compute")
+        .send()
+        .await
+        .unwrap();
+    let text = refused.text().await.unwrap();
+    assert!(text.contains("-32000") && text.contains("limit"), "{text}");
+    assert_eq!(
+        open(dir.path()).list(&[Status::Working]).unwrap().len(),
+        MAX_INLINE_WAITS
+    );
+    for w in waiting {
+        w.abort();
+    }
+    drop(server);
+}
+
+/// A legacy `initialize` over HTTP.
+fn legacy_initialize(url: &str) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "legacy", "version": "1"}}})
+            .to_string(),
+        )
+}
+
+/// A ping in a legacy session: its HTTP status.
+async fn legacy_ping(url: &str, session: &str) -> u16 {
+    reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", session)
+        .body(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string())
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// Legacy sessions are bounded: one more than the cap closes the one used
+/// least recently (its client gets 404 and initializes again), and the
+/// sessions in use go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_sessions_are_bounded() {
+    use rudder::mcp::sessions::MAX_SESSIONS;
+    let dir = tempfile::tempdir().unwrap();
+    let server = http_server(dir.path(), "127.0.0.1:0", &[]).await;
+    let mut sessions = Vec::new();
+    for _ in 0..MAX_SESSIONS + 1 {
+        let r = legacy_initialize(&server.url).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let id = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+        let _ = r.text().await;
+        let initialized = reqwest::Client::new()
+            .post(&server.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .header("mcp-session-id", &id)
+            .body(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert!(initialized.status().is_success());
+        sessions.push(id);
+        if sessions.len() == 2 {
+            // The second one stays in use: the first is the oldest.
+            assert_eq!(legacy_ping(&server.url, &sessions[0]).await, 200);
+        }
+    }
+    assert_eq!(
+        legacy_ping(&server.url, &sessions[1]).await,
+        404,
+        "the least recently used is closed"
+    );
+    assert_eq!(legacy_ping(&server.url, &sessions[0]).await, 200);
+    assert_eq!(legacy_ping(&server.url, &sessions[MAX_SESSIONS]).await, 200);
+    drop(server);
+}
+
+/// Over stdio a request line over the limit is answered with an error that
+/// names the limit (and the request's id), said on stderr, and the server
+/// goes on.
+#[test]
+fn a_request_line_over_the_limit_is_answered() {
+    use std::io::{BufRead, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let limit = rudder::mcp::listen::MAX_LINE;
+    let mut child = common::rudder()
+        .args(["--store", &sqlite(dir.path()), "mcp", "--tools", FIXTURES])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        // Longer than rmcp's own limit too, which drops such a line unanswered.
+        let huge = "x".repeat(limit.max(11 << 20));
+        let mut call: Value = serde_json::from_str(&meta_request(
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": huge}}),
+        ))
+        .unwrap();
+        call["id"] = json!(9);
+        writeln!(stdin, "{call}").unwrap();
+        writeln!(stdin, "{}", meta_request("server/discover", json!({}))).unwrap();
+        stdin.flush().unwrap();
+        stdin
+    });
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut answers = Vec::new();
+    for _ in 0..2 {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        answers.push(serde_json::from_str::<Value>(&line).expect("a JSON answer"));
+    }
+    drop(writer.join().unwrap());
+    let refused = &answers[0];
+    assert_eq!(refused["id"], 9, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&limit.to_string()), "{message}");
+    assert!(answers[1]["result"].is_object(), "{}", answers[1]);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("refused a request line") && stderr.contains(&limit.to_string()),
+        "{stderr}"
+    );
+}
+
+/// `rudder mcp --http 127.0.0.1:0 --token-file FILE`, stderr piped.
+fn with_token_file(dir: &Path, file: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
+    cmd.env_remove("RUDDER_STORE")
+        .env_remove("RUDDER_MCP_TOKEN")
+        .args([
+            "--store",
+            &sqlite(dir),
+            "mcp",
+            "--http",
+            "127.0.0.1:0",
+            "--token-file",
+        ])
+        .arg(file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    cmd
+}
+
+/// A token file group or others may read is refused, naming the fix; a
+/// private one is used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_file_others_may_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let token = "file-token-0123456789abcdef";
+    let file = dir.path().join("token");
+    std::fs::write(&file, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let refused = with_token_file(dir.path(), &file)
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    // A server that took the file would serve until killed.
+    let out = tokio::time::timeout(Duration::from_secs(60), refused)
+        .await
+        .expect("refused at once, not served")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("chmod 600 {}", file.display())) && stderr.contains("644"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(token), "{stderr}");
+    assert!(!store_url(dir.path()).exists(), "nothing was written");
+
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut child = with_token_file(dir.path(), &file)
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines.next_line().await.unwrap().expect("a line");
+    let url = line
+        .strip_prefix("rudder mcp: listening on ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    let r = post(&url, &meta_request("server/discover", json!({})))
+        .header("mcp-method", "server/discover")
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+/// A body that is not JSON is 400 with -32700 (parse error), and JSON that
+/// is not a JSON-RPC message is 400 with -32600, as the transport asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_is_not_json_is_a_parse_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = http_server(dir.path(), "127.0.0.1:0", &[]).await;
+    for (body, code) in [
+        ("this is not json", -32700),
+        ("{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\":", -32700),
+        ("{\"hello\": 1}", -32600),
+    ] {
+        let r = post(&server.url, body).send().await.unwrap();
+        assert_eq!(r.status(), 400, "{body}");
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
+    }
+    drop(server);
+}
+
+/// The shell blocks of `docs/mcp.md` between its walkthrough markers.
+fn walkthrough(doc: &str) -> String {
+    let start = doc
+        .find("<!-- walkthrough: begin -->")
+        .expect("the begin marker");
+    let end = doc
+        .find("<!-- walkthrough: end -->")
+        .expect("the end marker");
+    let mut script = String::new();
+    let mut inside = false;
+    for line in doc[start..end].lines() {
+        match line.trim_end() {
+            "```sh" => inside = true,
+            "```" if inside => inside = false,
+            _ if inside => {
+                script.push_str(line);
+                script.push('\n');
+            }
+            _ => {}
+        }
+    }
+    script
+}
+
+/// `docs/mcp.md`'s walkthrough, exactly as written, with `rudder` on the
+/// PATH in an empty directory: the question asked before the task exists,
+/// answered by the same `tools/call` with `inputResponses`; the worker's
+/// question answered with `tasks/update`; the result as `tasks/get` shows it.
+#[test]
+fn the_mcp_walkthrough_runs_as_written() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/mcp.md"))
+        .expect("docs/mcp.md");
+    let script = walkthrough(&doc);
+    assert!(script.contains("inputResponses"), "{script}");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_rudder")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // The trap ends the server if a step fails before the script's own
+    // `kill`; `timeout` ends a step that never would.
+    let out = std::process::Command::new("timeout")
+        .args(["120", "bash", "-c"])
+        .arg(format!(
+            "set -eo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{script}"
+        ))
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env_remove("RUDDER_STORE")
+        .env_remove("RUDDER_MCP_TOKEN")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let id = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("task "))
+        .expect("the task line");
+    assert!(uuid::Uuid::parse_str(id).is_ok(), "a task id: {stdout}");
+    let json: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let [asked, request, waiting, ack, answer, done] = &json[..] else {
+        panic!("six JSON answers: {stdout}");
+    };
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    assert!(asked["inputRequests"]["user_name"].is_object(), "{asked}");
+    assert_eq!(request["_inputs"]["user_name"]["name"], "Ada", "{request}");
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    assert!(waiting["inputRequests"]["input-1"].is_object(), "{waiting}");
+    assert_eq!(ack, &json!({"resultType": "complete"}));
+    assert_eq!(answer, &json!({"service": "payments"}));
+    assert_eq!(done["taskId"], id);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"]["cause"],
+        "a full disk on payments-db-2"
+    );
 }

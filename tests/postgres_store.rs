@@ -105,7 +105,7 @@ fn a_new_database_reads_empty_and_the_first_write_creates_the_schema() {
             json!({"ok": true}),
             Actor::Worker {
                 holder: "w1",
-                lease: Duration::from_secs(60),
+                lease: Some(Duration::from_secs(60)),
             },
         )
         .unwrap();
@@ -251,7 +251,7 @@ fn child_machine() {
                 json!({"by": name}),
                 Actor::Worker {
                     holder: &name,
-                    lease,
+                    lease: Some(lease),
                 },
             )
             .expect("complete what this machine holds");
@@ -532,7 +532,7 @@ fn a_zombie_worker_whose_claim_was_taken_over_is_refused() {
             json!({"late": true}),
             Actor::Worker {
                 holder: "zombie",
-                lease,
+                lease: Some(lease),
             },
         )
         .unwrap_err();
@@ -543,7 +543,7 @@ fn a_zombie_worker_whose_claim_was_taken_over_is_refused() {
     assert_eq!(task.claimed_by.as_deref(), Some("rescuer"));
 }
 
-/// The README's least-privilege set-up, as written there: the owner
+/// docs/stores.md's least-privilege set-up ("Many machines"), as written there: the owner
 /// migrates, the application role only reads and writes rows.
 const APP_ROLE_SQL: &str = "
 CREATE ROLE rudder_app LOGIN;

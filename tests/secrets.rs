@@ -295,7 +295,7 @@ fn a_mistyped_scheme_is_a_usage_error_and_makes_no_store() {
     assert_eq!(r.json().as_array().map(Vec::len), Some(1), "{r:#?}");
 }
 
-/// `rudder worker` takes `$RUDDER_STORE` (as the README's "Many machines"
+/// `rudder worker` takes `$RUDDER_STORE` (as docs/stores.md's "Many machines"
 /// says), `--store` over it; without either, `./rudder-demo.json`.
 #[test]
 fn the_worker_works_the_store_the_user_gave() {

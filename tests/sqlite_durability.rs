@@ -67,6 +67,7 @@ fn an_idle_store_is_whole_in_its_db_file() {
 /// The bytes a process read and wrote through system calls
 /// (`/proc/PID/io` `rchar` + `wchar`), read when it has exited and before
 /// it is reaped.
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 fn io_of(mut cmd: std::process::Command) -> (Run, u64) {
     let child = cmd
         .stdout(Stdio::piped())
@@ -222,6 +223,7 @@ fn acknowledged_creates_survive_deleting_shm_while_writers_run() {
 }
 
 #[test]
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 fn a_fifo_at_the_database_path_is_refused_without_hanging() {
     let dir = tempfile::tempdir().expect("tempdir");
     let fifo = dir.path().join("t.db");

@@ -401,7 +401,7 @@ fn run_store(
         None => Actor::Anyone,
         Some(h) => Actor::Worker {
             holder: HOLDERS[h as usize],
-            lease,
+            lease: Some(lease),
         },
     };
     match *op {

@@ -122,7 +122,7 @@ enum Expect {
 fn worker(holder: &str) -> Actor<'_> {
     Actor::Worker {
         holder,
-        lease: HOUR,
+        lease: Some(HOUR),
     }
 }
 

@@ -581,6 +581,7 @@ fn a_broken_config_file_is_shown_and_the_tui_starts_anyway() {
 }
 
 #[test]
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 fn a_fifo_at_the_sqlite_path_is_shown_as_an_error_and_q_quits() {
     let dir = tempfile::tempdir().expect("tempdir");
     let fifo = dir.path().join("t.db");

@@ -323,7 +323,7 @@ fn an_answered_task_says_it_waits_for_a_worker_until_one_writes() {
                 None,
                 Actor::Worker {
                     holder: "worker-1",
-                    lease: std::time::Duration::from_secs(30),
+                    lease: Some(std::time::Duration::from_secs(30)),
                 },
             )
             .expect("heartbeat");

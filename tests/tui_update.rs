@@ -736,7 +736,7 @@ fn pause_holds_changes_back_and_resume_applies_them() {
 #[test]
 fn changed_rows_flash_for_two_seconds() {
     each_store(|| {
-        // README: "changed rows flash for two seconds".
+        // docs/tui.md: "changed rows flash for two seconds".
         let fx = Fixture::new(fixture());
         let mut app = fx.app();
         assert!(app.flashes.is_empty(), "the first read is not news");
@@ -870,7 +870,7 @@ fn mouse_click_selects_and_scroll_moves() {
 #[test]
 fn d_u_and_the_wheel_over_the_detail_pane_scroll_it() {
     each_store(|| {
-        // README: "scroll with `d`/`u` or the wheel".
+        // docs/tui.md: "scroll with `d`/`u` or the wheel".
         let mut app = app_with(fixture());
         app.handle_key(ch('d'));
         app.handle_key(ch('d'));

@@ -11,6 +11,7 @@ use std::time::Duration;
 use common::Kind;
 
 #[test]
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 fn wait_on_a_task_completed_and_pruned_at_once_reports_the_completion() {
     common::each_backend(|| {
         let dir = tempfile::tempdir().unwrap();
@@ -34,11 +35,13 @@ fn wait_on_a_task_completed_and_pruned_at_once_reports_the_completion() {
         .expect("wait began");
         // Stopped, the wait sees the completion and the prune together.
         let pid = child.id() as libc::pid_t;
+        // SAFETY: kill(2) has no memory-safety preconditions; our child.
         unsafe { libc::kill(pid, libc::SIGSTOP) };
         let r = common::run(&store, &["complete", &id, "--result", "{\"ok\":true}"]);
         assert_eq!(r.code, 0, "{r:#?}");
         let r = common::run(&store, &["prune", "--older-than", "0s"]);
         assert_eq!(r.code, 0, "{r:#?}");
+        // SAFETY: as above.
         unsafe { libc::kill(pid, libc::SIGCONT) };
         let status = child.wait().unwrap();
         let mut stdout = String::new();

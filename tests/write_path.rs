@@ -21,6 +21,7 @@ use rudder::store::{NewTask, Store};
 /// A uid and gid that are not the test's own (`nobody` on Debian).
 const OTHER: u32 = 65534;
 
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
@@ -329,6 +330,7 @@ fn another_users_symlink_in_a_sticky_shared_directory_is_not_followed() {
 }
 
 #[test]
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 fn a_fifo_or_device_at_the_store_path_is_refused_without_hanging() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tasks.json");
@@ -354,6 +356,7 @@ fn a_fifo_or_device_at_the_store_path_is_refused_without_hanging() {
 }
 
 #[test]
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 fn a_fifo_at_the_lock_path_is_refused_without_hanging() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tasks.json");

@@ -4,7 +4,7 @@
 //! adds what rudder writes as a task moves on (the input schema of a waiting
 //! task, the input and result of a completed one, a failed one's error, the
 //! second history entry), about 960 bytes (the store benchmark, behind the
-//! README's first Performance table).
+//! docs/performance.md's first table).
 
 use rudder::store::Open as _;
 use std::path::{Path, PathBuf};

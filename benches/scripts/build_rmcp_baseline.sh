@@ -1,5 +1,5 @@
 #!/bin/bash
-# Used by README "Performance" (issue 20, MCP): builds the baseline of
+# Used by docs/performance.md (issue 20, MCP): builds the baseline of
 # benches/scripts/mcp_vs_rmcp.sh, rmcp's own conformance server (its
 # in-memory TaskManager), against the rmcp version of this repository's
 # Cargo.lock, with TCP_NODELAY on its accepted connections as rudder has

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Used by README "Performance" (issue 19, the file store and the TUI
+# Used by docs/performance.md (issue 19, the file store and the TUI
 # against the code before the workspace).
 # usage: criterion_ab.sh BEFORE_DIR AFTER_DIR BENCH ROUNDS [FILTER]
 #   BEFORE_DIR, AFTER_DIR: two checkouts (say `git worktree add ../pre 6693fc5`);

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Used by README "Performance" (issue 20, MCP): two rudder builds through
+# Used by docs/performance.md (issue 20, MCP): two rudder builds through
 # the same MCP bench, in turns (A, B, A, B, ...), each against the same
 # rmcp baseline (benches/scripts/build_rmcp_baseline.sh makes it).
 # usage: mcp_ab.sh BASELINE ROUNDS RUDDER_A RUDDER_B

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Used by README "Performance" (issue 20, MCP, 2026-12-03): one keep-alive
+# Used by docs/performance.md (issue 20, MCP, 2026-12-03): one keep-alive
 # HTTP client against a running `rudder mcp --http` serving the bench's
 # catalogue (tool `diagnose`, target/tmp/mcp-bench-tools.toml), timing N
 # creates (`tools/call` to CreateTaskResult) and then N `tasks/get`s of one

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Used by README "Performance" (issue 20, MCP, 2026-12-03): two `rudder`
+# Used by docs/performance.md (issue 20, MCP, 2026-12-03): two `rudder`
 # builds in turns (A, B, A, B, ...), each serving `rudder mcp --http` on the
 # same SQLite store with the bench's catalogue, timed by mcp_probe.py.
 # usage: mcp_probe_ab.sh STORE.db RUDDER_A RUDDER_B ROUNDS N [create|get]

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Used by README "Performance" (issue 20, MCP).
+# Used by docs/performance.md (issue 20, MCP).
 # usage: mcp_vs_rmcp.sh BASELINE [RUNS]
 #   BASELINE: the binary of rmcp's conformance server (modelcontextprotocol/
 #   rust-sdk, conformance/src/bin/server.rs, built against the rmcp version

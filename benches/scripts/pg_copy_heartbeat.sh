@@ -1,13 +1,14 @@
 #!/bin/bash
-# Used by README "Performance" (issue 18).
+# Used by docs/performance.md (issue 18).
 # usage: pg_copy_heartbeat.sh RUDDER JSON100K ; throwaway durable cluster, copy, then 20 interleaved heartbeats vs psql over TCP
 set -e
 R=$1 J=$2
-D=$(mktemp -d /tmp/bench-pg.XXXX); chown postgres "$D"; PORT=$((20000 + RANDOM % 20000))
-runuser -u postgres -- initdb -D "$D/data" -U rudder -E UTF8 --no-sync --no-instructions --locale=C --auth=trust >/dev/null
-runuser -u postgres -- pg_ctl -D "$D/data" -l "$D/log" -w -t 60 -o "-k $D -h 127.0.0.1 -p $PORT -c fsync=on -c max_connections=300 -c shared_buffers=16MB" start >/dev/null
+PG="$(dirname "$0")/../../scripts/pg-local.sh"  # as root or not
+D=$(mktemp -d /tmp/bench-pg.XXXX); "$PG" own "$D"; PORT=$((20000 + RANDOM % 20000))
+"$PG" run initdb -D "$D/data" -U rudder -E UTF8 --no-sync --no-instructions --locale=C --auth=trust >/dev/null
+"$PG" run pg_ctl -D "$D/data" -l "$D/log" -w -t 60 -o "-k $D -h 127.0.0.1 -p $PORT -c fsync=on -c max_connections=300 -c shared_buffers=16MB" start >/dev/null
 psql -q -X -h 127.0.0.1 -p $PORT -U rudder -d postgres -c "CREATE DATABASE c1" -c "CREATE DATABASE c2"
-echo "cluster: $D port $PORT (stop it with pg_ctl -D $D/data stop)"
+echo "cluster: $D port $PORT (stop it with $PG run pg_ctl -D $D/data stop)"
 for db in c1 c2; do
   uptime
   /usr/bin/time -f "copy into $db: %e s, peak %M KiB" "$R" copy "$J" "postgres://rudder@127.0.0.1:$PORT/$db" >/dev/null

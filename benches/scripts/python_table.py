@@ -1,4 +1,4 @@
-# The Python baseline table of README "Performance" (issue 18): N rows, prints the middle row's task_id.
+# The Python baseline table of docs/performance.md (issue 18): N rows, prints the middle row's task_id.
 import sqlite3, sys, uuid
 c = sqlite3.connect(sys.argv[1])
 c.execute("CREATE TABLE tasks (seq INTEGER PRIMARY KEY, task_id TEXT NOT NULL UNIQUE, revision INTEGER NOT NULL, doc TEXT NOT NULL)")

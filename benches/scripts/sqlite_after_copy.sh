@@ -1,5 +1,5 @@
 #!/bin/bash
-# Used by README "Performance" (issue 18).
+# Used by docs/performance.md (issue 18).
 # usage: sqlite_after_copy.sh RUDDER DB ID PYDB PYID ; 20 interleaved runs, medians (ms)
 R=$1 DB=$2 ID=$3 PYDB=$4 PYID=$5
 PYU='import sqlite3,sys

@@ -1,4 +1,4 @@
-# Used by README "Performance" (issue 18): the TUI over a store, another process's heartbeat --message to it drawn.
+# Used by docs/performance.md (issue 18): the TUI over a store, another process's heartbeat --message to it drawn.
 # rudder watch in a pty over STORE; time from a `rudder heartbeat ID --message M` process's start to M in the pty output.
 import os, pty, sys, time, select, subprocess, statistics
 R, store, tid = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -6,5 +6,5 @@ use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {
-    rudder::fuzzing::check_store_bytes(Path::new("fuzz.json"), data);
+    rudder_testkit::fuzzing::check_store_bytes(Path::new("fuzz.json"), data);
 });

@@ -6,5 +6,5 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    rudder::fuzzing::check_sanitize(&text, data.first().copied().unwrap_or(0) as usize);
+    rudder_testkit::fuzzing::check_sanitize(&text, data.first().copied().unwrap_or(0) as usize);
 });

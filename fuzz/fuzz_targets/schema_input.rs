@@ -6,6 +6,6 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
-        rudder::fuzzing::check_schema_input(text);
+        rudder_testkit::fuzzing::check_schema_input(text);
     }
 });

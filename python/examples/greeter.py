@@ -1,4 +1,4 @@
-"""A Python worker in ten lines (README "Python"): it greets, asking a
+"""A Python worker in ten lines (docs/python.md): it greets, asking a
 person how formally first.
 
 Run: ``python python/examples/greeter.py STORE [--once]`` and create work

@@ -1,5 +1,5 @@
 //! The library's errors as Python exceptions: one class per error kind of
-//! the CLI (README "Exit codes"), defined in `rudder/errors.py` (where a
+//! the CLI (docs/cli.md "Exit codes"), defined in `rudder/errors.py` (where a
 //! class can also be a `KeyError` or a `ValueError`) and raised from here
 //! with what each kind carries: the task's current snapshot for refusals,
 //! every violation with its JSON pointer for invalid input, the store for

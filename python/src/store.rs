@@ -93,9 +93,18 @@ fn lease_of(lease: Option<&Bound<'_, PyAny>>) -> PyResult<Duration> {
     }
 }
 
+/// The lease a worker's write renews: `lease=` when given, else (`None`)
+/// the length recorded with the claim.
+fn write_lease(lease: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
+    match lease {
+        Some(l) if !l.is_none() => duration(l, "lease").map(Some),
+        _ => Ok(None),
+    }
+}
+
 /// The writer of a mutation: anyone, or the worker `holder` renewing its
 /// lease (refused with `LeaseLostError` if it no longer holds it).
-fn as_actor(holder: Option<&str>, lease: Duration) -> Actor<'_> {
+fn as_actor(holder: Option<&str>, lease: Option<Duration>) -> Actor<'_> {
     match holder {
         Some(holder) => Actor::Worker { holder, lease },
         None => Actor::Anyone,
@@ -307,7 +316,7 @@ impl PyStore {
         lease: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyOutcome> {
         let schema = to_json(input_schema, "input_schema")?;
-        let lease = lease_of(lease)?;
+        let lease = write_lease(lease)?;
         self.outcome(py, move |s| {
             s.request_input(
                 &task_id,
@@ -330,7 +339,7 @@ impl PyStore {
         holder: Option<String>,
         lease: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyOutcome> {
-        let lease = lease_of(lease)?;
+        let lease = write_lease(lease)?;
         let progress = progress.map(|(current, total)| Progress { current, total });
         self.outcome(py, move |s| {
             s.heartbeat(
@@ -353,7 +362,7 @@ impl PyStore {
         lease: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyOutcome> {
         let result = to_json_opt(result, "result")?.unwrap_or(Value::Null);
-        let lease = lease_of(lease)?;
+        let lease = write_lease(lease)?;
         self.outcome(py, move |s| {
             s.complete(&task_id, result, as_actor(holder.as_deref(), lease))
         })
@@ -369,7 +378,7 @@ impl PyStore {
         holder: Option<String>,
         lease: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyOutcome> {
-        let lease = lease_of(lease)?;
+        let lease = write_lease(lease)?;
         self.outcome(py, move |s| {
             s.fail(&task_id, &error, as_actor(holder.as_deref(), lease))
         })

@@ -6,11 +6,11 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::task::Status;
 
-/// Watch and steer long-running tasks kept in a durable store (a JSON file or SQLite).
+/// Watch and steer long-running tasks kept in a durable store (a JSON file, SQLite or PostgreSQL).
 #[derive(Debug, Parser)]
 #[command(name = "rudder", version, about, long_about = None)]
 pub struct Cli {
-    /// The store: a path or URL (file:PATH, sqlite:PATH; a PATH ending in .db, .sqlite or .sqlite3 is SQLite) [default: $RUDDER_STORE, else ./tasks.json]
+    /// The store: a path or URL (a JSON file: PATH or file:PATH; SQLite: sqlite:PATH, or a PATH ending in .db, .sqlite or .sqlite3; PostgreSQL: postgres://USER@HOST/DB) [default: $RUDDER_STORE, else ./tasks.json]
     #[arg(long, global = true, value_name = "URL")]
     pub store: Option<PathBuf>,
 
@@ -59,13 +59,13 @@ pub enum Command {
     Claim(ClaimArgs),
     /// Wait until a task is finished or waits for input (--until terminal: finished); exit 0 completed, 7 failed, 8 cancelled, 9 input required, 124 timed out
     Wait(WaitArgs),
-    /// Copy every task of one store into another (e.g. a JSON file into SQLite)
+    /// Copy every task of one store into another (e.g. a JSON file into SQLite or PostgreSQL)
     Copy(CopyArgs),
     /// Create or upgrade a PostgreSQL store's tables now (as an owner role)
     Migrate(MigrateArgs),
     /// Serve the store to MCP clients (Tasks extension): stdio, or Streamable HTTP with --http
     #[command(
-        after_help = "The bearer token of --http comes from $RUDDER_MCP_TOKEN or --token-file, never the command line; without one only loopback addresses are served. The README's \"MCP\" section describes the catalogue."
+        after_help = "The bearer token of --http comes from $RUDDER_MCP_TOKEN or --token-file, never the command line; without one only loopback addresses are served. docs/mcp.md describes the catalogue."
     )]
     Mcp(McpArgs),
     /// Print a shell completion script (e.g. `rudder completions bash > ~/.local/share/bash-completion/completions/rudder`)
@@ -268,14 +268,9 @@ pub struct HeartbeatArgs {
     /// Write as the worker holding the task's lease (from `rudder claim`): refused (exit 4) once another holder took the task over
     #[arg(long, value_name = "HOLDER")]
     pub holder: Option<String>,
-    /// With --holder: renew the lease for this long, e.g. 30s
-    #[arg(
-        long,
-        value_name = "DURATION",
-        default_value = "30s",
-        requires = "holder"
-    )]
-    pub lease: String,
+    /// With --holder: renew the lease for this long, e.g. 30s, which later writes then keep [default: the length the claim was made with]
+    #[arg(long, value_name = "DURATION", requires = "holder")]
+    pub lease: Option<String>,
     #[command(flatten)]
     pub output: Output,
 }

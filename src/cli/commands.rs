@@ -256,6 +256,12 @@ fn print_report<T: serde::Serialize>(
 
 /// Run `command`; its exit code (0 but for `wait`, which says how the task ended).
 fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
+    // A person at a terminal hears what an operation waits for (a
+    // database server that does not answer) instead of silence; a script's
+    // stderr stays for the error alone.
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        crate::store::notice::set_waiting_hook(|m| output::note(&format!("rudder: {m}")));
+    }
     let store = Store::open(path);
     match command {
         Command::Create(a) => {
@@ -306,7 +312,7 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
         Command::Get(a) => {
             let task = store.get(&a.id)?;
             // With an input schema, `get` also says whether it fits MCP
-            // elicitation (README "Input forms").
+            // elicitation (docs/cli.md "Input forms").
             let mut shown = serde_json::to_value(&task).map_err(anyhow::Error::from)?;
             if let (Some(schema), Some(obj)) = (&task.input_schema, shown.as_object_mut()) {
                 obj.insert("mcp_elicitation".into(), json!(schema::mcp_fit(schema)));
@@ -345,8 +351,12 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
         }
         Command::Heartbeat(a) => {
             let holder = holder_arg(a.holder.as_deref())?;
-            let lease = duration_arg("--lease", &a.lease)?;
-            let outcome = store.heartbeat(&a.id, a.message, None, actor(&holder, Some(lease)))?;
+            let lease = a
+                .lease
+                .as_deref()
+                .map(|l| duration_arg("--lease", l))
+                .transpose()?;
+            let outcome = store.heartbeat(&a.id, a.message, None, actor(&holder, lease))?;
             print_outcome(&outcome, "heartbeat recorded", a.output.json)?;
         }
         Command::Complete(a) => {
@@ -452,15 +462,10 @@ fn holder_arg(holder: Option<&str>) -> Result<Option<String>, CliError> {
 }
 
 /// Who writes: the lease holder given with `--holder` (its lease renewed
-/// for `lease`), else anyone.
+/// for `lease`, else for the length the claim recorded), else anyone.
 fn actor(holder: &Option<String>, lease: Option<Duration>) -> Actor<'_> {
     match holder {
-        Some(holder) => Actor::Worker {
-            holder,
-            // A write that ends the lease (complete, fail, request-input)
-            // renews nothing.
-            lease: lease.unwrap_or(Duration::ZERO),
-        },
+        Some(holder) => Actor::Worker { holder, lease },
         None => Actor::Anyone,
     }
 }

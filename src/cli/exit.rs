@@ -1,6 +1,6 @@
 //! The CLI's contract with scripts: every kind of error it reports, the
-//! exit code of each, and the JSON object it prints for one (README "Exit
-//! codes", docs/cli.md). The library's errors are typed and know nothing of
+//! exit code of each, and the JSON object it prints for one (docs/cli.md "Exit
+//! codes"). The library's errors are typed and know nothing of
 //! exit codes; this is the one place that maps them.
 
 use serde_json::{Value, json};

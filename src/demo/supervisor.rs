@@ -195,6 +195,7 @@ pub fn check_python(python: &std::ffi::OsStr, script: &Path) -> Result<(), Pytho
     Ok(())
 }
 
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 fn terminate(child: &Child) -> std::io::Result<()> {
     let pid = libc::pid_t::try_from(child.id()).map_err(std::io::Error::other)?;
     // SAFETY: kill(2) has no memory-safety preconditions; the pid is our

@@ -2,6 +2,9 @@
 //! a temp dir) listening on a unix socket in that dir and on 127.0.0.1 at a
 //! free port, started as an unprivileged user (the server refuses to run as
 //! root: as root, the `postgres` user the Debian package creates runs it).
+//! Finding the server's programs and running them as that user is the job
+//! of `scripts/pg-local.sh`, which the README's local recipe uses too, so
+//! that both work as root and as anyone else alike.
 //!
 //! One cluster per test process, shared ([`shared`]), with one database
 //! per process and one schema per store ([`store_url`]); fault tests that
@@ -27,38 +30,25 @@ pub fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 /// The role the tests connect as (the cluster's superuser).
 pub const SUPERUSER: &str = "rudder";
 
-/// Where PostgreSQL's server programs are, if anywhere:
-/// `$RUDDER_TEST_PG_BINDIR` when set (and only there), else `pg_config
-/// --bindir`, `/usr/lib/postgresql/*/bin` (the newest), `PATH`.
+/// `scripts/pg-local.sh` (the repository's, whichever crate includes
+/// this file).
+fn script() -> Command {
+    Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg-local.sh"))
+}
+
+/// Where PostgreSQL's server programs are, if anywhere, as
+/// `scripts/pg-local.sh bindir` finds them: `$RUDDER_TEST_PG_BINDIR` when
+/// set (and only there; else the script's `$RUDDER_PG_BINDIR`), else
+/// `pg_config --bindir`, `/usr/lib/postgresql/*/bin` (the newest), `PATH`.
 pub fn bindir() -> Option<PathBuf> {
-    let has = |d: &Path| d.join("initdb").is_file() && d.join("pg_ctl").is_file();
+    let mut c = script();
+    c.arg("bindir");
     if let Some(d) = std::env::var_os("RUDDER_TEST_PG_BINDIR") {
-        let d = PathBuf::from(d);
-        return has(&d).then_some(d);
+        c.env("RUDDER_PG_BINDIR", d);
     }
-    if let Ok(out) = Command::new("pg_config").arg("--bindir").output()
-        && out.status.success()
-    {
-        let d = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        if has(&d) {
-            return Some(d);
-        }
-    }
-    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path().join("bin"))
-        .filter(|d| has(d))
-        .collect();
-    versions.sort();
-    if let Some(d) = versions.pop() {
-        return Some(d);
-    }
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .find(|d| has(d))
+    let out = c.stdin(Stdio::null()).stderr(Stdio::null()).output().ok()?;
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    (out.status.success() && !dir.as_os_str().is_empty()).then_some(dir)
 }
 
 fn required() -> bool {
@@ -122,27 +112,20 @@ pub fn shared() -> &'static Cluster {
     CLUSTER.get_or_init(|| Cluster::start().expect("start the test PostgreSQL cluster"))
 }
 
+/// `program` run as the server's user: `postgres` when this process is
+/// root, else this process's own (`scripts/pg-local.sh run`).
 fn as_server_user(program: &Path) -> Command {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(program);
-        c
-    } else {
-        Command::new(program)
-    }
+    let mut c = script();
+    c.arg("run").arg(program);
+    c
 }
 
 /// Give `path` to the server's user (when running as root, the server
-/// runs as `postgres` and must read it).
+/// runs as `postgres` and must read it; `scripts/pg-local.sh own`).
 fn chown_to_server_user(path: &Path) -> Result<(), String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        let mut c = Command::new("chown");
-        c.arg("postgres:").arg(path);
-        run(c, "chown to the server's user")?;
-    }
-    Ok(())
+    let mut c = script();
+    c.arg("own").arg(path);
+    run(c, "chown to the server's user")
 }
 
 fn free_port() -> u16 {
@@ -281,22 +264,18 @@ impl Cluster {
     /// process is gone (the shared cluster is a static: never dropped).
     fn spawn_watchdog(&self) -> Result<std::process::Child, String> {
         let pg_ctl = self.bin.join("pg_ctl");
-        let prefix = if unsafe { libc::geteuid() } == 0 {
-            "runuser -u postgres -- "
-        } else {
-            ""
-        };
-        let script = format!(
+        let watch = format!(
             "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
-             {prefix}'{pg_ctl}' -D '{data}' -m immediate stop >/dev/null 2>&1; \
+             '{pg_local}' run '{pg_ctl}' -D '{data}' -m immediate stop >/dev/null 2>&1; \
              rm -rf '{dir}'",
             pid = std::process::id(),
+            pg_local = script().get_program().to_string_lossy(),
             pg_ctl = pg_ctl.display(),
             data = self.data().display(),
             dir = self.dir().display(),
         );
         Command::new("setsid")
-            .args(["sh", "-c", &script])
+            .args(["sh", "-c", &watch])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

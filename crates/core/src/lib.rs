@@ -11,15 +11,14 @@
 //! [`StoreUrl`] names. The architecture is in `docs/architecture.md`.
 
 mod error;
-pub mod index;
 pub mod limits;
 pub mod lock_timeout;
-pub mod pending;
+pub mod notice;
 pub mod query;
 mod report;
-pub mod retention;
 pub mod settings;
 pub mod shared;
+mod summary;
 mod txn;
 pub mod url;
 pub mod watch;
@@ -37,7 +36,6 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use error::{Location, StoreError, human_bytes};
-pub use index::Summary;
 pub use limits::{MAX_VALUE_DEPTH, RESERVED_KEY, check_value};
 pub use lock_timeout::{LOCK_TIMEOUT_VAR, MAX_LOCK_TIMEOUT, parse_lock_timeout};
 pub use query::{PageQuery, SortKey, StatusCounts};
@@ -46,6 +44,7 @@ pub use settings::{
     MAX_STORE_BYTES, MAX_STORE_BYTES_VAR, Settings, SettingsError, parse_max_bytes,
 };
 pub use shared::{ChangeLog, CopyCounts, NewerInStore, RecordedChange};
+pub use summary::Summary;
 pub use txn::Transaction;
 pub use url::{StoreUrl, UrlError};
 
@@ -92,6 +91,13 @@ pub trait Backend: Send + Sync {
     /// file).
     fn exists(&self) -> Result<bool, StoreError> {
         Ok(true)
+    }
+
+    /// [`Backend::exists`] asked by a write that changes existing tasks
+    /// only: a backend that waits longer for a write than for a read (a
+    /// database server restarting) waits as long here.
+    fn exists_to_write(&self) -> Result<bool, StoreError> {
+        self.exists()
     }
 
     /// How many tasks one step of a long operation (a streamed `list`,
@@ -362,7 +368,7 @@ impl<B: Backend> Store<B> {
         may_create: bool,
         mut f: impl FnMut(&mut dyn Transaction, DateTime<Utc>) -> Result<(T, bool), StoreError>,
     ) -> Result<T, StoreError> {
-        if !may_create && !self.backend.exists()? {
+        if !may_create && !self.backend.exists_to_write()? {
             // Nothing to change in a store that does not exist: answer as
             // an empty store would, creating nothing. (An answer that asks
             // to write cannot happen for these operations.)
@@ -585,15 +591,17 @@ impl<B: Backend> Store<B> {
     ) -> Result<Outcome, StoreError> {
         check_value("input_schema", &schema)?;
         let op = Op::RequestInput { schema, message };
-        let actor = Actor::Worker { holder, lease };
+        let actor = Actor::Worker {
+            holder,
+            lease: Some(lease),
+        };
         self.transact(false, |tasks, now| {
             let key = resolve_in(tasks, id)?;
             let task = tasks.get_mut(&key)?.ok_or_else(|| vanished(&key))?;
             let change = machine::apply(task, &op, actor, now)
                 .map_err(|r| refusal_error(op.kind(), r, task))?;
             if change == Change::Applied {
-                task.claimed_by = Some(holder.to_string());
-                task.lease_expires_at = Some(now + lease);
+                machine::hold(task, holder, Some(lease), now);
             }
             Ok((
                 Outcome {

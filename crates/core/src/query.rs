@@ -10,8 +10,6 @@
 //!
 //! [`Transaction::summaries`]: super::Transaction::summaries
 
-pub mod sql;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -32,44 +30,6 @@ pub fn time_text(t: DateTime<Utc>) -> String {
 pub fn parse_time(text: Option<String>) -> Option<DateTime<Utc>> {
     text.and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
         .map(|t| t.with_timezone(&Utc))
-}
-
-/// The columns a [`SummaryBuf`] is read from, in [`summary_of_row`]'s
-/// order: both database backends' task tables have them.
-pub const SUMMARY_COLUMNS: &str = "task_id, status, idempotency_key, title, updated_at, \
-                                          claimed_by, lease_expires_at, ttl_ms, revision, kind";
-
-/// [`SUMMARY_COLUMNS`] of tables from before kinds (a reader's of a store
-/// no writer has migrated yet): no task there has a kind.
-pub const SUMMARY_COLUMNS_BEFORE_KINDS: &str = "task_id, status, idempotency_key, title, updated_at, \
-     claimed_by, lease_expires_at, ttl_ms, revision, NULL";
-
-/// A database row as [`summary_of_row`] reads it, whatever the driver.
-pub trait SummaryRow {
-    type Error;
-    fn text(&self, i: usize) -> Result<String, Self::Error>;
-    fn opt_text(&self, i: usize) -> Result<Option<String>, Self::Error>;
-    fn int(&self, i: usize) -> Result<i64, Self::Error>;
-    fn opt_int(&self, i: usize) -> Result<Option<i64>, Self::Error>;
-    /// The `status` column's text as a status (each backend says what an
-    /// unknown one is).
-    fn status(&self, text: &str) -> Result<Status, Self::Error>;
-}
-
-/// The summary in the [`SUMMARY_COLUMNS`] of `row` starting at column `at`.
-pub fn summary_of_row<R: SummaryRow>(row: &R, at: usize) -> Result<SummaryBuf, R::Error> {
-    Ok(SummaryBuf {
-        task_id: row.text(at)?,
-        status: row.status(&row.text(at + 1)?)?,
-        idempotency_key: row.opt_text(at + 2)?,
-        title: row.opt_text(at + 3)?,
-        updated_at: parse_time(row.opt_text(at + 4)?),
-        claimed_by: row.opt_text(at + 5)?,
-        lease_expires_at: parse_time(row.opt_text(at + 6)?),
-        ttl_ms: row.opt_int(at + 7)?.map(|v| v.max(0) as u64),
-        revision: row.int(at + 8)?.max(0) as u64,
-        kind: row.opt_text(at + 9)?,
-    })
 }
 
 /// A task's summary fields, held as `S`: owned ([`SummaryBuf`]), or

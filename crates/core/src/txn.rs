@@ -12,7 +12,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::StoreError;
-use super::index::Summary;
+use super::Summary;
 use super::query::{self, PageQuery, Stale, StatusCounts, SummaryBuf};
 use rudder_model::task::{Task, TaskMap};
 

@@ -5,7 +5,8 @@ use std::path::Path;
 use std::io::{self, Write};
 
 use super::scan;
-use rudder_core::{Location, StoreError, index};
+use crate::index;
+use rudder_core::{Location, StoreError};
 use rudder_model::task::{Task, TaskMap};
 
 pub use rudder_core::settings::MAX_STORE_BYTES;

@@ -15,8 +15,9 @@ use indexmap::IndexMap;
 use super::file::TaskDigest;
 use super::fs::Identity;
 use super::{FileBackend, scan};
+use crate::index;
+use rudder_core::StoreError;
 use rudder_core::query::{self, PageQuery, SortKey, StatusCounts};
-use rudder_core::{StoreError, index};
 use rudder_model::task::{Task, TaskMap};
 
 /// One task as the rows keep it.

@@ -6,9 +6,8 @@
 mod codec;
 mod file;
 mod file_rows;
-pub mod fs;
-#[doc(hidden)]
-pub mod fuzzing;
+mod index;
+pub use rudder_fs as fs;
 mod scan;
 mod stream;
 #[cfg(test)]
@@ -17,9 +16,10 @@ mod txn;
 mod watch;
 
 pub use codec::{MAX_STORE_BYTES, decode, decode_whole, encode};
-pub use file::{FileBackend, TaskDigest, lock_name, temp_name, temp_pid};
+pub use file::{FileBackend, TaskDigest};
 pub use file_rows::{FileRows, RowChange};
 pub use rudder_core::settings::parse_max_bytes;
+pub use rudder_fs::{lock_name, temp_name, temp_pid};
 pub use stream::{FileStream, Revisions};
 pub use txn::check_quick_paths;
 pub use watch::FileSource;

@@ -27,8 +27,9 @@ use std::path::{Path, PathBuf};
 
 use super::fs::ReadSeek;
 use super::{FileBackend, codec, scan};
+use crate::index;
 use rudder_core::Location;
-use rudder_core::{StoreError, index};
+use rudder_core::StoreError;
 use rudder_model::task::Task;
 
 /// Each task id of a file and its revision.

@@ -9,7 +9,8 @@ use std::path::Path;
 
 use indexmap::IndexMap;
 
-use rudder_core::index::{Summary, TaskIndex};
+use crate::index::TaskIndex;
+use rudder_core::Summary;
 use rudder_core::{StoreError, Transaction, limits};
 use rudder_model::task::{Task, TaskMap};
 

@@ -7,12 +7,13 @@ use std::time::SystemTime;
 use indexmap::IndexMap;
 
 use rudder_core::watch::{
-    Catchup, FeedSource, MAX_BATCH, ResetReason, TaskChange, Unavailable, Wake, watch_dir,
+    Catchup, FeedSource, MAX_BATCH, ResetReason, TaskChange, Unavailable, Wake,
 };
 use std::sync::Arc;
 
 use crate::{FileBackend, FileRows, RowChange, TaskDigest};
 use rudder_core::StoreError;
+use rudder_fs::watch::watch_dir;
 
 /// What identifies one version of the file cheaply.
 type Stamp = Option<(u64, u64, SystemTime)>;

@@ -9,7 +9,13 @@
 //!   checks them.
 //! - Bodies over [`MAX_BODY`] get 413; more than [`MAX_CONCURRENT`]
 //!   requests at once get 503, each with a JSON-RPC error, and other
-//!   clients are not disturbed.
+//!   clients are not disturbed. A request that waits inline for its task
+//!   (a client without the tasks extension) gives its slot back while it
+//!   waits: those waits have a budget of their own
+//!   ([`crate::server::MAX_INLINE_WAITS`]), so `tasks/*` are always served.
+//! - A body that is not JSON gets 400 with `-32700` (JSON that is not a
+//!   JSON-RPC message: 400, `-32600`).
+//! - Legacy (2025-11-25) sessions are bounded: see [`crate::sessions`].
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -18,9 +24,8 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, Response, StatusCode, header};
 use axum::middleware::{self, Next};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{RudderMcp, say};
 
@@ -30,11 +35,15 @@ pub const MAX_BODY: usize = 4 * 1024 * 1024;
 pub const MAX_CONCURRENT: usize = 64;
 
 /// The bearer token: from `file` if given (its first line), else
-/// `$RUDDER_MCP_TOKEN`; `None` when neither is set.
+/// `$RUDDER_MCP_TOKEN`; `None` when neither is set. A token file that
+/// group or others may read is refused, as `ssh` refuses such a key.
 pub fn token(file: Option<&Path>) -> Result<Option<String>, String> {
     let raw = match file {
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?,
+        Some(path) => {
+            private(path)?;
+            std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?
+        }
         None => match std::env::var("RUDDER_MCP_TOKEN") {
             Ok(t) => t,
             Err(std::env::VarError::NotPresent) => return Ok(None),
@@ -52,6 +61,28 @@ pub fn token(file: Option<&Path>) -> Result<Option<String>, String> {
         return Err("the bearer token is shorter than 16 characters".into());
     }
     Ok(Some(token))
+}
+
+/// Refuse a token file whose mode lets group or others read (or write) it.
+#[cfg(unix)]
+fn private(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let meta = std::fs::metadata(path)
+        .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "the token file {} may be read by group or others (mode {mode:03o}); a bearer token must be private: run `chmod 600 {}` and start again",
+            path.display(),
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn private(_path: &Path) -> Result<(), String> {
+    Ok(())
 }
 
 /// Why an address cannot be served: the message, and whether it is a usage
@@ -158,7 +189,7 @@ pub fn router(server: RudderMcp, token: Option<String>, allow_origins: &[String]
     }
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
-        LocalSessionManager::default().into(),
+        crate::sessions::Bounded::new(crate::sessions::MAX_SESSIONS).into(),
         config,
     );
     let guard = Arc::new(Guard {
@@ -197,23 +228,40 @@ impl Guard {
                 return r;
             }
         }
-        let Ok(_slot) = Arc::clone(&self.slots).try_acquire_owned() else {
+        let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() else {
             return error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 -32000,
                 "too many requests at once; try again",
             );
         };
-        let (req, listen) = match super::listen::note_http(req, MAX_BODY).await {
+        let (mut req, listen) = match super::listen::note_http(req, MAX_BODY).await {
             Ok(r) => r,
             Err(refused) => return refused,
         };
+        // The handler may give the slot back (an inline wait); else it is
+        // held until the answer's head is out.
+        let slot = Slot(Arc::new(std::sync::Mutex::new(Some(slot))));
+        req.extensions_mut().insert(slot.clone());
         let response = next.run(req).await;
+        slot.release();
         let response = match listen {
             Some(ids) if response.status().is_success() => super::listen::patch_sse(response, ids),
             _ => response,
         };
         jsonrpc_error_body(response).await
+    }
+}
+
+/// The request slot an HTTP request holds, in its extensions (rmcp hands
+/// a request's `http::request::Parts` to the handler).
+#[derive(Clone)]
+pub struct Slot(Arc<std::sync::Mutex<Option<OwnedSemaphorePermit>>>);
+
+impl Slot {
+    /// Give the slot back (once; later calls do nothing).
+    pub fn release(&self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 }
 
@@ -237,12 +285,52 @@ async fn jsonrpc_error_body(response: Response<Body>) -> Response<Body> {
         m if m.is_empty() => status.canonical_reason().unwrap_or("refused").to_string(),
         m => m,
     };
+    // rmcp answers a body it cannot take as a JSON-RPC message with 415;
+    // the transport spec asks for 400: -32700 for text that is not JSON,
+    // -32600 for JSON that is not a message.
+    if status == StatusCode::UNSUPPORTED_MEDIA_TYPE && message.starts_with(UNPARSED) {
+        let detail = &message[UNPARSED.len()..];
+        let code = if not_a_message(detail) {
+            -32600
+        } else {
+            -32700
+        };
+        let what = if code == -32700 {
+            "the request body is not JSON"
+        } else {
+            "the request body is not a JSON-RPC message"
+        };
+        return error(
+            StatusCode::BAD_REQUEST,
+            code,
+            &format!("{what}: {}", detail.trim()),
+        );
+    }
     let code = match status {
         StatusCode::BAD_REQUEST if message.to_lowercase().contains("json") => -32700,
         StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => -32600,
         _ => -32000,
     };
     error(status, code, &message)
+}
+
+/// How rmcp 3.11 begins its answer to a body it cannot deserialize.
+const UNPARSED: &str = "fail to deserialize request body";
+
+/// Whether serde_json's message is about the shape of valid JSON (not a
+/// JSON-RPC message) rather than its syntax.
+fn not_a_message(detail: &str) -> bool {
+    [
+        "did not match any variant",
+        "missing field",
+        "invalid type",
+        "unknown variant",
+        "invalid value",
+        "unknown field",
+        "unrecognized JSON-RPC message",
+    ]
+    .iter()
+    .any(|m| detail.contains(m))
 }
 
 /// Compare in time independent of where they differ.

@@ -7,6 +7,7 @@
 //! - [`server`]: rmcp's `ServerHandler` over the store;
 //! - [`listen`]: `subscriptions/listen` for task ids, fed by the change feed;
 //! - [`http`]: the HTTP face and its guards (token, Origin, limits).
+//! - [`sessions`]: legacy (2025-11-25) HTTP sessions, bounded.
 //!
 //! It depends on `rudder-store` (the store, its feed, the worker API) and
 //! `rudder-model` only, never on the binary: `rudder mcp` calls [`run`].
@@ -15,6 +16,7 @@ pub mod catalogue;
 pub mod http;
 pub mod listen;
 pub mod server;
+pub mod sessions;
 pub mod wire;
 
 use rudder_store::Open as _;

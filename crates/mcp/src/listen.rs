@@ -148,6 +148,130 @@ fn patch_ack(message: &mut Value, ids_of: impl Fn(&Value) -> Option<Vec<String>>
     false
 }
 
+/// The longest request line taken over stdio, in bytes (the HTTP body
+/// limit).
+pub const MAX_LINE: usize = crate::http::MAX_BODY;
+
+/// What [`read_line`] read.
+#[derive(Debug, PartialEq)]
+enum Line {
+    /// A whole line (or the last one, without its newline).
+    Whole,
+    /// The end of input.
+    End,
+    /// A line longer than the limit: its first bytes are kept, the rest
+    /// read and dropped; how many bytes were seen.
+    TooLong(usize),
+}
+
+/// How much of a refused line is kept, to find its request id.
+const HEAD: usize = 4096;
+
+/// Read one line into `line` (newline included), taking at most `limit`
+/// bytes into memory.
+async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<Line> {
+    let mut seen = 0usize;
+    let mut too_long = false;
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(match (too_long, seen) {
+                (true, _) => Line::TooLong(seen),
+                (false, 0) => Line::End,
+                (false, _) => Line::Whole,
+            });
+        }
+        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..=i], true),
+            None => (buf, false),
+        };
+        let n = chunk.len();
+        seen += n;
+        if !too_long && seen > limit {
+            too_long = true;
+            line.truncate(HEAD);
+        }
+        if too_long {
+            let room = HEAD.saturating_sub(line.len());
+            line.extend_from_slice(&chunk[..room.min(n)]);
+        } else {
+            line.extend_from_slice(chunk);
+        }
+        reader.consume(n);
+        if done {
+            return Ok(if too_long {
+                Line::TooLong(seen)
+            } else {
+                Line::Whole
+            });
+        }
+    }
+}
+
+/// The error answering a request line over [`MAX_LINE`], with the request's
+/// id if its first bytes name one (else `null`, as JSON-RPC says for a
+/// request whose id cannot be read).
+fn too_long(head: &[u8], seen: usize) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": request_id(head),
+        "error": {
+            "code": -32600,
+            "message": format!("the request line is {seen} bytes or more; rudder mcp takes at most {MAX_LINE} bytes a line"),
+            "data": {"limit": MAX_LINE},
+        },
+    })
+}
+
+/// The top-level `"id"` of a JSON object's first bytes, if it comes
+/// before the long part (clients write `jsonrpc` and `id` first).
+fn request_id(head: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(head);
+    let mut depth = 0i32;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '{' | '[' => depth += 1,
+            '}' | ']' => depth -= 1,
+            '"' => {
+                // A string: a key at depth 1 named `id` is what we want.
+                let start = i + 1;
+                let mut end = None;
+                let mut escaped = false;
+                for (j, c) in chars.by_ref() {
+                    match c {
+                        _ if escaped => escaped = false,
+                        '\\' => escaped = true,
+                        '"' => {
+                            end = Some(j);
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                let Some(end) = end else { break };
+                if depth == 1 && &text[start..end] == "id" {
+                    let rest = text[end + 1..].trim_start();
+                    let Some(rest) = rest.strip_prefix(':') else {
+                        continue;
+                    };
+                    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+                    if let Some(Ok(v @ (Value::Number(_) | Value::String(_)))) = values.next() {
+                        return v;
+                    }
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    Value::Null
+}
+
 /// stdin and stdout for rmcp: every line in is noted in `requested` (or
 /// refused) before rmcp reads it, every line out passes [`patch_ack`].
 pub fn stdio(requested: Requested) -> (impl AsyncRead, impl AsyncWrite) {
@@ -160,9 +284,18 @@ pub fn stdio(requested: Requested) -> (impl AsyncRead, impl AsyncWrite) {
         let mut line = Vec::new();
         loop {
             line.clear();
-            match stdin.read_until(b'\n', &mut line).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
+            match read_line(&mut stdin, &mut line, MAX_LINE).await {
+                Ok(Line::End) | Err(_) => break,
+                Ok(Line::Whole) => {}
+                Ok(Line::TooLong(seen)) => {
+                    // Answered here (rmcp would drop it without a word, and
+                    // the client would wait for ever).
+                    crate::say(&format!(
+                        "refused a request line of {seen} bytes or more: the limit is {MAX_LINE} bytes a line"
+                    ));
+                    let _ = refused_tx.send(too_long(&line, seen));
+                    continue;
+                }
             }
             // Most lines are something else: look before parsing.
             if contains(&line, METHOD.as_bytes())
@@ -418,6 +551,56 @@ mod tests {
 
     fn parse(text: &str) -> Value {
         serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn a_long_line_is_read_away_and_its_id_kept() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let long = format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":7,\"params\":{{\"x\":\"{}\"}}}}\n{{\"id\":8}}\nlast",
+                "y".repeat(100)
+            );
+            let mut reader = tokio::io::BufReader::with_capacity(16, long.as_bytes());
+            let mut line = Vec::new();
+            let first = read_line(&mut reader, &mut line, 64).await.unwrap();
+            assert!(matches!(first, Line::TooLong(n) if n > 64), "{first:?}");
+            assert_eq!(request_id(&line), json!(7));
+            line.clear();
+            assert_eq!(
+                read_line(&mut reader, &mut line, 64).await.unwrap(),
+                Line::Whole
+            );
+            assert_eq!(line, b"{\"id\":8}\n");
+            line.clear();
+            assert_eq!(
+                read_line(&mut reader, &mut line, 64).await.unwrap(),
+                Line::Whole
+            );
+            assert_eq!(line, b"last");
+            line.clear();
+            assert_eq!(
+                read_line(&mut reader, &mut line, 64).await.unwrap(),
+                Line::End
+            );
+        });
+    }
+
+    #[test]
+    fn the_id_of_a_refused_line_is_found_only_at_the_top() {
+        assert_eq!(
+            request_id(br#"{"jsonrpc":"2.0","id":"a-1","method":"x""#),
+            json!("a-1")
+        );
+        assert_eq!(request_id(br#"{"params":{"id":3},"id" : 4"#), json!(4));
+        assert_eq!(
+            request_id(br#"{"params":{"id":3,"text":"xxxx"#),
+            Value::Null
+        );
+        assert_eq!(request_id(br#"{"method":"a\"id\"","id":5}"#), json!(5));
+        assert_eq!(request_id(b"not json at all"), Value::Null);
     }
 
     #[test]

@@ -55,7 +55,18 @@ struct Inner {
     partial: Mutex<HashMap<(String, u64), BTreeMap<String, Value>>>,
     /// The task ids of stdio listen requests (rmcp drops them).
     requested: Requested,
+    /// Places for inline waits ([`MAX_INLINE_WAITS`]).
+    inline_waits: Arc<tokio::sync::Semaphore>,
 }
+
+/// How many `tools/call`s may wait inline for their task at once (each
+/// client without the tasks extension waits up to the tool's `sync_wait`;
+/// one with it, up to `wait`). They hold no HTTP request slot meanwhile.
+pub const MAX_INLINE_WAITS: usize = 128;
+
+/// The JSON-RPC code of a `tools/call` refused because too many wait
+/// inline (a server error, in the range JSON-RPC leaves to servers).
+pub const BUSY: i32 = -32000;
 
 /// Why an answer was refused, kept in the task's message.
 const REFUSED: &str = "\n(the last answer was refused: ";
@@ -91,6 +102,7 @@ impl RudderMcp {
                 changes,
                 partial: Mutex::new(HashMap::new()),
                 requested: Requested::default(),
+                inline_waits: Arc::new(tokio::sync::Semaphore::new(MAX_INLINE_WAITS)),
             }),
         }
     }
@@ -247,6 +259,28 @@ impl RudderMcp {
                 }
             }
         }
+        // An inline wait takes a place in its own budget, so that waiting
+        // clients never take the request slots `tasks/*` are served from;
+        // a client without the extension that finds no place is refused
+        // before anything is written.
+        let waits = !tasks_ok || !spec.wait.is_zero();
+        let place = if waits {
+            Arc::clone(&self.inner.inline_waits)
+                .try_acquire_owned()
+                .ok()
+        } else {
+            None
+        };
+        if !tasks_ok && place.is_none() {
+            return Err(ErrorData::new(
+                ErrorCode(BUSY),
+                format!(
+                    "{} clients already wait inline for their tools' results (the limit); nothing was started: try again later, or use a client with the tasks extension, which is never limited this way",
+                    MAX_INLINE_WAITS
+                ),
+                Some(json!({"limit": MAX_INLINE_WAITS})),
+            ));
+        }
         let origin = Origin {
             tool: spec.name.clone(),
             client: cx.client_info().map(|i| ClientInfo {
@@ -271,8 +305,11 @@ impl RudderMcp {
         // synchronous=FULL, a committed transaction) before it answers.
         let created = self.blocking(move |s| s.create(new)).await?.task;
         let id = created.task_id.clone();
+        if place.is_some() {
+            release_slot(&cx);
+        }
         if tasks_ok {
-            let task = if spec.wait.is_zero() {
+            let task = if place.is_none() {
                 created
             } else {
                 self.wait_for(&id, spec.wait, &cx.ct, |t| {
@@ -427,6 +464,17 @@ impl RudderMcp {
             .await
             .map(drop)
             .or_else(refused_is_fine)
+    }
+}
+
+/// Give back the HTTP request slot this request holds (none over stdio).
+fn release_slot(cx: &RequestContext<RoleServer>) {
+    if let Some(slot) = cx
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|p| p.extensions.get::<crate::http::Slot>())
+    {
+        slot.release();
     }
 }
 

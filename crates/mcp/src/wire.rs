@@ -131,8 +131,18 @@ pub fn error_object(task: &Task) -> JsonObject {
 /// The tool result of a finished task that is not a protocol failure: a
 /// result written as a `CallToolResult` (it has `content`) is passed on;
 /// any other result becomes `structuredContent` with a text rendering; a
-/// worker's `fail` is a tool error.
+/// worker's `fail` is a tool error. Every one says `"resultType":
+/// "complete"`, as every 2026-07-28 result must: the extension's clients
+/// refuse a task's `result` without it.
 pub fn tool_result(task: &Task) -> CallToolResult {
+    let mut r = result_of(task);
+    // Also over a worker's own `resultType`: a finished task's result is
+    // never anything but complete.
+    r.result_type = Some(m::ResultType::COMPLETE);
+    r
+}
+
+fn result_of(task: &Task) -> CallToolResult {
     match task.status {
         Status::Failed => {
             let message = task
@@ -254,5 +264,79 @@ fn to_object(r: &CallToolResult) -> JsonObject {
     match serde_json::to_value(r) {
         Ok(Value::Object(o)) => o,
         _ => JsonObject::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The extension's rules for a finished task's `result` (a
+    /// `CallToolResult` of 2026-07-28): `resultType` is `complete`,
+    /// `content` a list of typed blocks, `isError` a boolean if present,
+    /// `structuredContent` an object if present.
+    pub(crate) fn check_call_tool_result(result: &Value) {
+        assert_eq!(result["resultType"], "complete", "{result}");
+        let content = result["content"].as_array().expect("content is a list");
+        assert!(
+            content.iter().all(|b| b["type"].is_string()),
+            "every block has a type: {result}"
+        );
+        if let Some(e) = result.get("isError") {
+            assert!(e.is_boolean(), "{result}");
+        }
+        if let Some(s) = result.get("structuredContent") {
+            assert!(s.is_object(), "{result}");
+        }
+    }
+
+    fn finished(status: Status, result: Option<Value>, error: Option<Value>) -> Task {
+        let mut t = Task::new("0b5e8f7e-3c1a-4f6e-9d2b-7a1c2e3f4a5b", status);
+        t.result = result;
+        t.error = error;
+        t
+    }
+
+    fn wire_result(task: &Task) -> Value {
+        let d = serde_json::to_value(detailed(task, None, &BTreeSet::new())).expect("serializes");
+        d["result"].clone()
+    }
+
+    #[test]
+    fn every_finished_result_says_it_is_complete() {
+        let cases = [
+            // A worker that wrote a CallToolResult (mcp_fixture_worker).
+            finished(
+                Status::Completed,
+                Some(json!({"content": [{"type": "text", "text": "Hello, Ada!"}]})),
+                None,
+            ),
+            // One that even wrote another resultType.
+            finished(
+                Status::Completed,
+                Some(json!({"content": [], "resultType": "task"})),
+                None,
+            ),
+            // A plain JSON result, a string, none.
+            finished(Status::Completed, Some(json!({"answer": 42})), None),
+            finished(Status::Completed, Some(json!("done")), None),
+            finished(Status::Completed, None, None),
+            // A tool error (`fail` without a JSON-RPC code).
+            finished(Status::Failed, None, Some(json!({"message": "disk full"}))),
+        ];
+        for task in &cases {
+            let result = wire_result(task);
+            check_call_tool_result(&result);
+            // The inline answer of `tools/call` is the same result.
+            let inline = serde_json::to_value(tool_result(task)).expect("serializes");
+            check_call_tool_result(&inline);
+        }
+        let error = wire_result(&cases[5]);
+        assert_eq!(error["isError"], true);
+        // A protocol failure has no result at all, but an error object.
+        let failed = finished(Status::Failed, None, Some(json!({"code": -32603})));
+        let d = serde_json::to_value(detailed(&failed, None, &BTreeSet::new())).unwrap();
+        assert!(d.get("result").is_none(), "{d}");
+        assert_eq!(d["error"]["code"], -32603);
     }
 }

@@ -53,10 +53,10 @@ use super::PostgresBackend;
 use super::schema::TEXT_INDEX;
 use super::txn::{Columns, PgTxn};
 use rudder_core::StoreError;
-use rudder_core::pending;
 use rudder_core::query::time_text;
 use rudder_core::{CopyCounts, NewerInStore};
 use rudder_model::task::{Status, Task};
+use rudder_sql::pending;
 
 /// The staging table: one per session, emptied by every commit or
 /// rollback (and gone with a rollback of the transaction that made it).

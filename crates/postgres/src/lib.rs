@@ -32,16 +32,17 @@ mod txn;
 mod watch;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use postgres::config::Host;
 use postgres::error::SqlState;
 use postgres::{Client, IsolationLevel, Statement};
 
-use rudder_core::retention::Retention;
 use rudder_core::url::PgUrl;
 use rudder_core::{Backend, ChangeLog, Location, StoreError, Transaction};
+use rudder_sql::retention::Retention;
 
 use config::{Connect, SslMode};
 use rudder_model::task::TaskMap;
@@ -61,6 +62,9 @@ pub struct PostgresBackend {
     retention: Retention,
     /// Boxed: a client is large, and the backend sits in enums.
     conn: Mutex<Option<Box<Conn>>>,
+    /// How many connections this backend has made: a waiting notice
+    /// armed before one was made stays silent once one is.
+    connects: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -118,6 +122,22 @@ pub(crate) enum Retry {
 /// How long a read tries again while the server cannot be reached.
 const READ_PATIENCE: Duration = Duration::from_secs(2);
 
+/// How long one attempt to connect may take unless the URL's
+/// `connect_timeout` (or `$PGCONNECT_TIMEOUT`) says otherwise: a server
+/// that does not answer (a wrong host, a firewall that drops) fails a read
+/// this soon, not after the lock timeout.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long an operation waits for a connection before the user is told
+/// what it waits for (where a notice hook is set: a terminal).
+const NOTICE_AFTER: Duration = Duration::from_millis(700);
+
+/// A waiting notice armed: dropped (the operation ended) before it fires,
+/// it says nothing.
+struct Patience {
+    _cancel: std::sync::mpsc::Sender<()>,
+}
+
 impl PostgresBackend {
     /// The database at `url`. Nothing is connected yet. The lock timeout is
     /// the default (30 s; see [`PostgresBackend::with_settings`]).
@@ -127,6 +147,7 @@ impl PostgresBackend {
             lock_timeout: rudder_core::DEFAULT_LOCK_TIMEOUT,
             retention: Retention::DEFAULT,
             conn: Mutex::new(None),
+            connects: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -235,7 +256,9 @@ impl PostgresBackend {
                 }
                 match *db.code() {
                     SqlState::INSUFFICIENT_PRIVILEGE => {
-                        format!("{m} (see README \"Many machines\" for the grants rudder needs)")
+                        format!(
+                            "{m} (see docs/stores.md \"Many machines\" for the grants rudder needs)"
+                        )
                     }
                     _ => m,
                 }
@@ -281,9 +304,7 @@ impl PostgresBackend {
         })?;
         let mut config = settings.config.clone();
         let bound = self.lock_timeout.max(Duration::from_secs(1));
-        if config.get_connect_timeout().is_none_or(|t| *t > bound) {
-            config.connect_timeout(bound);
-        }
+        config.connect_timeout(self.connect_timeout_in(&config));
         config
             .keepalives(true)
             .keepalives_idle(Duration::from_secs(30))
@@ -343,9 +364,76 @@ impl PostgresBackend {
             };
             (self.error(action, &e), retry)
         };
-        config
+        let client = config
             .connect(connector)
-            .map_err(|e| classified("connect", e))
+            .map_err(|e| classified("connect", e))?;
+        self.connects.fetch_add(1, Ordering::SeqCst);
+        Ok(client)
+    }
+
+    /// How long one attempt to connect may take: the URL's (or the
+    /// environment's) `connect_timeout`, else [`DEFAULT_CONNECT_TIMEOUT`],
+    /// never more than the lock timeout.
+    fn connect_timeout_in(&self, config: &postgres::Config) -> Duration {
+        let bound = self.lock_timeout.max(Duration::from_secs(1));
+        config
+            .get_connect_timeout()
+            .copied()
+            // libpq's 0 is "for ever": the lock timeout bounds it.
+            .map(|t| if t.is_zero() { bound } else { t })
+            .unwrap_or(DEFAULT_CONNECT_TIMEOUT)
+            .min(bound)
+    }
+
+    /// How long one attempt to connect may take (see
+    /// [`PostgresBackend::connect_timeout_in`]).
+    pub fn connect_timeout(&self) -> Duration {
+        match self.url.connect_config() {
+            Ok(c) => self.connect_timeout_in(&c.config),
+            Err(_) => DEFAULT_CONNECT_TIMEOUT.min(self.lock_timeout.max(Duration::from_secs(1))),
+        }
+    }
+
+    /// Arm a waiting notice for an operation that needs a connection and
+    /// has none: if none is made within [`NOTICE_AFTER`], the user hears
+    /// which server it waits for and until when (`until`), never the
+    /// password (the target names host, port and database only). Nothing
+    /// where nobody listens (no terminal) or a connection is open.
+    fn patience(&self, until: Instant) -> Option<Patience> {
+        if !rudder_core::notice::listening() {
+            return None;
+        }
+        {
+            let slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.as_ref().is_some_and(|c| !c.client.is_closed()) {
+                return None;
+            }
+        }
+        let connects = Arc::clone(&self.connects);
+        let seen = connects.load(Ordering::SeqCst);
+        let target = self.target();
+        let attempt = self.connect_timeout();
+        let (cancel, cancelled) = std::sync::mpsc::channel::<()>();
+        let spawned = std::thread::Builder::new()
+            .name("rudder-pg-notice".into())
+            .spawn(move || {
+                let timed_out = matches!(
+                    cancelled.recv_timeout(NOTICE_AFTER),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                );
+                if !timed_out || connects.load(Ordering::SeqCst) != seen {
+                    return;
+                }
+                let left = until.saturating_duration_since(Instant::now());
+                rudder_core::notice::waiting(&format!(
+                    "waiting for the PostgreSQL server at {target} to accept a connection, \
+                     for up to {:.0}s more (a write waits up to $RUDDER_LOCK_TIMEOUT, a read \
+                     a few seconds; each attempt at most {:.0}s: connect_timeout)",
+                    left.as_secs_f64().ceil(),
+                    attempt.as_secs_f64()
+                ));
+            });
+        spawned.ok().map(|_| Patience { _cancel: cancel })
     }
 
     /// Run `f` on the connection, connecting first if needed; a broken
@@ -469,7 +557,9 @@ impl PostgresBackend {
         // A read waits for a restarting server only briefly: the change
         // feed and the TUI must say "unreachable" soon, and a reader can
         // always read again (writes wait out the whole lock timeout).
-        let deadline = Instant::now() + self.lock_timeout.min(READ_PATIENCE);
+        let start = Instant::now();
+        let deadline = start + self.lock_timeout.min(READ_PATIENCE);
+        let mut patience = self.patience(deadline.max(start + self.connect_timeout()));
         let mut tries = 0;
         loop {
             tries += 1;
@@ -504,7 +594,14 @@ impl PostgresBackend {
                 // A server restarting is waited for, within the lock
                 // timeout; a connection found broken is replaced at once.
                 Err((_, Retry::Safe, lost))
-                    if (lost || tries < 3) && (tries < 2 || Self::pause(tries, deadline)) => {}
+                    if (lost || tries < 3)
+                        && Instant::now() < deadline
+                        && (tries < 2 || Self::pause(tries, deadline)) =>
+                {
+                    if lost && patience.is_none() {
+                        patience = self.patience(deadline);
+                    }
+                }
                 Err((e, _, _)) => return Err(e),
             }
         }
@@ -582,8 +679,17 @@ impl PostgresBackend {
     /// `rudder heartbeat` asks this before its write). The version table
     /// counts only in the connection's first schema, where a writer would
     /// make it; the version is kept for the write that follows.
-    fn probe(&self) -> Result<bool, StoreError> {
-        let deadline = Instant::now() + self.lock_timeout;
+    /// A read waits for the server [`READ_PATIENCE`], a write (`write`)
+    /// the lock timeout.
+    fn probe(&self, write: bool) -> Result<bool, StoreError> {
+        let start = Instant::now();
+        let deadline = start
+            + if write {
+                self.lock_timeout
+            } else {
+                self.lock_timeout.min(READ_PATIENCE)
+            };
+        let mut patience = self.patience(deadline.max(start + self.connect_timeout()));
         let mut tries = 0;
         loop {
             tries += 1;
@@ -621,7 +727,14 @@ impl PostgresBackend {
             match result {
                 Ok(v) => return Ok(v),
                 Err((_, Retry::Safe, lost))
-                    if (lost || tries < 3) && (tries < 2 || Self::pause(tries, deadline)) => {}
+                    if (lost || tries < 3)
+                        && Instant::now() < deadline
+                        && (tries < 2 || Self::pause(tries, deadline)) =>
+                {
+                    if lost && patience.is_none() {
+                        patience = self.patience(deadline);
+                    }
+                }
                 Err((e, _, _)) => return Err(e),
             }
         }
@@ -632,6 +745,7 @@ impl PostgresBackend {
         f: &mut dyn FnMut(&mut PgTxn<'_>) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
         let deadline = Instant::now() + self.lock_timeout;
+        let mut patience = self.patience(deadline);
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -688,7 +802,12 @@ impl PostgresBackend {
                 // before the commit was sent: nothing was written) is
                 // waited for until the lock timeout, as a held lock is.
                 Err((_, Retry::Safe, lost))
-                    if (lost || attempt < ATTEMPTS) && Self::pause(attempt, deadline) => {}
+                    if (lost || attempt < ATTEMPTS) && Self::pause(attempt, deadline) =>
+                {
+                    if lost && patience.is_none() {
+                        patience = self.patience(deadline);
+                    }
+                }
                 Err((e, _, _)) => return Err(e),
             }
         }
@@ -770,6 +889,7 @@ fn off_runtime<T>(op: impl FnOnce() -> T) -> T {
         return op();
     }
     struct AssertSend<V>(V);
+    #[allow(unsafe_code)] // the SAFETY comment says why
     // SAFETY: the calling thread is blocked in `join` for as long as the
     // scoped thread runs, so whatever `op` captures (and the answer it
     // hands back) is only ever used by one thread at a time, and nothing
@@ -787,6 +907,17 @@ fn off_runtime<T>(op: impl FnOnce() -> T) -> T {
             .unwrap_or_else(|p| std::panic::resume_unwind(p))
     });
     answer.into_inner()
+}
+
+impl PostgresBackend {
+    /// Whether this backend's connection has seen the tables: then
+    /// [`Backend::exists`] needs no question (the operation that follows
+    /// finds out if they went since).
+    fn knows_the_tables(&self) -> bool {
+        let slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        slot.as_ref()
+            .is_some_and(|c| c.version == Some(schema::VERSION) && !c.client.is_closed())
+    }
 }
 
 impl Backend for PostgresBackend {
@@ -811,18 +942,17 @@ impl Backend for PostgresBackend {
     }
 
     fn exists(&self) -> Result<bool, StoreError> {
-        // A connection that has seen the tables needs no question: the
-        // operation that follows finds out if they went since.
-        {
-            let slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-            if slot
-                .as_ref()
-                .is_some_and(|c| c.version == Some(schema::VERSION) && !c.client.is_closed())
-            {
-                return Ok(true);
-            }
+        if self.knows_the_tables() {
+            return Ok(true);
         }
-        off_runtime(|| self.probe())
+        off_runtime(|| self.probe(false))
+    }
+
+    fn exists_to_write(&self) -> Result<bool, StoreError> {
+        if self.knows_the_tables() {
+            return Ok(true);
+        }
+        off_runtime(|| self.probe(true))
     }
 
     fn transaction(

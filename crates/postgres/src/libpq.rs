@@ -90,6 +90,7 @@ impl Environment {
 }
 
 /// The effective user's login name (libpq's default user), else `$USER`.
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 fn login_name() -> Option<String> {
     let mut buf = vec![0 as libc::c_char; 4096];
     // SAFETY: an all-zero `passwd` is a valid value to be overwritten.

@@ -1,4 +1,4 @@
-//! The change log's retention on PostgreSQL (`rudder_core::retention`):
+//! The change log's retention on PostgreSQL (`rudder_sql::retention`):
 //! the trim, one `DELETE` of a range of `rudder_changes`' primary key,
 //! run at the end of a write under the changes lock (see `txn.rs`).
 
@@ -6,7 +6,7 @@ use chrono::Utc;
 
 use super::txn::PgTxn;
 use rudder_core::StoreError;
-use rudder_core::retention::Retention;
+use rudder_sql::retention::Retention;
 
 impl PgTxn<'_> {
     /// Trim the log whose last change is `last` to `retention`. Returns

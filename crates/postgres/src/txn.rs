@@ -35,14 +35,12 @@ use postgres::{Row, Statement};
 
 use super::schema::{CHANGES_LOCK, CHANNEL};
 use super::{PostgresBackend, Retry, transient};
-use rudder_core::pending::{self, Database, Pending};
-use rudder_core::query::sql::{self, Anchor, Dialect, PageHints, Placeholder, Sql, Value};
-use rudder_core::query::{
-    self, PageQuery, SUMMARY_COLUMNS, Stale, StatusCounts, SummaryBuf, SummaryRow, parse_time,
-    time_text,
-};
+use rudder_core::query::{self, PageQuery, Stale, StatusCounts, SummaryBuf, parse_time, time_text};
 use rudder_core::{ChangeLog, Location, RecordedChange, StoreError, Summary, Transaction};
 use rudder_model::task::{ParseStatusError, Status, Task, TaskMap};
+use rudder_sql::builder::{self as sql, Anchor, Dialect, PageHints, Placeholder, Sql, Value};
+use rudder_sql::pending::{self, Database, Pending};
+use rudder_sql::{SUMMARY_COLUMNS, SUMMARY_COLUMNS_BEFORE_KINDS, SummaryRow};
 
 type Param = dyn ToSql + Sync;
 
@@ -210,7 +208,7 @@ impl<'c> PgTxn<'c> {
         if self.has_kinds() {
             SUMMARY_COLUMNS
         } else {
-            query::SUMMARY_COLUMNS_BEFORE_KINDS
+            SUMMARY_COLUMNS_BEFORE_KINDS
         }
     }
 
@@ -727,10 +725,10 @@ impl<'c> PgTxn<'c> {
         rows.iter().map(|r| self.summary_of_row(r, 0)).collect()
     }
 
-    /// [`query::summary_of_row`]: the columns are typed by the schema, so
+    /// [`rudder_sql::summary_of_row`]: the columns are typed by the schema, so
     /// only a status no rudder wrote can fail it.
     fn summary_of_row(&self, row: &Row, at: usize) -> Result<SummaryBuf, StoreError> {
-        query::summary_of_row(&PgRow(row), at).map_err(|e| self.corrupt(e))
+        rudder_sql::summary_of_row(&PgRow(row), at).map_err(|e| self.corrupt(e))
     }
 
     /// A row no rudder wrote (an unknown status): reported, as SQLite does.

@@ -27,10 +27,10 @@ use std::time::Instant;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
-use rudder_core::retention::Retention;
 use rudder_core::{Backend, ChangeLog, Location, StoreError, Transaction};
-use rudder_file::fs::{Fs, LockFailure, LockGuard, RealFs};
+use rudder_fs::{Fs, LockFailure, LockGuard, RealFs};
 use rudder_model::task::TaskMap;
+use rudder_sql::retention::Retention;
 pub use schema::{APPLICATION_ID, VERSION as SCHEMA_VERSION};
 use txn::SqlTxn;
 pub use watch::SqliteSource;
@@ -107,7 +107,7 @@ impl SqliteBackend {
     pub fn new(path: impl Into<PathBuf>) -> Self {
         let path: PathBuf = path.into();
         let lock_path =
-            path.with_file_name(rudder_file::lock_name(path.file_name().unwrap_or_default()));
+            path.with_file_name(rudder_fs::lock_name(path.file_name().unwrap_or_default()));
         SqliteBackend {
             path,
             lock_timeout: rudder_core::DEFAULT_LOCK_TIMEOUT,
@@ -197,7 +197,7 @@ impl SqliteBackend {
         let refused = |e| StoreError::io(self.location(), &self.path, "open the database", e);
         let meta = std::fs::metadata(&self.path).map_err(refused)?;
         if !meta.file_type().is_file() {
-            return Err(refused(rudder_file::fs::not_regular(&meta, "the store")));
+            return Err(refused(rudder_fs::not_regular(&meta, "the store")));
         }
         Ok(meta.len() == 0)
     }

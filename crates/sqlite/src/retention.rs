@@ -1,11 +1,11 @@
-//! The change log's retention on SQLite (`rudder_core::retention`): the
+//! The change log's retention on SQLite (`rudder_sql::retention`): the
 //! last sequence number handed out, and the trim, one `DELETE` of a range
 //! of `changes`' primary key.
 
 use chrono::Utc;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use rudder_core::retention::Retention;
+use rudder_sql::retention::Retention;
 
 /// The last sequence number `changes` handed out (0 for none): its
 /// `AUTOINCREMENT` counter, which a trim never lowers (so the feed's

@@ -11,7 +11,7 @@
 //! So rudder does not rely on the `-shm` file alone:
 //!
 //! - every write transaction runs under rudder's own `flock` on the sidecar
-//!   `<db>.lock` (the JSON store's lock, [`rudder_file::fs::Fs::lock`],
+//!   `<db>.lock` (the JSON store's lock, [`rudder_fs::Fs::lock`],
 //!   which survives its own deletion), so rudder's writers take turns
 //!   whatever happened to `-shm`;
 //! - under that lock, before writing, the writer checks that the `-shm`
@@ -175,6 +175,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
     fn a_replaced_file_is_checked_again() {
         let dir = tempfile::tempdir().unwrap();
         let shm = dir.path().join("t.db-shm");

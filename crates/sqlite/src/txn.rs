@@ -14,14 +14,14 @@ use rusqlite::{Connection, OptionalExtension, Row, ToSql, params};
 
 use super::SqliteBackend;
 use super::schema::{KIND_VERSION, TaskRow, clamp, insert_task_sql, update_task_sql};
-use rudder_core::pending::{self, Database, Pending};
-use rudder_core::query::sql::{self, Anchor, Dialect, PageHints, Placeholder, Sql, Value};
 use rudder_core::query::{
-    self, PageQuery, SUMMARY_COLUMNS, SUMMARY_COLUMNS_BEFORE_KINDS, SortKey, Stale, StatusCounts,
-    SummaryBuf, SummaryRow, parse_time, summary_of_row, time_text,
+    self, PageQuery, SortKey, Stale, StatusCounts, SummaryBuf, parse_time, time_text,
 };
 use rudder_core::{ChangeLog, Location, RecordedChange, StoreError, Summary, Transaction};
 use rudder_model::task::{Status, Task, TaskMap};
+use rudder_sql::builder::{self as sql, Anchor, Dialect, PageHints, Placeholder, Sql, Value};
+use rudder_sql::pending::{self, Database, Pending};
+use rudder_sql::{SUMMARY_COLUMNS, SUMMARY_COLUMNS_BEFORE_KINDS, SummaryRow, summary_of_row};
 
 /// What the database held of a task when this transaction first read it.
 #[derive(Debug, Clone)]

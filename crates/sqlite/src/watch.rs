@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use crate::DbIdentity as Identity;
 use crate::SqliteBackend;
-use rudder_core::watch::{Catchup, FeedSource, MAX_BATCH, Wake, follow, parent_dir, watch_dir};
+use rudder_core::watch::{Catchup, FeedSource, MAX_BATCH, Wake, follow};
+use rudder_fs::watch::{parent_dir, watch_dir};
 
 /// The feed of a SQLite store.
 pub struct SqliteSource {

@@ -158,6 +158,9 @@ impl Backend for AnyBackend {
     fn exists(&self) -> Result<bool, StoreError> {
         self.refused()?.exists()
     }
+    fn exists_to_write(&self) -> Result<bool, StoreError> {
+        self.refused()?.exists_to_write()
+    }
     fn batch_size(&self) -> Option<usize> {
         self.refused().ok().and_then(|b| b.batch_size())
     }

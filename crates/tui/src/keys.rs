@@ -818,8 +818,8 @@ pub fn fit(hints: &[String], width: usize) -> String {
     out
 }
 
-/// The README's key table, made from [`TABLE`] (a test checks that the
-/// README holds exactly this between its markers).
+/// docs/tui.md's key table, made from [`TABLE`] (a test checks that the
+/// page holds exactly this between its markers).
 pub fn markdown() -> String {
     let map = KeyMap::default();
     let mut out =

@@ -106,6 +106,10 @@ impl Op {
     }
 }
 
+/// How long a lease lasts when neither the write nor the claim said
+/// (a claim written by a rudder that recorded no lease length).
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
 /// Who writes. A worker's writes carry its claim: they are refused once its
 /// lease has been taken over, so a stalled worker cannot overwrite its
 /// successor's work. Anyone else (a person at the CLI or TUI) is not bound by
@@ -113,10 +117,13 @@ impl Op {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Actor<'a> {
     Anyone,
-    /// A worker holding a lease of the given length, renewed by each write.
+    /// A worker holding a lease, renewed by each write: for `lease` when
+    /// given (which becomes the claim's recorded length), else for the
+    /// length recorded with the claim ([`Task::lease_ms`]; [`DEFAULT_LEASE`]
+    /// for a claim that recorded none).
     Worker {
         holder: &'a str,
-        lease: Duration,
+        lease: Option<Duration>,
     },
 }
 
@@ -203,14 +210,36 @@ fn check_claim(task: &Task, actor: Actor<'_>) -> Result<(), Refusal> {
 
 fn renew(task: &mut Task, actor: Actor<'_>, now: DateTime<Utc>) {
     if let Actor::Worker { holder, lease } = actor {
-        task.claimed_by = Some(holder.to_string());
-        task.lease_expires_at = Some(now + lease);
+        hold(task, holder, lease, now);
     }
+}
+
+/// Give `holder` the lease on `task` from `now`: for `lease` when given
+/// (recorded as the claim's length, so that later writes that name no
+/// length renew for it), else for the length the claim recorded.
+pub fn hold(task: &mut Task, holder: &str, lease: Option<Duration>, now: DateTime<Utc>) {
+    let lease = match lease {
+        Some(lease) => {
+            task.lease_ms = Some(duration_ms(lease));
+            lease
+        }
+        None => task.lease_length(),
+    };
+    task.claimed_by = Some(holder.to_string());
+    task.lease_expires_at = Some(now + lease);
+}
+
+/// A lease length in whole milliseconds (at least 1 for a nonzero one, so
+/// that a recorded length never reads back as no lease).
+fn duration_ms(lease: Duration) -> u64 {
+    let ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
+    if ms == 0 && !lease.is_zero() { 1 } else { ms }
 }
 
 fn drop_claim(task: &mut Task) {
     task.claimed_by = None;
     task.lease_expires_at = None;
+    task.lease_ms = None;
 }
 
 fn decide(
@@ -348,8 +377,7 @@ fn decide(
             if task.claimed_by.as_deref().is_some_and(|h| h != holder) && task.lease_live(now) {
                 return Err(Refusal::Lease);
             }
-            task.claimed_by = Some(holder.clone());
-            task.lease_expires_at = Some(now + *lease);
+            hold(task, holder, Some(*lease), now);
             Ok(Change::Applied)
         }
         Op::Release { holder } => match task.claimed_by.as_deref() {
@@ -393,5 +421,67 @@ fn touch(task: &mut Task, next: u64, before: Status, op: &Op, now: DateTime<Utc>
             at: now,
             note,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claimed(lease_ms: Option<u64>) -> Task {
+        let mut task = Task::new("t", Status::Working);
+        task.claimed_by = Some("w".into());
+        task.lease_ms = lease_ms;
+        task
+    }
+
+    fn heartbeat(task: &mut Task, lease: Option<Duration>, now: DateTime<Utc>) {
+        let op = Op::Heartbeat {
+            message: Some(format!("at {now}")),
+            progress: None,
+        };
+        let actor = Actor::Worker { holder: "w", lease };
+        assert_eq!(apply(task, &op, actor, now), Ok(Change::Applied));
+    }
+
+    #[test]
+    fn a_write_that_names_no_lease_renews_for_the_claims_length() {
+        let now = Utc::now();
+        let mut task = claimed(Some(2_000));
+        heartbeat(&mut task, None, now);
+        assert_eq!(task.lease_expires_at, Some(now + Duration::from_secs(2)));
+        // A claim recorded by a rudder that kept no length: the default.
+        let mut old = claimed(None);
+        heartbeat(&mut old, None, now);
+        assert_eq!(old.lease_expires_at, Some(now + DEFAULT_LEASE));
+        // One that names a length renews for it and records it.
+        heartbeat(&mut old, Some(Duration::from_millis(1500)), now);
+        assert_eq!(old.lease_ms, Some(1500));
+        heartbeat(&mut old, None, now);
+        assert_eq!(
+            old.lease_expires_at,
+            Some(now + Duration::from_millis(1500))
+        );
+    }
+
+    #[test]
+    fn a_claim_records_its_length_and_a_release_forgets_it() {
+        let now = Utc::now();
+        let mut task = Task::new("t", Status::Working);
+        let claim = Op::Claim {
+            holder: "w".into(),
+            lease: Duration::from_secs(5),
+        };
+        assert_eq!(
+            apply(&mut task, &claim, Actor::Anyone, now),
+            Ok(Change::Applied)
+        );
+        assert_eq!(task.lease_ms, Some(5_000));
+        let release = Op::Release { holder: "w".into() };
+        assert_eq!(
+            apply(&mut task, &release, Actor::Anyone, now),
+            Ok(Change::Applied)
+        );
+        assert_eq!(task.lease_ms, None);
     }
 }

@@ -123,6 +123,12 @@ pub struct Task {
         deserialize_with = "time::opt"
     )]
     pub lease_expires_at: Option<DateTime<Utc>>,
+    /// The lease length the holder claimed with (milliseconds): a write of
+    /// the holder that names no length renews the lease for this long.
+    /// Unset while nobody holds the task, and in claims written before
+    /// rudder recorded it ([`machine::DEFAULT_LEASE`] then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,6 +166,7 @@ impl Task {
             progress: None,
             claimed_by: None,
             lease_expires_at: None,
+            lease_ms: None,
             error: None,
             ttl_ms: None,
             poll_interval_ms: None,
@@ -193,6 +200,14 @@ impl Task {
             _ if self.awaits_resume() => Some(AWAITING_RESUME),
             _ => self.status_message.as_deref(),
         }
+    }
+
+    /// How long a write of the holder that names no length renews the
+    /// lease for: the length recorded with the claim.
+    pub fn lease_length(&self) -> std::time::Duration {
+        self.lease_ms
+            .map(std::time::Duration::from_millis)
+            .unwrap_or(machine::DEFAULT_LEASE)
     }
 
     /// Working, without a message or a worker, and its last transition was

@@ -57,7 +57,7 @@ impl Shared {
     pub fn actor(&self) -> Actor<'_> {
         Actor::Worker {
             holder: &self.settings.holder,
-            lease: self.settings.lease,
+            lease: Some(self.settings.lease),
         }
     }
 

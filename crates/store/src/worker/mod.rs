@@ -36,7 +36,7 @@ use crate::watch::{ChangeFeed, FeedOptions};
 use crate::{Store, StoreError, StoreUrl, Summary, UrlError};
 
 /// The lease a worker takes unless told otherwise.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+pub const DEFAULT_LEASE: Duration = crate::task::machine::DEFAULT_LEASE;
 
 /// Why a worker must stop working a task: the store refused its write (or
 /// its lease renewal). Nothing was written. The job is no longer this

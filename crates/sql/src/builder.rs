@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::{PageQuery, SortKey, contains_text, like_pattern, time_text};
+use rudder_core::query::{PageQuery, SortKey, contains_text, like_pattern, time_text};
 use rudder_model::task::Status;
 
 /// How a statement names its parameters.
@@ -109,7 +109,7 @@ fn cutoff(now: DateTime<Utc>, older_than: Duration) -> Option<String> {
 }
 
 /// The unfinished tasks that may be reclaim candidates
-/// ([`super::reclaim_candidate`] refines them), in store order.
+/// ([`rudder_core::query::reclaim_candidate`] refines them), in store order.
 pub fn stale(d: Dialect, columns: &str, now: DateTime<Utc>, older_than: Duration) -> Sql {
     let mut q = Sql::new(d.placeholder);
     let cutoff = q.arg(Value::Text(cutoff(now, older_than)));
@@ -125,7 +125,7 @@ pub fn stale(d: Dialect, columns: &str, now: DateTime<Utc>, older_than: Duration
 }
 
 /// The finished tasks that may be prune candidates
-/// ([`super::prune_candidate`] refines them), in store order.
+/// ([`rudder_core::query::prune_candidate`] refines them), in store order.
 pub fn prunable(d: Dialect, columns: &str, now: DateTime<Utc>, older_than: Duration) -> Sql {
     let mut q = Sql::new(d.placeholder);
     let cutoff = q.arg(Value::Text(cutoff(now, older_than)));
@@ -142,7 +142,7 @@ pub const CLAIMABLE_BATCH: usize = 32;
 
 /// `seq` and the summary `columns` of the next [`CLAIMABLE_BATCH`]
 /// unleased or lapsed working tasks after `seq` `after`, of one of `kinds`
-/// (any when empty), oldest first ([`super::claimable`] refines them): a
+/// (any when empty), oldest first ([`rudder_core::query::claimable`] refines them): a
 /// walk of the (status, kind, seq) index.
 pub fn claimable(
     d: Dialect,

@@ -1,12 +1,20 @@
-//! The file-system seam: the handful of calls the writing protocol makes.
+//! What rudder's JSON file store and SQLite store share, and nothing else
+//! needs: the file-system seam (the handful of calls the writing protocol
+//! makes, lock files with a timeout, atomic writes), the names of the files
+//! beside a store ([`names`]), and directory watching ([`watch`]), the
+//! wake-up of both stores' change feeds.
 //!
 //! Production uses [`RealFs`]; tests use [`SimFs`], which records every call,
 //! can fail any one of them with an injected error, and can simulate a power
 //! loss that drops whatever was not yet fsynced.
 
 mod gate;
+pub mod names;
 mod real;
 mod sim;
+pub mod watch;
+
+pub use names::{lock_name, temp_name, temp_pid};
 
 use std::io;
 use std::path::Path;
@@ -159,6 +167,7 @@ impl FileMeta {
     }
 
     /// What a new store gets: private to the user creating it.
+    #[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
     pub fn private() -> Self {
         // SAFETY: geteuid and getegid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };

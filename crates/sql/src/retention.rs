@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::query::time_text;
+use rudder_core::query::time_text;
 
 /// The changes always kept, newest first.
 pub const KEEP_CHANGES: i64 = 100_000;

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use unicode_width::UnicodeWidthStr;
 
-use crate::{decode, encode};
 use rudder_core::StoreError;
+use rudder_file::{decode, encode};
 use rudder_model::schema;
 use rudder_model::text::{sanitize, truncate};
 
@@ -17,7 +17,7 @@ use rudder_model::text::{sanitize, truncate};
 /// any size, and the trusted path of a file rudder wrote) agree with the
 /// whole-file parse.
 pub fn check_store_bytes(path: &Path, bytes: &[u8]) {
-    crate::check_quick_paths(path, bytes);
+    rudder_file::check_quick_paths(path, bytes);
     match decode(path, bytes) {
         Ok(tasks) => {
             let written = encode(&tasks, bytes.len());

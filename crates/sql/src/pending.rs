@@ -9,14 +9,14 @@
 //! [`Database`]; the functions here hold no borrow of the changes while
 //! they call it, since a read may write the changes out first.
 //!
-//! [`Transaction`]: crate::Transaction
+//! [`Transaction`]: rudder_core::Transaction
 
 use std::cell::{OnceCell, RefCell};
 
 use indexmap::IndexMap;
 
-use crate::query::SummaryBuf;
-use crate::{Location, StoreError, Summary};
+use rudder_core::query::SummaryBuf;
+use rudder_core::{Location, StoreError, Summary};
 use rudder_model::task::Task;
 
 /// A change not yet written to the database; `B` is what the backend
@@ -149,21 +149,21 @@ pub fn all<D: Database + ?Sized>(db: &D) -> Result<&[SummaryBuf], StoreError> {
     Ok(cache.get_or_init(|| all))
 }
 
-/// [`Transaction::ids`](crate::Transaction::ids).
+/// [`Transaction::ids`](rudder_core::Transaction::ids).
 pub fn ids<D: Database + ?Sized>(
     db: &D,
 ) -> Result<Box<dyn Iterator<Item = &str> + '_>, StoreError> {
     Ok(Box::new(all(db)?.iter().map(|t| t.task_id.as_str())))
 }
 
-/// [`Transaction::summaries`](crate::Transaction::summaries).
+/// [`Transaction::summaries`](rudder_core::Transaction::summaries).
 pub fn summaries<D: Database + ?Sized>(
     db: &D,
 ) -> Result<Box<dyn Iterator<Item = Summary<'_>> + '_>, StoreError> {
     Ok(Box::new(all(db)?.iter().map(SummaryBuf::summary)))
 }
 
-/// [`Transaction::summary`](crate::Transaction::summary).
+/// [`Transaction::summary`](rudder_core::Transaction::summary).
 pub fn summary<'a, D: Database + ?Sized>(
     db: &'a D,
     id: &str,
@@ -174,7 +174,7 @@ pub fn summary<'a, D: Database + ?Sized>(
         .map(SummaryBuf::summary))
 }
 
-/// [`Transaction::contains`](crate::Transaction::contains).
+/// [`Transaction::contains`](rudder_core::Transaction::contains).
 pub fn contains<D: Database + ?Sized>(db: &D, id: &str) -> Result<bool, StoreError> {
     if let Some(put) = db.pending().holds(id) {
         return Ok(put);
@@ -182,7 +182,7 @@ pub fn contains<D: Database + ?Sized>(db: &D, id: &str) -> Result<bool, StoreErr
     db.exists(id)
 }
 
-/// [`Transaction::get`](crate::Transaction::get).
+/// [`Transaction::get`](rudder_core::Transaction::get).
 pub fn get<D: Database + ?Sized>(db: &D, id: &str) -> Result<Option<Task>, StoreError> {
     if let Some(task) = db.pending().task(id) {
         return Ok(task);
@@ -190,7 +190,7 @@ pub fn get<D: Database + ?Sized>(db: &D, id: &str) -> Result<Option<Task>, Store
     Ok(db.read(id)?.map(|(t, _)| t))
 }
 
-/// [`Transaction::get_where`](crate::Transaction::get_where).
+/// [`Transaction::get_where`](rudder_core::Transaction::get_where).
 pub fn get_where<D: Database + ?Sized>(
     db: &D,
     keep: &dyn Fn(&Summary) -> bool,
@@ -202,7 +202,7 @@ pub fn get_where<D: Database + ?Sized>(
         .collect())
 }
 
-/// [`Transaction::get_mut`](crate::Transaction::get_mut).
+/// [`Transaction::get_mut`](rudder_core::Transaction::get_mut).
 pub fn get_mut<'a, D: Database + ?Sized>(
     db: &'a mut D,
     id: &str,
@@ -242,7 +242,7 @@ fn take_before<D: Database + ?Sized>(
     }
 }
 
-/// [`Transaction::insert`](crate::Transaction::insert).
+/// [`Transaction::insert`](rudder_core::Transaction::insert).
 pub fn insert<D: Database + ?Sized>(db: &mut D, task: Task) -> Result<(), StoreError> {
     let id = task.task_id.clone();
     let (_, before) = take_before(db, &id)?;
@@ -256,7 +256,7 @@ pub fn insert<D: Database + ?Sized>(db: &mut D, task: Task) -> Result<(), StoreE
     Ok(())
 }
 
-/// [`Transaction::remove`](crate::Transaction::remove).
+/// [`Transaction::remove`](rudder_core::Transaction::remove).
 pub fn remove<D: Database + ?Sized>(db: &mut D, id: &str) -> Result<bool, StoreError> {
     let (removed, before) = take_before(db, id)?;
     // Without `before` the task was added in this transaction and never
@@ -269,7 +269,7 @@ pub fn remove<D: Database + ?Sized>(db: &mut D, id: &str) -> Result<bool, StoreE
     Ok(!removed)
 }
 
-/// [`Transaction::clear`](crate::Transaction::clear).
+/// [`Transaction::clear`](rudder_core::Transaction::clear).
 pub fn clear<D: Database + ?Sized>(db: &mut D) -> Result<(), StoreError> {
     let ids: Vec<String> = all(db)?.iter().map(|t| t.task_id.clone()).collect();
     for id in ids {
@@ -278,7 +278,7 @@ pub fn clear<D: Database + ?Sized>(db: &mut D) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The [`Transaction`](crate::Transaction) methods a database
+/// The [`Transaction`](rudder_core::Transaction) methods a database
 /// transaction answers through this module (and `len` from its counts),
 /// written once for every backend: expands inside its `impl Transaction`.
 #[macro_export]
@@ -346,7 +346,7 @@ mod tests {
     use indexmap::IndexMap;
 
     use super::*;
-    use crate::Summary;
+    use rudder_core::Summary;
     use rudder_model::task::{Status, TaskMap};
 
     const A: &str = "aaaaaaaa-0000-4000-8000-000000000001";

@@ -16,59 +16,24 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
+use rudder_core::query::SummaryFields;
 use rudder_model::task::time::Time;
 use rudder_model::task::{Progress, Status, Task};
 
-/// What the store's scans read of a task (status, keys, times), without its
-/// JSON payloads: enough to choose which tasks to read in full.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Summary<'a> {
-    pub task_id: &'a str,
-    pub status: Status,
-    pub idempotency_key: Option<&'a str>,
-    pub title: Option<&'a str>,
-    pub kind: Option<&'a str>,
-    pub updated_at: Option<DateTime<Utc>>,
-    pub claimed_by: Option<&'a str>,
-    pub lease_expires_at: Option<DateTime<Utc>>,
-    pub ttl_ms: Option<u64>,
-    pub revision: u64,
-}
-
-impl<'a> Summary<'a> {
-    pub fn of(task: &'a Task) -> Self {
-        Summary {
-            task_id: &task.task_id,
-            status: task.status,
-            idempotency_key: task.idempotency_key.as_deref(),
-            title: task.title.as_deref(),
-            kind: task.kind.as_deref(),
-            updated_at: task.updated_at,
-            claimed_by: task.claimed_by.as_deref(),
-            lease_expires_at: task.lease_expires_at,
-            ttl_ms: task.ttl_ms,
-            revision: task.revision,
-        }
-    }
-
-    /// [`Task::lease_live`].
-    pub fn lease_live(&self, now: DateTime<Utc>) -> bool {
-        self.claimed_by.is_some() && self.lease_expires_at.is_some_and(|until| until > now)
-    }
-
-    /// [`Task::label`].
-    pub fn label(&self) -> Option<&'a str> {
-        self.title.or(self.idempotency_key)
-    }
-}
-
 /// A task's summary fields, borrowed from the file's text where possible,
 /// read from JSON that is known to deserialize as a [`Task`].
-pub type TaskIndex<'a> = super::query::SummaryFields<Cow<'a, str>>;
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskIndex<'a>(pub SummaryFields<Cow<'a, str>>);
+
+impl<'a> std::ops::Deref for TaskIndex<'a> {
+    type Target = SummaryFields<Cow<'a, str>>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
 
 pub use rudder_model::limits::{FIELD_LEVEL, MAX_LEVEL};
 
@@ -173,7 +138,7 @@ impl<'de> Visitor<'de> for Opaque {
         let Some(first) = map.next_key::<Str>()? else {
             return Ok(());
         };
-        if first.0 == super::RESERVED_KEY {
+        if first.0 == rudder_core::RESERVED_KEY {
             // A number, kept as its text; `serde_json::Value` reads this
             // entry, and only it, as the number.
             let text = map.next_value::<Str>()?;
@@ -246,6 +211,7 @@ enum Field {
     UpdatedAt,
     ClaimedBy,
     LeaseExpiresAt,
+    LeaseMs,
     TtlMs,
     CreatedAt,
     StatusMessage,
@@ -277,6 +243,7 @@ impl<'de> Deserialize<'de> for Field {
                     "updated_at" => Field::UpdatedAt,
                     "claimed_by" => Field::ClaimedBy,
                     "lease_expires_at" => Field::LeaseExpiresAt,
+                    "lease_ms" => Field::LeaseMs,
                     "ttl_ms" => Field::TtlMs,
                     "created_at" => Field::CreatedAt,
                     "status_message" => Field::StatusMessage,
@@ -339,6 +306,7 @@ impl<'de> Visitor<'de> for TaskVisitor {
         let mut status_message = None;
         let mut progress = None;
         let mut poll_interval_ms = None;
+        let mut lease_ms = None;
         let mut revision = None;
         let mut history = None;
         let mut opaque: [Option<()>; 5] = [None; 5];
@@ -389,6 +357,10 @@ impl<'de> Visitor<'de> for TaskVisitor {
                     let v = map.next_value::<Option<u64>>()?;
                     once(&mut poll_interval_ms, "poll_interval_ms", v)?;
                 }
+                Field::LeaseMs => {
+                    let v = map.next_value::<Option<u64>>()?;
+                    once(&mut lease_ms, "lease_ms", v)?;
+                }
                 Field::Revision => once(&mut revision, "revision", map.next_value::<u64>()?)?,
                 Field::History => {
                     map.next_value::<CheckHistory>()?;
@@ -408,7 +380,7 @@ impl<'de> Visitor<'de> for TaskVisitor {
                 Field::Unknown => map.next_value_seed(FIELD)?,
             }
         }
-        Ok(TaskIndex {
+        Ok(TaskIndex(SummaryFields {
             task_id: task_id.ok_or_else(|| de::Error::missing_field("task_id"))?,
             status: status.ok_or_else(|| de::Error::missing_field("status"))?,
             idempotency_key: idempotency_key.flatten(),
@@ -419,7 +391,7 @@ impl<'de> Visitor<'de> for TaskVisitor {
             lease_expires_at: lease_expires_at.flatten(),
             ttl_ms: ttl_ms.flatten(),
             revision: revision.unwrap_or_default(),
-        })
+        }))
     }
 }
 

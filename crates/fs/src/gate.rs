@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn a_thread_behind_another_of_its_process_waits_at_the_gate_and_says_so() {
-        use crate::fs::{Fs as _, LockFailure, RealFs};
+        use crate::{Fs as _, LockFailure, RealFs};
         let dir = tempfile::tempdir().expect("tempdir");
         let (store, lock) = (dir.path().join("t.json"), dir.path().join("t.json.lock"));
         let held = RealFs

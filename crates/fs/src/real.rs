@@ -557,6 +557,7 @@ fn wait_for_flock(file: &File, start: Instant, timeout: Duration) -> Result<(), 
 /// Give a new file exactly `meta`'s mode (open's mode is masked by the
 /// umask), and its owner and group when they differ from the process's and
 /// it may set them (root may; a member of the group may set the group).
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 fn take_owner_and_mode(file: &File, meta: &FileMeta) -> io::Result<()> {
     let mine = file.metadata()?;
     if mine.uid() != meta.uid || mine.gid() != meta.gid {
@@ -584,6 +585,7 @@ const FS_APPEND_FL: libc::c_int = 0x20;
 
 /// `FS_IOC_GETFLAGS` of `path` (Linux; an error elsewhere or where the file
 /// system has no such flags).
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 fn inode_flags(path: &Path) -> io::Result<libc::c_int> {
     let file = OpenOptions::new()
         .read(true)
