@@ -10,6 +10,33 @@ use std::time::Duration;
 
 use common::Kind;
 
+/// With the waiting `child` stopped, complete the task `id` and prune it,
+/// so that the wait sees both together; its exit status and stdout.
+fn complete_and_prune_under(
+    mut child: std::process::Child,
+    store: &std::path::Path,
+    id: &str,
+) -> (std::process::ExitStatus, String) {
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: signals to our own child, which has not been waited for.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let r = common::run(store, &["complete", id, "--result", "{\"ok\":true}"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let r = common::run(store, &["prune", "--older-than", "0s"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let status = child.wait().unwrap();
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    (status, stdout)
+}
+
 #[test]
 fn wait_on_a_task_completed_and_pruned_at_once_reports_the_completion() {
     common::each_backend(|| {
@@ -17,7 +44,7 @@ fn wait_on_a_task_completed_and_pruned_at_once_reports_the_completion() {
         let store = common::store_in(dir.path());
         let id = common::create(&store, &["--title", "pruned at once"]);
         let err = dir.path().join("wait.err");
-        let mut child = common::rudder()
+        let child = common::rudder()
             .arg("--store")
             .arg(&store)
             .args(["wait", &id, "--timeout", "120s"])
@@ -32,22 +59,7 @@ fn wait_on_a_task_completed_and_pruned_at_once_reports_the_completion() {
                 .then_some(())
         })
         .expect("wait began");
-        // Stopped, the wait sees the completion and the prune together.
-        let pid = child.id() as libc::pid_t;
-        unsafe { libc::kill(pid, libc::SIGSTOP) };
-        let r = common::run(&store, &["complete", &id, "--result", "{\"ok\":true}"]);
-        assert_eq!(r.code, 0, "{r:#?}");
-        let r = common::run(&store, &["prune", "--older-than", "0s"]);
-        assert_eq!(r.code, 0, "{r:#?}");
-        unsafe { libc::kill(pid, libc::SIGCONT) };
-        let status = child.wait().unwrap();
-        let mut stdout = String::new();
-        child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut stdout)
-            .unwrap();
+        let (status, stdout) = complete_and_prune_under(child, &store, &id);
         let stderr = std::fs::read_to_string(&err).unwrap_or_default();
         match common::kind() {
             Kind::File => assert_eq!(status.code(), Some(3), "{stdout}{stderr}"),
@@ -76,7 +88,7 @@ fn wait_json_on_a_task_completed_and_pruned_at_once_says_its_result_is_gone() {
         if json {
             args.push("--json");
         }
-        let mut child = common::rudder()
+        let child = common::rudder()
             .arg("--store")
             .arg(&store)
             .args(&args)
@@ -95,20 +107,7 @@ fn wait_json_on_a_task_completed_and_pruned_at_once_says_its_result_is_gone() {
             (open >= 2).then_some(())
         })
         .expect("the wait opened the store");
-        unsafe { libc::kill(pid, libc::SIGSTOP) };
-        let r = common::run(&store, &["complete", &id, "--result", "{\"ok\":true}"]);
-        assert_eq!(r.code, 0, "{r:#?}");
-        let r = common::run(&store, &["prune", "--older-than", "0s"]);
-        assert_eq!(r.code, 0, "{r:#?}");
-        unsafe { libc::kill(pid, libc::SIGCONT) };
-        let status = child.wait().unwrap();
-        let mut stdout = String::new();
-        child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut stdout)
-            .unwrap();
+        let (status, stdout) = complete_and_prune_under(child, &store, &id);
         assert_eq!(status.code(), Some(0), "{stdout}");
         if json {
             let v = common::one_json_value(&stdout).expect("one JSON value");
