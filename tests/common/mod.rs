@@ -383,3 +383,85 @@ pub fn write_store_with_a_bad_last_status(path: &Path, n: usize) -> usize {
     std::fs::write(path, &text).expect("write the store");
     text[..at].matches('\n').count() + 1
 }
+
+/// A directory as a reader without write access to it sees it: a
+/// read-only bind mount of it (as root, who may write any directory
+/// whatever its mode), or the directory itself made 0555 (as another user).
+/// Undone when dropped.
+pub struct ReadOnlyView {
+    path: PathBuf,
+    mounted: bool,
+    chmodded: bool,
+}
+
+impl ReadOnlyView {
+    /// `dir` read only, at `mount_point` (root) or in place; `Err` says why
+    /// it could not be set up (the caller skips, saying so).
+    pub fn of(dir: &Path, mount_point: &Path) -> Result<ReadOnlyView, String> {
+        use std::os::unix::fs::PermissionsExt;
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let view = if root {
+            std::fs::create_dir_all(mount_point).map_err(|e| format!("mkdir: {e}"))?;
+            let mount = |args: &[&str]| -> Result<(), String> {
+                let out = Command::new("mount")
+                    .args(args)
+                    .output()
+                    .map_err(|e| format!("mount: {e}"))?;
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "mount {args:?}: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ))
+                }
+            };
+            let (d, m) = (
+                dir.to_str().ok_or("a path that is not UTF-8")?,
+                mount_point.to_str().ok_or("a path that is not UTF-8")?,
+            );
+            mount(&["--bind", d, m])?;
+            let view = ReadOnlyView {
+                path: mount_point.to_path_buf(),
+                mounted: true,
+                chmodded: false,
+            };
+            mount(&["-o", "remount,ro,bind", m])?;
+            view
+        } else {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555))
+                .map_err(|e| format!("chmod 0555: {e}"))?;
+            ReadOnlyView {
+                path: dir.to_path_buf(),
+                mounted: false,
+                chmodded: true,
+            }
+        };
+        // The condition itself, checked: nothing can be created there.
+        let probe = view.path.join(".rudder-write-probe");
+        if std::fs::File::create(&probe).is_ok() {
+            let _ = std::fs::remove_file(&probe);
+            return Err(format!("{} is still writable", view.path.display()));
+        }
+        Ok(view)
+    }
+
+    /// The directory as the reader sees it.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for ReadOnlyView {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        if self.mounted {
+            // Lazy: a process of the test may still have a file open there.
+            let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+        }
+        if self.chmodded {
+            let _ = std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o755));
+        }
+    }
+}

@@ -242,6 +242,9 @@ impl Backend for AnyBackend {
     fn exists(&self) -> Result<bool, StoreError> {
         self.inner().exists()
     }
+    fn cannot_write(&self) -> Option<String> {
+        self.refused().ok().and_then(|b| b.cannot_write())
+    }
     fn exists_to_write(&self) -> Result<bool, StoreError> {
         self.inner().exists_to_write()
     }

@@ -245,6 +245,13 @@ async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
     // is taken.
     let store = Arc::new(Store::connect(&options.store)?);
     let mut app = App::new(&options.store, options.read_only, Utc::now());
+    // A store this user cannot write (a read-only mount, another user's
+    // directory) is shown read only, rather than refusing each write.
+    if !options.read_only
+        && let Some(why) = rudder_store::Backend::cannot_write(store.backend())
+    {
+        app.read_only_because(why);
+    }
     app.configure(config);
     let mut worker = options.worker.take();
     if let Some(w) = worker.as_mut() {

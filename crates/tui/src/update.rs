@@ -390,7 +390,7 @@ impl App {
             Action::Cancel => self.ask_cancel(),
             Action::Reclaim => {
                 if self.read_only {
-                    self.say(Tone::Warning, READ_ONLY);
+                    self.say(Tone::Warning, self.read_only_note());
                 } else {
                     let only = (!self.marks.is_empty())
                         .then(|| self.marks.ids().cloned().collect::<Vec<_>>());
@@ -424,12 +424,22 @@ impl App {
             }
             Action::Resort => {
                 let moved = self.out_of_order;
-                self.resort();
+                let off = self.resort();
+                // Where the selection leaves no room for them on screen,
+                // say where the tasks that moved went.
+                let off = match off.first() {
+                    Some(first) => format!(
+                        ", {} of them off screen (the first at row {})",
+                        off.len(),
+                        first + 1
+                    ),
+                    None => String::new(),
+                };
                 self.say(
                     Tone::Info,
                     match moved {
                         0 => format!("rows already sorted by {}", self.sort.label()),
-                        n => format!("re-sorted by {}: {n} row(s) moved", self.sort.label()),
+                        n => format!("re-sorted by {}: {n} row(s) moved{off}", self.sort.label()),
                     },
                 );
             }
@@ -520,7 +530,7 @@ impl App {
             return;
         }
         if self.read_only {
-            self.say(Tone::Warning, READ_ONLY);
+            self.say(Tone::Warning, self.read_only_note());
             return;
         }
         self.popup = Popup::Form(Box::new(Form::for_task(task)));
@@ -536,7 +546,7 @@ impl App {
             return;
         };
         if self.read_only {
-            self.say(Tone::Warning, READ_ONLY);
+            self.say(Tone::Warning, self.read_only_note());
             return;
         }
         if task.status.is_terminal() {
