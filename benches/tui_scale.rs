@@ -285,15 +285,19 @@ fn postgres(c: &mut Criterion) {
     let db = cluster.create_database();
     let url = cluster.url(&db);
     let started = Instant::now();
-    rudder::store::copy::copy(&Store::open(&sqlite), &Store::open(&url), |_| {})
-        .expect("copy the tasks into PostgreSQL");
+    rudder::store::copy::copy(
+        &Store::connect(&sqlite).expect("a store URL"),
+        &Store::connect(&url).expect("a store URL"),
+        |_| {},
+    )
+    .expect("copy the tasks into PostgreSQL");
     println!(
         "copied {n} tasks into PostgreSQL in {:.1?}",
         started.elapsed()
     );
-    let store = Arc::new(Store::open(&url));
+    let store = Arc::new(Store::connect(&url).expect("a store URL"));
     let rt = runtime();
-    let (source, updates) = rt.block_on(async { rudder::tui::live(Path::new(&url), &store) });
+    let (source, updates) = rt.block_on(async { rudder::tui::live(&store) });
     let app = App::new(Path::new(&url), false, Utc::now()).with_source(source);
     let mut live = Live::start(rt, updates, app);
     let mut g = c.benchmark_group("tui_postgres");
@@ -303,7 +307,7 @@ fn postgres(c: &mut Criterion) {
     app.handle_key(key(KeyCode::Char('2')));
     let id = app.selected.clone().expect("a selected task");
     app.handle_key(key(KeyCode::Char('2')));
-    let writer = Store::open(&url);
+    let writer = Store::connect(&url).expect("a store URL");
     live.bench_change(&mut g, "change to drawn", n, &writer, &id, Take::AsFed);
     filtered(&mut live, &mut g, n, &writer, &id);
     g.finish();

@@ -399,6 +399,7 @@ impl ReadOnlyView {
     /// it could not be set up (the caller skips, saying so).
     pub fn of(dir: &Path, mount_point: &Path) -> Result<ReadOnlyView, String> {
         use std::os::unix::fs::PermissionsExt;
+        #[allow(unsafe_code)]
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         let view = if root {

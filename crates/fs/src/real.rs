@@ -667,6 +667,7 @@ pub fn cannot_write(path: &Path) -> Option<String> {
     };
     let check = |path: &Path| -> Option<String> {
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+        #[allow(unsafe_code)]
         // SAFETY: a NUL-terminated path that outlives the call, which only
         // reads it.
         let rc =

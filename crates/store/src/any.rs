@@ -243,7 +243,7 @@ impl Backend for AnyBackend {
         self.inner().exists()
     }
     fn cannot_write(&self) -> Option<String> {
-        self.refused().ok().and_then(|b| b.cannot_write())
+        self.inner().cannot_write()
     }
     fn exists_to_write(&self) -> Result<bool, StoreError> {
         self.inner().exists_to_write()
