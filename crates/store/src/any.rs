@@ -75,11 +75,12 @@ impl AnyBackend {
     /// [`FileBackend::last_run_trusted`]; false for other backends (tests).
     #[doc(hidden)]
     pub fn last_run_trusted(&self) -> bool {
-        #[cfg(feature = "file")]
-        if let AnyBackend::File(b) = self {
-            return b.last_run_trusted();
+        match self {
+            #[cfg(feature = "file")]
+            AnyBackend::File(b) => b.last_run_trusted(),
+            #[allow(unreachable_patterns)]
+            _ => false,
         }
-        false
     }
 
     /// The URL this backend was opened from (to open the same store
