@@ -527,7 +527,7 @@ impl SqliteBackend {
     /// reader to say it reads only (the TUI's `[read-only]`). `None` when it
     /// may (a write may still fail for another reason).
     pub fn cannot_write(&self) -> Option<String> {
-        rudder_file::fs::cannot_write(&self.path)
+        rudder_fs::cannot_write(&self.path)
     }
 
     /// Switch to WAL, which is kept in the file (a no-op once done). The
