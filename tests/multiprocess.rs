@@ -38,11 +38,6 @@ impl Rng {
     }
 }
 
-#[test]
-fn concurrent_creates_lose_nothing() {
-    common::each_backend(concurrent_creates_lose_nothing_once);
-}
-
 fn concurrent_creates_lose_nothing_once() {
     const PROCS: usize = 6;
     const EACH: usize = 12;
@@ -73,11 +68,6 @@ fn concurrent_creates_lose_nothing_once() {
         assert!(tasks.contains_key(id), "{id} is missing");
     }
     assert!(temp_files(dir.path()).is_empty());
-}
-
-#[test]
-fn concurrent_creates_with_one_key_make_one_task() {
-    common::each_backend(concurrent_creates_with_one_key_make_one_task_once);
 }
 
 fn concurrent_creates_with_one_key_make_one_task_once() {
@@ -117,11 +107,6 @@ fn concurrent_creates_with_one_key_make_one_task_once() {
             .len(),
         1
     );
-}
-
-#[test]
-fn racing_completes_apply_exactly_once() {
-    common::each_backend(racing_completes_apply_exactly_once_once);
 }
 
 fn racing_completes_apply_exactly_once_once() {
@@ -243,11 +228,6 @@ fn check_store(path: &Path, reported: &[String], ctx: &str) -> usize {
     tasks.len()
 }
 
-#[test]
-fn sigkill_never_tears_the_store() {
-    common::each_backend(sigkill_never_tears_the_store_once);
-}
-
 fn sigkill_never_tears_the_store_once() {
     const KILLS: usize = 40;
     let mut rng = Rng::from_env_or_time();
@@ -314,11 +294,6 @@ fn sigkill_never_tears_the_store_once() {
         .unwrap();
 }
 
-#[test]
-fn sigkill_of_the_cli_never_tears_the_store() {
-    common::each_backend(sigkill_of_the_cli_never_tears_the_store_once);
-}
-
 fn sigkill_of_the_cli_never_tears_the_store_once() {
     const KILLS: usize = 25;
     let mut rng = Rng::from_env_or_time();
@@ -374,11 +349,6 @@ fn child_process_claim_loop() {
         writeln!(out, "CLAIMED {}", task.task_id).unwrap();
         out.flush().unwrap();
     }
-}
-
-#[test]
-fn workers_in_separate_processes_never_share_a_task() {
-    common::each_backend(workers_in_separate_processes_never_share_a_task_once);
 }
 
 fn workers_in_separate_processes_never_share_a_task_once() {
@@ -449,4 +419,13 @@ fn workers_in_separate_processes_never_share_a_task_once() {
         assert_eq!(tasks[id].revision, 2, "{id}: claimed more than once");
     }
     assert_eq!(tasks[&waiting].claimed_by, None);
+}
+
+common::backend_tests! {
+    concurrent_creates_lose_nothing: concurrent_creates_lose_nothing_once,
+    concurrent_creates_with_one_key_make_one_task: concurrent_creates_with_one_key_make_one_task_once,
+    racing_completes_apply_exactly_once: racing_completes_apply_exactly_once_once,
+    sigkill_never_tears_the_store: sigkill_never_tears_the_store_once,
+    sigkill_of_the_cli_never_tears_the_store: sigkill_of_the_cli_never_tears_the_store_once,
+    workers_in_separate_processes_never_share_a_task: workers_in_separate_processes_never_share_a_task_once,
 }

@@ -60,11 +60,6 @@ fn child_role() {
     }
 }
 
-#[test]
-fn acknowledged_operations_are_present_and_in_real_time_order() {
-    common::each_backend(acknowledged_operations_are_present_and_in_real_time_order_once);
-}
-
 fn acknowledged_operations_are_present_and_in_real_time_order_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = common::store_in(dir.path());
@@ -161,4 +156,8 @@ fn acknowledged_operations_are_present_and_in_real_time_order_once() {
         }
     }
     assert!(pairs > 1000, "only {pairs} ordered pairs were checked");
+}
+
+common::backend_tests! {
+    acknowledged_operations_are_present_and_in_real_time_order: acknowledged_operations_are_present_and_in_real_time_order_once,
 }

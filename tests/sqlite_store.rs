@@ -251,11 +251,6 @@ fn varied(store: &Store) {
     let _ = now;
 }
 
-#[test]
-fn pages_and_counts_agree_with_the_reference_on_every_backend() {
-    common::each_backend(pages_and_counts_agree_with_the_reference_on_every_backend_once);
-}
-
 fn pages_and_counts_agree_with_the_reference_on_every_backend_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
@@ -403,11 +398,6 @@ fn an_ambiguous_prefix_lists_a_bounded_number_of_candidates() {
     });
 }
 
-#[test]
-fn list_pages_with_sort_limit_and_after() {
-    common::each_backend(list_pages_with_sort_limit_and_after_once);
-}
-
 fn list_pages_with_sort_limit_and_after_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
@@ -450,11 +440,6 @@ fn list_pages_with_sort_limit_and_after_once() {
     assert_eq!(list(&["--sort", "id"]), ids);
     let r = run(&path, &["list", "--sort", "size", "--json"]);
     assert_eq!(r.code, 2, "{r:#?}");
-}
-
-#[test]
-fn the_stalled_count_agrees_with_the_tasks_on_every_backend() {
-    common::each_backend(the_stalled_count_agrees_with_the_tasks_once);
 }
 
 /// A working task is stalled once its lease lapsed (`until <= now`);
@@ -721,4 +706,10 @@ fn a_reader_without_write_access_to_the_directory_reads_the_store() {
     let r = run(&ro, &["heartbeat", &id, "--json"]);
     assert_eq!(r.code, 6, "{r:#?}");
     common::assert_store_untouched(&before, &db, "a write without access");
+}
+
+common::backend_tests! {
+    pages_and_counts_agree_with_the_reference_on_every_backend: pages_and_counts_agree_with_the_reference_on_every_backend_once,
+    list_pages_with_sort_limit_and_after: list_pages_with_sort_limit_and_after_once,
+    the_stalled_count_agrees_with_the_tasks_on_every_backend: the_stalled_count_agrees_with_the_tasks_once,
 }

@@ -2,7 +2,7 @@
 //! store in a temp dir, and fingerprinting a store file to prove it was not
 //! written.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_macros)]
 
 pub mod pg;
 use std::os::unix::fs::MetadataExt;
@@ -187,6 +187,69 @@ pub fn each_backend(mut f: impl FnMut()) {
     }
     KIND.with(|k| k.set(Kind::File));
 }
+
+/// Run `case` on a store of backend `kind` ([`store_in`] names one).
+/// A PostgreSQL case where no server can be started fails: the generated
+/// test is ignored at build time where the server's programs are missing
+/// (build.rs), so it is never reported as passed having run nothing.
+pub fn on_backend(kind: Kind, case: impl FnOnce()) {
+    if kind == Kind::Postgres {
+        assert!(
+            pg::available(),
+            "no PostgreSQL server programs found (initdb, pg_ctl): this test cannot run"
+        );
+    }
+    KIND.with(|k| k.set(kind));
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            KIND.with(|k| k.set(Kind::File));
+        }
+    }
+    let _reset = Reset;
+    case();
+}
+
+/// The backend contract: `NAME: CASE, ...` makes one test per backend
+/// and case, `file::NAME`, `sqlite::NAME` and `postgres::NAME`, each
+/// running `CASE` on a store of that backend (`cargo test -- sqlite::`
+/// runs one backend's). The PostgreSQL ones are ignored, and listed as
+/// such, where the build found no PostgreSQL server programs (build.rs);
+/// with `RUDDER_REQUIRE_PG=1` they are never ignored, and fail there.
+macro_rules! backend_tests {
+    ($($name:ident: $case:ident),* $(,)?) => {
+        mod file {
+            $(
+                #[test]
+                fn $name() {
+                    crate::common::on_backend(crate::common::Kind::File, super::$case)
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[test]
+                fn $name() {
+                    crate::common::on_backend(crate::common::Kind::Sqlite, super::$case)
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[test]
+                #[cfg_attr(
+                    rudder_no_pg,
+                    ignore = "no PostgreSQL server programs were found when the tests were built"
+                )]
+                fn $name() {
+                    crate::common::on_backend(crate::common::Kind::Postgres, super::$case)
+                }
+            )*
+        }
+    };
+}
+#[allow(unused_imports)] // not every test file has backend cases
+pub(crate) use backend_tests;
 
 /// The backend the current [`each_backend`] round tests.
 pub fn kind() -> Kind {
@@ -397,6 +460,7 @@ pub struct ReadOnlyView {
 impl ReadOnlyView {
     /// `dir` read only, at `mount_point` (root) or in place; `Err` says why
     /// it could not be set up (the caller skips, saying so).
+    #[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
     pub fn of(dir: &Path, mount_point: &Path) -> Result<ReadOnlyView, String> {
         use std::os::unix::fs::PermissionsExt;
         #[allow(unsafe_code)]

@@ -660,6 +660,7 @@ fn flock_holder(ino: u64) -> Option<u32> {
 /// replaced by a rename, or a database with files beside it: both need the
 /// directory): why, for a reader to say it reads only. `None` when it may
 /// (a write may still fail for another reason), or when nothing tells.
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 pub fn cannot_write(path: &Path) -> Option<String> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
