@@ -53,6 +53,14 @@ impl Backend for Counting {
     fn batch_size(&self) -> Option<usize> {
         self.inner.batch_size()
     }
+    fn delivery(
+        &self,
+        name: &str,
+        key: &rudder::store::delivery::EventKey,
+        f: &mut rudder::store::delivery::Update<'_>,
+    ) -> Result<(), StoreError> {
+        self.inner.delivery(name, key, f)
+    }
     fn transaction(
         &self,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,

@@ -68,6 +68,11 @@ pub enum Command {
         after_help = "The bearer token of --http comes from $RUDDER_MCP_TOKEN or --token-file, never the command line; without one only loopback addresses are served. docs/mcp.md describes the catalogue."
     )]
     Mcp(McpArgs),
+    /// Tell a person when a task starts waiting for input, fails or stalls: run a program or post to a webhook, once per event across restarts
+    #[command(
+        after_help = "Everything after --exec is the program and its arguments (no shell). Secrets for --webhook come from the environment or a file, never the command line. docs/notify.md describes the event and the record."
+    )]
+    Notify(NotifyArgs),
     /// Print a shell completion script (e.g. `rudder completions bash > ~/.local/share/bash-completion/completions/rudder`)
     Completions(CompletionsArgs),
     /// Print the manual page (roff; e.g. `rudder man | man -l -`)
@@ -372,6 +377,57 @@ pub enum WaitUntil {
     Settled,
     /// The task is finished.
     Terminal,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("sink").required(true).args(["exec", "webhook"])))]
+pub struct NotifyArgs {
+    /// The notifier's name: what it delivered is recorded in the store under it, and notifiers of one name deliver each event once between them
+    #[arg(long, default_value = "notify", value_name = "NAME")]
+    pub name: String,
+    /// The events to tell, comma-separated: input_required, failed, stalled (a working task whose lease lapsed)
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "input_required",
+        value_name = "EVENTS"
+    )]
+    pub on: Vec<String>,
+    /// Only tasks of this kind (repeatable)
+    #[arg(long, value_name = "KIND")]
+    pub kind: Vec<String>,
+    /// How long one delivery may take (a program's run, a webhook's answer) before it is retried
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub timeout: String,
+    /// The first retry's delay; each next one doubles, up to a minute
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    pub backoff: String,
+    /// POST each event as JSON to URL (http or https)
+    #[arg(long, value_name = "URL")]
+    pub webhook: Option<String>,
+    /// A header of the webhook's request whose value is the environment variable VAR (repeatable)
+    #[arg(long, value_name = "NAME=VAR", requires = "webhook")]
+    pub header_env: Vec<String>,
+    /// A header of the webhook's request whose value is the content of the file PATH (repeatable)
+    #[arg(long, value_name = "NAME=PATH", requires = "webhook")]
+    pub header_file: Vec<String>,
+    /// Authorization: Bearer with the token in the environment variable VAR
+    #[arg(
+        long,
+        value_name = "VAR",
+        requires = "webhook",
+        conflicts_with = "bearer_file"
+    )]
+    pub bearer_env: Option<String>,
+    /// Authorization: Bearer with the token in the file PATH
+    #[arg(long, value_name = "PATH", requires = "webhook")]
+    pub bearer_file: Option<PathBuf>,
+    /// Log as JSON lines on stdout (one per delivery, retry or failure) instead of lines for people on stderr
+    #[arg(long)]
+    pub json: bool,
+    /// Run PROGRAM with ARGS (no shell) for each event: the event as JSON on its standard input, RUDDER_TASK_ID, RUDDER_STATUS and RUDDER_TITLE in its environment; takes the rest of the command line
+    #[arg(long, value_name = "PROGRAM", num_args = 1.., allow_hyphen_values = true, conflicts_with = "webhook")]
+    pub exec: Option<Vec<std::ffi::OsString>>,
 }
 
 #[derive(Debug, Args)]

@@ -173,6 +173,14 @@ impl Backend for AnyBackend {
     ) -> Result<(), StoreError> {
         self.refused()?.transaction(f)
     }
+    fn delivery(
+        &self,
+        name: &str,
+        key: &rudder_core::delivery::EventKey,
+        f: &mut rudder_core::delivery::Update<'_>,
+    ) -> Result<(), StoreError> {
+        self.refused()?.delivery(name, key, f)
+    }
 }
 
 /// Opening a [`Store`] by URL.
