@@ -70,7 +70,7 @@ pub enum Command {
     Mcp(McpArgs),
     /// Tell a person when a task starts waiting for input, fails or stalls: run a program or post to a webhook, once per event across restarts
     #[command(
-        after_help = "Everything after --exec is the program and its arguments (no shell). Secrets for --webhook come from the environment or a file, never the command line. docs/notify.md describes the event and the record."
+        after_help = "--exec PROGRAM ARGS… runs no shell; arguments of the program that begin with a dash go after `--`. Secrets for --webhook come from the environment or a file, never the command line. docs/notify.md describes the event and the record."
     )]
     Notify(NotifyArgs),
     /// Print a shell completion script (e.g. `rudder completions bash > ~/.local/share/bash-completion/completions/rudder`)
@@ -425,9 +425,12 @@ pub struct NotifyArgs {
     /// Log as JSON lines on stdout (one per delivery, retry or failure) instead of lines for people on stderr
     #[arg(long)]
     pub json: bool,
-    /// Run PROGRAM with ARGS (no shell) for each event: the event as JSON on its standard input, RUDDER_TASK_ID, RUDDER_STATUS and RUDDER_TITLE in its environment; takes the rest of the command line
-    #[arg(long, value_name = "PROGRAM", num_args = 1.., allow_hyphen_values = true, conflicts_with = "webhook")]
+    /// Run PROGRAM with ARGS (no shell) for each event: the event as JSON on its standard input, RUDDER_TASK_ID, RUDDER_STATUS and RUDDER_TITLE in its environment
+    #[arg(long, value_name = "PROGRAM", num_args = 1.., conflicts_with = "webhook")]
     pub exec: Option<Vec<std::ffi::OsString>>,
+    /// More arguments of --exec's program, after `--` (for those that begin with a dash)
+    #[arg(last = true, value_name = "ARGS", requires = "exec")]
+    pub exec_args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]

@@ -127,9 +127,11 @@ fn sink(a: &NotifyArgs, timeout: Duration) -> Result<Sink, CliError> {
                 "--exec: a program to run is needed",
             ));
         };
+        let mut args = args.to_vec();
+        args.extend(a.exec_args.iter().cloned());
         return Ok(Sink::Exec {
             program: program.clone(),
-            args: args.to_vec(),
+            args,
         });
     }
     let Some(url) = &a.webhook else {
