@@ -139,7 +139,7 @@ ALTER TABLE rudder_tasks ALTER COLUMN kind DROP EXPRESSION IF EXISTS;
 "#;
 
 const DELIVERIES: &str = r#"
-CREATE TABLE rudder_deliveries (
+CREATE TABLE IF NOT EXISTS rudder_deliveries (
     notifier text COLLATE "C" NOT NULL,
     task_id text COLLATE "C" NOT NULL,
     event text COLLATE "C" NOT NULL,

@@ -96,7 +96,7 @@ UPDATE tasks SET kind = json_extract(doc, '$.kind') WHERE json_type(doc, '$.kind
 CREATE INDEX tasks_by_status_kind ON tasks(status, kind, seq);
 "#,
     r#"
-CREATE TABLE deliveries (
+CREATE TABLE IF NOT EXISTS deliveries (
     notifier TEXT NOT NULL,
     task_id TEXT NOT NULL,
     event TEXT NOT NULL,
