@@ -44,7 +44,10 @@ fn latency(name: &str, url: &str, dir: &Path) {
     let hook = dir.join(format!("{name}.sh"));
     std::fs::write(
         &hook,
-        format!("#!/bin/sh\nprintf x > '{}'\ncat > /dev/null\n", fifo.display()),
+        format!(
+            "#!/bin/sh\nprintf x > '{}'\ncat > /dev/null\n",
+            fifo.display()
+        ),
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -107,9 +110,15 @@ fn main() {
         dir.path(),
     );
     if !pg::available() {
-        println!("notify latency postgres: skipped (PostgreSQL's server programs are not installed)");
+        println!(
+            "notify latency postgres: skipped (PostgreSQL's server programs are not installed)"
+        );
         return;
     }
     let cluster = pg::Cluster::start_durable().expect("a cluster");
-    latency("postgres", &cluster.url(&cluster.create_database()), dir.path());
+    latency(
+        "postgres",
+        &cluster.url(&cluster.create_database()),
+        dir.path(),
+    );
 }

@@ -411,3 +411,73 @@ fn a_lapsed_lease_is_told_of_as_stalled() {
     assert_eq!(ev["claimed_by"], "w1");
     assert_eq!(events(&log).len(), 1);
 }
+
+/// `rudder demo --notify PROGRAM` runs a notifier beside the worker: the
+/// program hears of the incidents' questions, and the notifier ends with
+/// the demo.
+#[test]
+fn the_demo_runs_a_notifier_beside_its_worker() {
+    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("demo.json");
+    let log = dir.path().join("hook.log");
+    let hook = script(dir.path(), &log, "0");
+    let pty = native_pty_system()
+        .openpty(PtySize {
+            rows: 30,
+            cols: 100,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .expect("a pseudo-terminal");
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_rudder"));
+    cmd.args(["demo", "--speed", "20", "--store"]);
+    cmd.arg(&store);
+    cmd.arg("--notify");
+    cmd.arg(&hook);
+    cmd.env("TERM", "xterm-256color");
+    cmd.env_remove("RUDDER_STORE");
+    let mut child = pty.slave.spawn_command(cmd).expect("rudder demo starts");
+    drop(pty.slave);
+    let mut reader = pty.master.try_clone_reader().unwrap();
+    let writer = Arc::new(Mutex::new(pty.master.take_writer().unwrap()));
+    let answers = Arc::clone(&writer);
+    std::thread::spawn(move || {
+        let _master = pty.master;
+        let mut buf = [0u8; 65536];
+        while let Ok(n @ 1..) = reader.read(&mut buf) {
+            // crossterm may ask where the cursor is.
+            if buf[..n].windows(4).any(|w| w == b"\x1b[6n") {
+                let mut w = answers.lock().unwrap();
+                let _ = w.write_all(b"\x1b[1;1R");
+                let _ = w.flush();
+            }
+        }
+    });
+    let ev = wait_for(LONG, || events(&log).pop());
+    let quit = |w: &Arc<Mutex<Box<dyn Write + Send>>>| {
+        let mut w = w.lock().unwrap();
+        let _ = w.write_all(b"q");
+        let _ = w.flush();
+    };
+    quit(&writer);
+    let ev = ev.unwrap_or_else(|| {
+        panic!(
+            "no event; the notifier's log: {}",
+            std::fs::read_to_string(dir.path().join("demo.json.notify.log")).unwrap_or_default()
+        )
+    });
+    assert_eq!(ev["event"], "input_required");
+    assert_eq!(ev["notifier"], "demo");
+    wait_for(LONG, || child.try_wait().unwrap()).expect("the demo exits on q");
+    let needle = hook.display().to_string();
+    wait_for(LONG, || {
+        let running = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(&needle))
+                .unwrap_or(false)
+        });
+        (!running).then_some(())
+    })
+    .expect("the notifier outlived the demo");
+}

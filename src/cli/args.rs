@@ -113,6 +113,9 @@ pub struct DemoArgs {
     /// Also serve the diagnosis as the MCP tool `diagnose` over Streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:8765; loopback unless $RUDDER_MCP_TOKEN is set); where it listens is in the store's .mcp.log
     #[arg(long, value_name = "ADDR")]
     pub mcp: Option<String>,
+    /// Also run `rudder notify --exec PROGRAM` on the demo store: PROGRAM gets each question an incident asks (the event as JSON on its standard input); its log is the store's .notify.log
+    #[arg(long, value_name = "PROGRAM")]
+    pub notify: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
