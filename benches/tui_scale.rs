@@ -9,6 +9,14 @@
 //! - `tui_sqlite/change to drawn/N`, `tui_file/change to drawn/100000`:
 //!   another connection's commit (a heartbeat with a new message on the
 //!   selected task) to the new message drawn, through the real change feed;
+//! - `tui_sqlite/filtered change to drawn/N`: the same with the table
+//!   narrowed to that task by the text filter (`/` and an id prefix), and
+//!   `…, window re-read (before)`: each change taken as a reset, the
+//!   window read again from the store (what every change to a filtered
+//!   window did before issue 30, item 19), in the same run;
+//! - `tui_postgres/…/N`: the two changes over PostgreSQL (a throwaway
+//!   cluster, the SQLite fixture copied in; skipped without PostgreSQL's
+//!   server programs);
 //! - (printed) resident memory of the real binary in a pseudo-terminal
 //!   after it started and moved through the table.
 //!
@@ -33,6 +41,9 @@ use rudder::tui::window::RowSource;
 use rudder::watch::{ChangeFeed, FeedEvent, FeedOptions, ResetReason};
 use rudder::{Store, StoreError};
 
+#[path = "../tests/common/pg.rs"]
+#[allow(dead_code)]
+mod pg;
 #[path = "common/pty.rs"]
 mod pty;
 #[path = "common/tasks.rs"]
@@ -229,10 +240,21 @@ fn sqlite(c: &mut Criterion) {
     app.handle_key(key(KeyCode::Char('2')));
     let writer = Store::open(&path);
     live.bench_change(&mut g, "change to drawn", n, &writer, &id, Take::AsFed);
-    // Narrowed to that one task by the text filter (`/` and an id
-    // prefix), as an engineer narrows the table to their incident: the
-    // feed's change taken in, against the window read again (before).
-    let Live { app, .. } = &mut live;
+    filtered(&mut live, &mut g, n, &writer, &id);
+    g.finish();
+}
+
+/// Narrowed to the task `id` by the text filter (`/` and an id prefix), as
+/// an engineer narrows the table to their incident: the feed's change
+/// taken in, against the window read again (the way before, same run).
+fn filtered(
+    live: &mut Live,
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    n: usize,
+    writer: &Store,
+    id: &str,
+) {
+    let app = &mut live.app;
     app.handle_key(key(KeyCode::Char('/')));
     for c in id[..8].chars() {
         app.handle_key(key(KeyCode::Char(c)));
@@ -246,8 +268,45 @@ fn sqlite(c: &mut Criterion) {
             Take::Reread,
         ),
     ] {
-        live.bench_change(&mut g, name, n, &writer, &id, take);
+        live.bench_change(g, name, n, writer, id, take);
     }
+}
+
+/// The same store in PostgreSQL (a throwaway cluster, the SQLite
+/// fixture copied in): a change to the selected task, unfiltered and in
+/// a text-filtered window.
+fn postgres(c: &mut Criterion) {
+    if !pg::available() {
+        println!("tui_postgres: skipped (no PostgreSQL server programs)");
+        return;
+    }
+    let n = size();
+    let (sqlite, _) = tasks::sqlite_fixture(n);
+    let cluster = pg::Cluster::start().expect("a cluster");
+    let db = cluster.create_database();
+    let url = cluster.url(&db);
+    let started = Instant::now();
+    rudder::store::copy::copy(&Store::open(&sqlite), &Store::open(&url), |_| {})
+        .expect("copy the tasks into PostgreSQL");
+    println!(
+        "copied {n} tasks into PostgreSQL in {:.1?}",
+        started.elapsed()
+    );
+    let store = Arc::new(Store::open(&url));
+    let rt = runtime();
+    let (source, updates) = rt.block_on(async { rudder::tui::live(Path::new(&url), &store) });
+    let app = App::new(Path::new(&url), false, Utc::now()).with_source(source);
+    let mut live = Live::start(rt, updates, app);
+    let mut g = c.benchmark_group("tui_postgres");
+    g.sample_size(20);
+    let app = &mut live.app;
+    app.handle_key(key(KeyCode::Char('g')));
+    app.handle_key(key(KeyCode::Char('2')));
+    let id = app.selected.clone().expect("a selected task");
+    app.handle_key(key(KeyCode::Char('2')));
+    let writer = Store::open(&url);
+    live.bench_change(&mut g, "change to drawn", n, &writer, &id, Take::AsFed);
+    filtered(&mut live, &mut g, n, &writer, &id);
     g.finish();
 }
 
@@ -349,6 +408,9 @@ fn main() {
     if !testing {
         if wants("tui_sqlite") {
             sqlite(&mut c);
+        }
+        if wants("tui_postgres") {
+            postgres(&mut c);
         }
         if wants("tui_file") {
             file(&mut c);

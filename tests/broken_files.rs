@@ -186,10 +186,10 @@ fn the_store_api_reports_the_position_and_writes_nothing() {
         let before = fingerprint(&path);
         let store = Store::open(&path);
         let e = store.load().unwrap_err();
-        assert_eq!(e.kind(), "corrupt_store", "{}", b.name);
+        assert_eq!(e.cli_kind(), "corrupt_store", "{}", b.name);
         assert_eq!(e.exit_code(), 6);
         let e = store.create(NewTask::default()).unwrap_err();
-        assert_eq!(e.kind(), "corrupt_store", "{}", b.name);
+        assert_eq!(e.cli_kind(), "corrupt_store", "{}", b.name);
         let rudder::StoreError::Corrupt { location, line, .. } = &e else {
             unreachable!()
         };

@@ -940,7 +940,16 @@ async fn a_listener_hears_of_its_tasks_over_stdio() {
     let store = store_url(dir.path());
     let done = common::run(&store, &["complete", &other, "--result", "\"not heard\""]);
     assert_eq!(done.code, 0, "{done:?}");
-    let done = common::run(&store, &["complete", &followed, "--result", "\"heard\""]);
+    // A result a worker wrote as a CallToolResult (as the fixture worker does).
+    let done = common::run(
+        &store,
+        &[
+            "complete",
+            &followed,
+            "--result",
+            r#"{"content": [{"type": "text", "text": "heard"}]}"#,
+        ],
+    );
     assert_eq!(done.code, 0, "{done:?}");
     let (heard, before) = raw
         .until(|m| {

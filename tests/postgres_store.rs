@@ -536,7 +536,7 @@ fn a_zombie_worker_whose_claim_was_taken_over_is_refused() {
             },
         )
         .unwrap_err();
-    assert_eq!(refused.kind(), "lease_lost", "{refused}");
+    assert_eq!(refused.cli_kind(), "lease_lost", "{refused}");
     assert_eq!(refused.exit_code(), 4);
     let task = Store::open(&url).get(&id).unwrap();
     assert_eq!(task.status, Status::Working);

@@ -398,7 +398,7 @@ fn an_ambiguous_prefix_lists_a_bounded_number_of_candidates() {
         assert_eq!(candidates.len(), 10);
         assert_eq!(store.get("same-29").unwrap().task_id, "same-29");
         assert_eq!(store.get("oth").unwrap().task_id, "other");
-        assert_eq!(store.get("s").unwrap_err().kind(), "ambiguous_id");
+        assert_eq!(store.get("s").unwrap_err().cli_kind(), "ambiguous_id");
     });
 }
 

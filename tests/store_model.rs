@@ -434,7 +434,7 @@ fn run_store(
 fn answer_of(r: &Result<Outcome, StoreError>) -> Answer {
     match r {
         Ok(o) => Ok(o.change),
-        Err(e) => Err(e.kind()),
+        Err(e) => Err(e.cli_kind()),
     }
 }
 

@@ -298,7 +298,7 @@ fn check_row(start: Start, m: Mutation) {
             assert_untouched(&before, &f.path, &ctx);
         }
         (Expect::Refused(kind), Err(e)) => {
-            assert_eq!(e.kind(), kind, "{ctx}: {e}");
+            assert_eq!(e.cli_kind(), kind, "{ctx}: {e}");
             let msg = e.to_string();
             assert!(
                 msg.contains(&f.id),
@@ -370,15 +370,15 @@ fn every_mutation_on_an_unknown_task_once() {
     let before = store_state(&f.path);
     for m in MUTATIONS {
         let e = mutate(&f.store, "no-such-task", m).unwrap_err();
-        assert_eq!(e.kind(), "unknown_task", "{m:?}");
+        assert_eq!(e.cli_kind(), "unknown_task", "{m:?}");
         assert_eq!(e.to_string(), "unknown task: no-such-task", "{m:?}");
         assert_eq!(e.exit_code(), 3);
         assert_untouched(&before, &f.path, &format!("{m:?} on an unknown task"));
     }
     let e = f.store.get("no-such-task").unwrap_err();
-    assert_eq!(e.kind(), "unknown_task");
+    assert_eq!(e.cli_kind(), "unknown_task");
     // An empty id is unknown, not "the first task".
-    assert_eq!(f.store.get("").unwrap_err().kind(), "unknown_task");
+    assert_eq!(f.store.get("").unwrap_err().cli_kind(), "unknown_task");
 }
 
 #[test]
@@ -392,7 +392,10 @@ fn unknown_task_on_a_store_that_does_not_exist_yet_once() {
     let store = Store::open(&path);
     assert!(store.list(&[]).unwrap().is_empty());
     for m in MUTATIONS {
-        assert_eq!(mutate(&store, "abc", m).unwrap_err().kind(), "unknown_task");
+        assert_eq!(
+            mutate(&store, "abc", m).unwrap_err().cli_kind(),
+            "unknown_task"
+        );
     }
     assert!(
         !common::store_exists(&path),
@@ -425,7 +428,7 @@ fn a_prefix_finds_a_task_and_an_ambiguous_one_is_refused_once() {
         .unwrap();
     let before = store_state(&path);
     let e = store.cancel(&shared, None).unwrap_err();
-    assert_eq!(e.kind(), "ambiguous_id");
+    assert_eq!(e.cli_kind(), "ambiguous_id");
     assert_eq!(e.exit_code(), 3);
     assert_untouched(&before, &path, "cancel with an ambiguous prefix");
     let applied = store.cancel(prefix, None).unwrap();
@@ -445,7 +448,7 @@ fn provide_input_only_if_unchanged_since_a_revision_once() {
         .store
         .provide_input(&f.id, v0(), Some(rev - 1))
         .unwrap_err();
-    assert_eq!(e.kind(), "stale_revision");
+    assert_eq!(e.cli_kind(), "stale_revision");
     assert_eq!(e.exit_code(), 4);
     assert_eq!(e.task().unwrap().revision, rev);
     assert_untouched(&before, &f.path, "stale revision");
@@ -471,12 +474,12 @@ fn a_zombie_worker_cannot_overwrite_its_successor_once() {
     let e = store
         .complete(&id, json!("zombie"), worker("w1"))
         .unwrap_err();
-    assert_eq!(e.kind(), "lease_lost");
+    assert_eq!(e.cli_kind(), "lease_lost");
     assert!(e.to_string().contains("w2"), "{e}");
     assert_untouched(&before, &path, "zombie write");
     // And w2 cannot be bumped while its lease lives.
     assert_eq!(
-        store.claim(&id, "w1", HOUR).unwrap_err().kind(),
+        store.claim(&id, "w1", HOUR).unwrap_err().cli_kind(),
         "lease_lost"
     );
     let o = store.complete(&id, json!("done"), worker("w2")).unwrap();
@@ -566,7 +569,7 @@ fn create_is_idempotent_by_key_once() {
         ),
     ] {
         let e = store.create(conflicting).unwrap_err();
-        assert_eq!(e.kind(), "idempotency_conflict", "{what}");
+        assert_eq!(e.cli_kind(), "idempotency_conflict", "{what}");
         assert_eq!(e.exit_code(), 4);
         assert!(e.to_string().contains(what), "{e}");
         assert_eq!(e.task(), Some(&first.task));
@@ -628,7 +631,7 @@ fn tasks_are_created_listed_and_claimed_by_kind_once() {
                 ..NewTask::default()
             })
             .unwrap_err();
-        assert_eq!(e.kind(), "invalid_kind", "{bad:?}");
+        assert_eq!(e.cli_kind(), "invalid_kind", "{bad:?}");
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().contains("kind"), "{e}");
         assert_untouched(&before, &path, &format!("create with kind {bad:?}"));
@@ -707,7 +710,7 @@ fn create_starts_working_or_input_required_once() {
             ..NewTask::default()
         })
         .unwrap_err();
-    assert_eq!(e.kind(), "invalid_schema");
+    assert_eq!(e.cli_kind(), "invalid_schema");
     assert_untouched(&before, &path, "create with an invalid schema");
 }
 
@@ -806,7 +809,7 @@ fn a_value_too_deep_for_readers_is_refused_by_every_writer() {
         match result {
             Err(e @ StoreError::TooDeep { .. }) => {
                 assert_eq!(e.exit_code(), 2);
-                assert_eq!(e.kind(), "too_deep");
+                assert_eq!(e.cli_kind(), "too_deep");
                 let msg = e.to_string();
                 assert!(
                     msg.contains(field) && msg.contains(&MAX_VALUE_DEPTH.to_string()),
@@ -876,7 +879,7 @@ fn a_store_never_grows_past_what_readers_accept() {
     let calls = fs.call_count();
     match store.create(big(2500)) {
         Err(e @ StoreError::TooLarge { .. }) => {
-            assert_eq!((e.exit_code(), e.kind()), (6, "too_large"));
+            assert_eq!((e.exit_code(), e.cli_kind()), (6, "too_large"));
             let msg = e.to_string();
             assert!(
                 msg.contains("4 KiB") && msg.contains("nothing was written"),
@@ -941,7 +944,7 @@ fn a_revision_at_its_maximum_refuses_further_changes() {
     for (name, op) in ops {
         match op() {
             Err(e @ StoreError::RevisionExhausted { .. }) => {
-                assert_eq!((e.exit_code(), e.kind()), (4, "revision_exhausted"));
+                assert_eq!((e.exit_code(), e.cli_kind()), (4, "revision_exhausted"));
                 assert!(e.to_string().contains("18446744073709551615"), "{e}");
                 assert_eq!(e.task().map(|t| t.revision), Some(u64::MAX));
             }

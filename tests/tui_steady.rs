@@ -359,7 +359,9 @@ fn rows_held_still_are_counted_in_the_header_until_o_re_sorts() {
             app.handle_key(ch('s'));
         }
         assert_eq!(app.sort.label(), "last update");
+        // Near the top, the table scrolled a little past it.
         app.select_row(30);
+        app.select_row(5);
         let selected = app.selected.clone().expect("a selection");
         let before = order(&app);
         let header = |app: &mut App, width: u16| {
@@ -404,6 +406,15 @@ fn rows_held_still_are_counted_in_the_header_until_o_re_sorts() {
             app.selected.as_ref(),
             Some(&selected),
             "the selection stays"
+        );
+        // The task re-sorted to the top is on screen with the selection.
+        assert_eq!(app.offset, 0, "the task that moved is shown");
+        assert_eq!(
+            last_status(&app),
+            (
+                Tone::Info,
+                "re-sorted by last update: 1 row(s) moved".into()
+            )
         );
         assert!(!header(&mut app, 120).contains('⇅'));
     });

@@ -119,7 +119,7 @@ pub fn store_error(py: Python<'_>, e: &StoreError) -> PyErr {
                 "CorruptStoreError"
             }
             StoreError::NotAStore { .. } => "NotAStoreError",
-            StoreError::Database { .. } if e.is_unreachable() => "StoreUnreachableError",
+            StoreError::Unreachable { .. } => "StoreUnreachableError",
             StoreError::Database { .. } => "DatabaseError",
             StoreError::TooLarge { size, limit, .. } => {
                 attrs.push(("size", size.into_pyobject(py)?.into_any().unbind()));

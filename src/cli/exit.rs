@@ -122,26 +122,29 @@ error_kinds! {
 impl ErrorKind {
     /// The kind of a store error.
     pub fn of_store(e: &StoreError) -> ErrorKind {
-        match e {
-            StoreError::UnknownTask { .. } => ErrorKind::UnknownTask,
-            StoreError::AmbiguousId { .. } => ErrorKind::AmbiguousId,
-            StoreError::Refused { .. } => ErrorKind::Refused,
-            StoreError::IdempotencyConflict { .. } => ErrorKind::IdempotencyConflict,
-            StoreError::StaleRevision { .. } => ErrorKind::StaleRevision,
-            StoreError::LeaseLost { .. } => ErrorKind::LeaseLost,
-            StoreError::RevisionExhausted { .. } => ErrorKind::RevisionExhausted,
-            StoreError::TooDeep { .. } => ErrorKind::TooDeep,
-            StoreError::ReservedKey { .. } => ErrorKind::ReservedKey,
-            StoreError::TooLarge { .. } => ErrorKind::TooLarge,
-            StoreError::InvalidInput { .. } => ErrorKind::InvalidInput,
-            StoreError::InvalidSchema(_) => ErrorKind::InvalidSchema,
-            StoreError::InvalidKind { .. } => ErrorKind::InvalidKind,
-            StoreError::Corrupt { .. } => ErrorKind::CorruptStore,
-            StoreError::Io { .. } => ErrorKind::Io,
-            StoreError::LockTimeout { .. } => ErrorKind::LockTimeout,
-            StoreError::NotAStore { .. } => ErrorKind::NotAStore,
-            StoreError::CopyRefused { .. } => ErrorKind::CopyRefused,
-            StoreError::Database { .. } => ErrorKind::Database,
+        use crate::store::ErrorKind as Kind;
+        match e.kind() {
+            Kind::UnknownTask => ErrorKind::UnknownTask,
+            Kind::AmbiguousId => ErrorKind::AmbiguousId,
+            Kind::Refused => ErrorKind::Refused,
+            Kind::IdempotencyConflict => ErrorKind::IdempotencyConflict,
+            Kind::StaleRevision => ErrorKind::StaleRevision,
+            Kind::LeaseLost => ErrorKind::LeaseLost,
+            Kind::RevisionExhausted => ErrorKind::RevisionExhausted,
+            Kind::TooDeep => ErrorKind::TooDeep,
+            Kind::ReservedKey => ErrorKind::ReservedKey,
+            Kind::TooLarge => ErrorKind::TooLarge,
+            Kind::InvalidInput => ErrorKind::InvalidInput,
+            Kind::InvalidSchema => ErrorKind::InvalidSchema,
+            Kind::InvalidKind => ErrorKind::InvalidKind,
+            Kind::Corrupt => ErrorKind::CorruptStore,
+            Kind::Io => ErrorKind::Io,
+            Kind::LockTimeout => ErrorKind::LockTimeout,
+            Kind::NotAStore => ErrorKind::NotAStore,
+            Kind::CopyRefused => ErrorKind::CopyRefused,
+            // A server out of reach is reported as the database error it
+            // always was ("database", exit 6): scripts match on the name.
+            Kind::Database | Kind::Unreachable => ErrorKind::Database,
         }
     }
 

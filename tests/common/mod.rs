@@ -348,12 +348,12 @@ pub fn write_store(path: &Path, text: &str) {
 /// for it (`rudder::cli::exit`, where the mapping lives; the library's
 /// error knows neither).
 pub trait CliKind {
-    fn kind(&self) -> &'static str;
+    fn cli_kind(&self) -> &'static str;
     fn exit_code(&self) -> i32;
 }
 
 impl CliKind for rudder::StoreError {
-    fn kind(&self) -> &'static str {
+    fn cli_kind(&self) -> &'static str {
         rudder::cli::ErrorKind::of_store(self).as_str()
     }
     fn exit_code(&self) -> i32 {

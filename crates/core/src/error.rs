@@ -229,6 +229,18 @@ pub enum StoreError {
         message: String,
     },
 
+    /// The store's database server cannot be reached now: down,
+    /// restarting, the connection refused or cut. The backend decides it
+    /// from the driver's typed codes (SQLSTATE class 08 and the shutdown
+    /// codes, a closed connection, the socket's `io::ErrorKind`) where it
+    /// raises the error; worth waiting out, unlike [`StoreError::Database`].
+    #[error("{location}: cannot {action}: {message}")]
+    Unreachable {
+        location: Location,
+        action: &'static str,
+        message: String,
+    },
+
     /// Another writer held the store's lock for longer than the lock timeout.
     #[error(
         "{location}: gave up after {} waiting for the store lock{}; $RUDDER_LOCK_TIMEOUT sets how long",
@@ -335,16 +347,34 @@ impl StoreError {
     /// (down, restarting, the connection cut), rather than that the store is
     /// wrong: worth waiting out.
     pub fn is_unreachable(&self) -> bool {
+        self.kind() == ErrorKind::Unreachable
+    }
+
+    /// The one classification of this error, made where it was raised;
+    /// each face maps it once (the CLI's exit codes, the worker API, MCP's
+    /// JSON-RPC errors, Python's exceptions).
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            StoreError::Database {
-                action, message, ..
-            } => {
-                *action == "connect"
-                    || message.contains("error communicating with the server")
-                    || message.contains("connection closed")
-                    || message.contains("terminating connection")
-            }
-            _ => false,
+            StoreError::UnknownTask { .. } => ErrorKind::UnknownTask,
+            StoreError::AmbiguousId { .. } => ErrorKind::AmbiguousId,
+            StoreError::Refused { .. } => ErrorKind::Refused,
+            StoreError::IdempotencyConflict { .. } => ErrorKind::IdempotencyConflict,
+            StoreError::StaleRevision { .. } => ErrorKind::StaleRevision,
+            StoreError::LeaseLost { .. } => ErrorKind::LeaseLost,
+            StoreError::RevisionExhausted { .. } => ErrorKind::RevisionExhausted,
+            StoreError::TooDeep { .. } => ErrorKind::TooDeep,
+            StoreError::ReservedKey { .. } => ErrorKind::ReservedKey,
+            StoreError::TooLarge { .. } => ErrorKind::TooLarge,
+            StoreError::InvalidInput { .. } => ErrorKind::InvalidInput,
+            StoreError::InvalidSchema(_) => ErrorKind::InvalidSchema,
+            StoreError::InvalidKind { .. } => ErrorKind::InvalidKind,
+            StoreError::Corrupt { .. } => ErrorKind::Corrupt,
+            StoreError::Io { .. } => ErrorKind::Io,
+            StoreError::CopyRefused { .. } => ErrorKind::CopyRefused,
+            StoreError::NotAStore { .. } => ErrorKind::NotAStore,
+            StoreError::Database { .. } => ErrorKind::Database,
+            StoreError::Unreachable { .. } => ErrorKind::Unreachable,
+            StoreError::LockTimeout { .. } => ErrorKind::LockTimeout,
         }
     }
 
@@ -356,6 +386,7 @@ impl StoreError {
             | StoreError::Io { location, .. }
             | StoreError::NotAStore { location, .. }
             | StoreError::Database { location, .. }
+            | StoreError::Unreachable { location, .. }
             | StoreError::LockTimeout { location, .. } => Some(location),
             _ => None,
         }
@@ -401,5 +432,162 @@ mod tests {
                 .to_string()
                 .contains("gave up after 250ms waiting")
         );
+    }
+}
+
+/// What kind of failure a [`StoreError`] is ([`StoreError::kind`]), with
+/// the name every face reports it by (the CLI's `--json` `"error"`, MCP's
+/// error data, Python's exception's `kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    UnknownTask,
+    AmbiguousId,
+    Refused,
+    IdempotencyConflict,
+    StaleRevision,
+    LeaseLost,
+    RevisionExhausted,
+    TooDeep,
+    ReservedKey,
+    TooLarge,
+    InvalidInput,
+    InvalidSchema,
+    InvalidKind,
+    Corrupt,
+    Io,
+    CopyRefused,
+    NotAStore,
+    Database,
+    Unreachable,
+    LockTimeout,
+}
+
+/// The coarse class of an [`ErrorKind`]: what a caller can do about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// No such task (or the prefix is ambiguous).
+    Unknown,
+    /// Refused by the policy, nothing written; the error carries the task.
+    Refused,
+    /// The request itself is wrong (a value, a schema, a kind): fix it.
+    Usage,
+    /// The input does not validate against the task's schema.
+    InvalidInput,
+    /// The store is corrupt, not a store, or too large: a person must look.
+    Store,
+    /// The store could not be reached or locked now: trying again may help.
+    Retry,
+}
+
+impl ErrorKind {
+    /// The kind's name, as every face reports it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::UnknownTask => "unknown_task",
+            ErrorKind::AmbiguousId => "ambiguous_id",
+            ErrorKind::Refused => "refused",
+            ErrorKind::IdempotencyConflict => "idempotency_conflict",
+            ErrorKind::StaleRevision => "stale_revision",
+            ErrorKind::LeaseLost => "lease_lost",
+            ErrorKind::RevisionExhausted => "revision_exhausted",
+            ErrorKind::TooDeep => "too_deep",
+            ErrorKind::ReservedKey => "reserved_key",
+            ErrorKind::TooLarge => "too_large",
+            ErrorKind::InvalidInput => "invalid_input",
+            ErrorKind::InvalidSchema => "invalid_schema",
+            ErrorKind::InvalidKind => "invalid_kind",
+            ErrorKind::Corrupt => "corrupt_store",
+            ErrorKind::Io => "io",
+            ErrorKind::CopyRefused => "copy_refused",
+            ErrorKind::NotAStore => "not_a_store",
+            ErrorKind::Database => "database",
+            ErrorKind::Unreachable => "unreachable",
+            ErrorKind::LockTimeout => "lock_timeout",
+        }
+    }
+
+    /// What a caller can do about an error of this kind.
+    pub fn class(self) -> ErrorClass {
+        match self {
+            ErrorKind::UnknownTask | ErrorKind::AmbiguousId => ErrorClass::Unknown,
+            ErrorKind::Refused
+            | ErrorKind::IdempotencyConflict
+            | ErrorKind::StaleRevision
+            | ErrorKind::LeaseLost
+            | ErrorKind::RevisionExhausted
+            | ErrorKind::CopyRefused => ErrorClass::Refused,
+            ErrorKind::TooDeep
+            | ErrorKind::ReservedKey
+            | ErrorKind::InvalidSchema
+            | ErrorKind::InvalidKind => ErrorClass::Usage,
+            ErrorKind::InvalidInput => ErrorClass::InvalidInput,
+            ErrorKind::TooLarge | ErrorKind::Corrupt | ErrorKind::NotAStore => ErrorClass::Store,
+            // An I/O or database failure mid-operation may pass (a full
+            // disk freed, a deadlock): a worker retries it, a person is told.
+            ErrorKind::Io
+            | ErrorKind::Database
+            | ErrorKind::Unreachable
+            | ErrorKind::LockTimeout => ErrorClass::Retry,
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+
+    /// Every kind has a name of its own (faces report kinds by name), and
+    /// only what may pass by itself is worth a retry.
+    #[test]
+    fn kinds_have_distinct_names_and_classes() {
+        let all = [
+            ErrorKind::UnknownTask,
+            ErrorKind::AmbiguousId,
+            ErrorKind::Refused,
+            ErrorKind::IdempotencyConflict,
+            ErrorKind::StaleRevision,
+            ErrorKind::LeaseLost,
+            ErrorKind::RevisionExhausted,
+            ErrorKind::TooDeep,
+            ErrorKind::ReservedKey,
+            ErrorKind::TooLarge,
+            ErrorKind::InvalidInput,
+            ErrorKind::InvalidSchema,
+            ErrorKind::InvalidKind,
+            ErrorKind::Corrupt,
+            ErrorKind::Io,
+            ErrorKind::CopyRefused,
+            ErrorKind::NotAStore,
+            ErrorKind::Database,
+            ErrorKind::Unreachable,
+            ErrorKind::LockTimeout,
+        ];
+        let names: std::collections::BTreeSet<_> = all.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names.len(), all.len());
+        let retry: Vec<_> = all
+            .iter()
+            .filter(|k| k.class() == ErrorClass::Retry)
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(retry, ["io", "database", "unreachable", "lock_timeout"]);
+        let unreachable = StoreError::Unreachable {
+            location: Location::remote("postgres://h/db"),
+            action: "connect",
+            message: "connection refused".into(),
+        };
+        assert!(unreachable.is_unreachable());
+        // A database error is never taken for one by its words.
+        let database = StoreError::Database {
+            location: Location::remote("postgres://h/db"),
+            action: "connect",
+            message: "connection closed".into(),
+        };
+        assert!(!database.is_unreachable());
     }
 }

@@ -36,7 +36,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use error::{Location, StoreError, human_bytes};
+pub use error::{ErrorClass, ErrorKind, Location, StoreError, human_bytes};
 pub use limits::{MAX_VALUE_DEPTH, RESERVED_KEY, check_value};
 pub use lock_timeout::{LOCK_TIMEOUT_VAR, MAX_LOCK_TIMEOUT, parse_lock_timeout};
 pub use query::{PageQuery, SortKey, StatusCounts};

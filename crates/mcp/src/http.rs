@@ -72,7 +72,7 @@ fn private(path: &Path) -> Result<(), String> {
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(format!(
-            "the token file {} may be read by group or others (mode {mode:03o}); a bearer token must be private: run `chmod 600 {}` and start again",
+            "the token file {} is open to group or others (mode {mode:03o}); a bearer token must be private to its owner: run `chmod 600 {}` and start again",
             path.display(),
             path.display()
         ));

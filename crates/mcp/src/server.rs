@@ -27,7 +27,7 @@ use super::listen::Requested;
 use super::wire;
 use rudder_model::task::{Actor, ClientInfo, Origin, Status, Task};
 use rudder_store::watch::{ChangeFeed, FeedEvent, FeedOptions};
-use rudder_store::{NewTask, Store, StoreError};
+use rudder_store::{ErrorKind, NewTask, Store, StoreError};
 
 /// What changed in the store, as the feed said.
 #[derive(Debug, Clone)]
@@ -123,11 +123,19 @@ impl RudderMcp {
         &self,
         f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, ErrorData> {
+        self.store_call(f).await?.map_err(store_error)
+    }
+
+    /// [`RudderMcp::blocking`], with the store's error as it was raised, for
+    /// the callers that decide by its kind.
+    async fn store_call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<Result<T, StoreError>, ErrorData> {
         let store = Arc::clone(&self.inner.store);
-        match tokio::task::spawn_blocking(move || f(&store)).await {
-            Ok(r) => r.map_err(store_error),
-            Err(e) => Err(ErrorData::internal_error(format!("store call: {e}"), None)),
-        }
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("store call: {e}"), None))
     }
 
     /// The task `id`, exactly (a prefix is not a handle: it would let a
@@ -389,11 +397,10 @@ impl RudderMcp {
                     // on without it, so the task ends cancelled.
                     let reason = format!("the MCP client declined the question ({})", q.key);
                     let cancel_id = id.clone();
-                    return self
-                        .blocking(move |s| s.cancel(&cancel_id, Some(reason)))
-                        .await
-                        .map(drop)
-                        .or_else(refused_is_fine);
+                    return cancel_answer(
+                        self.store_call(move |s| s.cancel(&cancel_id, Some(reason)))
+                            .await?,
+                    );
                 }
                 // `cancel` (the person dismissed the form without choosing)
                 // and anything else: the question stays open, to be answered
@@ -419,8 +426,8 @@ impl RudderMcp {
         let given = value.clone();
         let provide_id = id.clone();
         let outcome = self
-            .blocking(move |s| s.provide_input(&provide_id, given, Some(revision)))
-            .await;
+            .store_call(move |s| s.provide_input(&provide_id, given, Some(revision)))
+            .await?;
         self.inner
             .partial
             .lock()
@@ -428,28 +435,25 @@ impl RudderMcp {
             .remove(&(id.clone(), round));
         match outcome {
             Ok(_) => Ok(()),
-            Err(e) if e.code == ErrorCode::INVALID_PARAMS => Err(e),
-            Err(e) => {
-                let Some(reason) = e.data.as_ref().and_then(|d| d.get("refusal")).cloned() else {
-                    return Err(e);
-                };
-                if reason == "invalid_input" {
-                    // The task keeps waiting; its message says why the
-                    // answer was not taken, for whoever answers next.
-                    let question = task
-                        .status_message
-                        .as_deref()
-                        .map(|m| m.split(REFUSED).next().unwrap_or(m).to_string())
-                        .unwrap_or_default();
-                    let message = format!("{question}{REFUSED}{})", e.message);
-                    let _ = self
-                        .blocking(move |s| s.heartbeat(&id, Some(message), None, Actor::Anyone))
-                        .await;
-                }
-                // A stale revision (someone answered first, in the TUI or
-                // elsewhere) or a refusal: the task moved on; ignored.
+            Err(e) if e.kind() == ErrorKind::InvalidInput => {
+                // The task keeps waiting; its message says why the
+                // answer was not taken, for whoever answers next.
+                let question = task
+                    .status_message
+                    .as_deref()
+                    .map(|m| m.split(REFUSED).next().unwrap_or(m).to_string())
+                    .unwrap_or_default();
+                let shown = rudder_model::text::sanitize(&e.to_string()).into_owned();
+                let message = format!("{question}{REFUSED}{shown})");
+                let _ = self
+                    .blocking(move |s| s.heartbeat(&id, Some(message), None, Actor::Anyone))
+                    .await;
                 Ok(())
             }
+            // A stale revision (someone answered first, in the TUI or
+            // elsewhere) or a refusal: the task moved on; ignored.
+            Err(e) if moved_on(&e) => Ok(()),
+            Err(e) => Err(store_error(e)),
         }
     }
 
@@ -460,10 +464,10 @@ impl RudderMcp {
             .map(|i| format!(" ({} {})", i.name, i.version))
             .unwrap_or_default();
         let reason = format!("cancelled by the MCP client{who}");
-        self.blocking(move |s| s.cancel(&id, Some(reason)))
-            .await
-            .map(drop)
-            .or_else(refused_is_fine)
+        cancel_answer(
+            self.store_call(move |s| s.cancel(&id, Some(reason)))
+                .await?,
+        )
     }
 }
 
@@ -582,33 +586,41 @@ fn unknown_task(id: &str) -> ErrorData {
 /// carries what was refused; anything else is internal (its message never
 /// holds a password: store locations are shown redacted).
 pub fn store_error(e: StoreError) -> ErrorData {
-    let refusal = match &e {
-        StoreError::UnknownTask { id } | StoreError::AmbiguousId { prefix: id, .. } => {
+    let refusal = match (&e, e.kind()) {
+        (StoreError::UnknownTask { id } | StoreError::AmbiguousId { prefix: id, .. }, _) => {
             return unknown_task(id);
         }
-        StoreError::Refused { .. } => "refused",
-        StoreError::StaleRevision { .. } => "stale_revision",
-        StoreError::LeaseLost { .. } => "lease_lost",
-        StoreError::InvalidInput { .. } => "invalid_input",
+        (
+            _,
+            kind @ (ErrorKind::Refused
+            | ErrorKind::StaleRevision
+            | ErrorKind::LeaseLost
+            | ErrorKind::InvalidInput),
+        ) => kind.as_str(),
         _ => "error",
     };
     ErrorData::internal_error(
         rudder_model::text::sanitize(&e.to_string()).into_owned(),
-        Some(json!({ "refusal": refusal })),
+        Some(json!({ "refusal": refusal, "kind": e.kind().as_str() })),
     )
 }
 
-/// A cancel or answer refused because the task already moved on is still
-/// acknowledged: the extension's operations are cooperative.
-fn refused_is_fine(e: ErrorData) -> Result<(), ErrorData> {
-    match e
-        .data
-        .as_ref()
-        .and_then(|d| d.get("refusal"))
-        .and_then(Value::as_str)
-    {
-        Some("refused" | "stale_revision" | "lease_lost") => Ok(()),
-        _ => Err(e),
+/// Whether a cancel or an answer was refused because the task already
+/// moved on (finished, answered by someone else, taken over): still
+/// acknowledged, as the extension's operations are cooperative.
+fn moved_on(e: &StoreError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Refused | ErrorKind::StaleRevision | ErrorKind::LeaseLost
+    )
+}
+
+/// The answer of a cancel: acknowledged unless the store failed.
+fn cancel_answer<T>(r: Result<T, StoreError>) -> Result<(), ErrorData> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) if moved_on(&e) => Ok(()),
+        Err(e) => Err(store_error(e)),
     }
 }
 

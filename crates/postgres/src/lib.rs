@@ -225,9 +225,10 @@ impl PostgresBackend {
         // Waiting past $RUDDER_LOCK_TIMEOUT (on a row lock, or a statement
         // bounded by it) is the same kind as on the file and SQLite.
         if let Some(db) = e.as_db_error() {
+            // QUERY_CANCELED is the statement timeout rudder sets: rudder
+            // cancels no statement of its own otherwise.
             let timed_out = *db.code() == SqlState::LOCK_NOT_AVAILABLE
-                || (*db.code() == SqlState::QUERY_CANCELED
-                    && db.message().contains("statement timeout"));
+                || *db.code() == SqlState::QUERY_CANCELED;
             if timed_out {
                 return StoreError::LockTimeout {
                     location: self.location(),
@@ -274,10 +275,18 @@ impl PostgresBackend {
                 format!("{m} ({})", self.target())
             }
         };
-        StoreError::Database {
-            location: self.location(),
-            action,
-            message,
+        if unreachable(e) {
+            StoreError::Unreachable {
+                location: self.location(),
+                action,
+                message,
+            }
+        } else {
+            StoreError::Database {
+                location: self.location(),
+                action,
+                message,
+            }
         }
     }
 
@@ -362,7 +371,25 @@ impl PostgresBackend {
             } else {
                 transient(&e).0
             };
-            (self.error(action, &e), retry)
+            let error = match (self.error(action, &e), retry) {
+                // A connection that failed in a way worth trying again (no
+                // server at the address yet, a name that does not resolve
+                // now) is the server out of reach, not a wrong store.
+                (
+                    StoreError::Database {
+                        location,
+                        action,
+                        message,
+                    },
+                    Retry::Safe,
+                ) => StoreError::Unreachable {
+                    location,
+                    action,
+                    message,
+                },
+                (error, _) => error,
+            };
+            (error, retry)
         };
         let client = config
             .connect(connector)
@@ -846,6 +873,21 @@ pub(crate) fn transient(e: &postgres::Error) -> (Retry, bool) {
         }
         _ => (Retry::No, false),
     }
+}
+
+/// Whether `e` says the server is out of reach now, by its typed codes: the
+/// connection closed, a socket error (`io::ErrorKind`), SQLSTATE class 08
+/// (connection exception) or a server shutting down or starting up.
+fn unreachable(e: &postgres::Error) -> bool {
+    if e.is_closed() || io_failure(e) {
+        return true;
+    }
+    e.code().is_some_and(|c| {
+        *c == SqlState::ADMIN_SHUTDOWN
+            || *c == SqlState::CRASH_SHUTDOWN
+            || *c == SqlState::CANNOT_CONNECT_NOW
+            || c.code().starts_with("08")
+    })
 }
 
 /// Whether `e` comes from the socket (by its `io::ErrorKind`): the server

@@ -544,6 +544,7 @@ impl App {
                 // Nothing is known about any task any more.
                 self.tasks = Arc::new(TaskMap::new());
                 self.rows.clear();
+                self.out_of_order = 0;
                 self.counts = [0; 5];
                 self.total = 0;
                 self.shown.clear();
@@ -815,8 +816,19 @@ impl App {
     /// Put the rows in the chosen order (`o`): those that changed since
     /// the table last was in order move to their places; the selection
     /// stays on its task, on the same line of the screen.
-    pub fn resort(&mut self) {
+    /// The rows that moved are shown too where the page has room for them
+    /// beside the selection (a task re-sorted to the top is not left just
+    /// above the screen).
+    /// Returns the rows (in the new order) of the tasks that moved but are
+    /// off the screen all the same.
+    pub fn resort(&mut self) -> Vec<usize> {
         let line = self.cursor.saturating_sub(self.offset);
+        let moved = in_order(&self.rows)
+            .iter()
+            .zip(&self.rows)
+            .filter(|(kept, _)| !**kept)
+            .map(|(_, &at)| at)
+            .collect::<Vec<_>>();
         self.rows = (0..self.tasks.len()).collect();
         self.out_of_order = 0;
         if let Some(at) = self
@@ -827,7 +839,24 @@ impl App {
             self.cursor = at;
         }
         self.offset = self.cursor.saturating_sub(line);
+        let page = self.page.max(1);
+        if let Some(&first) = moved.iter().min()
+            && first < self.offset
+            && self.cursor < first + page
+        {
+            self.offset = first;
+        }
+        if let Some(&last) = moved.iter().max()
+            && last >= self.offset + page
+            && last < self.cursor + page
+        {
+            self.offset = last + 1 - page;
+        }
         self.scroll_to_cursor();
+        let shown = self.offset..self.offset + page;
+        let mut off: Vec<usize> = moved.into_iter().filter(|r| !shown.contains(r)).collect();
+        off.sort_unstable();
+        off
     }
 
     /// Tell an open form that its task moved on (it keeps what was typed).
@@ -998,18 +1027,34 @@ fn held_order(shown: &[(String, Status)], tasks: &TaskMap) -> Vec<usize> {
 }
 
 /// How many rows must move for `rows` (positions in the table's order) to
-/// be in order: all but the longest run already in order (the longest
-/// increasing subsequence).
+/// be in order: all but the longest run already in order.
 fn out_of_order(rows: &[usize]) -> usize {
+    in_order(rows).iter().filter(|kept| !**kept).count()
+}
+
+/// Which of `rows` (positions in the table's order) stay put when the
+/// fewest rows move to put them in order: one longest increasing
+/// subsequence (patience sorting, with each row's predecessor).
+fn in_order(rows: &[usize]) -> Vec<bool> {
+    // tails[k]: the index in `rows` ending the best run of length k + 1.
     let mut tails: Vec<usize> = Vec::new();
-    for &r in rows {
-        match tails.binary_search(&r) {
-            Ok(_) => {}
-            Err(i) if i == tails.len() => tails.push(r),
-            Err(i) => tails[i] = r,
+    let mut before: Vec<Option<usize>> = vec![None; rows.len()];
+    for (i, &r) in rows.iter().enumerate() {
+        let k = tails.partition_point(|&t| rows[t] < r);
+        before[i] = k.checked_sub(1).map(|k| tails[k]);
+        if k == tails.len() {
+            tails.push(i);
+        } else {
+            tails[k] = i;
         }
     }
-    rows.len() - tails.len()
+    let mut kept = vec![false; rows.len()];
+    let mut at = tails.last().copied();
+    while let Some(i) = at {
+        kept[i] = true;
+        at = before[i];
+    }
+    kept
 }
 
 #[cfg(test)]
@@ -1210,5 +1255,7 @@ mod tests {
         assert_eq!(out_of_order(&[1, 2, 0, 3]), 1);
         assert_eq!(out_of_order(&[3, 2, 1, 0]), 3);
         assert_eq!(out_of_order(&[]), 0);
+        assert_eq!(in_order(&[1, 2, 0, 3]), [true, true, false, true]);
+        assert_eq!(in_order(&[0, 3, 1, 2]), [true, false, true, true]);
     }
 }

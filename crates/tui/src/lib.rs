@@ -11,7 +11,17 @@
 //!
 //! - Rows are grouped waiting → working → finished, then sorted by the `s`
 //!   key (last update, created, title, id), ties broken by id so rows never
-//!   jitter.
+//!   jitter. Through the feed's changes the rows shown keep their order
+//!   inside their group (a task that changes status moves to its group; a
+//!   task new to the window takes its place in the order), the header
+//!   counts the rows out of order ([`app::App::out_of_order`]) and `o`
+//!   re-sorts; a sort, a filter and `g`/`G` fetching the table's ends
+//!   show it in order.
+//! - With a text filter (which a database answers by reading every task
+//!   but for PostgreSQL's trigram index) the feed's changes are taken in
+//!   without a page query: the window is the slice of the table between
+//!   its first and last rows, so each changed task is read by its id and
+//!   kept if the filter shows it inside that slice.
 //! - Over every store ([`app::App::with_source`], [`window`], [`live`]) the
 //!   app holds the rows around the selection, fetched with the page query:
 //!   from a database's indexes, or from a JSON file's rows kept between

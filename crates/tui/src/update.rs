@@ -424,12 +424,22 @@ impl App {
             }
             Action::Resort => {
                 let moved = self.out_of_order;
-                self.resort();
+                let off = self.resort();
+                // Where the selection leaves no room for them on screen,
+                // say where the tasks that moved went.
+                let off = match off.first() {
+                    Some(first) => format!(
+                        ", {} of them off screen (the first at row {})",
+                        off.len(),
+                        first + 1
+                    ),
+                    None => String::new(),
+                };
                 self.say(
                     Tone::Info,
                     match moved {
                         0 => format!("rows already sorted by {}", self.sort.label()),
-                        n => format!("re-sorted by {}: {n} row(s) moved", self.sort.label()),
+                        n => format!("re-sorted by {}: {n} row(s) moved{off}", self.sort.label()),
                     },
                 );
             }

@@ -33,7 +33,7 @@ pub use wait::{Until, WaitError, WaitNote};
 
 use crate::task::{Status, Task};
 use crate::watch::{ChangeFeed, FeedOptions};
-use crate::{Store, StoreError, StoreUrl, Summary, UrlError};
+use crate::{ErrorClass, Store, StoreError, StoreUrl, Summary, UrlError};
 
 /// The lease a worker takes unless told otherwise.
 pub const DEFAULT_LEASE: Duration = crate::task::machine::DEFAULT_LEASE;
@@ -140,12 +140,7 @@ impl WorkError {
     /// be reached, its lock was busy, or a file or database call failed.
     pub fn is_retryable(&self) -> bool {
         match self {
-            WorkError::Store(e) => matches!(
-                e,
-                StoreError::Io { .. }
-                    | StoreError::Database { .. }
-                    | StoreError::LockTimeout { .. }
-            ),
+            WorkError::Store(e) => e.kind().class() == ErrorClass::Retry,
             _ => false,
         }
     }
