@@ -249,6 +249,24 @@ mod tests {
     }
 
     #[test]
+    fn notify_is_read_and_a_bad_value_is_reported_with_the_bell_kept() {
+        let p = Path::new("c.toml");
+        assert_eq!(
+            parse(p, "notify = \"desktop\"\n").notify,
+            crate::alert::NotifyMode::Desktop
+        );
+        assert_eq!(parse(p, "").notify, crate::alert::NotifyMode::Bell);
+        let bad = parse(p, "theme = \"mono\"\nnotify = \"loud\"\n");
+        assert_eq!(bad.notify, crate::alert::NotifyMode::Bell);
+        assert_eq!(bad.palette, Palette::Mono);
+        assert!(
+            bad.problems[0].contains("line 2") && bad.problems[0].contains("\"loud\""),
+            "{:?}",
+            bad.problems
+        );
+    }
+
+    #[test]
     fn lines_and_columns_count_characters() {
         let text = "a = 1\né = \"x\"\n";
         assert_eq!(line_col(text, 0), (1, 1));
