@@ -168,146 +168,141 @@ fn batches_used(store: &Store<Counting>, expected: usize) {
     b.reset();
 }
 
-#[test]
-fn reclaim_in_batches_gives_the_same_report_and_store() {
-    common::each_backend(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let (one, batched, _clock) = twin_stores(dir.path());
-        let older = Duration::from_secs(15 * 60);
-        let a = one.reclaim(older, false).expect("reclaim");
-        let b = batched.reclaim(older, false).expect("reclaim in batches");
-        assert_eq!(a, b);
-        assert_eq!(a.reclaimed.len(), STALE);
-        assert_eq!((a.skipped.len(), a.active), (2, 3), "{a:?}");
-        same_tasks(&one, &batched);
-        batches_used(&batched, STALE.div_ceil(BATCH));
-        assert_eq!(one.backend().transactions.load(Ordering::SeqCst), 1);
-    });
+fn reclaim_in_batches_gives_the_same_report_and_store_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, batched, _clock) = twin_stores(dir.path());
+    let older = Duration::from_secs(15 * 60);
+    let a = one.reclaim(older, false).expect("reclaim");
+    let b = batched.reclaim(older, false).expect("reclaim in batches");
+    assert_eq!(a, b);
+    assert_eq!(a.reclaimed.len(), STALE);
+    assert_eq!((a.skipped.len(), a.active), (2, 3), "{a:?}");
+    same_tasks(&one, &batched);
+    batches_used(&batched, STALE.div_ceil(BATCH));
+    assert_eq!(one.backend().transactions.load(Ordering::SeqCst), 1);
 }
 
-#[test]
-fn a_previewed_reclaim_in_batches_gives_the_same_report_and_store() {
-    common::each_backend(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let (one, batched, clock) = twin_stores(dir.path());
-        let older = Duration::from_secs(15 * 60);
-        let preview = one.reclaim(older, true).expect("preview");
-        let mut shown: Vec<(String, u64)> = preview
-            .reclaimed
+fn a_previewed_reclaim_in_batches_gives_the_same_report_and_store_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, batched, clock) = twin_stores(dir.path());
+    let older = Duration::from_secs(15 * 60);
+    let preview = one.reclaim(older, true).expect("preview");
+    let mut shown: Vec<(String, u64)> = preview
+        .reclaimed
+        .iter()
+        .map(|r| (r.task_id.clone(), r.revision))
+        .chain(preview.skipped.iter().map(|s| (s.task_id.clone(), 1)))
+        .collect();
+    // One changes after the preview, in both stores alike.
+    let changed = shown[0].0.clone();
+    for s in [&one, &batched] {
+        s.heartbeat(&changed, None, None, Actor::Anyone)
+            .expect("heartbeat");
+    }
+    shown.push(("no-such-task".into(), 1));
+    *clock.lock().unwrap() += TimeDelta::minutes(16);
+    for s in [&one, &batched] {
+        s.backend().reset();
+    }
+    let a = one.reclaim_tasks(&shown, older).expect("reclaim");
+    let b = batched
+        .reclaim_tasks(&shown, older)
+        .expect("reclaim in batches");
+    assert_eq!(a, b);
+    assert_eq!(a.reclaimed.len(), STALE - 1);
+    let reasons: Vec<&str> = a.skipped.iter().map(|s| s.reason.as_str()).collect();
+    assert!(
+        reasons
             .iter()
-            .map(|r| (r.task_id.clone(), r.revision))
-            .chain(preview.skipped.iter().map(|s| (s.task_id.clone(), 1)))
-            .collect();
-        // One changes after the preview, in both stores alike.
-        let changed = shown[0].0.clone();
-        for s in [&one, &batched] {
-            s.heartbeat(&changed, None, None, Actor::Anyone)
-                .expect("heartbeat");
-        }
-        shown.push(("no-such-task".into(), 1));
-        *clock.lock().unwrap() += TimeDelta::minutes(16);
-        for s in [&one, &batched] {
-            s.backend().reset();
-        }
-        let a = one.reclaim_tasks(&shown, older).expect("reclaim");
-        let b = batched
-            .reclaim_tasks(&shown, older)
-            .expect("reclaim in batches");
-        assert_eq!(a, b);
-        assert_eq!(a.reclaimed.len(), STALE - 1);
-        let reasons: Vec<&str> = a.skipped.iter().map(|s| s.reason.as_str()).collect();
-        assert!(
-            reasons
-                .iter()
-                .any(|r| r.contains("changed since the preview")),
-            "{reasons:?}"
-        );
-        assert!(
-            reasons.iter().any(|r| r.contains("lease held by w")),
-            "{reasons:?}"
-        );
-        assert!(reasons.contains(&"it no longer exists"), "{reasons:?}");
-        same_tasks(&one, &batched);
-        batches_used(&batched, shown.len().div_ceil(BATCH));
-    });
+            .any(|r| r.contains("changed since the preview")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.contains("lease held by w")),
+        "{reasons:?}"
+    );
+    assert!(reasons.contains(&"it no longer exists"), "{reasons:?}");
+    same_tasks(&one, &batched);
+    batches_used(&batched, shown.len().div_ceil(BATCH));
 }
 
-#[test]
-fn prune_in_batches_gives_the_same_report_and_store() {
-    common::each_backend(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let (one, batched, _clock) = twin_stores(dir.path());
-        // Reclaimed tasks are finished too: 4 cancelled + 11 failed.
-        let older = Duration::from_secs(15 * 60);
-        one.reclaim(older, false).unwrap();
-        batched.reclaim(older, false).unwrap();
-        let a = one.prune(Duration::ZERO).expect("prune");
-        let b = batched.prune(Duration::ZERO).expect("prune in batches");
-        assert_eq!(a, b);
-        assert_eq!(a.removed.len(), STALE + 4, "{a:?}");
-        same_tasks(&one, &batched);
-        batches_used(
-            &batched,
-            STALE.div_ceil(BATCH) + (STALE + 4).div_ceil(BATCH),
-        );
-        let left = batched.list(&[]).unwrap();
-        assert!(
-            left.iter()
-                .any(|t| t.title.as_deref() == Some("kept by its ttl"))
-        );
-        assert_eq!(
-            left.iter()
-                .filter(|t| t.status == Status::Cancelled)
-                .count(),
-            1
-        );
-    });
+fn prune_in_batches_gives_the_same_report_and_store_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, batched, _clock) = twin_stores(dir.path());
+    // Reclaimed tasks are finished too: 4 cancelled + 11 failed.
+    let older = Duration::from_secs(15 * 60);
+    one.reclaim(older, false).unwrap();
+    batched.reclaim(older, false).unwrap();
+    let a = one.prune(Duration::ZERO).expect("prune");
+    let b = batched.prune(Duration::ZERO).expect("prune in batches");
+    assert_eq!(a, b);
+    assert_eq!(a.removed.len(), STALE + 4, "{a:?}");
+    same_tasks(&one, &batched);
+    batches_used(
+        &batched,
+        STALE.div_ceil(BATCH) + (STALE + 4).div_ceil(BATCH),
+    );
+    let left = batched.list(&[]).unwrap();
+    assert!(
+        left.iter()
+            .any(|t| t.title.as_deref() == Some("kept by its ttl"))
+    );
+    assert_eq!(
+        left.iter()
+            .filter(|t| t.status == Status::Cancelled)
+            .count(),
+        1
+    );
 }
 
-#[test]
-fn a_streamed_page_is_the_page() {
-    common::each_backend(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let (_one, batched, _clock) = twin_stores(dir.path());
-        for sort in [
-            SortKey::Store,
-            SortKey::Updated,
-            SortKey::Created,
-            SortKey::Title,
-            SortKey::Id,
-        ] {
-            for limit in [None, Some(0), Some(2), Some(3), Some(7), Some(100)] {
-                for statuses in [
-                    vec![],
-                    vec![Status::Working],
-                    vec![Status::Cancelled, Status::InputRequired],
-                ] {
-                    let q = PageQuery {
-                        statuses: statuses.clone(),
-                        sort,
-                        limit,
-                        ..PageQuery::default()
-                    };
-                    let whole = batched.page(&q).expect("page");
-                    let mut streamed = Vec::new();
-                    batched
-                        .page_each(&q, &mut |t| {
-                            streamed.push(t);
-                            true
-                        })
-                        .expect("page_each");
-                    assert_eq!(streamed, whole, "{q:?}");
-                }
+fn a_streamed_page_is_the_page_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_one, batched, _clock) = twin_stores(dir.path());
+    for sort in [
+        SortKey::Store,
+        SortKey::Updated,
+        SortKey::Created,
+        SortKey::Title,
+        SortKey::Id,
+    ] {
+        for limit in [None, Some(0), Some(2), Some(3), Some(7), Some(100)] {
+            for statuses in [
+                vec![],
+                vec![Status::Working],
+                vec![Status::Cancelled, Status::InputRequired],
+            ] {
+                let q = PageQuery {
+                    statuses: statuses.clone(),
+                    sort,
+                    limit,
+                    ..PageQuery::default()
+                };
+                let whole = batched.page(&q).expect("page");
+                let mut streamed = Vec::new();
+                batched
+                    .page_each(&q, &mut |t| {
+                        streamed.push(t);
+                        true
+                    })
+                    .expect("page_each");
+                assert_eq!(streamed, whole, "{q:?}");
             }
         }
-        // Stopping early stops.
-        let mut seen = 0;
-        batched
-            .page_each(&PageQuery::default(), &mut |_| {
-                seen += 1;
-                seen < 4
-            })
-            .unwrap();
-        assert_eq!(seen, 4);
-    });
+    }
+    // Stopping early stops.
+    let mut seen = 0;
+    batched
+        .page_each(&PageQuery::default(), &mut |_| {
+            seen += 1;
+            seen < 4
+        })
+        .unwrap();
+    assert_eq!(seen, 4);
+}
+
+common::backend_tests! {
+    reclaim_in_batches_gives_the_same_report_and_store: reclaim_in_batches_gives_the_same_report_and_store_case,
+    a_previewed_reclaim_in_batches_gives_the_same_report_and_store: a_previewed_reclaim_in_batches_gives_the_same_report_and_store_case,
+    prune_in_batches_gives_the_same_report_and_store: prune_in_batches_gives_the_same_report_and_store_case,
+    a_streamed_page_is_the_page: a_streamed_page_is_the_page_case,
 }

@@ -45,11 +45,6 @@ fn json_error(r: &Run, code: i32, kind: &str) -> Value {
     v
 }
 
-#[test]
-fn exit_0_for_success_and_for_a_safe_repeat() {
-    common::each_backend(exit_0_for_success_and_for_a_safe_repeat_once);
-}
-
 fn exit_0_for_success_and_for_a_safe_repeat_once() {
     let (_d, path) = store();
     let id = create(&path, &["--title", "INC-1042 checkout latency"]);
@@ -66,11 +61,6 @@ fn exit_0_for_success_and_for_a_safe_repeat_once() {
     assert!(r.stdout.starts_with("unchanged:"), "{}", r.stdout);
     assert!(r.stdout.contains("nothing was written"));
     assert_eq!(common::store_state(&path), before);
-}
-
-#[test]
-fn retrying_with_a_null_result_or_request_is_a_safe_repeat() {
-    common::each_backend(retrying_with_a_null_result_or_request_is_a_safe_repeat_once);
 }
 
 fn retrying_with_a_null_result_or_request_is_a_safe_repeat_once() {
@@ -103,11 +93,6 @@ fn retrying_with_a_null_result_or_request_is_a_safe_repeat_once() {
 
 /// `create --kind`, `list --kind` (repeatable), the table's KIND column and
 /// `get`; a kind a store may not hold is refused, nothing written.
-#[test]
-fn kinds_are_created_listed_and_shown() {
-    common::each_backend(kinds_are_created_listed_and_shown_once);
-}
-
 fn kinds_are_created_listed_and_shown_once() {
     let (_d, path) = store();
     let a = create(&path, &["--kind", "diagnose", "--title", "INC-1 slow"]);
@@ -165,11 +150,6 @@ fn kinds_are_created_listed_and_shown_once() {
         );
     }
     assert_eq!(common::store_state(&path), before, "nothing written");
-}
-
-#[test]
-fn exit_2_for_usage_errors() {
-    common::each_backend(exit_2_for_usage_errors_once);
 }
 
 fn exit_2_for_usage_errors_once() {
@@ -233,11 +213,6 @@ fn store_with_twins(path: &Path) -> (String, String) {
     (a, b)
 }
 
-#[test]
-fn exit_3_for_unknown_or_ambiguous_ids() {
-    common::each_backend(exit_3_for_unknown_or_ambiguous_ids_once);
-}
-
 fn exit_3_for_unknown_or_ambiguous_ids_once() {
     let (_d, path) = store();
     let (a, b) = store_with_twins(&path);
@@ -271,11 +246,6 @@ fn exit_3_for_unknown_or_ambiguous_ids_once() {
     assert_eq!(r.code, 0);
     assert_eq!(r.json()["task"]["task_id"], b.as_str());
     assert_eq!(run(&path, &["get", "aaaa1"]).code, 0);
-}
-
-#[test]
-fn exit_4_for_refusals_with_the_current_state() {
-    common::each_backend(exit_4_for_refusals_with_the_current_state_once);
 }
 
 fn exit_4_for_refusals_with_the_current_state_once() {
@@ -351,11 +321,6 @@ fn exit_4_for_refusals_with_the_current_state_once() {
     );
 }
 
-#[test]
-fn exit_5_for_input_that_does_not_match_the_schema() {
-    common::each_backend(exit_5_for_input_that_does_not_match_the_schema_once);
-}
-
 fn exit_5_for_input_that_does_not_match_the_schema_once() {
     let (_d, path) = store();
     let id = create(&path, &["--schema", SCHEMA]);
@@ -407,11 +372,6 @@ fn exit_6_for_a_corrupt_store() {
     assert!(r.stderr.contains("line 2 column"), "{}", r.stderr);
 }
 
-#[test]
-fn exit_124_when_wait_times_out() {
-    common::each_backend(exit_124_when_wait_times_out_once);
-}
-
 fn exit_124_when_wait_times_out_once() {
     let (_d, path) = store();
     let id = create(&path, &[]);
@@ -424,11 +384,6 @@ fn exit_124_when_wait_times_out_once() {
     let r = run(&path, &["wait", &id[..8], "--timeout", "1s"]);
     assert_eq!(r.code, 124);
     assert!(r.stderr.contains("timed out"), "{}", r.stderr);
-}
-
-#[test]
-fn json_output_is_one_value_per_command() {
-    common::each_backend(json_output_is_one_value_per_command_once);
 }
 
 fn json_output_is_one_value_per_command_once() {
@@ -544,11 +499,6 @@ fn json_output_is_one_value_per_command_once() {
     let v = run(&path, &["fail", &fail_id, "--error", "disk full", "--json"]).json();
     assert_eq!(v["task"]["error"], json!({"message": "disk full"}));
     assert_eq!(v["task"]["status"], "failed");
-}
-
-#[test]
-fn set_values_are_typed_by_the_schema() {
-    common::each_backend(set_values_are_typed_by_the_schema_once);
 }
 
 fn set_values_are_typed_by_the_schema_once() {
@@ -721,11 +671,6 @@ fn finished(mut child: Child) -> Run {
     child.wait_with_output().unwrap().into()
 }
 
-#[test]
-fn wait_returns_when_another_process_acts() {
-    common::each_backend(wait_returns_when_another_process_acts_once);
-}
-
 fn wait_returns_when_another_process_acts_once() {
     let (_d, path) = store();
     // Waiting for input: nothing to wait for.
@@ -805,11 +750,6 @@ fn wait_returns_when_another_process_acts_once() {
 
 /// docs/architecture.md: `wait` exits 0 completed, 7 failed, 8 cancelled, 9 waiting
 /// for input, whether the task was there already or got there meanwhile.
-#[test]
-fn wait_exit_codes_say_how_the_task_ended() {
-    common::each_backend(wait_exit_codes_say_how_the_task_ended_once);
-}
-
 fn wait_exit_codes_say_how_the_task_ended_once() {
     let (_d, path) = store();
     let completed = create(&path, &[]);
@@ -949,11 +889,6 @@ fn wait_stops_with_exit_6_when_the_store_turns_corrupt() {
 /// in one go, between two reads) cannot be reported as anything it was not
 /// seen to be: `wait` says it vanished and how it was last seen, exit 3,
 /// instead of calling it an unknown task.
-#[test]
-fn wait_reports_a_task_that_vanished_unfinished() {
-    common::each_backend(wait_reports_a_task_that_vanished_unfinished_once);
-}
-
 fn wait_reports_a_task_that_vanished_unfinished_once() {
     let (_d, path) = store();
     let id = create(&path, &["--title", "INC-1042"]);
@@ -1033,11 +968,6 @@ fn ids(v: &Value) -> Vec<&str> {
     ids
 }
 
-#[test]
-fn reclaim_dry_run_writes_nothing() {
-    common::each_backend(reclaim_dry_run_writes_nothing_once);
-}
-
 fn reclaim_dry_run_writes_nothing_once() {
     let (_d, path) = store();
     aged_store(&path);
@@ -1097,11 +1027,6 @@ fn reclaim_dry_run_writes_nothing_once() {
     // opens a connection under its writers' lock, and PostgreSQL has no
     // lock file: there the unchanged store above is the proof.)
     assert!(!json_file || !lock.exists(), "a dry run took the lock");
-}
-
-#[test]
-fn reclaim_fails_idle_tasks_with_a_readable_report() {
-    common::each_backend(reclaim_fails_idle_tasks_with_a_readable_report_once);
 }
 
 fn reclaim_fails_idle_tasks_with_a_readable_report_once() {
@@ -1219,11 +1144,6 @@ fn prunable_store(path: &Path) {
     );
 }
 
-#[test]
-fn prune_removes_finished_tasks_by_ttl_and_by_age() {
-    common::each_backend(prune_removes_finished_tasks_by_ttl_and_by_age_once);
-}
-
 fn prune_removes_finished_tasks_by_ttl_and_by_age_once() {
     let (_d, path) = store();
     prunable_store(&path);
@@ -1274,11 +1194,6 @@ fn prune_removes_finished_tasks_by_ttl_and_by_age_once() {
     assert!(left.contains_key("p5-old-but-working") && left.contains_key("p7-old-long-ttl"));
 }
 
-#[test]
-fn prune_by_ttl_set_at_create() {
-    common::each_backend(prune_by_ttl_set_at_create_once);
-}
-
 fn prune_by_ttl_set_at_create_once() {
     let (_d, path) = store();
     let id = create(&path, &["--ttl", "1ms"]);
@@ -1305,11 +1220,6 @@ fn prune_by_ttl_set_at_create_once() {
     );
     let left = Store::open(&path).load().unwrap();
     assert!(!left.contains_key(&id) && left.contains_key(&keep));
-}
-
-#[test]
-fn hostile_text_from_the_store_never_reaches_the_terminal() {
-    common::each_backend(hostile_text_from_the_store_never_reaches_the_terminal_once);
 }
 
 fn hostile_text_from_the_store_never_reaches_the_terminal_once() {
@@ -1640,4 +1550,25 @@ fn a_task_at_the_largest_revision_is_refused_not_wrapped() {
     let v = json_error(&r, 4, "revision_exhausted");
     assert_eq!(v["task"]["revision"], u64::MAX);
     assert_eq!(fingerprint(&path), before);
+}
+
+common::backend_tests! {
+    exit_0_for_success_and_for_a_safe_repeat: exit_0_for_success_and_for_a_safe_repeat_once,
+    retrying_with_a_null_result_or_request_is_a_safe_repeat: retrying_with_a_null_result_or_request_is_a_safe_repeat_once,
+    kinds_are_created_listed_and_shown: kinds_are_created_listed_and_shown_once,
+    exit_2_for_usage_errors: exit_2_for_usage_errors_once,
+    exit_3_for_unknown_or_ambiguous_ids: exit_3_for_unknown_or_ambiguous_ids_once,
+    exit_4_for_refusals_with_the_current_state: exit_4_for_refusals_with_the_current_state_once,
+    exit_5_for_input_that_does_not_match_the_schema: exit_5_for_input_that_does_not_match_the_schema_once,
+    exit_124_when_wait_times_out: exit_124_when_wait_times_out_once,
+    json_output_is_one_value_per_command: json_output_is_one_value_per_command_once,
+    set_values_are_typed_by_the_schema: set_values_are_typed_by_the_schema_once,
+    wait_returns_when_another_process_acts: wait_returns_when_another_process_acts_once,
+    wait_exit_codes_say_how_the_task_ended: wait_exit_codes_say_how_the_task_ended_once,
+    wait_reports_a_task_that_vanished_unfinished: wait_reports_a_task_that_vanished_unfinished_once,
+    reclaim_dry_run_writes_nothing: reclaim_dry_run_writes_nothing_once,
+    reclaim_fails_idle_tasks_with_a_readable_report: reclaim_fails_idle_tasks_with_a_readable_report_once,
+    prune_removes_finished_tasks_by_ttl_and_by_age: prune_removes_finished_tasks_by_ttl_and_by_age_once,
+    prune_by_ttl_set_at_create: prune_by_ttl_set_at_create_once,
+    hostile_text_from_the_store_never_reaches_the_terminal: hostile_text_from_the_store_never_reaches_the_terminal_once,
 }

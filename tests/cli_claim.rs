@@ -5,80 +5,77 @@
 
 mod common;
 
-use common::{assert_store_untouched, create, each_backend, run, store_in, store_state};
+use common::{assert_store_untouched, create, run, store_in, store_state};
 use rudder::store::Open as _;
 
-#[test]
-fn claim_prints_the_task_and_its_holder_and_a_successor_refuses_the_zombie() {
-    each_backend(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = store_in(dir.path());
-        let id = create(&path, &["--title", "t"]);
-        let r = run(
-            &path,
-            &["claim", "--lease", "1h", "--holder", "sh-1", "--json"],
-        );
-        assert_eq!(r.code, 0, "{r:#?}");
-        let v = r.json();
-        assert_eq!(v["holder"], "sh-1");
-        assert_eq!(v["task"]["task_id"], id.as_str());
-        assert_eq!(v["task"]["claimed_by"], "sh-1");
-        // Human output names the holder too.
-        let second = create(&path, &["--title", "u"]);
-        let r = run(&path, &["claim", "--holder", "sh-2"]);
-        assert_eq!(r.code, 0, "{r:#?}");
-        assert!(
-            r.stdout.contains(&second) && r.stdout.contains("sh-2"),
-            "{r:#?}"
-        );
-        // Nothing left: exit 10, said on stderr.
-        let r = run(&path, &["claim"]);
-        assert_eq!(r.code, 10, "{r:#?}");
-        assert!(r.stderr.contains("no task was claimable"), "{r:#?}");
+fn claim_prints_the_task_and_its_holder_and_a_successor_refuses_the_zombie_case() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = store_in(dir.path());
+    let id = create(&path, &["--title", "t"]);
+    let r = run(
+        &path,
+        &["claim", "--lease", "1h", "--holder", "sh-1", "--json"],
+    );
+    assert_eq!(r.code, 0, "{r:#?}");
+    let v = r.json();
+    assert_eq!(v["holder"], "sh-1");
+    assert_eq!(v["task"]["task_id"], id.as_str());
+    assert_eq!(v["task"]["claimed_by"], "sh-1");
+    // Human output names the holder too.
+    let second = create(&path, &["--title", "u"]);
+    let r = run(&path, &["claim", "--holder", "sh-2"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert!(
+        r.stdout.contains(&second) && r.stdout.contains("sh-2"),
+        "{r:#?}"
+    );
+    // Nothing left: exit 10, said on stderr.
+    let r = run(&path, &["claim"]);
+    assert_eq!(r.code, 10, "{r:#?}");
+    assert!(r.stderr.contains("no task was claimable"), "{r:#?}");
 
-        // sh-1 stalls; its lease is given to a successor (released by a
-        // person, then claimed).
-        let r = run(
-            &path,
-            &["heartbeat", &id, "--holder", "sh-1", "--message", "step 1"],
-        );
-        assert_eq!(r.code, 0, "{r:#?}");
-        rudder::Store::open(&path)
-            .release(&id, "sh-1")
-            .expect("release");
-        let r = run(&path, &["claim", "--holder", "sh-3", "--json"]);
-        assert_eq!(r.json()["task"]["task_id"], id.as_str(), "{r:#?}");
-        let before = store_state(&path);
-        for args in [
-            vec!["heartbeat", &id, "--holder", "sh-1", "--json"],
-            vec!["complete", &id, "--holder", "sh-1", "--json"],
-            vec!["fail", &id, "--holder", "sh-1", "--error", "x", "--json"],
-            vec![
-                "request-input",
-                &id,
-                "--holder",
-                "sh-1",
-                "--schema",
-                "{}",
-                "--json",
-            ],
-        ] {
-            let r = run(&path, &args);
-            assert_eq!(r.code, 4, "{args:?}: {r:#?}");
-            let v = r.json();
-            assert_eq!(v["error"], "lease_lost", "{args:?}");
-            assert_eq!(v["task"]["claimed_by"], "sh-3", "{args:?}");
-        }
-        assert_store_untouched(&before, &path, "a zombie's writes");
-        let r = run(
-            &path,
-            &[
-                "complete", &id, "--holder", "sh-3", "--result", "1", "--json",
-            ],
-        );
-        assert_eq!(r.code, 0, "{r:#?}");
-        assert_eq!(r.json()["task"]["status"], "completed");
-    });
+    // sh-1 stalls; its lease is given to a successor (released by a
+    // person, then claimed).
+    let r = run(
+        &path,
+        &["heartbeat", &id, "--holder", "sh-1", "--message", "step 1"],
+    );
+    assert_eq!(r.code, 0, "{r:#?}");
+    rudder::Store::open(&path)
+        .release(&id, "sh-1")
+        .expect("release");
+    let r = run(&path, &["claim", "--holder", "sh-3", "--json"]);
+    assert_eq!(r.json()["task"]["task_id"], id.as_str(), "{r:#?}");
+    let before = store_state(&path);
+    for args in [
+        vec!["heartbeat", &id, "--holder", "sh-1", "--json"],
+        vec!["complete", &id, "--holder", "sh-1", "--json"],
+        vec!["fail", &id, "--holder", "sh-1", "--error", "x", "--json"],
+        vec![
+            "request-input",
+            &id,
+            "--holder",
+            "sh-1",
+            "--schema",
+            "{}",
+            "--json",
+        ],
+    ] {
+        let r = run(&path, &args);
+        assert_eq!(r.code, 4, "{args:?}: {r:#?}");
+        let v = r.json();
+        assert_eq!(v["error"], "lease_lost", "{args:?}");
+        assert_eq!(v["task"]["claimed_by"], "sh-3", "{args:?}");
+    }
+    assert_store_untouched(&before, &path, "a zombie's writes");
+    let r = run(
+        &path,
+        &[
+            "complete", &id, "--holder", "sh-3", "--result", "1", "--json",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.json()["task"]["status"], "completed");
 }
 
 #[test]
@@ -158,42 +155,22 @@ fn lease_of(task: &serde_json::Value) -> chrono::Duration {
     at("lease_expires_at") - at("updated_at")
 }
 
-#[test]
-fn a_holders_write_renews_the_lease_for_the_length_it_was_claimed_with() {
-    each_backend(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = store_in(dir.path());
-        let id = create(&path, &["--title", "t"]);
-        let r = run(
-            &path,
-            &["claim", "--lease", "2s", "--holder", "sh-1", "--json"],
-        );
-        assert_eq!(r.code, 0, "{r:#?}");
-        assert_eq!(lease_of(&r.json()["task"]), chrono::Duration::seconds(2));
-        assert_eq!(r.json()["task"]["lease_ms"], 2000, "{r:#?}");
+fn a_holders_write_renews_the_lease_for_the_length_it_was_claimed_with_case() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = store_in(dir.path());
+    let id = create(&path, &["--title", "t"]);
+    let r = run(
+        &path,
+        &["claim", "--lease", "2s", "--holder", "sh-1", "--json"],
+    );
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(lease_of(&r.json()["task"]), chrono::Duration::seconds(2));
+    assert_eq!(r.json()["task"]["lease_ms"], 2000, "{r:#?}");
 
-        // No --lease: the claim's 2 s, not the 30 s default, and again at
-        // every later write (the length is kept with the task, not the
-        // process).
-        for message in ["step 1", "step 2"] {
-            let r = run(
-                &path,
-                &[
-                    "heartbeat",
-                    &id,
-                    "--holder",
-                    "sh-1",
-                    "--message",
-                    message,
-                    "--json",
-                ],
-            );
-            assert_eq!(r.code, 0, "{r:#?}");
-            assert_eq!(lease_of(&r.json()["task"]), chrono::Duration::seconds(2));
-        }
-
-        // An explicit --lease renews for that length, and becomes the one
-        // later writes renew for.
+    // No --lease: the claim's 2 s, not the 30 s default, and again at
+    // every later write (the length is kept with the task, not the
+    // process).
+    for message in ["step 1", "step 2"] {
         let r = run(
             &path,
             &[
@@ -201,34 +178,56 @@ fn a_holders_write_renews_the_lease_for_the_length_it_was_claimed_with() {
                 &id,
                 "--holder",
                 "sh-1",
-                "--lease",
-                "1m",
+                "--message",
+                message,
                 "--json",
             ],
         );
-        assert_eq!(lease_of(&r.json()["task"]), chrono::Duration::seconds(60));
-        let r = run(&path, &["heartbeat", &id, "--holder", "sh-1", "--json"]);
-        assert_eq!(lease_of(&r.json()["task"]), chrono::Duration::seconds(60));
-        assert_eq!(r.json()["task"]["lease_ms"], 60_000, "{r:#?}");
-
-        // The library's write that names no length does the same.
-        let out = rudder::Store::open(&path)
-            .heartbeat(
-                &id,
-                None,
-                None,
-                rudder::store::task::Actor::Worker {
-                    holder: "sh-1",
-                    lease: None,
-                },
-            )
-            .expect("heartbeat");
-        let task = serde_json::to_value(&out.task).expect("json");
-        assert_eq!(lease_of(&task), chrono::Duration::seconds(60));
-
-        // Giving the lease back forgets its length.
-        let r = run(&path, &["complete", &id, "--holder", "sh-1", "--json"]);
         assert_eq!(r.code, 0, "{r:#?}");
-        assert!(r.json()["task"].get("lease_ms").is_none(), "{r:#?}");
-    });
+        assert_eq!(lease_of(&r.json()["task"]), chrono::Duration::seconds(2));
+    }
+
+    // An explicit --lease renews for that length, and becomes the one
+    // later writes renew for.
+    let r = run(
+        &path,
+        &[
+            "heartbeat",
+            &id,
+            "--holder",
+            "sh-1",
+            "--lease",
+            "1m",
+            "--json",
+        ],
+    );
+    assert_eq!(lease_of(&r.json()["task"]), chrono::Duration::seconds(60));
+    let r = run(&path, &["heartbeat", &id, "--holder", "sh-1", "--json"]);
+    assert_eq!(lease_of(&r.json()["task"]), chrono::Duration::seconds(60));
+    assert_eq!(r.json()["task"]["lease_ms"], 60_000, "{r:#?}");
+
+    // The library's write that names no length does the same.
+    let out = rudder::Store::open(&path)
+        .heartbeat(
+            &id,
+            None,
+            None,
+            rudder::store::task::Actor::Worker {
+                holder: "sh-1",
+                lease: None,
+            },
+        )
+        .expect("heartbeat");
+    let task = serde_json::to_value(&out.task).expect("json");
+    assert_eq!(lease_of(&task), chrono::Duration::seconds(60));
+
+    // Giving the lease back forgets its length.
+    let r = run(&path, &["complete", &id, "--holder", "sh-1", "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert!(r.json()["task"].get("lease_ms").is_none(), "{r:#?}");
+}
+
+common::backend_tests! {
+    claim_prints_the_task_and_its_holder_and_a_successor_refuses_the_zombie: claim_prints_the_task_and_its_holder_and_a_successor_refuses_the_zombie_case,
+    a_holders_write_renews_the_lease_for_the_length_it_was_claimed_with: a_holders_write_renews_the_lease_for_the_length_it_was_claimed_with_case,
 }

@@ -81,11 +81,6 @@ fn store() -> (tempfile::TempDir, PathBuf) {
 
 const SCHEMA: &str = r#"{"type":"object","required":["service"],"properties":{"service":{"type":"string"},"n":{"type":"integer"}}}"#;
 
-#[test]
-fn every_command_prints_its_documented_shape() {
-    common::each_backend(every_command_prints_its_documented_shape_once);
-}
-
 fn every_command_prints_its_documented_shape_once() {
     let (dir, path) = store();
     let p = &path;
@@ -556,7 +551,7 @@ fn store_errors_name_the_store_the_same_way_on_every_backend() {
             unreachable!()
         };
         let mut admin =
-            postgres::Client::connect(u.secret_text(), postgres::NoTls).expect("connect");
+            ::postgres::Client::connect(u.secret_text(), ::postgres::NoTls).expect("connect");
         // JSON (the server checks that: `status_message` is generated
         // from the document), but not a task.
         admin
@@ -706,11 +701,6 @@ fn writing_commands(path: &Path, id: &str, asking: &str, other: &Path) -> Vec<Ve
     ]
 }
 
-#[test]
-fn read_only_refuses_every_write_before_and_after_the_subcommand() {
-    common::each_backend(read_only_refuses_every_write_once);
-}
-
 fn read_only_refuses_every_write_once() {
     let (dir, path) = store();
     let id = create(&path, &["--title", "t"]);
@@ -769,30 +759,27 @@ fn read_only_refuses_every_write_once() {
     assert_store_untouched(&before, &path, "reads under --read-only");
 }
 
-#[test]
-fn list_on_a_store_that_does_not_exist_says_so() {
-    common::each_backend(|| {
-        let (_dir, path) = store();
-        let r = run(&path, &["list"]);
-        assert_eq!(r.code, 0, "{r:#?}");
-        assert!(r.stdout.contains("no tasks"), "{}", r.stdout);
-        assert!(
-            r.stderr.contains("does not exist") && r.stderr.contains(path.to_str().unwrap()),
-            "the note names the store: {}",
-            r.stderr
-        );
-        let r = run(&path, &["list", "--json"]);
-        assert_eq!((r.code, r.json()), (0, json!([])), "{r:#?}");
-        assert!(r.stderr.contains("does not exist"), "{}", r.stderr);
-        assert!(!path.exists(), "list created the store");
-        // An existing empty store says nothing of the kind.
-        let id = create(&path, &[]);
-        run(&path, &["cancel", &id]);
-        run(&path, &["prune", "--older-than", "0s"]);
-        let r = run(&path, &["list", "--json"]);
-        assert_eq!(r.json(), json!([]));
-        assert!(r.stderr.is_empty(), "{}", r.stderr);
-    });
+fn list_on_a_store_that_does_not_exist_says_so_case() {
+    let (_dir, path) = store();
+    let r = run(&path, &["list"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert!(r.stdout.contains("no tasks"), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("does not exist") && r.stderr.contains(path.to_str().unwrap()),
+        "the note names the store: {}",
+        r.stderr
+    );
+    let r = run(&path, &["list", "--json"]);
+    assert_eq!((r.code, r.json()), (0, json!([])), "{r:#?}");
+    assert!(r.stderr.contains("does not exist"), "{}", r.stderr);
+    assert!(!path.exists(), "list created the store");
+    // An existing empty store says nothing of the kind.
+    let id = create(&path, &[]);
+    run(&path, &["cancel", &id]);
+    run(&path, &["prune", "--older-than", "0s"]);
+    let r = run(&path, &["list", "--json"]);
+    assert_eq!(r.json(), json!([]));
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
 }
 
 /// Every subcommand's name, as clap defines it.
@@ -1009,123 +996,125 @@ fn the_man_page_is_roff_naming_every_subcommand() {
     assert!(page.contains("read\\-only"), "global flags are in the page");
 }
 
-#[test]
-fn a_streamed_list_has_the_bytes_of_the_whole_array() {
-    common::each_backend(|| {
-        let (_dir, path) = store();
-        for i in 0..25 {
-            create(&path, &["--title", &format!("task {i:02}")]);
-        }
-        let store = rudder::Store::open(&path);
-        for args in [
-            vec!["list", "--json"],
-            vec!["list", "--json", "--sort", "title", "--limit", "7"],
-            vec!["list", "--json", "--status", "completed"],
-        ] {
-            let r = run(&path, &args);
-            assert_eq!(r.code, 0, "{r:#?}");
-            let q = rudder::store::PageQuery {
-                statuses: if args.contains(&"completed") {
-                    vec![rudder::task::Status::Completed]
-                } else {
-                    vec![]
-                },
-                sort: if args.contains(&"title") {
-                    rudder::store::SortKey::Title
-                } else {
-                    rudder::store::SortKey::Store
-                },
-                limit: args.contains(&"7").then_some(7),
-                ..rudder::store::PageQuery::default()
-            };
-            let whole = serde_json::to_string(&store.page(&q).unwrap()).unwrap() + "\n";
-            assert_eq!(r.stdout, whole, "{args:?}");
-        }
-        let human = run(&path, &["list"]);
-        assert_eq!(human.stdout.lines().count(), 26, "a header and a row each");
-    });
+fn a_streamed_list_has_the_bytes_of_the_whole_array_case() {
+    let (_dir, path) = store();
+    for i in 0..25 {
+        create(&path, &["--title", &format!("task {i:02}")]);
+    }
+    let store = rudder::Store::open(&path);
+    for args in [
+        vec!["list", "--json"],
+        vec!["list", "--json", "--sort", "title", "--limit", "7"],
+        vec!["list", "--json", "--status", "completed"],
+    ] {
+        let r = run(&path, &args);
+        assert_eq!(r.code, 0, "{r:#?}");
+        let q = rudder::store::PageQuery {
+            statuses: if args.contains(&"completed") {
+                vec![rudder::task::Status::Completed]
+            } else {
+                vec![]
+            },
+            sort: if args.contains(&"title") {
+                rudder::store::SortKey::Title
+            } else {
+                rudder::store::SortKey::Store
+            },
+            limit: args.contains(&"7").then_some(7),
+            ..rudder::store::PageQuery::default()
+        };
+        let whole = serde_json::to_string(&store.page(&q).unwrap()).unwrap() + "\n";
+        assert_eq!(r.stdout, whole, "{args:?}");
+    }
+    let human = run(&path, &["list"]);
+    assert_eq!(human.stdout.lines().count(), 26, "a header and a row each");
 }
 
 /// Keyset paging with `--limit` and `--after` while another process creates
 /// tasks: every task that was there before is listed once, none twice.
-#[test]
-fn paging_while_another_process_creates_tasks_has_no_gaps_and_no_repeats() {
-    common::each_backend(|| {
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-        /// Tasks the other process creates per order.
-        const NEW: usize = 6;
-        let (_dir, path) = store();
-        let before: BTreeSet<String> = (0..13)
-            .map(|i| create(&path, &["--title", &format!("t{:02}", (i * 7) % 13)]))
-            .collect();
-        for sort in ["store", "updated", "created", "title", "id"] {
-            let stop = Arc::new(AtomicBool::new(false));
-            let made = Arc::new(AtomicUsize::new(0));
-            let creator = {
-                let (stop, made, path) = (stop.clone(), made.clone(), path.clone());
-                std::thread::spawn(move || {
-                    for n in 0..NEW {
-                        if stop.load(Ordering::SeqCst) {
-                            break;
-                        }
-                        create(&path, &["--title", &format!("new {n}")]);
-                        made.fetch_add(1, Ordering::SeqCst);
+fn paging_while_another_process_creates_tasks_has_no_gaps_and_no_repeats_case() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    /// Tasks the other process creates per order.
+    const NEW: usize = 6;
+    let (_dir, path) = store();
+    let before: BTreeSet<String> = (0..13)
+        .map(|i| create(&path, &["--title", &format!("t{:02}", (i * 7) % 13)]))
+        .collect();
+    for sort in ["store", "updated", "created", "title", "id"] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let made = Arc::new(AtomicUsize::new(0));
+        let creator = {
+            let (stop, made, path) = (stop.clone(), made.clone(), path.clone());
+            std::thread::spawn(move || {
+                for n in 0..NEW {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
                     }
-                })
-            };
-            let mut seen: Vec<String> = Vec::new();
-            let before: BTreeSet<String> = before
-                .iter()
-                .cloned()
-                .chain(
-                    rudder::Store::open(&path)
-                        .list(&[])
-                        .unwrap()
-                        .into_iter()
-                        .map(|t| t.task_id),
-                )
-                .collect();
-            loop {
-                let mut args = vec!["list", "--json", "--sort", sort, "--limit", "4"];
-                let last = seen.last().cloned();
-                if let Some(last) = &last {
-                    args.extend(["--after", last.as_str()]);
+                    create(&path, &["--title", &format!("new {n}")]);
+                    made.fetch_add(1, Ordering::SeqCst);
                 }
-                let r = run(&path, &args);
-                assert_eq!(r.code, 0, "{r:#?}");
-                let page: Vec<String> = r
-                    .json()
-                    .as_array()
+            })
+        };
+        let mut seen: Vec<String> = Vec::new();
+        let before: BTreeSet<String> = before
+            .iter()
+            .cloned()
+            .chain(
+                rudder::Store::open(&path)
+                    .list(&[])
                     .unwrap()
-                    .iter()
-                    .map(|t| t["task_id"].as_str().unwrap().to_string())
-                    .collect();
-                if page.is_empty() {
-                    break;
-                }
-                seen.extend(page);
-                // Another task is created between two pages, as long as
-                // the other process has tasks to create.
-                let now = made.load(Ordering::SeqCst);
-                if now < NEW {
-                    let moved = common::wait_for(std::time::Duration::from_secs(20), || {
-                        (made.load(Ordering::SeqCst) > now).then_some(())
-                    });
-                    assert!(moved.is_some(), "the other process creates nothing");
-                }
+                    .into_iter()
+                    .map(|t| t.task_id),
+            )
+            .collect();
+        loop {
+            let mut args = vec!["list", "--json", "--sort", sort, "--limit", "4"];
+            let last = seen.last().cloned();
+            if let Some(last) = &last {
+                args.extend(["--after", last.as_str()]);
             }
-            stop.store(true, Ordering::SeqCst);
-            creator.join().unwrap();
-            let unique: BTreeSet<&String> = seen.iter().collect();
-            assert_eq!(
-                unique.len(),
-                seen.len(),
-                "--sort {sort}: a task listed twice"
-            );
-            for id in &before {
-                assert!(unique.contains(id), "--sort {sort}: {id} was skipped");
+            let r = run(&path, &args);
+            assert_eq!(r.code, 0, "{r:#?}");
+            let page: Vec<String> = r
+                .json()
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["task_id"].as_str().unwrap().to_string())
+                .collect();
+            if page.is_empty() {
+                break;
+            }
+            seen.extend(page);
+            // Another task is created between two pages, as long as
+            // the other process has tasks to create.
+            let now = made.load(Ordering::SeqCst);
+            if now < NEW {
+                let moved = common::wait_for(std::time::Duration::from_secs(20), || {
+                    (made.load(Ordering::SeqCst) > now).then_some(())
+                });
+                assert!(moved.is_some(), "the other process creates nothing");
             }
         }
-    });
+        stop.store(true, Ordering::SeqCst);
+        creator.join().unwrap();
+        let unique: BTreeSet<&String> = seen.iter().collect();
+        assert_eq!(
+            unique.len(),
+            seen.len(),
+            "--sort {sort}: a task listed twice"
+        );
+        for id in &before {
+            assert!(unique.contains(id), "--sort {sort}: {id} was skipped");
+        }
+    }
+}
+
+common::backend_tests! {
+    every_command_prints_its_documented_shape: every_command_prints_its_documented_shape_once,
+    read_only_refuses_every_write_before_and_after_the_subcommand: read_only_refuses_every_write_once,
+    list_on_a_store_that_does_not_exist_says_so: list_on_a_store_that_does_not_exist_says_so_case,
+    a_streamed_list_has_the_bytes_of_the_whole_array: a_streamed_list_has_the_bytes_of_the_whole_array_case,
+    paging_while_another_process_creates_tasks_has_no_gaps_and_no_repeats: paging_while_another_process_creates_tasks_has_no_gaps_and_no_repeats_case,
 }

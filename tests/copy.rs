@@ -116,11 +116,6 @@ fn file_to_sqlite_to_file_gives_back_equal_tasks() {
     );
 }
 
-#[test]
-fn a_destination_holding_other_tasks_is_refused_untouched() {
-    common::each_backend(a_destination_holding_other_tasks_is_refused_untouched_once);
-}
-
 fn a_destination_holding_other_tasks_is_refused_untouched_once() {
     let dir = tempfile::tempdir().unwrap();
     let a = dir.path().join("a.json");
@@ -269,4 +264,8 @@ fn a_corrupt_source_is_refused_with_its_place_and_nothing_written() {
             .unwrap()
             .contains_key(&kept.task_id)
     );
+}
+
+common::backend_tests! {
+    a_destination_holding_other_tasks_is_refused_untouched: a_destination_holding_other_tasks_is_refused_untouched_once,
 }

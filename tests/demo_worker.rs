@@ -341,11 +341,6 @@ fn the_worker_never_claims_a_task_that_is_not_a_demo_incident() {
     );
 }
 
-#[test]
-fn two_workers_on_one_store_run_every_task_exactly_once() {
-    common::each_backend(two_workers_on_one_store_run_every_task_exactly_once_once);
-}
-
 fn two_workers_on_one_store_run_every_task_exactly_once_once() {
     let (_dir, path, store) = store_of_kind();
     let requests = [
@@ -426,11 +421,6 @@ fn a_worker_restarted_under_the_same_name_resumes_the_task_once_the_lease_lapsed
     let result = task.result.expect("a result");
     assert_eq!(result["worker"]["name"], "same");
     assert!(result["worker"]["resumed_after_step"].as_u64() >= Some(1));
-}
-
-#[test]
-fn sigterm_gives_the_lease_back_and_exits() {
-    common::each_backend(sigterm_gives_the_lease_back_and_exits_once);
 }
 
 fn sigterm_gives_the_lease_back_and_exits_once() {
@@ -624,4 +614,9 @@ fn a_stalled_worker_is_refused_once_a_worker_of_the_same_name_took_over() {
     let after = get(&store, &id);
     assert_eq!(after.result, done.result, "the successor's result stands");
     assert_eq!(after.revision, done.revision, "nothing was written");
+}
+
+common::backend_tests! {
+    two_workers_on_one_store_run_every_task_exactly_once: two_workers_on_one_store_run_every_task_exactly_once_once,
+    sigterm_gives_the_lease_back_and_exits: sigterm_gives_the_lease_back_and_exits_once,
 }

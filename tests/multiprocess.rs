@@ -40,11 +40,6 @@ impl Rng {
     }
 }
 
-#[test]
-fn concurrent_creates_lose_nothing() {
-    common::each_backend(concurrent_creates_lose_nothing_once);
-}
-
 fn concurrent_creates_lose_nothing_once() {
     const PROCS: usize = 6;
     const EACH: usize = 12;
@@ -77,11 +72,6 @@ fn concurrent_creates_lose_nothing_once() {
     assert!(temp_files(dir.path()).is_empty());
 }
 
-#[test]
-fn concurrent_creates_with_one_key_make_one_task() {
-    common::each_backend(concurrent_creates_with_one_key_make_one_task_once);
-}
-
 fn concurrent_creates_with_one_key_make_one_task_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
@@ -112,11 +102,6 @@ fn concurrent_creates_with_one_key_make_one_task_once() {
         "exactly one create is applied, the rest unchanged"
     );
     assert_eq!(Store::open(&path).load().unwrap().len(), 1);
-}
-
-#[test]
-fn racing_completes_apply_exactly_once() {
-    common::each_backend(racing_completes_apply_exactly_once_once);
 }
 
 fn racing_completes_apply_exactly_once_once() {
@@ -234,11 +219,6 @@ fn check_store(path: &Path, reported: &[String], ctx: &str) -> usize {
     tasks.len()
 }
 
-#[test]
-fn sigkill_never_tears_the_store() {
-    common::each_backend(sigkill_never_tears_the_store_once);
-}
-
 fn sigkill_never_tears_the_store_once() {
     const KILLS: usize = 40;
     let mut rng = Rng::from_env_or_time();
@@ -302,11 +282,6 @@ fn sigkill_never_tears_the_store_once() {
     Store::open(&path).create(NewTask::default()).unwrap();
 }
 
-#[test]
-fn sigkill_of_the_cli_never_tears_the_store() {
-    common::each_backend(sigkill_of_the_cli_never_tears_the_store_once);
-}
-
 fn sigkill_of_the_cli_never_tears_the_store_once() {
     const KILLS: usize = 25;
     let mut rng = Rng::from_env_or_time();
@@ -362,11 +337,6 @@ fn child_process_claim_loop() {
         writeln!(out, "CLAIMED {}", task.task_id).unwrap();
         out.flush().unwrap();
     }
-}
-
-#[test]
-fn workers_in_separate_processes_never_share_a_task() {
-    common::each_backend(workers_in_separate_processes_never_share_a_task_once);
 }
 
 fn workers_in_separate_processes_never_share_a_task_once() {
@@ -437,4 +407,13 @@ fn workers_in_separate_processes_never_share_a_task_once() {
         assert_eq!(tasks[id].revision, 2, "{id}: claimed more than once");
     }
     assert_eq!(tasks[&waiting].claimed_by, None);
+}
+
+common::backend_tests! {
+    concurrent_creates_lose_nothing: concurrent_creates_lose_nothing_once,
+    concurrent_creates_with_one_key_make_one_task: concurrent_creates_with_one_key_make_one_task_once,
+    racing_completes_apply_exactly_once: racing_completes_apply_exactly_once_once,
+    sigkill_never_tears_the_store: sigkill_never_tears_the_store_once,
+    sigkill_of_the_cli_never_tears_the_store: sigkill_of_the_cli_never_tears_the_store_once,
+    workers_in_separate_processes_never_share_a_task: workers_in_separate_processes_never_share_a_task_once,
 }

@@ -62,11 +62,6 @@ fn child_role() {
     }
 }
 
-#[test]
-fn acknowledged_operations_are_present_and_in_real_time_order() {
-    common::each_backend(acknowledged_operations_are_present_and_in_real_time_order_once);
-}
-
 fn acknowledged_operations_are_present_and_in_real_time_order_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = common::store_in(dir.path());
@@ -163,4 +158,8 @@ fn acknowledged_operations_are_present_and_in_real_time_order_once() {
         }
     }
     assert!(pairs > 1000, "only {pairs} ordered pairs were checked");
+}
+
+common::backend_tests! {
+    acknowledged_operations_are_present_and_in_real_time_order: acknowledged_operations_are_present_and_in_real_time_order_once,
 }

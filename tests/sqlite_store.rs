@@ -250,11 +250,6 @@ fn varied(store: &Store) {
     let _ = now;
 }
 
-#[test]
-fn pages_and_counts_agree_with_the_reference_on_every_backend() {
-    common::each_backend(pages_and_counts_agree_with_the_reference_on_every_backend_once);
-}
-
 fn pages_and_counts_agree_with_the_reference_on_every_backend_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
@@ -402,11 +397,6 @@ fn an_ambiguous_prefix_lists_a_bounded_number_of_candidates() {
     });
 }
 
-#[test]
-fn list_pages_with_sort_limit_and_after() {
-    common::each_backend(list_pages_with_sort_limit_and_after_once);
-}
-
 fn list_pages_with_sort_limit_and_after_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
@@ -449,11 +439,6 @@ fn list_pages_with_sort_limit_and_after_once() {
     assert_eq!(list(&["--sort", "id"]), ids);
     let r = run(&path, &["list", "--sort", "size", "--json"]);
     assert_eq!(r.code, 2, "{r:#?}");
-}
-
-#[test]
-fn the_stalled_count_agrees_with_the_tasks_on_every_backend() {
-    common::each_backend(the_stalled_count_agrees_with_the_tasks_once);
 }
 
 /// A working task is stalled once its lease lapsed (`until <= now`);
@@ -644,4 +629,79 @@ fn a_read_does_not_wait_for_a_write_of_the_same_process() {
         writer.join().unwrap().unwrap();
         assert_eq!(&answer.expect("the read waited for the write").unwrap(), id);
     });
+}
+
+/// Issue 30, item 7: a reader that may not create `-wal` and `-shm` beside
+/// the database (a read-only mount, another user's directory) reads the
+/// store, idle (no `-wal`: the last connection deleted it) and in use (a
+/// `-wal` and `-shm` it reads through), and writes nothing there.
+#[test]
+fn a_reader_without_write_access_to_the_directory_reads_the_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).expect("mkdir");
+    let db = src.join("t.db");
+    let id = common::create(&db, &["--title", "hello"]);
+    let view = match common::ReadOnlyView::of(&src, &dir.path().join("view")) {
+        Ok(v) => v,
+        Err(why) => {
+            eprintln!(
+                "SKIPPED a_reader_without_write_access...: cannot set up a read-only view: {why}"
+            );
+            return;
+        }
+    };
+    let ro = view.path().join("t.db");
+    let names = || {
+        let mut n: Vec<String> = std::fs::read_dir(&src)
+            .expect("read_dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        n.sort();
+        n
+    };
+    // Idle: the database alone (and the writers' lock file).
+    assert_eq!(names(), ["t.db", "t.db.lock"]);
+    let r = run(&ro, &["list", "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.json()[0]["task_id"], id.as_str(), "{r:#?}");
+    let message = |r: &common::Run| r.json()["status_message"].clone();
+    let get = |store: &Path| {
+        let r = run(store, &["get", &id, "--json"]);
+        assert_eq!(r.code, 0, "{r:#?}");
+        r
+    };
+    assert_eq!(get(&ro).json()["title"], "hello");
+
+    // In use: another connection keeps -wal and -shm; the reader reads the
+    // commit that is only in the WAL.
+    let holder = rusqlite::Connection::open(&db).expect("open");
+    let _: i64 = holder
+        .query_row("SELECT count(*) FROM tasks", [], |r| r.get(0))
+        .expect("read");
+    let w = run(
+        &db,
+        &["heartbeat", &id, "--message", "while open", "--json"],
+    );
+    assert_eq!(w.code, 0, "{w:#?}");
+    assert!(src.join("t.db-wal").exists(), "{:?}", names());
+    assert_eq!(message(&get(&ro)), "while open");
+    drop(holder);
+
+    // Idle again, with a later commit checkpointed into the file.
+    let w = run(&db, &["heartbeat", &id, "--message", "after", "--json"]);
+    assert_eq!(w.code, 0, "{w:#?}");
+    assert_eq!(names(), ["t.db", "t.db.lock"]);
+    assert_eq!(message(&get(&ro)), "after");
+    // A write through the read-only view is refused, and writes nothing.
+    let before = common::store_state(&db);
+    let r = run(&ro, &["heartbeat", &id, "--json"]);
+    assert_eq!(r.code, 6, "{r:#?}");
+    common::assert_store_untouched(&before, &db, "a write without access");
+}
+
+common::backend_tests! {
+    pages_and_counts_agree_with_the_reference_on_every_backend: pages_and_counts_agree_with_the_reference_on_every_backend_once,
+    list_pages_with_sort_limit_and_after: list_pages_with_sort_limit_and_after_once,
+    the_stalled_count_agrees_with_the_tasks_on_every_backend: the_stalled_count_agrees_with_the_tasks_once,
 }

@@ -331,22 +331,12 @@ fn check_row(start: Start, m: Mutation) {
     }
 }
 
-#[test]
-fn every_mutation_on_every_status() {
-    common::each_backend(every_mutation_on_every_status_once);
-}
-
 fn every_mutation_on_every_status_once() {
     for start in STARTS {
         for m in MUTATIONS {
             check_row(start, m);
         }
     }
-}
-
-#[test]
-fn error_messages_name_task_status_and_operation() {
-    common::each_backend(error_messages_name_task_status_and_operation_once);
 }
 
 fn error_messages_name_task_status_and_operation_once() {
@@ -358,11 +348,6 @@ fn error_messages_name_task_status_and_operation_once() {
     assert!(msg.contains(&f.id), "{msg}");
     let e = f.store.provide_input(&f.id, v3(), None).unwrap_err();
     assert!(e.to_string().contains("provide input"), "{e}");
-}
-
-#[test]
-fn every_mutation_on_an_unknown_task() {
-    common::each_backend(every_mutation_on_an_unknown_task_once);
 }
 
 fn every_mutation_on_an_unknown_task_once() {
@@ -381,11 +366,6 @@ fn every_mutation_on_an_unknown_task_once() {
     assert_eq!(f.store.get("").unwrap_err().cli_kind(), "unknown_task");
 }
 
-#[test]
-fn unknown_task_on_a_store_that_does_not_exist_yet() {
-    common::each_backend(unknown_task_on_a_store_that_does_not_exist_yet_once);
-}
-
 fn unknown_task_on_a_store_that_does_not_exist_yet_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
@@ -401,11 +381,6 @@ fn unknown_task_on_a_store_that_does_not_exist_yet_once() {
         !common::store_exists(&path),
         "a refused mutation created the store"
     );
-}
-
-#[test]
-fn a_prefix_finds_a_task_and_an_ambiguous_one_is_refused() {
-    common::each_backend(a_prefix_finds_a_task_and_an_ambiguous_one_is_refused_once);
 }
 
 fn a_prefix_finds_a_task_and_an_ambiguous_one_is_refused_once() {
@@ -435,11 +410,6 @@ fn a_prefix_finds_a_task_and_an_ambiguous_one_is_refused_once() {
     assert_eq!(applied.task.task_id, first);
 }
 
-#[test]
-fn provide_input_only_if_unchanged_since_a_revision() {
-    common::each_backend(provide_input_only_if_unchanged_since_a_revision_once);
-}
-
 fn provide_input_only_if_unchanged_since_a_revision_once() {
     let f = fixture(Start::InputRequired);
     let rev = stored(&f.path, &f.id).revision;
@@ -455,11 +425,6 @@ fn provide_input_only_if_unchanged_since_a_revision_once() {
     let o = f.store.provide_input(&f.id, v0(), Some(rev)).unwrap();
     assert_eq!(o.change, Change::Applied);
     assert_eq!(o.task.revision, rev + 1);
-}
-
-#[test]
-fn a_zombie_worker_cannot_overwrite_its_successor() {
-    common::each_backend(a_zombie_worker_cannot_overwrite_its_successor_once);
 }
 
 fn a_zombie_worker_cannot_overwrite_its_successor_once() {
@@ -485,11 +450,6 @@ fn a_zombie_worker_cannot_overwrite_its_successor_once() {
     let o = store.complete(&id, json!("done"), worker("w2")).unwrap();
     assert_eq!(o.change, Change::Applied);
     assert_eq!(o.task.claimed_by, None, "a finished task holds no lease");
-}
-
-#[test]
-fn create_is_idempotent_by_key() {
-    common::each_backend(create_is_idempotent_by_key_once);
 }
 
 fn create_is_idempotent_by_key_once() {
@@ -584,11 +544,6 @@ fn create_is_idempotent_by_key_once() {
     assert_eq!(store.list(&[]).unwrap().len(), 1);
 }
 
-#[test]
-fn tasks_are_created_listed_and_claimed_by_kind() {
-    common::each_backend(tasks_are_created_listed_and_claimed_by_kind_once);
-}
-
 fn tasks_are_created_listed_and_claimed_by_kind_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
@@ -679,11 +634,6 @@ fn tasks_are_created_listed_and_claimed_by_kind_once() {
         .claim_next("w2", HOUR, &kinds(&["nope", "backup"]))
         .unwrap();
     assert_eq!(next.map(|t| t.task_id), Some(id(&b)));
-}
-
-#[test]
-fn create_starts_working_or_input_required() {
-    common::each_backend(create_starts_working_or_input_required_once);
 }
 
 fn create_starts_working_or_input_required_once() {
@@ -993,15 +943,11 @@ fn a_new_database_and_its_wal_are_private() {
     }
 }
 
-/// Prune racing every mutation, with real concurrent writers (threads,
-/// each with its own `Store`): a task found and then removed before it is
-/// read (on PostgreSQL each statement sees the latest commit) is answered
-/// as unknown, never a panic; every answer is a success or a typed
-/// refusal.
-#[test]
-fn prune_racing_every_mutation_gives_only_typed_answers() {
-    common::each_backend(prune_racing_every_mutation_once);
-}
+// Prune racing every mutation, with real concurrent writers (threads,
+// each with its own `Store`): a task found and then removed before it is
+// read (on PostgreSQL each statement sees the latest commit) is answered
+// as unknown, never a panic; every answer is a success or a typed
+// refusal.
 
 /// The errors a racing writer may meet: refusals the caller acts on.
 fn racing_refusal(e: &StoreError) -> bool {
@@ -1120,11 +1066,6 @@ fn prune_racing_every_mutation_once() {
 /// free text: JSON's `\u0000` in a request, input or result, and NUL in a
 /// title or message, kept and read back on every backend (PostgreSQL's
 /// `text` cannot hold one: only its own search columns show U+FFFD).
-#[test]
-fn nul_characters_in_values_and_text_are_kept() {
-    common::each_backend(nul_characters_once);
-}
-
 fn nul_characters_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::store_in(dir.path());
@@ -1163,4 +1104,19 @@ fn nul_characters_once() {
         })
         .unwrap();
     assert_eq!(page.iter().map(|t| &t.task_id).collect::<Vec<_>>(), [&id]);
+}
+
+common::backend_tests! {
+    every_mutation_on_every_status: every_mutation_on_every_status_once,
+    error_messages_name_task_status_and_operation: error_messages_name_task_status_and_operation_once,
+    every_mutation_on_an_unknown_task: every_mutation_on_an_unknown_task_once,
+    unknown_task_on_a_store_that_does_not_exist_yet: unknown_task_on_a_store_that_does_not_exist_yet_once,
+    a_prefix_finds_a_task_and_an_ambiguous_one_is_refused: a_prefix_finds_a_task_and_an_ambiguous_one_is_refused_once,
+    provide_input_only_if_unchanged_since_a_revision: provide_input_only_if_unchanged_since_a_revision_once,
+    a_zombie_worker_cannot_overwrite_its_successor: a_zombie_worker_cannot_overwrite_its_successor_once,
+    create_is_idempotent_by_key: create_is_idempotent_by_key_once,
+    tasks_are_created_listed_and_claimed_by_kind: tasks_are_created_listed_and_claimed_by_kind_once,
+    create_starts_working_or_input_required: create_starts_working_or_input_required_once,
+    prune_racing_every_mutation_gives_only_typed_answers: prune_racing_every_mutation_once,
+    nul_characters_in_values_and_text_are_kept: nul_characters_once,
 }

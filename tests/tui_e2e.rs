@@ -878,3 +878,47 @@ fn a_task_that_starts_waiting_rings_the_bell_once_per_round() {
         tui.wait_exit();
     }
 }
+
+/// Issue 30, item 7: a SQLite store this user cannot write (a read-only
+/// mount: its idle store has no `-wal` or `-shm`, which the reader may not
+/// create) is shown, said to be read only (without `--read-only`), and
+/// follows another process's writes.
+#[test]
+fn a_sqlite_store_without_write_access_is_shown_read_only_and_live() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).expect("mkdir");
+    let db = src.join("t.db");
+    let created: Value = serde_json::from_str(&cli(
+        &db,
+        &["create", "--json", "--title", "read-only incident"],
+    ))
+    .expect("JSON");
+    let id = created["task"]["task_id"]
+        .as_str()
+        .expect("an id")
+        .to_string();
+    let view = match common::ReadOnlyView::of(&src, &dir.path().join("view")) {
+        Ok(v) => v,
+        Err(why) => {
+            eprintln!(
+                "SKIPPED a_sqlite_store_without_write_access...: cannot set up a read-only view: {why}"
+            );
+            return;
+        }
+    };
+    let mut tui = Tui::start(&view.path().join("t.db"));
+    tui.wait_for("read-only incident");
+    tui.wait_for("[read-only]");
+    cli(
+        &db,
+        &["heartbeat", &id, "--message", "seen through the mount"],
+    );
+    tui.wait_for("seen through the mount");
+    // A write is refused at once, saying why.
+    tui.send("c");
+    tui.wait_for("cannot be written by this user");
+    tui.send("q");
+    tui.wait_exit();
+    drop(view);
+}

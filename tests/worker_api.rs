@@ -10,7 +10,7 @@ use rudder::store::Work as _;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{each_backend, store_in, wait_for};
+use common::{store_in, wait_for};
 use rudder::store::NewTask;
 use rudder::worker::{Stop, WorkError};
 use rudder::{Status, Store, Task};
@@ -37,212 +37,191 @@ fn get(store: &Store, id: &str) -> Task {
     store.get(id).expect("the task")
 }
 
-#[test]
-fn next_times_out_with_nothing_to_claim_and_takes_only_its_kinds() {
-    each_backend(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = store_in(dir.path());
-        let store = store(&path);
-        let other = create(&store, Some("backup"));
-        let mut worker = store
-            .worker("w")
-            .kinds(["diagnose"])
-            .start()
-            .expect("start");
-        assert!(
-            worker
-                .next(Duration::from_millis(50))
-                .expect("next")
-                .is_none()
-        );
-        assert_eq!(
-            get(&store, &other).claimed_by,
-            None,
-            "another kind is left alone"
-        );
-        let mine = create(&store, Some("diagnose"));
-        let job = worker.next(LONG).expect("next").expect("a job");
-        assert_eq!(job.id(), mine);
-        assert_eq!(job.task().claimed_by.as_deref(), Some(worker.holder()));
-    });
+fn next_times_out_with_nothing_to_claim_and_takes_only_its_kinds_case() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = store_in(dir.path());
+    let store = store(&path);
+    let other = create(&store, Some("backup"));
+    let mut worker = store
+        .worker("w")
+        .kinds(["diagnose"])
+        .start()
+        .expect("start");
+    assert!(
+        worker
+            .next(Duration::from_millis(50))
+            .expect("next")
+            .is_none()
+    );
+    assert_eq!(
+        get(&store, &other).claimed_by,
+        None,
+        "another kind is left alone"
+    );
+    let mine = create(&store, Some("diagnose"));
+    let job = worker.next(LONG).expect("next").expect("a job");
+    assert_eq!(job.id(), mine);
+    assert_eq!(job.task().claimed_by.as_deref(), Some(worker.holder()));
 }
 
-#[test]
-fn next_wakes_on_the_feed_when_another_writer_creates_a_task() {
-    each_backend(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = store_in(dir.path());
-        let store = store(&path);
-        let mut worker = store.worker("w").start().expect("start");
-        let creator = {
-            let path = path.clone();
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(100));
-                create(&Store::connect(&path).expect("url"), None)
-            })
-        };
-        let job = worker.next(LONG).expect("next").expect("a job");
-        assert_eq!(job.id(), creator.join().expect("creator"));
-    });
-}
-
-#[test]
-fn a_job_renews_its_lease_reports_and_completes() {
-    each_backend(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = store_in(dir.path());
-        let store = store(&path);
-        let id = create(&store, None);
-        let mut worker = store
-            .worker("w")
-            .lease(Duration::from_secs(1))
-            .renew_every(Duration::from_millis(100))
-            .start()
-            .expect("start");
-        let mut job = worker.next(LONG).expect("next").expect("a job");
-        let first = job.task().lease_expires_at.expect("a lease");
-        // Renewed in the background without any write of the job's.
-        let renewed = wait_for(LONG, || {
-            let t = get(&store, &id);
-            (t.lease_expires_at? > first).then_some(t)
+fn next_wakes_on_the_feed_when_another_writer_creates_a_task_case() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = store_in(dir.path());
+    let store = store(&path);
+    let mut worker = store.worker("w").start().expect("start");
+    let creator = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            create(&Store::connect(&path).expect("url"), None)
         })
-        .expect("the lease is renewed");
-        assert_eq!(renewed.claimed_by.as_deref(), Some(job.holder()));
-        // Past the lease it was claimed with, another worker still cannot
-        // take it: the job lives and renews it.
-        wait_for(LONG, || (store.now() > first).then_some(())).expect("the first lease is over");
-        let mut other = store.worker("other").start().expect("start");
-        assert!(other.next(Duration::ZERO).expect("next").is_none());
-        for step in 1..=3 {
-            job.progress(step, 3).expect("progress");
-        }
-        job.message("almost").expect("message");
-        let done = job.complete(json!({"ok": true})).expect("complete");
-        assert_eq!(done.status, Status::Completed);
+    };
+    let job = worker.next(LONG).expect("next").expect("a job");
+    assert_eq!(job.id(), creator.join().expect("creator"));
+}
+
+fn a_job_renews_its_lease_reports_and_completes_case() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = store_in(dir.path());
+    let store = store(&path);
+    let id = create(&store, None);
+    let mut worker = store
+        .worker("w")
+        .lease(Duration::from_secs(1))
+        .renew_every(Duration::from_millis(100))
+        .start()
+        .expect("start");
+    let mut job = worker.next(LONG).expect("next").expect("a job");
+    let first = job.task().lease_expires_at.expect("a lease");
+    // Renewed in the background without any write of the job's.
+    let renewed = wait_for(LONG, || {
         let t = get(&store, &id);
-        assert_eq!(t.progress.map(|p| p.current), Some(3));
-        assert_eq!(t.result, Some(json!({"ok": true})));
-        drop(job);
-        assert_eq!(get(&store, &id).status, Status::Completed);
-    });
+        (t.lease_expires_at? > first).then_some(t)
+    })
+    .expect("the lease is renewed");
+    assert_eq!(renewed.claimed_by.as_deref(), Some(job.holder()));
+    // Past the lease it was claimed with, another worker still cannot
+    // take it: the job lives and renews it.
+    wait_for(LONG, || (store.now() > first).then_some(())).expect("the first lease is over");
+    let mut other = store.worker("other").start().expect("start");
+    assert!(other.next(Duration::ZERO).expect("next").is_none());
+    for step in 1..=3 {
+        job.progress(step, 3).expect("progress");
+    }
+    job.message("almost").expect("message");
+    let done = job.complete(json!({"ok": true})).expect("complete");
+    assert_eq!(done.status, Status::Completed);
+    let t = get(&store, &id);
+    assert_eq!(t.progress.map(|p| p.current), Some(3));
+    assert_eq!(t.result, Some(json!({"ok": true})));
+    drop(job);
+    assert_eq!(get(&store, &id).status, Status::Completed);
 }
 
-#[test]
-fn a_cancelled_task_stops_its_job_at_the_next_renewal() {
-    each_backend(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = store_in(dir.path());
-        let store = store(&path);
-        let id = create(&store, None);
-        let mut worker = store
-            .worker("w")
-            .renew_every(Duration::from_millis(50))
-            .start()
-            .expect("start");
-        let mut job = worker.next(LONG).expect("next").expect("a job");
-        store
-            .cancel(&id, Some("not needed".into()))
-            .expect("cancel");
-        // The job writes nothing: its renewal finds the cancel.
-        let stop = wait_for(LONG, || job.check().err()).expect("a stop");
-        assert!(
-            matches!(stop, WorkError::Stop(Stop::Cancelled(_))),
-            "{stop:?}"
-        );
-        let refused = job.progress(1, 3).expect_err("refused");
-        assert!(
-            matches!(refused, WorkError::Stop(Stop::Cancelled(_))),
-            "{refused:?}"
-        );
-        assert_eq!(get(&store, &id).status, Status::Cancelled);
-    });
+fn a_cancelled_task_stops_its_job_at_the_next_renewal_case() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = store_in(dir.path());
+    let store = store(&path);
+    let id = create(&store, None);
+    let mut worker = store
+        .worker("w")
+        .renew_every(Duration::from_millis(50))
+        .start()
+        .expect("start");
+    let mut job = worker.next(LONG).expect("next").expect("a job");
+    store
+        .cancel(&id, Some("not needed".into()))
+        .expect("cancel");
+    // The job writes nothing: its renewal finds the cancel.
+    let stop = wait_for(LONG, || job.check().err()).expect("a stop");
+    assert!(
+        matches!(stop, WorkError::Stop(Stop::Cancelled(_))),
+        "{stop:?}"
+    );
+    let refused = job.progress(1, 3).expect_err("refused");
+    assert!(
+        matches!(refused, WorkError::Stop(Stop::Cancelled(_))),
+        "{refused:?}"
+    );
+    assert_eq!(get(&store, &id).status, Status::Cancelled);
 }
 
-#[test]
-fn a_write_after_a_takeover_is_a_stop_and_writes_nothing() {
-    each_backend(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = store_in(dir.path());
-        let store = store(&path);
-        let id = create(&store, None);
-        let mut worker = store
-            .worker("w")
-            .lease(Duration::from_millis(300))
-            .renew_every(Duration::from_millis(250))
-            .start()
-            .expect("start");
-        let mut job = worker.next(LONG).expect("next").expect("a job");
-        // A zombie: its lease taken over by another holder.
-        store.release(&id, job.holder()).expect("release");
-        store.claim(&id, "successor", LONG).expect("claim");
-        let before = get(&store, &id);
-        let e = job.progress(1, 3).expect_err("refused");
-        assert!(matches!(e, WorkError::Stop(Stop::LeaseLost(_))), "{e:?}");
-        let e = job.complete(json!(1)).expect_err("refused");
-        assert!(e.stop().is_some(), "{e:?}");
-        drop(job);
-        assert_eq!(get(&store, &id), before, "nothing was written");
-    });
+fn a_write_after_a_takeover_is_a_stop_and_writes_nothing_case() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = store_in(dir.path());
+    let store = store(&path);
+    let id = create(&store, None);
+    let mut worker = store
+        .worker("w")
+        .lease(Duration::from_millis(300))
+        .renew_every(Duration::from_millis(250))
+        .start()
+        .expect("start");
+    let mut job = worker.next(LONG).expect("next").expect("a job");
+    // A zombie: its lease taken over by another holder.
+    store.release(&id, job.holder()).expect("release");
+    store.claim(&id, "successor", LONG).expect("claim");
+    let before = get(&store, &id);
+    let e = job.progress(1, 3).expect_err("refused");
+    assert!(matches!(e, WorkError::Stop(Stop::LeaseLost(_))), "{e:?}");
+    let e = job.complete(json!(1)).expect_err("refused");
+    assert!(e.stop().is_some(), "{e:?}");
+    drop(job);
+    assert_eq!(get(&store, &id), before, "nothing was written");
 }
 
-#[test]
-fn dropping_a_job_gives_the_lease_back() {
-    each_backend(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = store_in(dir.path());
-        let store = store(&path);
-        let id = create(&store, None);
-        let mut worker = store.worker("w").start().expect("start");
-        let job = worker.next(LONG).expect("next").expect("a job");
-        assert!(get(&store, &id).lease_live(store.now()));
-        drop(job);
-        let t = get(&store, &id);
-        assert_eq!((t.claimed_by, t.lease_expires_at), (None, None));
-        // So another worker claims it at once.
-        let mut other = store.worker("other").start().expect("start");
-        let job = other.next(Duration::ZERO).expect("next").expect("a job");
-        assert_eq!(job.id(), id);
-    });
+fn dropping_a_job_gives_the_lease_back_case() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = store_in(dir.path());
+    let store = store(&path);
+    let id = create(&store, None);
+    let mut worker = store.worker("w").start().expect("start");
+    let job = worker.next(LONG).expect("next").expect("a job");
+    assert!(get(&store, &id).lease_live(store.now()));
+    drop(job);
+    let t = get(&store, &id);
+    assert_eq!((t.claimed_by, t.lease_expires_at), (None, None));
+    // So another worker claims it at once.
+    let mut other = store.worker("other").start().expect("start");
+    let job = other.next(Duration::ZERO).expect("next").expect("a job");
+    assert_eq!(job.id(), id);
 }
 
-#[test]
-fn ask_keeps_the_lease_and_the_same_worker_continues_with_the_answer() {
-    each_backend(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = store_in(dir.path());
-        let store = store(&path);
-        let id = create(&store, None);
-        let mut worker = store.worker("w").start().expect("start");
-        let mut job = worker.next(LONG).expect("next").expect("a job");
-        let holder = job.holder().to_string();
-        let schema = json!({"type": "object", "required": ["service"]});
-        let mut answer = job.ask("Which service?", schema).expect("ask");
-        assert_eq!(
-            answer.wait(Some(Duration::from_millis(50))).expect("wait"),
-            None
-        );
-        let waiting = get(&store, &id);
-        assert_eq!(waiting.status, Status::InputRequired);
-        assert_eq!(waiting.claimed_by.as_deref(), Some(holder.as_str()));
-        // Nobody else can take it once answered: the lease is the asker's.
-        let answerer = {
-            let path = path.clone();
-            let id = id.clone();
-            std::thread::spawn(move || {
-                Store::connect(&path)
-                    .expect("url")
-                    .provide_input(&id, json!({"service": "payments"}), None)
-                    .expect("input")
-            })
-        };
-        let value = answer.wait(Some(LONG)).expect("wait").expect("answered");
-        answerer.join().expect("answerer");
-        assert_eq!(value, json!({"service": "payments"}));
-        let mut other = store.worker("other").start().expect("start");
-        assert!(other.next(Duration::ZERO).expect("next").is_none());
-        job.complete(json!("done")).expect("complete");
-        assert_eq!(get(&store, &id).status, Status::Completed);
-    });
+fn ask_keeps_the_lease_and_the_same_worker_continues_with_the_answer_case() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = store_in(dir.path());
+    let store = store(&path);
+    let id = create(&store, None);
+    let mut worker = store.worker("w").start().expect("start");
+    let mut job = worker.next(LONG).expect("next").expect("a job");
+    let holder = job.holder().to_string();
+    let schema = json!({"type": "object", "required": ["service"]});
+    let mut answer = job.ask("Which service?", schema).expect("ask");
+    assert_eq!(
+        answer.wait(Some(Duration::from_millis(50))).expect("wait"),
+        None
+    );
+    let waiting = get(&store, &id);
+    assert_eq!(waiting.status, Status::InputRequired);
+    assert_eq!(waiting.claimed_by.as_deref(), Some(holder.as_str()));
+    // Nobody else can take it once answered: the lease is the asker's.
+    let answerer = {
+        let path = path.clone();
+        let id = id.clone();
+        std::thread::spawn(move || {
+            Store::connect(&path)
+                .expect("url")
+                .provide_input(&id, json!({"service": "payments"}), None)
+                .expect("input")
+        })
+    };
+    let value = answer.wait(Some(LONG)).expect("wait").expect("answered");
+    answerer.join().expect("answerer");
+    assert_eq!(value, json!({"service": "payments"}));
+    let mut other = store.worker("other").start().expect("start");
+    assert!(other.next(Duration::ZERO).expect("next").is_none());
+    job.complete(json!("done")).expect("complete");
+    assert_eq!(get(&store, &id).status, Status::Completed);
 }
 
 #[test]
@@ -492,4 +471,14 @@ async fn the_async_form_works_on_postgresql_from_a_single_threaded_runtime() {
     let done = job.complete(json!("ok")).await.expect("complete");
     assert_eq!(done.status, Status::Completed);
     assert_eq!(done.progress.map(|p| p.current), Some(3));
+}
+
+common::backend_tests! {
+    next_times_out_with_nothing_to_claim_and_takes_only_its_kinds: next_times_out_with_nothing_to_claim_and_takes_only_its_kinds_case,
+    next_wakes_on_the_feed_when_another_writer_creates_a_task: next_wakes_on_the_feed_when_another_writer_creates_a_task_case,
+    a_job_renews_its_lease_reports_and_completes: a_job_renews_its_lease_reports_and_completes_case,
+    a_cancelled_task_stops_its_job_at_the_next_renewal: a_cancelled_task_stops_its_job_at_the_next_renewal_case,
+    a_write_after_a_takeover_is_a_stop_and_writes_nothing: a_write_after_a_takeover_is_a_stop_and_writes_nothing_case,
+    dropping_a_job_gives_the_lease_back: dropping_a_job_gives_the_lease_back_case,
+    ask_keeps_the_lease_and_the_same_worker_continues_with_the_answer: ask_keeps_the_lease_and_the_same_worker_continues_with_the_answer_case,
 }

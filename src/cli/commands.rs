@@ -430,8 +430,21 @@ fn dispatch(path: &Path, command: Command) -> Result<i32, CliError> {
                 },
                 !a.output.json,
             )?;
-            print_answer(a.output.json, &task, || {
-                format!("{}\n", output::wait_line(&task))
+            // A task removed right after it ended: how it ended is known,
+            // its result is not; the answer says so rather than show null.
+            let removed = crate::worker::removed_after_ending(&task);
+            let mut answer = serde_json::to_value(&task).map_err(|e| CliError::Other(e.into()))?;
+            if removed && let Some(fields) = answer.as_object_mut() {
+                fields.remove("result");
+                fields.remove("error");
+            }
+            print_answer(a.output.json, &answer, || {
+                let line = output::wait_line(&task);
+                if removed {
+                    format!("{line} (removed right after it ended: its result was not kept)\n")
+                } else {
+                    format!("{line}\n")
+                }
             })?;
             return Ok(super::wait_exit_code(task.status));
         }

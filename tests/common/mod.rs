@@ -2,7 +2,7 @@
 //! store in a temp dir, and fingerprinting a store file to prove it was not
 //! written.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_macros)]
 
 pub mod pg;
 
@@ -190,6 +190,69 @@ pub fn each_backend(mut f: impl FnMut()) {
     KIND.with(|k| k.set(Kind::File));
 }
 
+/// Run `case` on a store of backend `kind` ([`store_in`] names one).
+/// A PostgreSQL case where no server can be started fails: the generated
+/// test is ignored at build time where the server's programs are missing
+/// (build.rs), so it is never reported as passed having run nothing.
+pub fn on_backend(kind: Kind, case: impl FnOnce()) {
+    if kind == Kind::Postgres {
+        assert!(
+            pg::available(),
+            "no PostgreSQL server programs found (initdb, pg_ctl): this test cannot run"
+        );
+    }
+    KIND.with(|k| k.set(kind));
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            KIND.with(|k| k.set(Kind::File));
+        }
+    }
+    let _reset = Reset;
+    case();
+}
+
+/// The backend contract: `NAME: CASE, ...` makes one test per backend
+/// and case, `file::NAME`, `sqlite::NAME` and `postgres::NAME`, each
+/// running `CASE` on a store of that backend (`cargo test -- sqlite::`
+/// runs one backend's). The PostgreSQL ones are ignored, and listed as
+/// such, where the build found no PostgreSQL server programs (build.rs);
+/// with `RUDDER_REQUIRE_PG=1` they are never ignored, and fail there.
+macro_rules! backend_tests {
+    ($($name:ident: $case:ident),* $(,)?) => {
+        mod file {
+            $(
+                #[test]
+                fn $name() {
+                    crate::common::on_backend(crate::common::Kind::File, super::$case)
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[test]
+                fn $name() {
+                    crate::common::on_backend(crate::common::Kind::Sqlite, super::$case)
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[test]
+                #[cfg_attr(
+                    rudder_no_pg,
+                    ignore = "no PostgreSQL server programs were found when the tests were built"
+                )]
+                fn $name() {
+                    crate::common::on_backend(crate::common::Kind::Postgres, super::$case)
+                }
+            )*
+        }
+    };
+}
+#[allow(unused_imports)] // not every test file has backend cases
+pub(crate) use backend_tests;
+
 /// The backend the current [`each_backend`] round tests.
 pub fn kind() -> Kind {
     KIND.with(|k| k.get())
@@ -376,4 +439,87 @@ pub fn write_store_with_a_bad_last_status(path: &Path, n: usize) -> usize {
     text.replace_range(at..at + 19, "\"status\": \"wonking\"");
     std::fs::write(path, &text).expect("write the store");
     text[..at].matches('\n').count() + 1
+}
+
+/// A directory as a reader without write access to it sees it: a
+/// read-only bind mount of it (as root, who may write any directory
+/// whatever its mode), or the directory itself made 0555 (as another user).
+/// Undone when dropped.
+pub struct ReadOnlyView {
+    path: PathBuf,
+    mounted: bool,
+    chmodded: bool,
+}
+
+impl ReadOnlyView {
+    /// `dir` read only, at `mount_point` (root) or in place; `Err` says why
+    /// it could not be set up (the caller skips, saying so).
+    #[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
+    pub fn of(dir: &Path, mount_point: &Path) -> Result<ReadOnlyView, String> {
+        use std::os::unix::fs::PermissionsExt;
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let view = if root {
+            std::fs::create_dir_all(mount_point).map_err(|e| format!("mkdir: {e}"))?;
+            let mount = |args: &[&str]| -> Result<(), String> {
+                let out = Command::new("mount")
+                    .args(args)
+                    .output()
+                    .map_err(|e| format!("mount: {e}"))?;
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "mount {args:?}: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ))
+                }
+            };
+            let (d, m) = (
+                dir.to_str().ok_or("a path that is not UTF-8")?,
+                mount_point.to_str().ok_or("a path that is not UTF-8")?,
+            );
+            mount(&["--bind", d, m])?;
+            let view = ReadOnlyView {
+                path: mount_point.to_path_buf(),
+                mounted: true,
+                chmodded: false,
+            };
+            mount(&["-o", "remount,ro,bind", m])?;
+            view
+        } else {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555))
+                .map_err(|e| format!("chmod 0555: {e}"))?;
+            ReadOnlyView {
+                path: dir.to_path_buf(),
+                mounted: false,
+                chmodded: true,
+            }
+        };
+        // The condition itself, checked: nothing can be created there.
+        let probe = view.path.join(".rudder-write-probe");
+        if std::fs::File::create(&probe).is_ok() {
+            let _ = std::fs::remove_file(&probe);
+            return Err(format!("{} is still writable", view.path.display()));
+        }
+        Ok(view)
+    }
+
+    /// The directory as the reader sees it.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for ReadOnlyView {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        if self.mounted {
+            // Lazy: a process of the test may still have a file open there.
+            let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+        }
+        if self.chmodded {
+            let _ = std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o755));
+        }
+    }
 }

@@ -94,6 +94,13 @@ pub trait Backend: Send + Sync {
         Ok(true)
     }
 
+    /// Why this process certainly cannot write the store (a read-only
+    /// file system, a directory of another user), for a reader to say that
+    /// it only reads; `None` when it may, or when the backend cannot tell.
+    fn cannot_write(&self) -> Option<String> {
+        None
+    }
+
     /// [`Backend::exists`] asked by a write that changes existing tasks
     /// only: a backend that waits longer for a write than for a read (a
     /// database server restarting) waits as long here.

@@ -570,6 +570,9 @@ impl Backend for FileBackend {
     fn load(&self) -> Result<TaskMap, StoreError> {
         Ok(self.load_existing()?.unwrap_or_default())
     }
+    fn cannot_write(&self) -> Option<String> {
+        crate::fs::cannot_write(FileBackend::path(self))
+    }
     /// Every transaction reads and rewrites the whole file, so a batch
     /// would cost as much as everything: one step.
     fn batch_size(&self) -> Option<usize> {

@@ -20,7 +20,7 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 
-pub use real::{RealFs, not_regular};
+pub use real::{RealFs, cannot_write, not_regular};
 pub use sim::{CrashMode, FsCall, SimFs};
 
 /// A file being read a part at a time (see [`Fs::open_read`]).

@@ -655,3 +655,29 @@ fn flock_holder(ino: u64) -> Option<u32> {
         (*kind == "FLOCK" && lock_ino == ino).then(|| pid.parse().ok())?
     })
 }
+
+/// Whether this process certainly cannot write the store at `path` (a file
+/// replaced by a rename, or a database with files beside it: both need the
+/// directory): why, for a reader to say it reads only. `None` when it may
+/// (a write may still fail for another reason), or when nothing tells.
+#[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
+pub fn cannot_write(path: &Path) -> Option<String> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let check = |path: &Path| -> Option<String> {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+        // SAFETY: a NUL-terminated path that outlives the call, which only
+        // reads it.
+        let rc =
+            unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) };
+        if rc == 0 {
+            return None;
+        }
+        let e = io::Error::last_os_error();
+        (e.kind() != io::ErrorKind::NotFound)
+            .then(|| format!("{} cannot be written by this user ({e})", path.display()))
+    };
+    check(path).or_else(|| check(dir))
+}

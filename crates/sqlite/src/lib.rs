@@ -57,7 +57,48 @@ struct Open {
     shm: Option<PathBuf>,
     /// What this connection last found of that file.
     shm_checked: shm::Checked,
+    /// Opened `immutable` (a reader that may not create `-wal` and `-shm`,
+    /// see [`SqliteBackend::open_immutable`]): the database file as it was
+    /// before the connection opened. A read is good if the file is still
+    /// that after it; the connection is never kept.
+    immutable: Option<Stamp>,
 }
+
+/// What a database file looked like: a checkpoint (the only way a WAL
+/// database's file changes) changes its size or times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(path: &Path) -> std::io::Result<Stamp> {
+        let m = std::fs::metadata(path)?;
+        Ok(Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+}
+
+/// How a read on a connection went.
+enum Read<T> {
+    Done(T),
+    /// An immutable read whose database file changed under it (a writer's
+    /// checkpoint): what it read may mix two states, so it does not count.
+    Changed,
+}
+
+/// How many times a read the caller may repeat is run on an immutable
+/// connection whose file changed under it before that is an error.
+const IMMUTABLE_TRIES: u32 = 5;
 
 impl Open {
     /// Whether this connection's WAL index is stale (see shm.rs).
@@ -204,12 +245,15 @@ impl SqliteBackend {
 
     /// Run `f` on a connection to a checked database; `None` when the
     /// database does not exist and `mode` is `Read` (nothing is created).
+    /// `again`: `f` may be run again (it has no effect but its answer),
+    /// which an immutable read whose file changed under it is.
     fn with_conn<T>(
         &self,
         mode: Mode,
-        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+        again: bool,
+        mut f: impl FnMut(&mut Connection) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
-        self.with_conn_at(mode, |conn, _| f(conn))
+        self.with_conn_at(mode, again, |conn, _| f(conn))
     }
 
     /// [`SqliteBackend::with_conn`], telling `f` the (device, inode) of the
@@ -217,8 +261,35 @@ impl SqliteBackend {
     fn with_conn_at<T>(
         &self,
         mode: Mode,
-        f: impl FnOnce(&mut Connection, (u64, u64)) -> Result<T, StoreError>,
+        again: bool,
+        mut f: impl FnMut(&mut Connection, (u64, u64)) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.with_conn_once(mode, &mut f)? {
+                Read::Done(v) => return Ok(v),
+                Read::Changed if again && tries < IMMUTABLE_TRIES => {}
+                Read::Changed => {
+                    return Err(StoreError::Database {
+                        location: self.location(),
+                        action: "read",
+                        message: "the database changed while it was read, and this user \
+                                  reads it without its -wal and -shm (no write access to its \
+                                  directory): read again"
+                            .into(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// One try of [`SqliteBackend::with_conn_at`].
+    fn with_conn_once<T>(
+        &self,
+        mode: Mode,
+        f: &mut impl FnMut(&mut Connection, (u64, u64)) -> Result<T, StoreError>,
+    ) -> Result<Read<Option<T>>, StoreError> {
         let mut slot = lock_slot(match mode {
             Mode::Read => &self.reader,
             Mode::Write => &self.writer,
@@ -227,7 +298,7 @@ impl SqliteBackend {
         if id.is_none() {
             *slot = None;
             if mode == Mode::Read {
-                return Ok(None);
+                return Ok(Read::Done(None));
             }
             self.create_file()?;
             id = self.identity()?;
@@ -248,7 +319,7 @@ impl SqliteBackend {
             let epoch = shm::epoch();
             let conn = self.open(mode)?;
             match conn {
-                Some(conn) => {
+                Some((conn, immutable)) => {
                     // Boxed: two slots of it inline would make the backend
                     // enum of every store this size.
                     *slot = Some(Box::new(Open {
@@ -257,10 +328,11 @@ impl SqliteBackend {
                         epoch,
                         shm: shm::shm_path(&self.path),
                         shm_checked: shm::Checked::default(),
+                        immutable,
                     }));
                     fresh = true;
                 }
-                None => return Ok(None),
+                None => return Ok(Read::Done(None)),
             }
         }
         let open = slot.as_mut().expect("opened above");
@@ -276,10 +348,18 @@ impl SqliteBackend {
             if fresh && open.index_is_stale() {
                 *slot = None;
                 self.drop_idle_sibling(mode);
-                return Ok(None);
+                return Ok(Read::Done(None));
             }
         }
         let result = f(&mut open.conn, at);
+        if let Some(before) = open.immutable {
+            // Never kept: the next read looks again for a `-wal` it can
+            // read through, and reads the file as it is then.
+            *slot = None;
+            if Stamp::of(&self.path).ok() != Some(before) {
+                return Ok(Read::Changed);
+            }
+        }
         if matches!(
             result,
             Err(StoreError::Database { .. } | StoreError::NotAStore { .. })
@@ -287,7 +367,7 @@ impl SqliteBackend {
             // Start from a fresh connection next time.
             *slot = None;
         }
-        result.map(Some)
+        result.map(|v| Read::Done(Some(v)))
     }
 
     /// Close this backend's other connection (the writer's for `mode`
@@ -335,8 +415,11 @@ impl SqliteBackend {
     }
 
     /// Open and check the database; `None` for a fresh (empty) database
-    /// opened to read.
-    fn open(&self, mode: Mode) -> Result<Option<Connection>, StoreError> {
+    /// opened to read. A reader that may not create the `-wal` and `-shm`
+    /// files SQLite needs (a read-only mount, another user's directory)
+    /// while the store has none (idle: the last connection deleted them)
+    /// reads the file itself, `immutable` (its [`Stamp`] given back).
+    fn open(&self, mode: Mode) -> Result<Option<(Connection, Option<Stamp>)>, StoreError> {
         let empty = self.check_file()?;
         if empty && mode == Mode::Read {
             return Ok(None);
@@ -346,26 +429,16 @@ impl SqliteBackend {
             .map_err(|e| self.error("open the database", e))?;
         conn.busy_timeout(self.lock_timeout)
             .map_err(|e| self.error("set the busy timeout", e))?;
-        let state = schema::inspect(&conn).map_err(|e| self.error("read the schema version", e))?;
-        match state {
-            Ok(schema::State::Fresh) if mode == Mode::Read => return Ok(None),
-            Ok(_) => {}
-            Err(schema::Refusal::Foreign(message)) => {
-                return Err(StoreError::NotAStore {
-                    location: self.location(),
-                    message,
-                });
+        let state = match schema::inspect(&conn) {
+            Ok(state) => state,
+            Err(e) if mode == Mode::Read && cannot_open_sidecars(&e) => {
+                drop(conn);
+                return self.open_immutable(e);
             }
-            Err(schema::Refusal::Newer(v)) => {
-                return Err(StoreError::NotAStore {
-                    location: self.location(),
-                    message: format!(
-                        "the store was written by a newer rudder (schema version {v}; this \
-                         rudder knows up to {}): upgrade rudder to use it",
-                        schema::VERSION
-                    ),
-                });
-            }
+            Err(e) => return Err(self.error("read the schema version", e)),
+        };
+        if !self.accept(mode, state)? {
+            return Ok(None);
         }
         // Durable on return from every commit; per connection.
         conn.pragma_update(None, "synchronous", "FULL")
@@ -382,7 +455,79 @@ impl SqliteBackend {
         // reads and writes uses more; an evicted one is parsed again at its
         // next use.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-        Ok(Some(conn))
+        Ok(Some((conn, None)))
+    }
+
+    /// Whether a database in `state` may be used for `mode`: `false` for
+    /// a fresh one read (an empty store), an error for one rudder refuses.
+    fn accept(
+        &self,
+        mode: Mode,
+        state: Result<schema::State, schema::Refusal>,
+    ) -> Result<bool, StoreError> {
+        match state {
+            Ok(schema::State::Fresh) if mode == Mode::Read => Ok(false),
+            Ok(_) => Ok(true),
+            Err(schema::Refusal::Foreign(message)) => Err(StoreError::NotAStore {
+                location: self.location(),
+                message,
+            }),
+            Err(schema::Refusal::Newer(v)) => Err(StoreError::NotAStore {
+                location: self.location(),
+                message: format!(
+                    "the store was written by a newer rudder (schema version {v}; this \
+                     rudder knows up to {}): upgrade rudder to use it",
+                    schema::VERSION
+                ),
+            }),
+        }
+    }
+
+    /// Open the database to read without its `-wal` and `-shm` (SQLite's
+    /// `immutable`: no locks, no WAL), for a reader that cannot create
+    /// them, `refused` saying how it could not. Sound only while there is
+    /// no WAL, so never where a `-wal` exists (its commits would be
+    /// missed): a WAL is read through its `-shm` once a writer has the
+    /// store open (SQLite reads a `-shm` it may not write). A writer that
+    /// starts meanwhile commits to a new WAL (the file read is the state
+    /// before it) and checkpoints into the file only as its last
+    /// connection closes: the read counts if the file's [`Stamp`] is the
+    /// same after it (see [`SqliteBackend::with_conn_at`]).
+    fn open_immutable(
+        &self,
+        refused: rusqlite::Error,
+    ) -> Result<Option<(Connection, Option<Stamp>)>, StoreError> {
+        let before = Stamp::of(&self.path)
+            .map_err(|e| StoreError::io(self.location(), &self.path, "stat the database", e))?;
+        if self.wal_path().exists() {
+            return Err(StoreError::Database {
+                location: self.location(),
+                action: "open the database to read",
+                message: format!(
+                    "{refused}: its -wal file is there but this user cannot create the -shm \
+                     beside it (no write access to the directory); it reads again while a \
+                     writer has the store open, or once the store's owner opened it once"
+                ),
+            });
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(immutable_uri(&self.path), flags)
+            .map_err(|e| self.error("open the database to read", e))?;
+        let state = schema::inspect(&conn).map_err(|e| self.error("read the schema version", e))?;
+        if !self.accept(Mode::Read, state)? {
+            return Ok(None);
+        }
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        Ok(Some((conn, Some(before))))
+    }
+
+    /// Whether this process certainly cannot write the store: why, for a
+    /// reader to say it reads only (the TUI's `[read-only]`). `None` when it
+    /// may (a write may still fail for another reason).
+    pub fn cannot_write(&self) -> Option<String> {
+        rudder_fs::cannot_write(&self.path)
     }
 
     /// Switch to WAL, which is kept in the file (a no-op once done). The
@@ -448,7 +593,7 @@ impl SqliteBackend {
         task: Option<&str>,
         limit: usize,
     ) -> Result<Option<(DbIdentity, ChangeLog)>, StoreError> {
-        self.with_conn_at(Mode::Read, |conn, at| {
+        self.with_conn_at(Mode::Read, true, |conn, at| {
             let tx = conn
                 .transaction()
                 .map_err(|e| self.error("begin a read", e))?;
@@ -463,7 +608,7 @@ impl SqliteBackend {
     /// commits, which the change feed checks cheaply (no table is read).
     /// `None` while there is no store yet.
     pub fn data_version(&self) -> Result<Option<(DbIdentity, i64)>, StoreError> {
-        self.with_conn_at(Mode::Read, |conn, at| {
+        self.with_conn_at(Mode::Read, true, |conn, at| {
             let v = conn
                 .pragma_query_value(None, "data_version", |r| r.get(0))
                 .map_err(|e| self.error("read the data version", e))?;
@@ -480,7 +625,7 @@ impl Backend for SqliteBackend {
         SqliteBackend::path(self)
     }
     fn load(&self) -> Result<TaskMap, StoreError> {
-        let tasks = self.with_conn(Mode::Read, |conn| {
+        let tasks = self.with_conn(Mode::Read, true, |conn| {
             let tx = conn
                 .transaction()
                 .map_err(|e| self.error("begin a read", e))?;
@@ -494,7 +639,9 @@ impl Backend for SqliteBackend {
         &self,
         f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let ran = self.with_conn(Mode::Read, |conn| {
+        // Not again: a snapshot's callback may have written out what it
+        // read (a streamed `list`).
+        let ran = self.with_conn(Mode::Read, false, |conn| {
             // A deferred transaction: one consistent snapshot from its first
             // read, without blocking writers (WAL).
             let tx = conn
@@ -511,6 +658,10 @@ impl Backend for SqliteBackend {
 
     fn exists(&self) -> Result<bool, StoreError> {
         Ok(self.identity()?.is_some())
+    }
+
+    fn cannot_write(&self) -> Option<String> {
+        SqliteBackend::cannot_write(self)
     }
 
     /// A read is a few indexed lookups on a connection of its own that no
@@ -622,14 +773,14 @@ impl SqliteBackend {
         // a refused operation writes nothing. Only then: a connection opened
         // outside the lock may rebuild the WAL index while a writer commits.
         if !self.lock_path.exists() {
-            self.with_conn(Mode::Read, |_| Ok(()))?;
+            self.with_conn(Mode::Read, true, |_| Ok(()))?;
         }
         self.create_dir()?;
         loop {
             let lock = self.write_lock(start)?;
             let mut migrated = false;
             let mut lost = false;
-            let done = self.with_conn(Mode::Write, |conn| {
+            let done = self.with_conn(Mode::Write, false, |conn| {
                 // BEGIN IMMEDIATE takes the write lock now (waiting up to the
                 // busy timeout), so the reads below see the latest commit and
                 // nothing can change them before ours.
@@ -755,7 +906,7 @@ impl SqliteBackend {
     /// Best effort: a reader in the middle of a long read keeps its part of
     /// the WAL, which the last connection to close checkpoints anyway.
     fn compact_wal(&self) {
-        let _ = self.with_conn(Mode::Write, |conn| {
+        let _ = self.with_conn(Mode::Write, false, |conn| {
             conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
                 .map_err(|e| self.error("checkpoint the WAL", e))
         });
@@ -822,4 +973,29 @@ fn sql_error(
             },
         },
     }
+}
+
+/// Whether SQLite could not open (or create) the `-wal` or `-shm` file a
+/// WAL database needs: what a reader without write access to the
+/// directory meets once the store is idle.
+fn cannot_open_sidecars(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::CannotOpen | ErrorCode::ReadOnly)
+    )
+}
+
+/// A `file:` URI for `path` with `immutable=1`, every byte that is not
+/// plainly safe in a URI path percent-encoded.
+fn immutable_uri(path: &Path) -> String {
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_encoded_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(char::from(b));
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
 }

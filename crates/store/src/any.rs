@@ -158,6 +158,9 @@ impl Backend for AnyBackend {
     fn exists(&self) -> Result<bool, StoreError> {
         self.refused()?.exists()
     }
+    fn cannot_write(&self) -> Option<String> {
+        self.refused().ok().and_then(|b| b.cannot_write())
+    }
     fn exists_to_write(&self) -> Result<bool, StoreError> {
         self.refused()?.exists_to_write()
     }

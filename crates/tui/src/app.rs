@@ -247,8 +247,12 @@ pub struct App {
     pub store_label: String,
     /// The store's file name ("waiting for tasks.json to appear").
     pub store_name: String,
-    /// Refuse every write with a message (`--read-only`).
+    /// Refuse every write with a message (`--read-only`, or a store this
+    /// user cannot write).
     pub read_only: bool,
+    /// Why the store is read only when `--read-only` did not say so: this
+    /// user cannot write it (a read-only mount, another user's directory).
+    pub read_only_why: Option<String>,
     /// The clock the screen is drawn at; set by the loop, fixed in tests.
     pub now: DateTime<Utc>,
     /// The rows of the window around the selection (the selected task in
@@ -374,6 +378,7 @@ impl App {
                 .map(|n| rudder_model::text::sanitize(&n.to_string_lossy()).into_owned())
                 .unwrap_or_else(|| "the store".into()),
             read_only,
+            read_only_why: None,
             now,
             tasks: Arc::new(TaskMap::new()),
             watch: WatchState::Starting,
@@ -445,6 +450,20 @@ impl App {
     /// How many tasks the store holds.
     pub fn store_len(&self) -> usize {
         self.total
+    }
+
+    /// Show the store read only because this user cannot write it (`why`).
+    pub fn read_only_because(&mut self, why: String) {
+        self.read_only = true;
+        self.read_only_why = Some(why);
+    }
+
+    /// What a refused write says: why nothing is written.
+    pub(crate) fn read_only_note(&self) -> String {
+        match &self.read_only_why {
+            Some(why) => format!("read-only: {why}; nothing is written"),
+            None => crate::update::READ_ONLY.to_string(),
+        }
     }
 
     /// Set the status line.

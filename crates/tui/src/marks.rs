@@ -140,7 +140,7 @@ impl App {
     /// left the cancel is refused at once.
     pub(crate) fn ask_cancel_marked(&mut self) {
         if self.read_only {
-            self.say(Tone::Warning, crate::update::READ_ONLY);
+            self.say(Tone::Warning, self.read_only_note());
             return;
         }
         let mut tasks = Vec::new();

@@ -256,6 +256,13 @@ async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
     let theme = Theme::from_env_with(config.palette);
     let store = Arc::new(Store::open(&options.store));
     let mut app = App::new(&options.store, options.read_only, Utc::now());
+    // A store this user cannot write (a read-only mount, another user's
+    // directory) is shown read only, rather than refusing each write.
+    if !options.read_only
+        && let Some(why) = rudder_store::Backend::cannot_write(store.backend())
+    {
+        app.read_only_because(why);
+    }
     app.configure(config);
     let osc777 = super::alert::prefers_777();
     let mut worker = options.worker.take();

@@ -390,7 +390,7 @@ impl App {
             Action::Cancel => self.ask_cancel(),
             Action::Reclaim => {
                 if self.read_only {
-                    self.say(Tone::Warning, READ_ONLY);
+                    self.say(Tone::Warning, self.read_only_note());
                 } else {
                     let only = (!self.marks.is_empty())
                         .then(|| self.marks.ids().cloned().collect::<Vec<_>>());
@@ -530,7 +530,7 @@ impl App {
             return;
         }
         if self.read_only {
-            self.say(Tone::Warning, READ_ONLY);
+            self.say(Tone::Warning, self.read_only_note());
             return;
         }
         self.popup = Popup::Form(Box::new(Form::for_task(task)));
@@ -546,7 +546,7 @@ impl App {
             return;
         };
         if self.read_only {
-            self.say(Tone::Warning, READ_ONLY);
+            self.say(Tone::Warning, self.read_only_note());
             return;
         }
         if task.status.is_terminal() {

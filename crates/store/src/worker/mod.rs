@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 pub use asynch::{AsyncAnswer, AsyncJob, AsyncWorker};
 pub use job::{Answer, Job};
-pub use wait::{Until, WaitError, WaitNote};
+pub use wait::{REMOVED, Until, WaitError, WaitNote, removed_after_ending};
 
 use crate::task::{Status, Task};
 use crate::watch::{ChangeFeed, FeedOptions};

@@ -60,6 +60,20 @@ pub enum WaitNote {
     StillWaiting(String),
 }
 
+/// The field of [`Task::extra`] that marks a wait's answer read from the
+/// change log of a task removed (pruned) right after it ended: the status
+/// and revision are how it ended, but its result (or error) was not kept,
+/// so the answer has none (`result` and `error` unset, which does not mean
+/// a null result). Its value says so in words. [`removed_after_ending`]
+/// tells.
+pub const REMOVED: &str = "removed";
+
+/// Whether `task` is a wait's answer for a task that was removed right
+/// after it ended (see [`REMOVED`]): its result is gone.
+pub fn removed_after_ending(task: &Task) -> bool {
+    task.extra.contains_key(REMOVED)
+}
+
 /// A read of one task, sync or async.
 pub(crate) type Read<'a> =
     dyn FnMut() -> Pin<Box<dyn Future<Output = Result<Task, StoreError>> + Send + 'a>> + Send + 'a;
@@ -134,6 +148,17 @@ fn ended_in_log(store: &Store, last: &Task, until: Until) -> Option<Task> {
     let mut task = last.clone();
     task.status = status;
     task.revision = revision;
+    // What the log does not keep is not made up: no result, no error.
+    task.result = None;
+    task.error = None;
+    task.extra.insert(
+        REMOVED.to_string(),
+        serde_json::Value::String(
+            "the task was removed right after it ended; the change log says how it \
+             ended, and its result was not kept"
+                .into(),
+        ),
+    );
     until.done(&task).then_some(task)
 }
 

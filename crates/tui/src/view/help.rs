@@ -28,6 +28,9 @@ fn entries(app: &App) -> Vec<Entry> {
         out.push(Entry::Note(
             "read-only: input, cancel and reclaim are refused".into(),
         ));
+        if let Some(why) = &app.read_only_why {
+            out.push(Entry::Note(format!("(read-only because {why})")));
+        }
     }
     for p in &app.config_problems {
         out.push(Entry::Note(p.clone()));
