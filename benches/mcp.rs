@@ -243,7 +243,10 @@ async fn start_rmcp(binary: &Path) -> Server {
         .spawn()
         .expect("start the rmcp conformance server");
     let url = format!("http://127.0.0.1:{port}/mcp");
-    let client = reqwest::Client::new();
+    let client = {
+        tls();
+        reqwest::Client::new()
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let body = request(1, "server/discover", json!({}));
@@ -384,10 +387,13 @@ async fn phase(server: &Server, op: Op, clients: usize, ops: usize, targets: &[W
         let targets = Arc::clone(&targets);
         let start = Arc::clone(&start);
         handles.push(tokio::spawn(async move {
-            let client = reqwest::Client::builder()
-                .pool_max_idle_per_host(1)
-                .build()
-                .expect("an HTTP client");
+            let client = {
+                tls();
+                reqwest::Client::builder()
+            }
+            .pool_max_idle_per_host(1)
+            .build()
+            .expect("an HTTP client");
             post(
                 &client,
                 &url,
@@ -586,7 +592,10 @@ async fn run(baseline: &Path, db: &Path, ops: usize, rounds: usize, notify: usiz
 /// A store write from this process (not the server) to the
 /// `notifications/tasks` it causes on a `subscriptions/listen` stream.
 async fn notifications(server: &Server, db: &Path, count: usize) {
-    let client = reqwest::Client::new();
+    let client = {
+        tls();
+        reqwest::Client::new()
+    };
     let created = post(
         &client,
         &server.url,
@@ -700,4 +709,11 @@ async fn notifications(server: &Server, db: &Path, count: usize) {
         quantile(&from_start, 0.5),
         from_commit.len(),
     );
+}
+
+/// rudder-notify's reqwest has rustls without a built-in provider, and
+/// Cargo unifies that feature into this reqwest too: the process's default
+/// provider is ring, as rudder's own.
+fn tls() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }

@@ -107,6 +107,7 @@ fn main() -> ExitCode {
             speed: a.speed,
             python_worker: a.python_worker,
             mcp: a.mcp,
+            notify: a.notify,
         }),
         Command::Worker(a) => rudder::demo::run_worker(rudder::demo::WorkerOptions {
             store: worker_store(a.store),

@@ -56,6 +56,15 @@ impl Backend for Counting {
     fn feed_source(&self, task: Option<String>) -> Box<dyn rudder::store::watch::FeedSource> {
         self.inner.feed_source(task)
     }
+
+    fn delivery(
+        &self,
+        name: &str,
+        key: &rudder::store::delivery::EventKey,
+        f: &mut rudder::store::delivery::Update<'_>,
+    ) -> Result<(), StoreError> {
+        self.inner.delivery(name, key, f)
+    }
     fn transaction(
         &self,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,

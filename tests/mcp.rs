@@ -98,6 +98,7 @@ async fn http_server(dir: &Path, addr: &str, env: &[(&str, &str)]) -> HttpServer
 }
 
 async fn http_client(url: &str, tasks: bool) -> Client {
+    tls();
     let transport = StreamableHttpClientTransport::from_uri(url.to_string());
     modern(info(tasks), transport).await
 }
@@ -650,12 +651,15 @@ async fn a_stdio_server_started_again_answers_the_same_id() {
 }
 
 fn post(url: &str, body: &str) -> reqwest::RequestBuilder {
-    reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .body(body.to_string())
+    {
+        tls();
+        reqwest::Client::new()
+    }
+    .post(url)
+    .header("content-type", "application/json")
+    .header("accept", "application/json, text/event-stream")
+    .header("mcp-protocol-version", "2026-07-28")
+    .body(body.to_string())
 }
 
 fn meta_request(method: &str, params: Value) -> String {
@@ -1251,32 +1255,38 @@ async fn waiting_clients_never_lock_out_tasks_requests() {
 
 /// A legacy `initialize` over HTTP.
 fn legacy_initialize(url: &str) -> reqwest::RequestBuilder {
-    reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(
-            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    {
+        tls();
+        reqwest::Client::new()
+    }
+    .post(url)
+    .header("content-type", "application/json")
+    .header("accept", "application/json, text/event-stream")
+    .body(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                 "protocolVersion": "2025-11-25", "capabilities": {},
                 "clientInfo": {"name": "legacy", "version": "1"}}})
-            .to_string(),
-        )
+        .to_string(),
+    )
 }
 
 /// A ping in a legacy session: its HTTP status.
 async fn legacy_ping(url: &str, session: &str) -> u16 {
-    reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .header("mcp-session-id", session)
-        .body(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string())
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
+    {
+        tls();
+        reqwest::Client::new()
+    }
+    .post(url)
+    .header("content-type", "application/json")
+    .header("accept", "application/json, text/event-stream")
+    .header("mcp-protocol-version", "2025-11-25")
+    .header("mcp-session-id", session)
+    .body(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string())
+    .send()
+    .await
+    .unwrap()
+    .status()
+    .as_u16()
 }
 
 /// Legacy sessions are bounded: one more than the cap closes the one used
@@ -1293,16 +1303,19 @@ async fn legacy_sessions_are_bounded() {
         assert_eq!(r.status(), 200);
         let id = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
         let _ = r.text().await;
-        let initialized = reqwest::Client::new()
-            .post(&server.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-11-25")
-            .header("mcp-session-id", &id)
-            .body(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string())
-            .send()
-            .await
-            .unwrap();
+        let initialized = {
+            tls();
+            reqwest::Client::new()
+        }
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", &id)
+        .body(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string())
+        .send()
+        .await
+        .unwrap();
         assert!(initialized.status().is_success());
         sessions.push(id);
         if sessions.len() == 2 {
@@ -1544,4 +1557,11 @@ fn the_mcp_walkthrough_runs_as_written() {
         done["result"]["structuredContent"]["cause"],
         "a full disk on payments-db-2"
     );
+}
+
+/// rudder-notify's reqwest has rustls without a built-in provider, and
+/// Cargo unifies that feature into this reqwest too: the process's default
+/// provider is ring, as rudder's own.
+fn tls() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }

@@ -618,6 +618,7 @@ impl McpClient {
         );
         let client = runtime
             .block_on(async {
+                tls();
                 let transport =
                     rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_string());
                 config
@@ -801,6 +802,83 @@ fn the_demo_over_mcp_answered_by_the_client_and_in_the_tui() {
     tui.wait_exit();
 }
 
+/// Issue 34: a task that starts waiting while the TUI is open rings the
+/// bell once per round by default; `notify = "desktop"` sends a desktop
+/// notification (OSC 9 here, no VTE) naming the task instead; `off` is
+/// silent.
+#[test]
+fn a_task_that_starts_waiting_rings_the_bell_once_per_round() {
+    for (mode, expect) in [
+        (None, "\x07"),
+        (Some("desktop"), "\x1b]9;rudder: needs input: asks-"),
+        (Some("off"), ""),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = dir.path().join("tasks.json");
+        cli(&store, &["create", "--title", "already-here"]);
+        let config = dir.path().join("config");
+        if let Some(mode) = mode {
+            std::fs::create_dir_all(config.join("rudder")).unwrap();
+            std::fs::write(
+                config.join("rudder/config.toml"),
+                format!("notify = \"{mode}\"\n"),
+            )
+            .unwrap();
+        }
+        let mut tui = Tui::spawn(
+            &["--store", store.to_str().unwrap(), "watch"],
+            &[
+                ("XDG_CONFIG_HOME", config.to_str().unwrap()),
+                ("VTE_VERSION", ""),
+            ],
+            None,
+        );
+        tui.wait_for("already-here");
+        let bells = |tui: &Tui| {
+            tui.raw
+                .lock()
+                .expect("lock")
+                .iter()
+                .filter(|b| **b == 0x07)
+                .count()
+        };
+        assert_eq!(bells(&tui), 0, "{mode:?}: a bell before anything waited");
+        let title = format!("asks-{}", mode.unwrap_or("bell"));
+        let created = cli(
+            &store,
+            &[
+                "create",
+                "--json",
+                "--title",
+                &title,
+                "--schema",
+                r#"{"type":"object"}"#,
+            ],
+        );
+        let id = serde_json::from_str::<Value>(&created).unwrap()["task"]["task_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        tui.wait_for(&title);
+        let raw = || String::from_utf8_lossy(&tui.raw.lock().expect("lock")).into_owned();
+        if !expect.is_empty() {
+            let start = Instant::now();
+            while !raw().contains(expect) && start.elapsed() < PATIENCE {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert!(raw().contains(expect), "{mode:?}: {:?}", raw());
+        }
+        // A write while it waits is not a new round; the next frame is
+        // drawn after it, so the count below is final for it.
+        cli(&store, &["cancel", &id]);
+        tui.wait_for_line(&[&title, "cancelled"]);
+        let n = bells(&tui);
+        assert_eq!(n, usize::from(!expect.is_empty()), "{mode:?}: {:?}", raw());
+        tui.send("q");
+        tui.wait_exit();
+    }
+}
+
 /// Issue 30, item 7: a SQLite store this user cannot write (a read-only
 /// mount: its idle store has no `-wal` or `-shm`, which the reader may not
 /// create) is shown, said to be read only (without `--read-only`), and
@@ -843,4 +921,11 @@ fn a_sqlite_store_without_write_access_is_shown_read_only_and_live() {
     tui.send("q");
     tui.wait_exit();
     drop(view);
+}
+
+/// rudder-notify's reqwest has rustls without a built-in provider, and
+/// Cargo unifies that feature into this reqwest too: the process's default
+/// provider is ring, as rudder's own.
+fn tls() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }

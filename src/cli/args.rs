@@ -68,6 +68,11 @@ pub enum Command {
         after_help = "The bearer token of --http comes from $RUDDER_MCP_TOKEN or --token-file, never the command line; without one only loopback addresses are served. docs/mcp.md describes the catalogue."
     )]
     Mcp(McpArgs),
+    /// Tell a person when a task starts waiting for input, fails or stalls: run a program or post to a webhook, once per event across restarts
+    #[command(
+        after_help = "--exec PROGRAM ARGS… runs no shell; arguments of the program that begin with a dash go after `--`. Secrets for --webhook come from the environment or a file, never the command line. docs/notify.md describes the event and the record."
+    )]
+    Notify(NotifyArgs),
     /// Print a shell completion script (e.g. `rudder completions bash > ~/.local/share/bash-completion/completions/rudder`)
     Completions(CompletionsArgs),
     /// Print the manual page (roff; e.g. `rudder man | man -l -`)
@@ -108,6 +113,9 @@ pub struct DemoArgs {
     /// Also serve the diagnosis as the MCP tool `diagnose` over Streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:8765; loopback unless $RUDDER_MCP_TOKEN is set); where it listens is in the store's .mcp.log
     #[arg(long, value_name = "ADDR")]
     pub mcp: Option<String>,
+    /// Also run `rudder notify --exec PROGRAM` on the demo store: PROGRAM gets each question an incident asks (the event as JSON on its standard input); its log is the store's .notify.log
+    #[arg(long, value_name = "PROGRAM")]
+    pub notify: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -372,6 +380,60 @@ pub enum WaitUntil {
     Settled,
     /// The task is finished.
     Terminal,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("sink").required(true).args(["exec", "webhook"])))]
+pub struct NotifyArgs {
+    /// The notifier's name: what it delivered is recorded in the store under it, and notifiers of one name deliver each event once between them
+    #[arg(long, default_value = "notify", value_name = "NAME")]
+    pub name: String,
+    /// The events to tell, comma-separated: input_required, failed, stalled (a working task whose lease lapsed)
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "input_required",
+        value_name = "EVENTS"
+    )]
+    pub on: Vec<String>,
+    /// Only tasks of this kind (repeatable)
+    #[arg(long, value_name = "KIND")]
+    pub kind: Vec<String>,
+    /// How long one delivery may take (a program's run, a webhook's answer) before it is retried
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub timeout: String,
+    /// The first retry's delay; each next one doubles, up to a minute
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    pub backoff: String,
+    /// POST each event as JSON to URL (http or https)
+    #[arg(long, value_name = "URL")]
+    pub webhook: Option<String>,
+    /// A header of the webhook's request whose value is the environment variable VAR (repeatable)
+    #[arg(long, value_name = "NAME=VAR", requires = "webhook")]
+    pub header_env: Vec<String>,
+    /// A header of the webhook's request whose value is the content of the file PATH (repeatable)
+    #[arg(long, value_name = "NAME=PATH", requires = "webhook")]
+    pub header_file: Vec<String>,
+    /// Authorization: Bearer with the token in the environment variable VAR
+    #[arg(
+        long,
+        value_name = "VAR",
+        requires = "webhook",
+        conflicts_with = "bearer_file"
+    )]
+    pub bearer_env: Option<String>,
+    /// Authorization: Bearer with the token in the file PATH
+    #[arg(long, value_name = "PATH", requires = "webhook")]
+    pub bearer_file: Option<PathBuf>,
+    /// Log as JSON lines on stdout (one per delivery, retry or failure) instead of lines for people on stderr
+    #[arg(long)]
+    pub json: bool,
+    /// Run PROGRAM with ARGS (no shell) for each event: the event as JSON on its standard input, RUDDER_TASK_ID, RUDDER_STATUS and RUDDER_TITLE in its environment
+    #[arg(long, value_name = "PROGRAM", num_args = 1.., conflicts_with = "webhook")]
+    pub exec: Option<Vec<std::ffi::OsString>>,
+    /// More arguments of --exec's program, after `--` (for those that begin with a dash)
+    #[arg(last = true, value_name = "ARGS", requires = "exec")]
+    pub exec_args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]

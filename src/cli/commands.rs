@@ -103,6 +103,7 @@ pub fn writes(command: &Command) -> Option<&'static str> {
         Command::Demo(_) => "demo",
         Command::Worker(_) => "worker",
         Command::Mcp(_) => "mcp",
+        Command::Notify(_) => "notify",
         Command::Reclaim(_)
         | Command::List(_)
         | Command::Get(_)
@@ -131,6 +132,7 @@ pub fn wants_json(command: &Command) -> bool {
         Command::Wait(a) => a.output.json,
         Command::Copy(a) => a.output.json,
         Command::Migrate(a) => a.output.json,
+        Command::Notify(a) => a.json,
         Command::Watch(_)
         | Command::Demo(_)
         | Command::Worker(_)
@@ -442,6 +444,7 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
         }
         Command::Copy(a) => copy(&a.from, &a.to, a.output.json)?,
         Command::Migrate(a) => migrate(store, a.output.json)?,
+        Command::Notify(a) => return super::notify::run(store, a),
         Command::Watch(_)
         | Command::Demo(_)
         | Command::Worker(_)

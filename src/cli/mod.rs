@@ -5,6 +5,7 @@ pub mod args;
 pub mod argv;
 mod commands;
 pub mod exit;
+mod notify;
 pub mod output;
 
 use std::path::PathBuf;

@@ -14,6 +14,7 @@ pub mod seed;
 pub mod supervisor;
 pub mod worker;
 
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -48,6 +49,9 @@ pub struct DemoOptions {
     /// Also serve the diagnosis as an MCP tool over HTTP at this address
     /// (`--mcp ADDR`).
     pub mcp: Option<String>,
+    /// Also run a notifier that runs this program for each question
+    /// (`--notify PROGRAM`).
+    pub notify: Option<PathBuf>,
 }
 
 /// The Python diagnosis worker of the checkout this binary was built from
@@ -114,11 +118,17 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
         .start()
         .map_err(anyhow::Error::msg)
         .context("cannot start the demo worker")?;
+    let notifier = options
+        .notify
+        .as_ref()
+        .map(|program| Notifier::start(&exe, &options.store, program))
+        .transpose()?;
     let shown = tui::run(tui::Options {
         store: options.store.clone(),
         read_only: false,
         worker: Some(Box::new(control)),
     });
+    drop(notifier);
     // Whether the TUI ended well or not, the worker must not outlive the demo.
     // (Dropping the last handle would stop it too; stopping here makes the
     // order explicit: the worker is gone before we say where the tasks are.)
@@ -126,6 +136,53 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
     shown?;
     crate::cli::output::emit_line(&goodbye(&exe, &options.store))?;
     Ok(())
+}
+
+/// `rudder demo --notify PROGRAM`: `rudder notify --name demo --exec
+/// PROGRAM` on the demo store, beside the worker, logging to
+/// `STORE.notify.log`; stopped with the demo.
+struct Notifier(std::process::Child);
+
+impl Notifier {
+    fn start(exe: &Path, store: &Path, program: &Path) -> anyhow::Result<Notifier> {
+        let worker_log = Supervisor::log_path_for(store);
+        let log = PathBuf::from(
+            worker_log
+                .to_string_lossy()
+                .replace(".worker.log", ".notify.log"),
+        );
+        let open = || {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(&log)
+        };
+        let out = open().with_context(|| format!("cannot open {}", log.display()))?;
+        let err = open().with_context(|| format!("cannot open {}", log.display()))?;
+        // As for the worker: the store in the environment (no password on
+        // a command line), a process group of its own (the terminal's
+        // Ctrl-C is for the TUI).
+        let child = std::process::Command::new(exe)
+            .env("RUDDER_STORE", store)
+            .args(["notify", "--name", "demo", "--exec"])
+            .arg(program)
+            .stdin(std::process::Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .context("cannot start the demo's notifier")?;
+        Ok(Notifier(child))
+    }
+}
+
+impl Drop for Notifier {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// The demo's last line: where the tasks are, and how to go on.

@@ -304,7 +304,8 @@ pub fn remove_store(path: &Path) {
             loop {
                 attempt += 1;
                 let done = client.batch_execute(
-                    "DROP TABLE rudder_schema, rudder_changes, rudder_counts, rudder_tasks",
+                    "DROP TABLE rudder_schema, rudder_changes, rudder_counts, rudder_tasks, \
+                     rudder_deliveries",
                 );
                 match done {
                     Err(e)

@@ -10,6 +10,7 @@
 //! `rudder-sqlite`, `rudder-postgres`); `rudder-store` opens the one a
 //! [`StoreUrl`] names. The architecture is in `docs/architecture.md`.
 
+pub mod delivery;
 mod error;
 pub mod limits;
 pub mod lock_timeout;
@@ -142,6 +143,18 @@ pub trait Backend: Send + Sync {
     /// if given): the backend's own source, with its settings, so that no
     /// one finds the store again by its URL. See [`Store::feed`].
     fn feed_source(&self, task: Option<String>) -> Box<dyn watch::FeedSource>;
+
+    /// Read-modify-write the delivery record of the notifier `name` for
+    /// the event `key` (see [`delivery`]) under the store's exclusive
+    /// access: `f` gets the record as stored (`None`: there is none) and
+    /// returns the record to store instead (`None`: nothing is written).
+    /// Kept beside the tasks, never in them: no task's revision moves.
+    fn delivery(
+        &self,
+        name: &str,
+        key: &delivery::EventKey,
+        f: &mut delivery::Update<'_>,
+    ) -> Result<(), StoreError>;
 
     /// [`Backend::transaction`] over all tasks read in full (for callers that
     /// look at every task; every task is written anew if `f` commits).
@@ -423,6 +436,73 @@ impl<B: Backend> Store<B> {
             Ok(())
         })?;
         Ok(n)
+    }
+
+    /// Claim the event `key` for the notifier `name` as `holder` for
+    /// `lease` (see [`delivery::claim`]).
+    pub fn claim_delivery(
+        &self,
+        name: &str,
+        key: &delivery::EventKey,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<delivery::Claimed, StoreError> {
+        let now = self.now();
+        let until = chrono::Duration::from_std(lease)
+            .ok()
+            .and_then(|d| now.checked_add_signed(d))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        let mut answer = None;
+        self.backend.delivery(name, key, &mut |record| {
+            let (claimed, store) = delivery::claim(record, holder, now, until);
+            answer = Some(claimed);
+            store
+        })?;
+        answer.ok_or_else(|| StoreError::Database {
+            location: self.backend.location(),
+            action: "claim a delivery",
+            message: "the backend did not read the delivery record".into(),
+        })
+    }
+
+    /// Record the event `key` delivered by the notifier `name`'s `holder`
+    /// (see [`delivery::finish`]).
+    pub fn finish_delivery(
+        &self,
+        name: &str,
+        key: &delivery::EventKey,
+        holder: &str,
+    ) -> Result<(), StoreError> {
+        let now = self.now();
+        self.backend.delivery(name, key, &mut |record| {
+            delivery::finish(record, holder, now)
+        })
+    }
+
+    /// Give up `holder`'s claim on the event `key` without delivering it
+    /// (see [`delivery::release`]).
+    pub fn release_delivery(
+        &self,
+        name: &str,
+        key: &delivery::EventKey,
+        holder: &str,
+    ) -> Result<(), StoreError> {
+        self.backend
+            .delivery(name, key, &mut |record| delivery::release(record, holder))
+    }
+
+    /// The delivery record of the notifier `name` for `key`, as stored.
+    pub fn delivery_record(
+        &self,
+        name: &str,
+        key: &delivery::EventKey,
+    ) -> Result<Option<delivery::Delivery>, StoreError> {
+        let mut seen = None;
+        self.backend.delivery(name, key, &mut |record| {
+            seen = record.cloned();
+            None
+        })?;
+        Ok(seen)
     }
 
     /// Run `f` under the backend's exclusive access with the current time.

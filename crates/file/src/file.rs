@@ -79,15 +79,15 @@ pub struct FileBackend {
     path: PathBuf,
     /// Where the data really lives: `path` with symlinks followed, so that
     /// writes land beside the target and keep the link.
-    target: PathBuf,
+    pub(crate) target: PathBuf,
     /// Why `path` may not be followed (a symlink a stranger planted in a
     /// sticky shared directory): every operation is refused with this.
     unsafe_link: Option<Arc<str>>,
     lock_path: PathBuf,
-    lock_timeout: Duration,
+    pub(crate) lock_timeout: Duration,
     /// The largest file this backend reads or writes.
-    max_bytes: u64,
-    fs: Arc<dyn Fs>,
+    pub(crate) max_bytes: u64,
+    pub(crate) fs: Arc<dyn Fs>,
     /// Whether leftover temp files were looked for already.
     swept: Arc<std::sync::atomic::AtomicBool>,
     /// Whether the last transaction or read ran on the trusted path (for tests).
@@ -392,7 +392,7 @@ impl FileBackend {
         Ok(FileMeta::new_in(dir_meta))
     }
 
-    fn lock(&self) -> Result<LockGuard, StoreError> {
+    pub(super) fn lock(&self) -> Result<LockGuard, StoreError> {
         self.check_link()?;
         let dir = self.dir();
         self.fs
@@ -415,20 +415,27 @@ impl FileBackend {
             })
     }
 
-    /// Step 4 of the protocol: temp file, fsync, rename, fsync the directory.
+    /// Step 4 of the protocol: temp file, fsync, rename over `target` (the
+    /// store, or a file beside it written under the same lock), fsync the
+    /// directory.
     /// `Ok(Written::LockLost)` when, just before the rename, `lock` turned
     /// out to be lost (its file deleted, so another writer may hold a new
     /// one): nothing was written and the caller must start over.
-    fn write_atomically(&self, parts: &[&[u8]], lock: &LockGuard) -> Result<Written, StoreError> {
+    pub(super) fn write_atomically(
+        &self,
+        target: &Path,
+        parts: &[&[u8]],
+        lock: &LockGuard,
+    ) -> Result<Written, StoreError> {
         let dir = self.dir();
         let meta = self.store_meta()?;
         // Before a store-sized temp file exists: in a directory that refuses
         // the rename it could not be removed either.
         self.fs
-            .check_replaceable(&dir, &self.target)
+            .check_replaceable(&dir, target)
             .map_err(|e| StoreError::io(self.location(), &dir, "replace the store", e))?;
-        let tmp = self.target.with_file_name(temp_name(
-            self.target.file_name().unwrap_or_default(),
+        let tmp = target.with_file_name(temp_name(
+            target.file_name().unwrap_or_default(),
             std::process::id(),
             &uuid::Uuid::new_v4().simple().to_string(),
         ));
@@ -460,7 +467,7 @@ impl FileBackend {
                 if !held {
                     return Ok(false);
                 }
-                match self.fs.rename(&tmp, &self.target) {
+                match self.fs.rename(&tmp, target) {
                     Ok(()) => Ok(true),
                     // Our temp file was swept: only a writer that believed it
                     // held the lock does that, so the lock was lost.
@@ -472,7 +479,7 @@ impl FileBackend {
                     }
                     Err(e) => Err(StoreError::io(
                         self.location(),
-                        &self.path,
+                        target,
                         "rename the temporary file over the store",
                         e,
                     )),
@@ -543,6 +550,17 @@ impl FileBackend {
 }
 
 impl Backend for FileBackend {
+    /// In the sidecar file `<store>.deliveries`, written under the store's
+    /// lock by the same atomic protocol (see `deliveries.rs`).
+    fn delivery(
+        &self,
+        name: &str,
+        key: &rudder_core::delivery::EventKey,
+        f: &mut rudder_core::delivery::Update<'_>,
+    ) -> Result<(), StoreError> {
+        crate::deliveries::update(self, name, key, f)
+    }
+
     fn location(&self) -> Location {
         FileBackend::location(self)
     }
@@ -659,7 +677,7 @@ enum Run<'a> {
 }
 
 /// How a write ended.
-enum Written {
+pub(super) enum Written {
     /// Durable, with the store's identity if it is still exactly what was
     /// written and that identity names one content ([`Identity::settled`]).
     Done(Option<Identity>),
@@ -755,7 +773,7 @@ impl FileBackend {
                 limit: self.max_bytes,
             });
         }
-        match self.write_atomically(parts, lock)? {
+        match self.write_atomically(&self.target, parts, lock)? {
             Written::LockLost => Ok(false),
             Written::Done(identity) => {
                 // Only content this writer checked (or made) in the layout

@@ -14,7 +14,7 @@ mod real;
 mod sim;
 pub mod watch;
 
-pub use names::{lock_name, temp_name, temp_pid};
+pub use names::{deliveries_name, lock_name, temp_name, temp_pid};
 
 use std::io;
 use std::path::Path;

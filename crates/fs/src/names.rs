@@ -33,6 +33,19 @@ pub fn lock_name(name: &OsStr) -> OsString {
     out
 }
 
+/// The name of the delivery record beside store `name` (`rudder
+/// notify`'s, docs/notify.md): `<name>.deliveries`, or, for a name too
+/// long to take the suffix, the shortened stem of [`temp_name`] with it.
+pub fn deliveries_name(name: &OsStr) -> OsString {
+    let mut out = if name.len() + ".deliveries".len() <= NAME_MAX {
+        name.to_os_string()
+    } else {
+        OsStr::from_bytes(&temp_stem(name)).to_os_string()
+    };
+    out.push(".deliveries");
+    out
+}
+
 /// The writer's pid when `candidate` is a temp name [`temp_name`] gives
 /// for store `name`.
 pub fn temp_pid(name: &OsStr, candidate: &OsStr) -> Option<u32> {

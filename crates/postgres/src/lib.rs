@@ -1009,4 +1009,17 @@ impl Backend for PostgresBackend {
     ) -> Result<(), StoreError> {
         off_runtime(|| self.write(&mut |txn| f(txn)))
     }
+
+    /// In `rudder_deliveries` (schema version 6). The row is read `FOR
+    /// UPDATE`; a missing one is inserted without `ON CONFLICT`, so that of
+    /// two notifiers inserting the same event at once the second fails on
+    /// the primary key and runs again, finding the first one's claim.
+    fn delivery(
+        &self,
+        name: &str,
+        key: &rudder_core::delivery::EventKey,
+        f: &mut rudder_core::delivery::Update<'_>,
+    ) -> Result<(), StoreError> {
+        off_runtime(|| self.write(&mut |txn| txn.delivery(name, key, f)))
+    }
 }

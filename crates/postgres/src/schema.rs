@@ -68,7 +68,12 @@ pub const CHANNEL: &str = "rudder_changes";
 /// the document on the way, and refuses a `\u0000` anywhere in it (a
 /// JSON value may hold one, and the other backends keep it), so a task
 /// whose request held a NUL character could not be written.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, KINDS, WRITTEN];
+///
+/// [`DELIVERIES`] adds `rudder_deliveries`, the record of what each
+/// `rudder notify` delivered (docs/notify.md): one row per notifier name
+/// and event (task, event, round), with the claim's holder and lease.
+/// Beside the tasks, not in them: a delivery moves no task's revision.
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, KINDS, WRITTEN, DELIVERIES];
 
 const V1: &str = r#"
 CREATE TABLE rudder_tasks (
@@ -131,6 +136,20 @@ CREATE INDEX rudder_tasks_by_status_kind ON rudder_tasks (status, kind, seq);
 const WRITTEN: &str = r#"
 ALTER TABLE rudder_tasks ALTER COLUMN status_message DROP EXPRESSION IF EXISTS;
 ALTER TABLE rudder_tasks ALTER COLUMN kind DROP EXPRESSION IF EXISTS;
+"#;
+
+const DELIVERIES: &str = r#"
+CREATE TABLE IF NOT EXISTS rudder_deliveries (
+    notifier text COLLATE "C" NOT NULL,
+    task_id text COLLATE "C" NOT NULL,
+    event text COLLATE "C" NOT NULL,
+    round bigint NOT NULL,
+    holder text COLLATE "C",
+    lease_expires_at text COLLATE "C",
+    delivered_at text COLLATE "C",
+    attempts bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (notifier, task_id, event, round)
+);
 "#;
 
 /// The version that gave tasks their `kind` column: the one [`KINDS`]

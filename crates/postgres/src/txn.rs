@@ -308,6 +308,64 @@ impl<'c> PgTxn<'c> {
             .map_err(|e| self.fail(action, e))
     }
 
+    /// [`rudder_core::Backend::delivery`] inside this write transaction:
+    /// whether it wrote.
+    pub(super) fn delivery(
+        &self,
+        name: &str,
+        key: &rudder_core::delivery::EventKey,
+        f: &mut rudder_core::delivery::Update<'_>,
+    ) -> Result<bool, StoreError> {
+        let action = "read the delivery record";
+        let rows = self.query(
+            "SELECT holder, lease_expires_at, delivered_at, attempts FROM rudder_deliveries \
+             WHERE notifier = $1 AND task_id = $2 AND event = $3 AND round = $4 FOR UPDATE",
+            &[&name, &key.task_id, &key.event, &key.round],
+            action,
+        )?;
+        let record = match rows.first() {
+            None => None,
+            Some(r) => Some(rudder_core::delivery::Delivery {
+                holder: r.try_get(0).map_err(|e| self.fail(action, e))?,
+                lease_expires_at: parse_time(r.try_get(1).map_err(|e| self.fail(action, e))?),
+                delivered_at: parse_time(r.try_get(2).map_err(|e| self.fail(action, e))?),
+                attempts: r
+                    .try_get::<_, i64>(3)
+                    .map_err(|e| self.fail(action, e))?
+                    .clamp(0, i64::from(u32::MAX)) as u32,
+            }),
+        };
+        let Some(new) = f(record.as_ref()) else {
+            return Ok(false);
+        };
+        let lease = new.lease_expires_at.map(time_text);
+        let delivered = new.delivered_at.map(time_text);
+        let attempts = i64::from(new.attempts);
+        let params: [&(dyn ToSql + Sync); 8] = [
+            &name,
+            &key.task_id,
+            &key.event,
+            &key.round,
+            &new.holder,
+            &lease,
+            &delivered,
+            &attempts,
+        ];
+        let sql = match record {
+            None => {
+                "INSERT INTO rudder_deliveries (notifier, task_id, event, round, holder, \
+                 lease_expires_at, delivered_at, attempts) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+            }
+            Some(_) => {
+                "UPDATE rudder_deliveries SET holder = $5, lease_expires_at = $6, \
+                 delivered_at = $7, attempts = $8 \
+                 WHERE notifier = $1 AND task_id = $2 AND event = $3 AND round = $4"
+            }
+        };
+        self.execute(sql, &params, "write the delivery record")?;
+        Ok(true)
+    }
+
     fn parse(&self, id: &str, doc: &str) -> Result<Task, StoreError> {
         pending::parse(self, id, doc)
     }

@@ -675,6 +675,63 @@ impl Backend for SqliteBackend {
         true
     }
 
+    /// In the `deliveries` table (schema version 5), in a write
+    /// transaction of its own.
+    fn delivery(
+        &self,
+        name: &str,
+        key: &rudder_core::delivery::EventKey,
+        f: &mut rudder_core::delivery::Update<'_>,
+    ) -> Result<(), StoreError> {
+        use rudder_core::query::{parse_time, time_text};
+        use rusqlite::OptionalExtension;
+        self.write_sql(&mut |tx| {
+            let read = |tx: &rusqlite::Transaction<'_>| {
+                tx.prepare_cached(
+                    "SELECT holder, lease_expires_at, delivered_at, attempts FROM deliveries \
+                     WHERE notifier = ?1 AND task_id = ?2 AND event = ?3 AND round = ?4",
+                )?
+                .query_row(
+                    rusqlite::params![name, key.task_id, key.event, key.round],
+                    |r| {
+                        Ok(rudder_core::delivery::Delivery {
+                            holder: r.get(0)?,
+                            lease_expires_at: parse_time(r.get(1)?),
+                            delivered_at: parse_time(r.get(2)?),
+                            attempts: r.get::<_, i64>(3)?.clamp(0, u32::MAX as i64) as u32,
+                        })
+                    },
+                )
+                .optional()
+            };
+            let record = read(tx).map_err(|e| self.error("read the delivery record", e))?;
+            let Some(new) = f(record.as_ref()) else {
+                return Ok(false);
+            };
+            tx.prepare_cached(
+                "INSERT INTO deliveries (notifier, task_id, event, round, holder, \
+                 lease_expires_at, delivered_at, attempts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+                 ON CONFLICT (notifier, task_id, event, round) DO UPDATE SET \
+                 holder = excluded.holder, lease_expires_at = excluded.lease_expires_at, \
+                 delivered_at = excluded.delivered_at, attempts = excluded.attempts",
+            )
+            .and_then(|mut s| {
+                s.execute(rusqlite::params![
+                    name,
+                    key.task_id,
+                    key.event,
+                    key.round,
+                    new.holder,
+                    new.lease_expires_at.map(time_text),
+                    new.delivered_at.map(time_text),
+                    i64::from(new.attempts),
+                ])
+            })
+            .map_err(|e| self.error("write the delivery record", e))?;
+            Ok(true)
+        })
+    }
+
     fn transaction(
         &self,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,

@@ -43,6 +43,10 @@ pub const APPLICATION_ID: i32 = 0x5275_6472;
 ///   documents, indexed by (status, kind, seq): a worker claiming tasks of
 ///   one kind reads the working tasks of that kind in store order, never
 ///   those of other kinds; `list --kind` reads the same index.
+/// - Version 5 adds `deliveries`, the record of what each `rudder notify`
+///   delivered (docs/notify.md): one row per notifier name and event
+///   (task, event, round), with the claim's holder and lease. Beside the
+///   tasks, not in them: a delivery moves no task's revision.
 pub const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE tasks (
@@ -90,6 +94,19 @@ CREATE INDEX tasks_by_status_lease ON tasks(status, lease_expires_at);
 ALTER TABLE tasks ADD COLUMN kind TEXT;
 UPDATE tasks SET kind = json_extract(doc, '$.kind') WHERE json_type(doc, '$.kind') = 'text';
 CREATE INDEX tasks_by_status_kind ON tasks(status, kind, seq);
+"#,
+    r#"
+CREATE TABLE IF NOT EXISTS deliveries (
+    notifier TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    event TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    holder TEXT,
+    lease_expires_at TEXT,
+    delivered_at TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (notifier, task_id, event, round)
+) WITHOUT ROWID;
 "#,
 ];
 

@@ -264,6 +264,15 @@ impl Backend for AnyBackend {
     fn feed_source(&self, task: Option<String>) -> Box<dyn FeedSource> {
         self.inner().feed_source(task)
     }
+
+    fn delivery(
+        &self,
+        name: &str,
+        key: &rudder_core::delivery::EventKey,
+        f: &mut rudder_core::delivery::Update<'_>,
+    ) -> Result<(), StoreError> {
+        self.inner().delivery(name, key, f)
+    }
 }
 
 #[cfg(all(test, feature = "file", feature = "sqlite", feature = "postgres"))]

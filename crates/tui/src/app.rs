@@ -313,6 +313,10 @@ pub struct App {
     total: usize,
     /// Feed events held back while paused.
     pending_feed: Vec<FeedEvent>,
+    /// How a task that starts waiting is told of (the config's `notify`).
+    pub notify: crate::alert::NotifyMode,
+    /// The rounds of waiting told of, and those still to tell.
+    pub alerts: crate::alert::Alerts,
     /// Marked tasks outside the window, as last fetched.
     pub(crate) marked_outside: TaskMap,
     /// The keys in force (the key table with the user's rebindings).
@@ -404,6 +408,8 @@ impl App {
             at_end: true,
             total: 0,
             pending_feed: Vec::new(),
+            notify: crate::alert::NotifyMode::default(),
+            alerts: crate::alert::Alerts::default(),
             marked_outside: TaskMap::new(),
             keys: KeyMap::default(),
             marks: Marks::default(),
@@ -558,6 +564,7 @@ impl App {
                     self.fetch_window(Anchor::Tasks(self.anchors()), Order::Held);
                 }
                 self.record_changes(&list, &old);
+                self.alerts.see(&list, &self.tasks);
             }
             FeedEvent::Unavailable(Unavailable::Missing) => {
                 // Nothing is known about any task any more.

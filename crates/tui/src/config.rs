@@ -3,6 +3,7 @@
 //!
 //! ```toml
 //! theme = "mono"          # default | mono | light
+//! notify = "bell"         # bell | desktop | off: a task starts waiting
 //!
 //! [keys]                  # action name (see the README's key table) → key
 //! quit = "x"
@@ -31,6 +32,8 @@ pub struct Config {
     pub keys: KeyMap,
     /// The theme asked for (before `NO_COLOR`, which wins).
     pub palette: Palette,
+    /// How a task that starts waiting is told of (`notify`).
+    pub notify: crate::alert::NotifyMode,
     /// The file read, if there was one.
     pub path: Option<PathBuf>,
     /// Each problem found, naming the file and line, already sanitized.
@@ -42,6 +45,7 @@ impl Default for Config {
         Config {
             keys: KeyMap::default(),
             palette: Palette::Default,
+            notify: crate::alert::NotifyMode::default(),
             path: None,
             problems: Vec::new(),
         }
@@ -52,6 +56,7 @@ impl Default for Config {
 #[serde(deny_unknown_fields)]
 struct Raw {
     theme: Option<Spanned<String>>,
+    notify: Option<Spanned<String>>,
     #[serde(default)]
     keys: BTreeMap<Spanned<String>, Spanned<OneOrMany>>,
 }
@@ -156,6 +161,17 @@ pub fn parse(path: &Path, text: &str) -> Config {
             )),
         }
     }
+    if let Some(notify) = raw.notify {
+        match crate::alert::NotifyMode::named(notify.get_ref()) {
+            Some(m) => config.notify = m,
+            None => config.problems.push(format!(
+                "{}: notify \"{}\" is not one of {}; the terminal bell rings",
+                at(notify.span()),
+                rudder_model::text::clean(notify.get_ref(), 40),
+                crate::alert::NotifyMode::NAMES
+            )),
+        }
+    }
     let mut spans = BTreeMap::new();
     let wanted: Vec<(String, Vec<String>)> = raw
         .keys
@@ -188,6 +204,7 @@ impl crate::app::App {
     /// status line (all of it in the help).
     pub fn configure(&mut self, config: Config) {
         self.keys = config.keys;
+        self.notify = config.notify;
         if let Some(first) = config.problems.first() {
             let more = match config.problems.len() {
                 1 => String::new(),
@@ -229,6 +246,24 @@ mod tests {
             Some(PathBuf::from("/h/.config/rudder/config.toml"))
         );
         assert_eq!(env(None, None), None);
+    }
+
+    #[test]
+    fn notify_is_read_and_a_bad_value_is_reported_with_the_bell_kept() {
+        let p = Path::new("c.toml");
+        assert_eq!(
+            parse(p, "notify = \"desktop\"\n").notify,
+            crate::alert::NotifyMode::Desktop
+        );
+        assert_eq!(parse(p, "").notify, crate::alert::NotifyMode::Bell);
+        let bad = parse(p, "theme = \"mono\"\nnotify = \"loud\"\n");
+        assert_eq!(bad.notify, crate::alert::NotifyMode::Bell);
+        assert_eq!(bad.palette, Palette::Mono);
+        assert!(
+            bad.problems[0].contains("line 2") && bad.problems[0].contains("\"loud\""),
+            "{:?}",
+            bad.problems
+        );
     }
 
     #[test]

@@ -73,6 +73,7 @@
 
 #![warn(missing_docs)]
 
+pub mod alert;
 pub mod app;
 pub mod config;
 pub mod errors;

@@ -253,6 +253,7 @@ async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
         app.read_only_because(why);
     }
     app.configure(config);
+    let osc777 = super::alert::prefers_777();
     let mut worker = options.worker.take();
     if let Some(w) = worker.as_mut() {
         app.worker = Some(w.state());
@@ -285,6 +286,9 @@ async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
             (true, Some(at)) => Some(FRAME.saturating_sub(at.elapsed())),
         };
         if wait == Some(Duration::ZERO) {
+            // Whatever brought them (the feed, a resume after a pause).
+            let alerts = app.alerts.take();
+            super::alert::write(terminal.backend_mut(), app.notify, osc777, &alerts)?;
             draw(&mut terminal, &mut app, &theme)?;
             last_draw = Some(Instant::now());
             dirty = false;
