@@ -25,12 +25,12 @@ use axum::body::Body;
 use axum::http::{HeaderValue, Request, Response, StatusCode, header};
 use axum::middleware::{self, Next};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 
-use super::{RudderMcp, say};
+use crate::console::{EXIT_USAGE, say};
+use crate::server::RudderMcp;
 
-/// The largest request body taken, in bytes.
-pub const MAX_BODY: usize = 4 * 1024 * 1024;
+pub use crate::guard::MAX_BODY;
 /// How many requests are handled at once; more are refused (503).
 pub const MAX_CONCURRENT: usize = 64;
 
@@ -135,7 +135,7 @@ pub async fn serve(
         Ok(l) => l,
         Err(e) => {
             say(&e.message);
-            return if e.usage { super::EXIT_USAGE } else { 1 };
+            return if e.usage { EXIT_USAGE } else { 1 };
         }
     };
     let local = match listener.local_addr() {
@@ -235,35 +235,25 @@ impl Guard {
                 "too many requests at once; try again",
             );
         };
-        let (mut req, listen) = match super::listen::note_http(req, MAX_BODY).await {
+        let (mut req, listen) = match crate::listen::note_http(req, MAX_BODY).await {
             Ok(r) => r,
             Err(refused) => return refused,
         };
         // The handler may give the slot back (an inline wait); else it is
         // held until the answer's head is out.
-        let slot = Slot(Arc::new(std::sync::Mutex::new(Some(slot))));
+        let slot = Slot::new(slot);
         req.extensions_mut().insert(slot.clone());
         let response = next.run(req).await;
         slot.release();
         let response = match listen {
-            Some(ids) if response.status().is_success() => super::listen::patch_sse(response, ids),
+            Some(ids) if response.status().is_success() => crate::listen::patch_sse(response, ids),
             _ => response,
         };
         jsonrpc_error_body(response).await
     }
 }
 
-/// The request slot an HTTP request holds, in its extensions (rmcp hands
-/// a request's `http::request::Parts` to the handler).
-#[derive(Clone)]
-pub struct Slot(Arc<std::sync::Mutex<Option<OwnedSemaphorePermit>>>);
-
-impl Slot {
-    /// Give the slot back (once; later calls do nothing).
-    pub fn release(&self) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
-    }
-}
+pub use crate::guard::Slot;
 
 /// A refusal rmcp answers in plain text (a body that does not parse, too
 /// large, a foreign Origin) as a JSON-RPC error, with the same status.
@@ -338,17 +328,4 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-pub(crate) fn error(status: StatusCode, code: i64, message: &str) -> Response<Body> {
-    let body = serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": code, "message": message},
-    });
-    let mut r = Response::new(Body::from(body.to_string()));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
-}
+pub(crate) use crate::guard::error;

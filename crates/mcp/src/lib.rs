@@ -13,13 +13,15 @@
 //! `rudder-model` only, never on the binary: `rudder mcp` calls [`run`].
 
 pub mod catalogue;
+mod console;
+mod guard;
 pub mod http;
 pub mod listen;
+mod requested;
 pub mod server;
 pub mod sessions;
 pub mod wire;
 
-use std::io::Write;
 use std::path::PathBuf;
 
 pub use catalogue::{Catalogue, CatalogueError};
@@ -27,8 +29,8 @@ pub use server::RudderMcp;
 
 use rudder_store::Store;
 
-/// Exit code of a usage error (a catalogue or address that cannot be used).
-pub const EXIT_USAGE: i32 = 2;
+pub use console::EXIT_USAGE;
+pub(crate) use console::say;
 
 /// What `rudder mcp` was asked to do.
 #[derive(Debug, Clone)]
@@ -43,15 +45,6 @@ pub struct McpOptions {
     pub token_file: Option<PathBuf>,
     /// Origins a browser page may call from, besides loopback ones.
     pub allow_origins: Vec<String>,
-}
-
-/// Say something on stderr (stdout is the protocol's over stdio).
-pub(crate) fn say(text: &str) {
-    let _ = writeln!(
-        std::io::stderr(),
-        "rudder mcp: {}",
-        rudder_model::text::sanitize(text)
-    );
 }
 
 /// Run `rudder mcp` until stdin closes (stdio) or forever (HTTP); the exit code.

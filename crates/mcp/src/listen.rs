@@ -23,8 +23,7 @@
 //! The acknowledgement lists the task ids asked for; an id that is not a
 //! task in the store is never heard of.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
 
 use axum::body::Body;
 use axum::http::{Method, Request, Response};
@@ -38,63 +37,16 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::broadcast;
 
+use crate::requested::{Requested, task_ids};
 use crate::server::{Changed, RudderMcp};
 
-/// The JSON-RPC method this module answers.
-pub const METHOD: &str = "subscriptions/listen";
+pub use crate::requested::METHOD;
 /// The acknowledgement's method.
 const ACK: &str = "notifications/subscriptions/acknowledged";
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
-/// The `taskIds` of listen requests seen on stdio, by request id (its JSON
-/// text), while the listen is open.
-#[derive(Debug, Clone, Default)]
-pub struct Requested(Arc<Mutex<HashMap<String, Vec<String>>>>);
-
-impl Requested {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<String>>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Note the task ids of `message` if it is a listen request naming some.
-    fn note(&self, message: &Value) {
-        if let Some((id, ids)) = task_ids(message) {
-            self.lock().insert(id.to_string(), ids);
-        }
-    }
-
-    /// The ids of the listen request whose id is `id` (as JSON).
-    fn get(&self, id: &Value) -> Option<Vec<String>> {
-        self.lock().get(&id.to_string()).cloned()
-    }
-
-    fn forget(&self, id: &Value) {
-        self.lock().remove(&id.to_string());
-    }
-}
-
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
-}
-
-/// The request id and the task ids of a listen request that names some.
-fn task_ids(message: &Value) -> Option<(&Value, Vec<String>)> {
-    if message.get("method").and_then(Value::as_str) != Some(METHOD) {
-        return None;
-    }
-    let id = message.get("id")?;
-    let mut ids: Vec<String> = Vec::new();
-    for v in message
-        .pointer("/params/notifications/taskIds")?
-        .as_array()?
-    {
-        if let Some(s) = v.as_str()
-            && !ids.iter().any(|i| i == s)
-        {
-            ids.push(s.to_string());
-        }
-    }
-    Some((id, ids))
 }
 
 /// The `-32021` answer to a listen for task ids from a client of the 2026
@@ -150,7 +102,7 @@ fn patch_ack(message: &mut Value, ids_of: impl Fn(&Value) -> Option<Vec<String>>
 
 /// The longest request line taken over stdio, in bytes (the HTTP body
 /// limit).
-pub const MAX_LINE: usize = crate::http::MAX_BODY;
+pub const MAX_LINE: usize = crate::guard::MAX_BODY;
 
 /// What [`read_line`] read.
 #[derive(Debug, PartialEq)]
@@ -290,7 +242,7 @@ pub fn stdio(requested: Requested) -> (impl AsyncRead, impl AsyncWrite) {
                 Ok(Line::TooLong(seen)) => {
                     // Answered here (rmcp would drop it without a word, and
                     // the client would wait for ever).
-                    crate::say(&format!(
+                    crate::console::say(&format!(
                         "refused a request line of {seen} bytes or more: the limit is {MAX_LINE} bytes a line"
                     ));
                     let _ = refused_tx.send(too_long(&line, seen));
@@ -366,7 +318,7 @@ pub async fn note_http(
     }
     let (mut parts, body) = req.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
-        return Err(crate::http::error(
+        return Err(crate::guard::error(
             axum::http::StatusCode::PAYLOAD_TOO_LARGE,
             -32600,
             "the request body is too large",

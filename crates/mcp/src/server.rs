@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
 use super::catalogue::{Catalogue, ToolSpec};
-use super::listen::Requested;
+use super::requested::Requested;
 use super::wire;
 use rudder_model::task::{Actor, ClientInfo, Origin, Status, Task};
 use rudder_store::watch::{FeedEvent, FeedOptions};
@@ -475,7 +475,7 @@ fn release_slot(cx: &RequestContext<RoleServer>) {
     if let Some(slot) = cx
         .extensions
         .get::<axum::http::request::Parts>()
-        .and_then(|p| p.extensions.get::<crate::http::Slot>())
+        .and_then(|p| p.extensions.get::<crate::guard::Slot>())
     {
         slot.release();
     }
