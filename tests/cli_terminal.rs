@@ -3,48 +3,16 @@
 
 mod common;
 
-use std::io::Read;
 use std::path::Path;
 
-use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 use unicode_width::UnicodeWidthStr;
 
 /// Every line `rudder list` printed on a terminal `cols` wide, with `env`.
 fn list_on_a_terminal(store: &Path, cols: u16, env: &[(&str, &str)]) -> Vec<String> {
-    let pty = native_pty_system()
-        .openpty(PtySize {
-            rows: 24,
-            cols,
-            pixel_width: 0,
-            pixel_height: 0,
-        })
-        .expect("a pseudo-terminal");
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_rudder"));
-    cmd.args(["--store", store.to_str().expect("a UTF-8 path"), "list"]);
-    cmd.env_remove("COLUMNS");
-    for (name, value) in env {
-        cmd.env(name, value);
-    }
-    let mut child = pty.slave.spawn_command(cmd).expect("rudder starts");
-    drop(pty.slave);
-    let mut reader = pty.master.try_clone_reader().expect("a reader");
-    let mut out = Vec::new();
-    // Read to the end: the pty reports EOF (or EIO) once the child is gone.
-    let mut buf = [0u8; 8192];
-    loop {
-        match reader.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-        }
-    }
-    let status = child.wait().expect("rudder exits");
-    assert!(status.success(), "rudder list: {status:?}");
-    String::from_utf8(out)
-        .expect("UTF-8")
-        .split("\r\n")
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect()
+    let store = store.to_str().expect("a UTF-8 path");
+    let (code, lines) = common::on_a_terminal(&["--store", store, "list"], cols, env);
+    assert_eq!(code, 0, "rudder list: {lines:?}");
+    lines
 }
 
 #[test]

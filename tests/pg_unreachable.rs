@@ -5,10 +5,7 @@
 
 mod common;
 
-use std::io::Read;
 use std::time::{Duration, Instant};
-
-use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 
 const PASSWORD: &str = "s3cret-pw";
 
@@ -58,35 +55,16 @@ fn a_read_of_an_unreachable_server_fails_in_seconds_not_after_the_lock_timeout()
 #[test]
 fn a_write_waiting_for_the_server_says_so_on_a_terminal() {
     let url = unreachable_url();
-    let pty = native_pty_system()
-        .openpty(PtySize {
-            rows: 24,
-            cols: 200,
-            pixel_width: 0,
-            pixel_height: 0,
-        })
-        .expect("a pseudo-terminal");
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_rudder"));
-    cmd.args(["--store", &url, "heartbeat", "0123abcd"]);
-    cmd.env("RUDDER_LOCK_TIMEOUT", "3s");
-    let mut child = pty.slave.spawn_command(cmd).expect("rudder starts");
-    drop(pty.slave);
-    let mut reader = pty.master.try_clone_reader().expect("a reader");
-    let mut out = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match reader.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-        }
-    }
-    let status = child.wait().expect("rudder exits");
-    assert_eq!(status.exit_code(), 6, "{status:?}");
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let lines: Vec<&str> = text.split("\r\n").filter(|l| !l.is_empty()).collect();
+    let (code, lines) = common::on_a_terminal(
+        &["--store", &url, "heartbeat", "0123abcd"],
+        200,
+        &[("RUDDER_LOCK_TIMEOUT", "3s")],
+    );
+    assert_eq!(code, 6, "{lines:?}");
+    let text = lines.join("\n");
     // First what it waits for (host, port, how long), then the error.
     assert!(lines.len() >= 2, "{text}");
-    let notice = lines[0];
+    let notice = &lines[0];
     assert!(
         notice.contains("waiting for the PostgreSQL server at host 127.0.0.1")
             && notice.contains(&format!("port {}", port_of(&url)))

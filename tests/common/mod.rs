@@ -531,3 +531,45 @@ impl Drop for ReadOnlyView {
         }
     }
 }
+
+/// What `rudder ARGS` printed on a pseudo-terminal `cols` wide, with
+/// `$COLUMNS` unset and `env` set: its exit code and its non-empty lines,
+/// read to the end (the pty reports EOF, or EIO, once the child is gone).
+pub fn on_a_terminal(args: &[&str], cols: u16, env: &[(&str, &str)]) -> (u32, Vec<String>) {
+    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+    use std::io::Read;
+    let pty = native_pty_system()
+        .openpty(PtySize {
+            rows: 24,
+            cols,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .expect("a pseudo-terminal");
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_rudder"));
+    cmd.args(args);
+    cmd.env_remove("COLUMNS");
+    cmd.env_remove("RUDDER_STORE");
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let mut child = pty.slave.spawn_command(cmd).expect("rudder starts");
+    drop(pty.slave);
+    let mut reader = pty.master.try_clone_reader().expect("a reader");
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    let status = child.wait().expect("rudder exits");
+    let lines = String::from_utf8(out)
+        .expect("UTF-8 output")
+        .split("\r\n")
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    (status.exit_code(), lines)
+}

@@ -330,11 +330,14 @@ mod tests {
                     .into_bytes(),
             );
         }
-        for dir in ["fuzz/corpus/load_store", "tests/fuzz_regressions"] {
-            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-                inputs.push(std::fs::read(entry.path()).unwrap());
-            }
+        // Paths from the workspace root (this crate is crates/file): the
+        // corpus only where a fuzz run made it, the kept regressions always.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let corpus = std::fs::read_dir(root.join("fuzz/corpus/load_store"));
+        let kept = std::fs::read_dir(root.join("crates/testkit/tests/fuzz_regressions"))
+            .expect("the kept fuzz regressions");
+        for entry in corpus.into_iter().flatten().chain(kept).flatten() {
+            inputs.push(std::fs::read(entry.path()).unwrap());
         }
         assert!(inputs.len() > 20, "{}", inputs.len());
         let (mut split_read, mut checked) = (0, 0);

@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 
 use chrono::Utc;
 use indexmap::IndexMap;
-use rudder::store::{NewTask, Store, StoreError};
-use rudder::task::{Actor, HistoryEntry, Progress, Status, Task};
+use rudder_store::task::{Actor, HistoryEntry, Progress, Status, Task};
+use rudder_store::{NewTask, Store, StoreError};
 use serde_json::{Value, json};
 
 /// A task with every field set. Written as a struct literal without `..`,

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use rudder::schema::{self, FieldSpec, Kind, Scalar, form_spec, mcp_fit};
+use rudder_model::schema::{self, FieldSpec, Kind, Scalar, form_spec, mcp_fit};
 use serde_json::{Value, json};
 
 fn kind(k: &Kind) -> String {
