@@ -109,6 +109,9 @@ up() {
         dir=$(mktemp -d "${TMPDIR:-/tmp}/rudder-pg.XXXXXX")
     fi
     dir=$(cd "$dir" && pwd)
+    # The cluster trusts every connection on its socket: only its owner
+    # (and root) may reach the directory the socket is in.
+    chmod 700 "$dir"
     own "$dir"
     ( run initdb -D "$dir/data" -U rudder -E UTF8 --locale=C --auth=trust --no-instructions ) >"$dir/initdb.log" 2>&1 ||
         die "initdb failed: see $dir/initdb.log"

@@ -28,6 +28,11 @@ struct Notifier {
 
 impl Notifier {
     fn start(store: &Path, dir: &Path, args: &[&str]) -> Notifier {
+        Notifier::start_with_env(store, dir, args, &[])
+    }
+
+    /// [`Notifier::start`] with `env` in the notifier's environment.
+    fn start_with_env(store: &Path, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Notifier {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let stderr = dir.join(format!(
             "notify-{}.err",
@@ -39,6 +44,7 @@ impl Notifier {
             .arg("notify")
             .args(["--timeout", "2s", "--backoff", "100ms"])
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).expect("stderr file"))
@@ -80,6 +86,7 @@ fn script(dir: &Path, log: &Path, pause: &str) -> PathBuf {
              input=$(cat)\n\
              printf 'EVENT %s\\n' \"$input\" >> '{log}'\n\
              printf 'ENV %s|%s|%s\\n' \"$RUDDER_TASK_ID\" \"$RUDDER_STATUS\" \"$RUDDER_TITLE\" >> '{log}'\n\
+             printf 'SECRETS [%s][%s][%s]\\n' \"$RUDDER_STORE\" \"$PGPASSWORD\" \"$RUDDER_MCP_TOKEN\" >> '{log}'\n\
              echo \"DONE $RUDDER_TASK_ID\" >> '{log}'\n",
             log = log.display()
         ),
@@ -124,7 +131,17 @@ fn the_program_gets_the_event_on_stdin_and_in_its_environment() {
         let hook = script(dir.path(), &log, "0");
         let title = format!("disk $(touch {}) `id` \u{1b}]0;x\u{7}", pwned.display());
         let id = ask(&store, &title, "which service?");
-        let _n = Notifier::start(&store, dir.path(), &["--exec", hook.to_str().unwrap()]);
+        // Secrets of the notifier's environment stay with it.
+        let _n = Notifier::start_with_env(
+            &store,
+            dir.path(),
+            &["--exec", hook.to_str().unwrap()],
+            &[
+                ("RUDDER_STORE", "postgres://u:pw-in-url@h/db"),
+                ("PGPASSWORD", "pw-in-env"),
+                ("RUDDER_MCP_TOKEN", "a-token"),
+            ],
+        );
         let ev = wait_for(LONG, || events(&log).pop()).expect("an event");
         assert_eq!(ev["task_id"], Value::from(id.clone()));
         assert_eq!(ev["event"], "input_required");
@@ -146,6 +163,8 @@ fn the_program_gets_the_event_on_stdin_and_in_its_environment() {
             "the environment's title is sanitised"
         );
         assert!(!pwned.exists(), "task text was run as a command");
+        let secrets = wait_for(LONG, || lines(&log, "SECRETS ").pop()).unwrap();
+        assert_eq!(secrets, "[][][]", "the program got the notifier's secrets");
     });
 }
 

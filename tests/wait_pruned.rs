@@ -99,6 +99,8 @@ fn wait_json_on_a_task_completed_and_pruned_at_once_says_its_result_is_gone() {
         // The wait has read the task (on one connection, kept) once its
         // feed has the database open too (a second connection).
         let pid = child.id() as libc::pid_t;
+        // The kernel names an open file by its real path.
+        let store = std::fs::canonicalize(&store).unwrap_or_else(|_| store.clone());
         common::wait_for(Duration::from_secs(60), || {
             let open = std::fs::read_dir(format!("/proc/{pid}/fd"))
                 .ok()?

@@ -13,9 +13,9 @@ use crate::store::Store;
 /// Run the notifier until it is stopped (or its feed stops).
 pub(super) fn run(store: &Store, a: NotifyArgs) -> Result<i32, CliError> {
     let opts = options(&a)?;
-    // The notifier's tasks share a store of their own, opened from the
-    // typed URL of the one the command opened (nothing is parsed again).
-    let store = Store::connect(store.backend().url())
+    // The notifier's tasks share a store of their own, over what the
+    // command opened, with its settings.
+    let store = crate::store::reopen(store)
         .map_err(|e| CliError::usage("--store", format!("--store: {e}")))?;
     let sink = sink(&a, opts.timeout)?;
     let json = a.json;

@@ -134,8 +134,6 @@ impl Supervisor {
 /// before killing it: it needs a tick of its diagnoses and a write each.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
-/// Send SIGTERM to `child`, which has not been reaped (so its pid is still
-/// its own, even if it exited).
 /// Why the Python worker cannot start: a set-up problem of the machine,
 /// said before the TUI takes the screen (exit 2, as a usage error: the
 /// remedy is the command it names, not a bug report).
@@ -195,6 +193,8 @@ pub fn check_python(python: &std::ffi::OsStr, script: &Path) -> Result<(), Pytho
     Ok(())
 }
 
+/// Send SIGTERM to `child`, which has not been reaped (so its pid is still
+/// its own, even if it exited).
 #[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
 fn terminate(child: &Child) -> std::io::Result<()> {
     let pid = libc::pid_t::try_from(child.id()).map_err(std::io::Error::other)?;

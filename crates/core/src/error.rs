@@ -436,8 +436,9 @@ mod tests {
 }
 
 /// What kind of failure a [`StoreError`] is ([`StoreError::kind`]), with
-/// the name every face reports it by (the CLI's `--json` `"error"`, MCP's
-/// error data, Python's exception's `kind`).
+/// its name (MCP's error data says it). The CLI's `--json` `"error"`
+/// keeps `database` for [`ErrorKind::Unreachable`], the name scripts have
+/// always matched on (src/cli/exit.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
     UnknownTask,

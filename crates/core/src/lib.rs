@@ -229,6 +229,9 @@ pub struct Store<B: Backend> {
     clock: Clock,
     /// Overrides [`Backend::batch_size`] (tests).
     batch: Option<usize>,
+    /// The settings it was connected with ([`Store::connect_with`]); `None`
+    /// for a store over a backend made by hand ([`Store::with_backend`]).
+    settings: Option<Settings>,
 }
 
 impl<B: Backend> Store<B> {
@@ -263,7 +266,15 @@ impl<B: Backend> Store<B> {
         B: Connect,
     {
         let url = url.to_store_url()?;
-        B::connect(&url, settings).map(Store::with_backend)
+        let mut store = B::connect(&url, settings).map(Store::with_backend)?;
+        store.settings = Some(*settings);
+        Ok(store)
+    }
+
+    /// The settings this store was connected with, if it was connected by
+    /// URL: what a second store of the same process must use.
+    pub fn settings(&self) -> Option<&Settings> {
+        self.settings.as_ref()
     }
 
     /// The change feed of this store (of `options.task` only, if set),
@@ -292,6 +303,7 @@ impl<B: Backend> Store<B> {
             backend,
             clock: Arc::new(Utc::now),
             batch: None,
+            settings: None,
         }
     }
 

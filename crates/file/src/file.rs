@@ -574,7 +574,8 @@ impl Backend for FileBackend {
         Ok(self.load_existing()?.unwrap_or_default())
     }
     fn cannot_write(&self) -> Option<String> {
-        crate::fs::cannot_write(FileBackend::path(self))
+        // Writes land beside the link's target, not the link.
+        crate::fs::cannot_write(&self.target)
     }
     /// Every transaction reads and rewrites the whole file, so a batch
     /// would cost as much as everything: one step.

@@ -253,7 +253,7 @@ impl Guard {
     }
 }
 
-pub use crate::guard::Slot;
+use crate::guard::Slot;
 
 /// A refusal rmcp answers in plain text (a body that does not parse, too
 /// large, a foreign Origin) as a JSON-RPC error, with the same status.
@@ -328,4 +328,4 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-pub(crate) use crate::guard::error;
+use crate::guard::error;

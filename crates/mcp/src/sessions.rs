@@ -31,6 +31,9 @@ pub struct Bounded {
     cap: usize,
     /// When each live session was last used.
     used: Mutex<HashMap<SessionId, Instant>>,
+    /// Held from making room to the new session's creation, so that
+    /// initializes arriving together cannot all see room for one.
+    creating: tokio::sync::Mutex<()>,
 }
 
 impl Bounded {
@@ -42,6 +45,7 @@ impl Bounded {
             inner,
             cap: cap.max(1),
             used: Mutex::new(HashMap::new()),
+            creating: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -53,16 +57,6 @@ impl Bounded {
         if let Some(t) = self.used().get_mut(id) {
             *t = Instant::now();
         }
-    }
-
-    /// How many sessions rmcp holds now.
-    pub async fn len(&self) -> usize {
-        self.inner.sessions.read().await.len()
-    }
-
-    /// Whether rmcp holds no session.
-    pub async fn is_empty(&self) -> bool {
-        self.len().await == 0
     }
 
     /// Close the least recently used sessions until one more fits.
@@ -97,6 +91,7 @@ impl SessionManager for Bounded {
     type Transport = <LocalSessionManager as SessionManager>::Transport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let _one_at_a_time = self.creating.lock().await;
         self.make_room().await;
         let (id, transport) = SessionManager::create_session(&self.inner).await?;
         self.used().insert(id.clone(), Instant::now());

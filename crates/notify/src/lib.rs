@@ -402,8 +402,10 @@ impl Delivery {
         Ok(task.filter(|t| event::event_of(t, on, Utc::now()).as_ref() == Some(key)))
     }
 
-    /// Wait `total`, renewing the claim so that it outlives the wait.
-    async fn wait_holding(&self, key: &EventKey, total: Duration) {
+    /// Wait `total`, renewing the claim so that it outlives the wait;
+    /// `false` once the event is no longer this notifier's to deliver
+    /// (another holder took it over, or it was delivered).
+    async fn wait_holding(&self, key: &EventKey, total: Duration) -> bool {
         let step = self.opts.lease() / 2;
         let mut left = total;
         while !left.is_zero() {
@@ -411,17 +413,27 @@ impl Delivery {
             tokio::time::sleep(now).await;
             left -= now;
             if !left.is_zero() {
-                let _ = self.claim(key).await;
+                match self.claim(key).await {
+                    Ok(Claimed::Won { .. }) => {}
+                    Ok(Claimed::Held { .. } | Claimed::Delivered) => return false,
+                    // The store is out of reach: the next claim says.
+                    Err(_) => {}
+                }
             }
         }
+        true
     }
 
     async fn run(&self, key: &EventKey, on: On, mut task: Task) {
         let mut delay = self.opts.backoff;
         let mut attempt = 0u32;
         loop {
+            // A slot first, then the claim: a claim taken while waiting for
+            // a slot could lapse in the queue and be delivered twice.
+            let permit = self.permits.acquire().await;
             match self.claim(key).await {
                 Err(e) => {
+                    drop(permit);
                     self.log("store", key, attempt, Some(e.to_string()));
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(self.opts.max_backoff);
@@ -429,6 +441,7 @@ impl Delivery {
                 }
                 Ok(Claimed::Delivered) => return,
                 Ok(Claimed::Held { holder, until }) => {
+                    drop(permit);
                     self.log(
                         "held",
                         key,
@@ -448,7 +461,7 @@ impl Delivery {
             }
             attempt += 1;
             let outcome = {
-                let _permit = self.permits.acquire().await;
+                let _permit = permit;
                 let event =
                     event::event_json(&task, key, on, Utc::now(), &self.shown, &self.opts.name);
                 let body = serde_json::to_vec(&event).unwrap_or_default();
@@ -476,7 +489,9 @@ impl Delivery {
                             humantime::format_duration(delay)
                         )),
                     );
-                    self.wait_holding(key, delay).await;
+                    if !self.wait_holding(key, delay).await {
+                        return;
+                    }
                     delay = (delay * 2).min(self.opts.max_backoff);
                     match self.current(key, on).await {
                         Ok(Some(t)) => task = t,

@@ -226,6 +226,11 @@ impl Sink {
     }
 }
 
+/// What the notifier's environment may hold that its program must not
+/// see: the store URL (a PostgreSQL password travels there, off argv),
+/// libpq's password and the MCP face's token.
+const WITHHELD: [&str; 3] = ["RUDDER_STORE", "PGPASSWORD", "RUDDER_MCP_TOKEN"];
+
 /// Run `program` with `args` (no shell), the event on its standard input
 /// and in its environment; its output goes to the notifier's standard
 /// error.
@@ -246,6 +251,9 @@ async fn run(
             .unwrap_or_else(|_| Stdio::null())
     };
     let mut cmd = tokio::process::Command::new(program);
+    for name in WITHHELD {
+        cmd.env_remove(name);
+    }
     cmd.args(args)
         .env("RUDDER_TASK_ID", env("task_id"))
         .env("RUDDER_STATUS", env("status"))

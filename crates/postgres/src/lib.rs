@@ -426,7 +426,9 @@ impl PostgresBackend {
     /// which server it waits for and until when (`until`), never the
     /// password (the target names host, port and database only). Nothing
     /// where nobody listens (no terminal) or a connection is open.
-    fn patience(&self, until: Instant) -> Option<Patience> {
+    /// `until` is computed only when a notice is armed: it may read the
+    /// URL's settings, which a read on a live connection need not.
+    fn patience(&self, until: impl FnOnce() -> Instant) -> Option<Patience> {
         if !rudder_core::notice::listening() {
             return None;
         }
@@ -436,6 +438,7 @@ impl PostgresBackend {
                 return None;
             }
         }
+        let until = until();
         let connects = Arc::clone(&self.connects);
         let seen = connects.load(Ordering::SeqCst);
         let target = self.target();
@@ -586,7 +589,7 @@ impl PostgresBackend {
         // always read again (writes wait out the whole lock timeout).
         let start = Instant::now();
         let deadline = start + self.lock_timeout.min(READ_PATIENCE);
-        let mut patience = self.patience(deadline.max(start + self.connect_timeout()));
+        let mut patience = self.patience(|| deadline.max(start + self.connect_timeout()));
         let mut tries = 0;
         loop {
             tries += 1;
@@ -626,7 +629,7 @@ impl PostgresBackend {
                         && (tries < 2 || Self::pause(tries, deadline)) =>
                 {
                     if lost && patience.is_none() {
-                        patience = self.patience(deadline);
+                        patience = self.patience(|| deadline);
                     }
                 }
                 Err((e, _, _)) => return Err(e),
@@ -716,7 +719,7 @@ impl PostgresBackend {
             } else {
                 self.lock_timeout.min(READ_PATIENCE)
             };
-        let mut patience = self.patience(deadline.max(start + self.connect_timeout()));
+        let mut patience = self.patience(|| deadline.max(start + self.connect_timeout()));
         let mut tries = 0;
         loop {
             tries += 1;
@@ -759,7 +762,7 @@ impl PostgresBackend {
                         && (tries < 2 || Self::pause(tries, deadline)) =>
                 {
                     if lost && patience.is_none() {
-                        patience = self.patience(deadline);
+                        patience = self.patience(|| deadline);
                     }
                 }
                 Err((e, _, _)) => return Err(e),
@@ -772,7 +775,7 @@ impl PostgresBackend {
         f: &mut dyn FnMut(&mut PgTxn<'_>) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
         let deadline = Instant::now() + self.lock_timeout;
-        let mut patience = self.patience(deadline);
+        let mut patience = self.patience(|| deadline);
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -832,7 +835,7 @@ impl PostgresBackend {
                     if (lost || attempt < ATTEMPTS) && Self::pause(attempt, deadline) =>
                 {
                     if lost && patience.is_none() {
-                        patience = self.patience(deadline);
+                        patience = self.patience(|| deadline);
                     }
                 }
                 Err((e, _, _)) => return Err(e),

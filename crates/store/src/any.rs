@@ -275,11 +275,43 @@ impl Backend for AnyBackend {
     }
 }
 
+/// A second store over what `store` opened, with the settings it was
+/// connected with (the process's, for a store made over a backend by
+/// hand): for a worker or a notifier whose threads share a store of their
+/// own. The URL is already typed: nothing is parsed again.
+pub fn reopen(store: &crate::Store) -> Result<crate::Store, UrlError> {
+    let settings = store
+        .settings()
+        .copied()
+        .unwrap_or_else(Settings::of_process);
+    crate::Store::connect_with(store.backend().url(), &settings)
+}
+
 #[cfg(all(test, feature = "file", feature = "sqlite", feature = "postgres"))]
 mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    /// A reopened store keeps the settings its original was connected
+    /// with, not the process's.
+    #[test]
+    fn a_reopened_store_keeps_its_settings() {
+        let settings = Settings {
+            lock_timeout: Duration::from_millis(1234),
+            max_store_bytes: Some(4096),
+        };
+        let store = crate::Store::connect_with("tasks.json", &settings).unwrap();
+        let again = reopen(&store).unwrap();
+        assert_eq!(again.settings(), Some(&settings));
+        match again.backend() {
+            AnyBackend::File(b) => {
+                assert_eq!(b.lock_timeout(), settings.lock_timeout);
+                assert_eq!(b.max_bytes(), 4096);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     /// What a caller passes is what each backend gets: no backend reads
     /// the environment itself.

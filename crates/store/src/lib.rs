@@ -23,7 +23,7 @@ pub mod copy;
 pub mod watch;
 pub mod worker;
 
-pub use any::{AnyBackend, Migrated};
+pub use any::{AnyBackend, Migrated, reopen};
 pub use rudder_core::*;
 pub use rudder_model::{duration, json, schema, task, text};
 pub use worker::{Until, Work};

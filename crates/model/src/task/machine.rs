@@ -226,7 +226,15 @@ pub fn hold(task: &mut Task, holder: &str, lease: Option<Duration>, now: DateTim
         None => task.lease_length(),
     };
     task.claimed_by = Some(holder.to_string());
-    task.lease_expires_at = Some(now + lease);
+    // A recorded length comes from the store, where a hand-edited one may
+    // be absurd: past the calendar's end it is held until that end, never
+    // a panic of every worker that writes.
+    task.lease_expires_at = Some(
+        chrono::TimeDelta::from_std(lease)
+            .ok()
+            .and_then(|d| now.checked_add_signed(d))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC),
+    );
 }
 
 /// A lease length in whole milliseconds (at least 1 for a nonzero one, so
@@ -483,5 +491,16 @@ mod tests {
             Ok(Change::Applied)
         );
         assert_eq!(task.lease_ms, None);
+    }
+
+    /// A hand-edited `lease_ms` past what a time can hold renews to the
+    /// latest time there is, never a panic.
+    #[test]
+    fn an_absurd_recorded_lease_length_does_not_panic() {
+        let mut t = Task::new("t", Status::Working);
+        t.lease_ms = Some(u64::MAX);
+        let now = Utc::now();
+        hold(&mut t, "w", None, now);
+        assert_eq!(t.lease_expires_at, Some(DateTime::<Utc>::MAX_UTC));
     }
 }

@@ -32,7 +32,7 @@ pub use wait::{REMOVED, Until, WaitError, WaitNote, removed_after_ending};
 
 use crate::task::{Status, Task};
 use crate::watch::{ChangeFeed, FeedOptions};
-use crate::{ErrorClass, Store, StoreError, StoreUrl, Summary, UrlError};
+use crate::{ErrorClass, Store, StoreError, Summary, UrlError};
 
 /// The lease a worker takes unless told otherwise.
 pub const DEFAULT_LEASE: Duration = crate::task::machine::DEFAULT_LEASE;
@@ -211,7 +211,7 @@ pub trait Work {
 impl Work for Store {
     fn worker(&self, name: impl Into<String>) -> WorkerBuilder {
         WorkerBuilder {
-            url: store_url(self),
+            store: crate::reopen(self),
             clock: self.clock(),
             name: name.into(),
             holder: None,
@@ -238,11 +238,6 @@ impl Work for Store {
     }
 }
 
-/// The URL a store was opened from, to open it again for a worker.
-fn store_url(store: &Store) -> StoreUrl {
-    store.backend().url()
-}
-
 /// A runtime of this thread's own for a blocking wait on the change feed;
 /// failing to make one is an I/O error of `store`.
 pub(crate) fn feed_runtime(store: &Store) -> Result<tokio::runtime::Runtime, StoreError> {
@@ -260,7 +255,9 @@ pub(crate) fn feed_runtime(store: &Store) -> Result<tokio::runtime::Runtime, Sto
 /// How a worker is set up: [`Store::worker`].
 #[must_use = "a worker does nothing until it is started"]
 pub struct WorkerBuilder {
-    url: StoreUrl,
+    /// The worker's own store, over what the caller's opened, with its
+    /// settings ([`crate::reopen`]).
+    store: Result<Store, UrlError>,
     clock: crate::Clock,
     name: String,
     holder: Option<String>,
@@ -353,7 +350,7 @@ impl WorkerBuilder {
             }
             .into());
         }
-        let store = Store::connect(&self.url)?.with_clock(self.clock);
+        let store = self.store?.with_clock(self.clock);
         Ok((
             Settings {
                 name: self.name,
