@@ -39,11 +39,11 @@ pub fn task(i: usize, n: usize, now: DateTime<Utc>) -> Task {
     );
     t.status_message = Some("correlating deploys with error spikes".into());
     t.revision = 3;
-    t.history = vec![HistoryEntry {
-        status: Status::Working,
-        at: created,
-        note: Some("created".into()),
-    }];
+    t.history = vec![HistoryEntry::new(
+        Status::Working,
+        created,
+        Some("created".into()),
+    )];
     t
 }
 
@@ -74,11 +74,7 @@ pub fn rich_task(i: usize, n: usize, now: DateTime<Utc>) -> Task {
     }
     if status != Status::Working {
         let at = t.history[0].at + TimeDelta::seconds(30);
-        t.history.push(HistoryEntry {
-            status,
-            at,
-            note: None,
-        });
+        t.history.push(HistoryEntry::new(status, at, None));
     }
     t
 }

@@ -74,17 +74,13 @@ pub fn task(n: u32, status: Status, title: &str, age: i64, upd: i64) -> Task {
     t.created_at = Some(ago(age));
     t.updated_at = Some(ago(upd));
     t.revision = 1;
-    t.history.push(HistoryEntry {
-        status: Status::Working,
-        at: ago(age),
-        note: Some("created".into()),
-    });
+    t.history.push(HistoryEntry::new(
+        Status::Working,
+        ago(age),
+        Some("created".into()),
+    ));
     if status != Status::Working {
-        t.history.push(HistoryEntry {
-            status,
-            at: ago(upd),
-            note: None,
-        });
+        t.history.push(HistoryEntry::new(status, ago(upd), None));
         t.revision = 2;
     }
     t

@@ -20,6 +20,7 @@ mod report;
 pub mod settings;
 pub mod shared;
 mod summary;
+pub mod trail;
 mod txn;
 pub mod url;
 pub mod watch;
@@ -46,6 +47,7 @@ pub use settings::{
 };
 pub use shared::{ChangeLog, CopyCounts, NewerInStore, RecordedChange};
 pub use summary::Summary;
+pub use trail::{TrailEntry, TrailKey, TrailQuery};
 pub use txn::Transaction;
 pub use url::{StoreUrl, ToStoreUrl, UrlError};
 
@@ -55,7 +57,7 @@ pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(30);
 use rudder_model::schema;
 use rudder_model::task::machine::{self, Refusal};
 use rudder_model::task::{
-    Actor, Change, HistoryEntry, Op, OpKind, Progress, Status, Task, TaskMap,
+    Actor, Author, Change, Face, HistoryEntry, Op, OpKind, Progress, Status, Task, TaskMap,
 };
 
 /// Where tasks are kept. Implementations must make `transact` atomic and
@@ -225,8 +227,13 @@ pub trait Connect: Backend + Sized {
 
 /// The task store.
 pub struct Store<B: Backend> {
-    backend: B,
+    /// Shared by the stores [`Store::by`] makes for other authors.
+    backend: Arc<B>,
     clock: Clock,
+    /// Who writes through this store: recorded on every history entry it
+    /// adds but a lease holder's (a worker writes as its holder). `None`:
+    /// an unknown actor.
+    author: Option<Author>,
     /// Overrides [`Backend::batch_size`] (tests).
     batch: Option<usize>,
     /// The settings it was connected with ([`Store::connect_with`]); `None`
@@ -300,11 +307,30 @@ impl<B: Backend> Store<B> {
     /// The store over `backend`, as it is.
     pub fn with_backend(backend: B) -> Self {
         Store {
-            backend,
+            backend: Arc::new(backend),
             clock: Arc::new(Utc::now),
+            author: None,
             batch: None,
             settings: None,
         }
+    }
+
+    /// This store writing as `author` (the CLI's `--as`, an MCP request's
+    /// principal), sharing its backend, clock and settings: cheap enough
+    /// to make per request.
+    pub fn by(&self, author: Author) -> Self {
+        Store {
+            backend: Arc::clone(&self.backend),
+            clock: Arc::clone(&self.clock),
+            author: Some(author),
+            batch: self.batch,
+            settings: self.settings,
+        }
+    }
+
+    /// Who writes through this store ([`Store::by`]); `None`: nobody said.
+    pub fn author(&self) -> Option<&Author> {
+        self.author.as_ref()
     }
 
     /// Handle at most `n` tasks (at least 1) per step of a long operation,
@@ -347,6 +373,20 @@ impl<B: Backend> Store<B> {
     /// All tasks, in file order.
     pub fn load(&self) -> Result<TaskMap, StoreError> {
         self.backend.load()
+    }
+
+    /// The page of the store's trail `q` asks for, oldest first (an
+    /// empty trail for a store that does not exist yet).
+    pub fn trail(&self, q: &TrailQuery) -> Result<Vec<TrailEntry>, StoreError> {
+        if !self.backend.exists()? {
+            return Ok(Vec::new());
+        }
+        let mut found = Vec::new();
+        self.backend.snapshot(&mut |tasks| {
+            found = tasks.trail(q)?;
+            Ok(())
+        })?;
+        Ok(found)
     }
 
     /// One task by full id or unique prefix.
@@ -517,6 +557,28 @@ impl<B: Backend> Store<B> {
         Ok(seen)
     }
 
+    /// Record who made the history entries `task` gained since it had
+    /// `from`: a lease holder writes as itself (its holder name, through
+    /// the worker face), anyone else as this store's author.
+    fn sign(&self, task: &mut Task, from: usize, actor: Actor<'_>) {
+        let Some(added) = task.history.get_mut(from..) else {
+            return;
+        };
+        for entry in added {
+            match actor {
+                Actor::Worker { holder, .. } => {
+                    entry.actor = Some(holder.to_string());
+                    entry.face = Some(Face::Worker);
+                }
+                Actor::Anyone => {
+                    if let Some(author) = &self.author {
+                        entry.by(author);
+                    }
+                }
+            }
+        }
+    }
+
     /// Run `f` under the backend's exclusive access with the current time.
     /// `f` returns its answer and whether to persist.
     fn transact<T>(
@@ -617,11 +679,11 @@ impl<B: Backend> Store<B> {
             task.created_at = Some(now);
             task.updated_at = Some(now);
             task.revision = 1;
-            task.history.push(HistoryEntry {
-                status,
-                at: now,
-                note: Some("created".into()),
-            });
+            let mut created = HistoryEntry::new(status, now, Some("created".into()));
+            if let Some(author) = &self.author {
+                created.by(author);
+            }
+            task.history.push(created);
             tasks.insert(task.clone())?;
             Ok((
                 Outcome {
@@ -651,8 +713,10 @@ impl<B: Backend> Store<B> {
         self.transact(false, |tasks, now| {
             let key = resolve_in(tasks, id)?;
             let task = tasks.get_mut(&key)?.ok_or_else(|| vanished(&key))?;
+            let entries = task.history.len();
             let change = machine::apply(task, op, actor, now)
                 .map_err(|r| refusal_error(op.kind(), r, task))?;
+            self.sign(task, entries, actor);
             Ok((
                 Outcome {
                     change,
@@ -754,8 +818,10 @@ impl<B: Backend> Store<B> {
         self.transact(false, |tasks, now| {
             let key = resolve_in(tasks, id)?;
             let task = tasks.get_mut(&key)?.ok_or_else(|| vanished(&key))?;
+            let entries = task.history.len();
             let change = machine::apply(task, &op, actor, now)
                 .map_err(|r| refusal_error(op.kind(), r, task))?;
+            self.sign(task, entries, actor);
             if change == Change::Applied {
                 machine::hold(task, holder, Some(lease), now);
             }
@@ -838,6 +904,21 @@ impl<B: Backend> Store<B> {
         older_than: Duration,
         dry_run: bool,
     ) -> Result<ReclaimReport, StoreError> {
+        self.reclaim_because(older_than, dry_run, None)
+    }
+
+    /// [`Store::reclaim`], recording `reason` (a person's why) on each
+    /// reclaimed task's history entry.
+    pub fn reclaim_because(
+        &self,
+        older_than: Duration,
+        dry_run: bool,
+        reason: Option<&str>,
+    ) -> Result<ReclaimReport, StoreError> {
+        let why = Why {
+            author: self.author.as_ref(),
+            reason,
+        };
         if dry_run {
             let mut plan = None;
             self.backend.snapshot(&mut |tasks| {
@@ -850,7 +931,7 @@ impl<B: Backend> Store<B> {
         let Some(batch) = self.batch_size() else {
             return self.transact(false, |tasks, now| {
                 let report = plan_reclaim(tasks, older_than, now, false)?;
-                fail_reclaimed(tasks, &report, older_than, now)?;
+                fail_reclaimed(tasks, &report, older_than, now, why)?;
                 let write = !report.reclaimed.is_empty();
                 Ok((report, write))
             });
@@ -866,7 +947,7 @@ impl<B: Backend> Store<B> {
             let step = self.transact(false, |tasks, now| {
                 let mut step = Recheck::default();
                 for r in chunk {
-                    step.reclaim(tasks, &r.task_id, None, older_than, now)?;
+                    step.reclaim(tasks, &r.task_id, None, older_than, now, why)?;
                 }
                 let write = !step.reclaimed.is_empty();
                 Ok((step, write))
@@ -889,6 +970,21 @@ impl<B: Backend> Store<B> {
         previewed: &[(String, u64)],
         older_than: Duration,
     ) -> Result<ReclaimReport, StoreError> {
+        self.reclaim_tasks_because(previewed, older_than, None)
+    }
+
+    /// [`Store::reclaim_tasks`], recording `reason` (a person's why) on
+    /// each reclaimed task's history entry.
+    pub fn reclaim_tasks_because(
+        &self,
+        previewed: &[(String, u64)],
+        older_than: Duration,
+        reason: Option<&str>,
+    ) -> Result<ReclaimReport, StoreError> {
+        let why = Why {
+            author: self.author.as_ref(),
+            reason,
+        };
         // Each task is checked on its own, so the previewed list can be
         // handled `batch` tasks per transaction.
         let batch = self.batch_size().unwrap_or(usize::MAX);
@@ -904,7 +1000,7 @@ impl<B: Backend> Store<B> {
             let (step, at) = self.transact(false, |tasks, now| {
                 let mut step = Recheck::default();
                 for (id, seen) in chunk {
-                    step.reclaim(tasks, id, Some(*seen), older_than, now)?;
+                    step.reclaim(tasks, id, Some(*seen), older_than, now, why)?;
                 }
                 let write = !step.reclaimed.is_empty();
                 Ok(((step, now), write))
@@ -1014,6 +1110,7 @@ impl Recheck {
         seen: Option<u64>,
         older_than: Duration,
         now: DateTime<Utc>,
+        why: Why<'_>,
     ) -> Result<(), StoreError> {
         let skip = |status, reason: String| Skipped {
             task_id: id.to_string(),
@@ -1046,7 +1143,7 @@ impl Recheck {
                     reclaimed: vec![r],
                     ..again
                 };
-                fail_reclaimed(tasks, &plan, older_than, now)?;
+                fail_reclaimed(tasks, &plan, older_than, now, why)?;
                 self.reclaimed.extend(plan.reclaimed);
             }
             None => match again.skipped.pop() {
@@ -1071,12 +1168,20 @@ impl Recheck {
 /// How many ids of an ambiguous prefix an error lists.
 const CANDIDATES_SHOWN: usize = 20;
 
+/// Who reclaims, and why they said they did.
+#[derive(Clone, Copy)]
+struct Why<'a> {
+    author: Option<&'a Author>,
+    reason: Option<&'a str>,
+}
+
 /// Fail every task of a reclaim plan made from these very tasks.
 fn fail_reclaimed(
     tasks: &mut dyn Transaction,
     plan: &ReclaimReport,
     older_than: Duration,
     now: DateTime<Utc>,
+    why: Why<'_>,
 ) -> Result<(), StoreError> {
     for r in &plan.reclaimed {
         let task = tasks
@@ -1087,8 +1192,18 @@ fn fail_reclaimed(
         let op = Op::Fail {
             error: report::reclaim_error(r, older_than),
         };
+        let entries = task.history.len();
         machine::apply(task, &op, Actor::Anyone, now)
             .map_err(|refusal| refusal_error(OpKind::Reclaim, refusal, task))?;
+        // The failure's message is rudder's (idle for how long): the
+        // entry's note; the reason is the person's.
+        if let Some(entry) = task.history.get_mut(entries..).and_then(|e| e.last_mut()) {
+            entry.note = entry.reason.take();
+            entry.reason = why.reason.map(str::to_string);
+            if let Some(author) = why.author {
+                entry.by(author);
+            }
+        }
     }
     Ok(())
 }

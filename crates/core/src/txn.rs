@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use super::StoreError;
 use super::Summary;
 use super::query::{self, PageQuery, Stale, StatusCounts, SummaryBuf};
+use super::trail::{self, TrailEntry, TrailQuery};
 use rudder_model::task::{Task, TaskMap};
 
 /// The tasks of a store under exclusive access, in store order.
@@ -138,6 +139,15 @@ pub trait Transaction {
             *counts.0.entry(t.status).or_default() += 1;
         }
         Ok(counts)
+    }
+    /// The page of the store's trail `q` asks for ([`trail::in_memory`]
+    /// says what; a database reads it from its trail's indexes).
+    fn trail(&self, q: &TrailQuery) -> Result<Vec<TrailEntry>, StoreError> {
+        let tasks = match &q.task {
+            Some(id) => self.get(id)?.into_iter().collect(),
+            None => self.get_where(&|_| true)?,
+        };
+        Ok(trail::in_memory(&tasks, q))
     }
     /// How many tasks are stalled at `now` ([`query::stalled`]: working,
     /// with a lease that lapsed), in the whole store.

@@ -228,11 +228,11 @@ mod tests {
             let mut t = Task::new(id, Status::Working);
             t.title = Some("line one\nline two, 支付平台 🚒".into());
             t.request = Some(json!({"a": [], "b": {}, "c": [1, {"d": "x\ny"}], "e": null}));
-            t.history.push(HistoryEntry {
-                status: Status::Working,
-                at: chrono::DateTime::UNIX_EPOCH,
-                note: Some("created".into()),
-            });
+            t.history.push(HistoryEntry::new(
+                Status::Working,
+                chrono::DateTime::UNIX_EPOCH,
+                Some("created".into()),
+            ));
             t.revision = i as u64;
             t.extra
                 .insert("z-unknown".into(), json!({"nested": [[], [{}]]}));

@@ -256,11 +256,7 @@ mod tests {
     use rudder_model::task::HistoryEntry;
 
     fn entry(status: Status) -> HistoryEntry {
-        HistoryEntry {
-            status,
-            at: Utc::now(),
-            note: None,
-        }
+        HistoryEntry::new(status, Utc::now(), None)
     }
 
     #[test]

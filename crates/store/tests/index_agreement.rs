@@ -42,11 +42,11 @@ fn every_field() -> Task {
         ttl_ms: Some(60_000),
         poll_interval_ms: Some(500),
         revision: 3,
-        history: vec![HistoryEntry {
-            status: Status::Working,
-            at: now,
-            note: Some("created".into()),
-        }],
+        history: vec![HistoryEntry::new(
+            Status::Working,
+            now,
+            Some("created".into()),
+        )],
         origin: None,
         extra: IndexMap::from([("owner".to_string(), json!({"team": "payments"}))]),
     }

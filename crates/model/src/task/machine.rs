@@ -417,18 +417,25 @@ fn touch(task: &mut Task, next: u64, before: Status, op: &Op, now: DateTime<Utc>
     task.revision = next;
     task.updated_at = Some(now);
     if task.status != before {
-        let note = match op {
-            Op::RequestInput { message, .. } => message.clone(),
-            Op::ProvideInput { .. } => Some(INPUT_PROVIDED.into()),
-            Op::Cancel { reason } => reason.clone(),
-            Op::Fail { .. } => task.error_message().map(str::to_string),
-            _ => None,
+        // rudder's own words go in the note; the why a writer gave (a
+        // cancel's reason, a failure's message) in the reason.
+        let (note, reason) = match op {
+            Op::RequestInput { message, .. } => (message.clone(), None),
+            Op::ProvideInput { .. } => (Some(INPUT_PROVIDED.into()), None),
+            Op::Cancel { reason } => (None, reason.clone()),
+            Op::Fail { .. } => (None, task.error_message().map(str::to_string)),
+            _ => (None, None),
         };
-        task.history.push(HistoryEntry {
-            status: task.status,
-            at: now,
-            note,
-        });
+        let mut entry = HistoryEntry::new(task.status, now, note);
+        entry.reason = reason;
+        if let Op::ProvideInput {
+            value: Value::Object(fields),
+            ..
+        } = op
+        {
+            entry.fields = fields.keys().cloned().collect();
+        }
+        task.history.push(entry);
     }
 }
 

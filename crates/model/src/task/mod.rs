@@ -5,6 +5,7 @@
 //! Fields this version does not know are kept in [`Task::extra`] and written
 //! back unchanged; optional fields missing from a file take their defaults.
 
+mod author;
 mod kind;
 pub mod machine;
 mod status;
@@ -15,6 +16,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use author::{Author, AuthorError, Face, MAX_AUTHOR_CHARS, check_author};
 pub use kind::{KindError, MAX_KIND_CHARS, check_kind};
 pub use machine::{Actor, Change, Op, OpKind, Refusal};
 pub use status::{ParseStatusError, Status};
@@ -63,14 +65,52 @@ impl Origin {
     }
 }
 
-/// One status transition, oldest first in [`Task::history`].
+/// One status transition, oldest first in [`Task::history`]: one line of
+/// the store's trail (`rudder log`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryEntry {
     pub status: Status,
     #[serde(deserialize_with = "time::one")]
     pub at: DateTime<Utc>,
+    /// What rudder says of the change (`created`, the question asked, a
+    /// failure's message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Who made the change ([`Author`]'s name). Unset in entries written
+    /// before rudder recorded authors: an unknown actor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    /// Through which face the change came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub face: Option<Face>,
+    /// The reason the actor gave (a cancel, a failure, a reclaim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The fields an answer gave, by name: the values stay in the task's
+    /// input, never in the trail.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
+}
+
+impl HistoryEntry {
+    /// An entry with no author, reason or fields yet.
+    pub fn new(status: Status, at: DateTime<Utc>, note: Option<String>) -> Self {
+        HistoryEntry {
+            status,
+            at,
+            note,
+            actor: None,
+            face: None,
+            reason: None,
+            fields: Vec::new(),
+        }
+    }
+
+    /// Record `author` as the entry's.
+    pub fn by(&mut self, author: &Author) {
+        self.actor = Some(author.name().to_string());
+        self.face = Some(author.face().clone());
+    }
 }
 
 /// One task as stored in the file.
