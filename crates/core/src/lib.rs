@@ -568,7 +568,14 @@ impl<B: Backend> Store<B> {
             match actor {
                 Actor::Worker { holder, .. } => {
                     entry.actor = Some(holder.to_string());
-                    entry.face = Some(Face::Worker);
+                    // A lease holder writes as itself; a gateway worker's
+                    // store says it is one ([`Store::by`] with
+                    // [`Face::Gateway`]).
+                    let gateway = self
+                        .author
+                        .as_ref()
+                        .is_some_and(|a| *a.face() == Face::Gateway);
+                    entry.face = Some(if gateway { Face::Gateway } else { Face::Worker });
                 }
                 Actor::Anyone => {
                     if let Some(author) = &self.author {
@@ -794,6 +801,33 @@ impl<B: Backend> Store<B> {
             holder: holder.to_string(),
         };
         self.apply(id, &op, Actor::Anyone)
+    }
+
+    /// Record `note` in the task's history, its status unchanged, as a
+    /// heartbeat of `actor` (a lease holder's renews its lease): what a
+    /// worker did that the trail should keep (a gateway's attempts).
+    pub fn note(&self, id: &str, note: &str, actor: Actor<'_>) -> Result<Outcome, StoreError> {
+        let op = Op::Heartbeat {
+            message: None,
+            progress: None,
+        };
+        let note = rudder_model::text::clean(note, 1000);
+        self.transact(false, |tasks, now| {
+            let key = resolve_in(tasks, id)?;
+            let task = tasks.get_mut(&key)?.ok_or_else(|| vanished(&key))?;
+            let entries = task.history.len();
+            machine::apply(task, &op, actor, now).map_err(|r| refusal_error(op.kind(), r, task))?;
+            task.history
+                .push(HistoryEntry::new(task.status, now, Some(note.clone())));
+            self.sign(task, entries, actor);
+            Ok((
+                Outcome {
+                    change: Change::Applied,
+                    task: task.clone(),
+                },
+                true,
+            ))
+        })
     }
 
     /// `request_input` by the worker `holder` that keeps its lease (renewed

@@ -284,7 +284,12 @@ pub fn reopen(store: &crate::Store) -> Result<crate::Store, UrlError> {
         .settings()
         .copied()
         .unwrap_or_else(Settings::of_process);
-    crate::Store::connect_with(store.backend().url(), &settings)
+    let again = crate::Store::connect_with(store.backend().url(), &settings)?;
+    // It writes as the original did (a gateway's workers sign as the gateway).
+    Ok(match store.author() {
+        Some(author) => again.by(author.clone()),
+        None => again,
+    })
 }
 
 #[cfg(all(test, feature = "file", feature = "sqlite", feature = "postgres"))]

@@ -302,6 +302,16 @@ impl AsyncJob {
         .map(drop)
     }
 
+    /// Record `note` in the task's history (its status unchanged; the
+    /// lease renewed): what the trail should keep of this work, such as
+    /// a gateway's attempts.
+    pub async fn note(&mut self, note: impl Into<String>) -> Result<(), WorkError> {
+        let (id, note) = (self.shared.id.clone(), note.into());
+        self.write(false, move |store, actor| store.note(&id, &note, actor))
+            .await
+            .map(drop)
+    }
+
     /// [`super::Job::ask`].
     pub async fn ask(
         &mut self,

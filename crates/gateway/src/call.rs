@@ -1,0 +1,539 @@
+//! One call through the gateway: the claimed task's `tools/call` made
+//! upstream, its progress and questions turned into the task's, its result
+//! stored, a loss retried only when the tool is idempotent.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
+    ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData, RequestId,
+    ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, ServiceError};
+use rudder_store::Store;
+use rudder_store::task::{Progress, Status, Task};
+use rudder_store::watch::FeedOptions;
+use rudder_store::worker::{AsyncJob, WorkError};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::Say;
+use crate::catalogue::Upstream;
+use crate::upstream::{self, Event, Handler, Session};
+
+/// The largest result the gateway stores (its JSON text); a larger one
+/// fails the task saying so.
+pub const MAX_RESULT_BYTES: usize = 4 * 1024 * 1024;
+
+/// What every attempt's history note starts with: how a worker taking a
+/// task over counts the attempts made before it.
+pub const ATTEMPT_NOTE: &str = "gateway: attempt ";
+
+/// How often progress is written at most (a flood is coalesced).
+const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+
+/// How one attempt ended.
+enum Ended {
+    /// The upstream answered: the task is finished (or was refused).
+    Done,
+    /// The task was cancelled, finished elsewhere or taken over: the call
+    /// was cancelled upstream; nothing more to write.
+    Stopped,
+    /// The call was lost before an answer (the upstream could not be
+    /// started or reached, died, or dropped the connection): why.
+    Lost(String),
+}
+
+/// Serve the claimed `job` by calling `tool` of `up`.
+pub async fn serve(mut job: AsyncJob, up: &Upstream, tool: &str, store: Arc<Store>, say: Say) {
+    let settings = up.settings(tool);
+    let max = settings.max_attempts();
+    let before = attempts_made(job.task());
+    let id = job.id().to_string();
+    if before > 0 {
+        // A gateway worker made this call before and lost the task (its
+        // lease lapsed: a restart or a crash).
+        let what = format!(
+            "the call of {tool} on upstream {:?} was interrupted: the gateway worker that made it stopped holding the task (its lease lapsed: a restart or a crash)",
+            up.name
+        );
+        if !settings.is_idempotent() {
+            finish_failed(
+                &mut job,
+                format!("{what}; it was not retried because the tool is not marked idempotent"),
+                &say,
+            )
+            .await;
+            return;
+        }
+        if before >= max {
+            finish_failed(
+                &mut job,
+                format!("{what}; gave up after {max} attempts"),
+                &say,
+            )
+            .await;
+            return;
+        }
+    }
+    // Answers given in this process, by question: an idempotent retry that
+    // asks one again gets it at once. After a takeover, the task's own
+    // last answer is the one kept.
+    let mut answers: HashMap<(String, String), Value> =
+        stored_answer(job.task()).into_iter().collect();
+    let mut attempt = before;
+    loop {
+        attempt += 1;
+        let note = format!(
+            "{ATTEMPT_NOTE}{attempt} of {max}: calling {tool} on upstream {:?} (holder {})",
+            up.name,
+            job.holder()
+        );
+        if let Err(e) = job.note(note).await
+            && e.stop().is_some()
+        {
+            return;
+        }
+        match attempt_once(&mut job, up, tool, &store, &id, &mut answers).await {
+            Ended::Done | Ended::Stopped => return,
+            Ended::Lost(what) => {
+                if !settings.is_idempotent() {
+                    finish_failed(
+                        &mut job,
+                        format!(
+                            "{what}; it was not retried because the tool is not marked idempotent"
+                        ),
+                        &say,
+                    )
+                    .await;
+                    return;
+                }
+                if attempt >= max {
+                    finish_failed(
+                        &mut job,
+                        format!("{what}; gave up after {max} attempts"),
+                        &say,
+                    )
+                    .await;
+                    return;
+                }
+                let wait = backoff(attempt);
+                let note = format!(
+                    "gateway: attempt {attempt} of {max} was lost: {what}; the tool is idempotent: trying again in {} ms",
+                    wait.as_millis()
+                );
+                if let Err(e) = job.note(note).await
+                    && e.stop().is_some()
+                {
+                    return;
+                }
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}
+
+/// The pause before attempt `after + 1`: 250 ms, doubling, at most 10 s.
+fn backoff(after: u32) -> Duration {
+    Duration::from_millis(250u64.saturating_mul(1 << after.min(6).saturating_sub(1)))
+        .min(Duration::from_secs(10))
+}
+
+/// How many attempts the task's history records.
+pub fn attempts_made(task: &Task) -> u32 {
+    let n = task
+        .history
+        .iter()
+        .filter(|e| {
+            e.note
+                .as_deref()
+                .is_some_and(|n| n.starts_with(ATTEMPT_NOTE) && !n.contains(" was lost: "))
+        })
+        .count();
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The task's last answer, by the question it answered (its message and
+/// schema), if it has one.
+fn stored_answer(task: &Task) -> Option<((String, String), Value)> {
+    let value = task.input_value.clone()?;
+    let schema = task.input_schema.as_ref()?;
+    let prefix = "input provided (asked: ";
+    let asked = task.history.iter().rev().find_map(|e| {
+        let note = e.note.as_deref()?;
+        note.strip_prefix(prefix).and_then(|m| m.strip_suffix(')'))
+    })?;
+    Some(((asked.to_string(), schema.to_string()), value))
+}
+
+async fn finish_failed(job: &mut AsyncJob, message: String, say: &Say) {
+    if let Err(e) = job.fail(message.clone()).await
+        && e.stop().is_none()
+    {
+        say(&format!(
+            "gateway: task {}: cannot record its failure ({e}): {message}",
+            job.id()
+        ));
+    }
+}
+
+/// Resolves once the task `id` is no longer the gateway's to work
+/// (cancelled, or finished by someone else): its status then.
+async fn ended(store: Arc<Store>, id: String) -> Status {
+    let mut feed = store.feed_of(id.clone(), FeedOptions::default());
+    loop {
+        let (s, i) = (Arc::clone(&store), id.clone());
+        if let Ok(Ok(task)) = tokio::task::spawn_blocking(move || s.get(&i)).await
+            && task.status.is_terminal()
+        {
+            return task.status;
+        }
+        if feed.next().await.is_none() {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+/// Send `notifications/cancelled` for `request` and close the session.
+async fn cancel_upstream(session: Session, request: RequestId, reason: &str) {
+    let notification = CancelledNotification::new(CancelledNotificationParam::new(
+        Some(request),
+        Some(reason.to_string()),
+    ));
+    let _ = session.peer().send_notification(notification.into()).await;
+    close(session).await;
+}
+
+async fn close(session: Session) {
+    let _ = tokio::time::timeout(Duration::from_secs(2), session.cancel()).await;
+}
+
+/// One attempt: a session, the call, its events, its end.
+async fn attempt_once(
+    job: &mut AsyncJob,
+    up: &Upstream,
+    tool: &str,
+    store: &Arc<Store>,
+    id: &str,
+    answers: &mut HashMap<(String, String), Value>,
+) -> Ended {
+    let (events, mut rx) = mpsc::channel(64);
+    let session = match upstream::connect(up, Handler::new(events, true)).await {
+        Ok(s) => s,
+        Err(e) => return Ended::Lost(format!("upstream {:?} could not be reached: {e}", up.name)),
+    };
+    let arguments = match job.task().request.clone() {
+        Some(Value::Object(mut o)) => {
+            o.remove("_inputs");
+            o
+        }
+        _ => serde_json::Map::new(),
+    };
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new(tool.to_string()).with_arguments(arguments),
+    ));
+    let handle = match session
+        .peer()
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+    {
+        Ok(h) => h,
+        Err(e) => {
+            close(session).await;
+            return Ended::Lost(format!(
+                "upstream {:?} could not be sent the call: {e}",
+                up.name
+            ));
+        }
+    };
+    let request_id = handle.id.clone();
+    let response = handle.await_response();
+    tokio::pin!(response);
+    let stopped = ended(Arc::clone(store), id.to_string());
+    tokio::pin!(stopped);
+    let mut progress = Reported::default();
+    let mut flush = tokio::time::interval(PROGRESS_EVERY);
+    let answered = loop {
+        tokio::select! {
+            r = &mut response => break r,
+            status = &mut stopped => {
+                let reason = format!("the rudder task was {status}");
+                cancel_upstream(session, request_id, &reason).await;
+                return Ended::Stopped;
+            }
+            _ = flush.tick(), if progress.pending.is_some() => {
+                if let Some((message, p)) = progress.pending.take() {
+                    let written = match p {
+                        Some(p) => job.report(message.unwrap_or_default(), p.current, p.total).await,
+                        None => job.message(message.unwrap_or_default()).await,
+                    };
+                    if let Err(e) = written && e.stop().is_some() {
+                        cancel_upstream(session, request_id, "the rudder task was taken from this gateway worker").await;
+                        return Ended::Stopped;
+                    }
+                }
+            }
+            event = rx.recv() => match event {
+                Some(Event::Progress(p)) => progress.take(&p),
+                Some(Event::Refused(method)) => {
+                    let note = format!("gateway: upstream {:?} sent {method}, which the gateway does not serve; it was answered with a JSON-RPC error (method not found)", up.name);
+                    if let Err(e) = job.note(note).await && e.stop().is_some() {
+                        cancel_upstream(session, request_id, "the rudder task was taken from this gateway worker").await;
+                        return Ended::Stopped;
+                    }
+                }
+                Some(Event::ToolsChanged) | None => {}
+                Some(Event::Elicit(params, reply)) => {
+                    // Progress held back is written before the question.
+                    if let Some((message, p)) = progress.pending.take() {
+                        let _ = match p {
+                            Some(p) => job.report(message.unwrap_or_default(), p.current, p.total).await,
+                            None => job.message(message.unwrap_or_default()).await,
+                        };
+                    }
+                    match elicit(job, up, params, answers, &mut response).await {
+                        Asked::Answered(result) => {
+                            let _ = reply.send(result);
+                        }
+                        Asked::Stopped => {
+                            let _ = reply.send(Ok(ElicitResult::new(ElicitationAction::Cancel)));
+                            cancel_upstream(session, request_id, "the rudder task was cancelled while its question waited").await;
+                            return Ended::Stopped;
+                        }
+                        Asked::CallEnded(r) => {
+                            let _ = reply.send(Ok(ElicitResult::new(ElicitationAction::Cancel)));
+                            break *r;
+                        }
+                    }
+                }
+            }
+        }
+    };
+    close(session).await;
+    let result = match answered {
+        Ok(ServerResult::CallToolResult(r)) => r,
+        Ok(other) => {
+            let what = serde_json::to_value(&other)
+                .ok()
+                .and_then(|v| {
+                    v.as_object()
+                        .map(|o| o.keys().cloned().collect::<Vec<_>>().join(", "))
+                })
+                .unwrap_or_default();
+            let _ = job
+                .fail(format!(
+                    "upstream {:?} answered tools/call {tool} with something that is not a CallToolResult (fields: {}); nothing was stored",
+                    up.name,
+                    rudder_model::text::clean(&what, 200)
+                ))
+                .await;
+            return Ended::Done;
+        }
+        Err(ServiceError::McpError(e)) => {
+            let _ = job
+                .fail(format!(
+                    "upstream {:?} refused tools/call {tool}: JSON-RPC error {}: {}",
+                    up.name,
+                    e.code.0,
+                    rudder_model::text::clean(&e.message, 500)
+                ))
+                .await;
+            return Ended::Done;
+        }
+        Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
+            return Ended::Lost(format!(
+                "upstream {:?} closed the connection during tools/call {tool} (the server died or dropped it) before it answered",
+                up.name
+            ));
+        }
+        Err(e) => {
+            return Ended::Lost(format!(
+                "tools/call {tool} on upstream {:?} was lost: {e}",
+                up.name
+            ));
+        }
+    };
+    let value = match serde_json::to_value(&result) {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = job
+                .fail(format!("the result of {tool} could not be kept: {e}"))
+                .await;
+            return Ended::Done;
+        }
+    };
+    let size = value.to_string().len();
+    if size > MAX_RESULT_BYTES {
+        let _ = job
+            .fail(format!(
+                "upstream {:?} answered tools/call {tool} with a result of {size} bytes, more than the {MAX_RESULT_BYTES} the gateway stores; it was not kept",
+                up.name
+            ))
+            .await;
+        return Ended::Done;
+    }
+    match job.complete(value).await {
+        Ok(_) => Ended::Done,
+        Err(WorkError::Rejected(e)) => {
+            let _ = job
+                .fail(format!(
+                    "the store refused the result of {tool} from upstream {:?}: {e}",
+                    up.name
+                ))
+                .await;
+            Ended::Done
+        }
+        Err(_) => Ended::Stopped,
+    }
+}
+
+/// Progress as last told, and what is still to be written.
+#[derive(Default)]
+struct Reported {
+    current: Option<f64>,
+    pending: Option<(Option<String>, Option<Progress>)>,
+}
+
+impl Reported {
+    /// Take a progress notification: a value that goes backwards or is not
+    /// a number is ignored (its message kept); the last one wins.
+    fn take(&mut self, p: &rmcp::model::ProgressNotificationParam) {
+        let message = p
+            .message
+            .as_deref()
+            .map(|m| rudder_model::text::clean(m, 500));
+        let sane = p.progress.is_finite()
+            && p.progress >= 0.0
+            && self.current.is_none_or(|c| p.progress >= c);
+        let progress = match (sane, p.total) {
+            (true, Some(total)) if total.is_finite() && total >= p.progress && total > 0.0 => {
+                self.current = Some(p.progress);
+                Some(Progress {
+                    current: p.progress.round() as u64,
+                    total: total.round() as u64,
+                })
+            }
+            (true, _) => {
+                self.current = Some(p.progress);
+                None
+            }
+            _ => None,
+        };
+        let message = match (message, &progress) {
+            (Some(m), _) => Some(m),
+            (None, None) if sane => Some(format!("progress {}", p.progress)),
+            (None, _) => self.pending.as_ref().and_then(|(m, _)| m.clone()),
+        };
+        if message.is_none() && progress.is_none() {
+            return;
+        }
+        let keep = self.pending.take().and_then(|(_, p)| p);
+        self.pending = Some((message, progress.or(keep)));
+    }
+}
+
+enum Asked {
+    /// The answer for the upstream.
+    Answered(Result<ElicitResult, ErrorData>),
+    /// The task was cancelled (or taken) while the question waited.
+    Stopped,
+    /// The upstream answered the call while its question waited.
+    CallEnded(Box<Result<ServerResult, ServiceError>>),
+}
+
+/// An `elicitation/create` during the call: the task's question, answered
+/// by whoever answers first (TUI, CLI, MCP, Python).
+async fn elicit(
+    job: &mut AsyncJob,
+    up: &Upstream,
+    params: ElicitRequestParams,
+    answers: &mut HashMap<(String, String), Value>,
+    response: &mut (impl std::future::Future<Output = Result<ServerResult, ServiceError>> + Unpin),
+) -> Asked {
+    let (message, schema) = match params {
+        ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } => match serde_json::to_value(&requested_schema) {
+            Ok(s) => (message, s),
+            Err(e) => {
+                return Asked::Answered(Err(ErrorData::invalid_params(
+                    format!("the requested schema cannot be read: {e}"),
+                    None,
+                )));
+            }
+        },
+        _ => {
+            let _ = job
+                .note(format!(
+                    "gateway: upstream {:?} asked for a URL-mode elicitation, which the gateway does not serve; it was refused",
+                    up.name
+                ))
+                .await;
+            return Asked::Answered(Err(ErrorData::invalid_params(
+                "rudder's gateway asks a person with form-mode elicitation only",
+                None,
+            )));
+        }
+    };
+    let fit = rudder_model::schema::mcp::mcp_fit(&schema);
+    let unfit = fit.reason.or_else(|| {
+        rudder_model::schema::Compiled::new(&schema)
+            .err()
+            .map(|e| e.to_string())
+    });
+    if let Some(reason) = unfit {
+        let _ = job
+            .note(format!(
+                "gateway: upstream {:?} asked {:?} with a schema that is not a flat form ({reason}); the question was refused",
+                up.name,
+                rudder_model::text::clean(&message, 200)
+            ))
+            .await;
+        return Asked::Answered(Err(ErrorData::invalid_params(
+            format!(
+                "rudder's gateway asks a person with a flat form only (an object of string, number, integer, boolean or enum properties); this requestedSchema is not one: {reason}"
+            ),
+            None,
+        )));
+    }
+    let key = (message.clone(), schema.to_string());
+    if let Some(value) = answers.get(&key) {
+        let _ = job
+            .note(format!(
+                "gateway: upstream {:?} asked again a question already answered; the stored answer was given at once",
+                up.name
+            ))
+            .await;
+        return Asked::Answered(Ok(
+            ElicitResult::new(ElicitationAction::Accept).with_content(value.clone())
+        ));
+    }
+    let mut asked = match job.ask(message, schema).await {
+        Ok(a) => a,
+        Err(WorkError::Stop(_)) => return Asked::Stopped,
+        Err(e) => {
+            return Asked::Answered(Err(ErrorData::internal_error(
+                format!("rudder could not ask the question: {e}"),
+                None,
+            )));
+        }
+    };
+    tokio::select! {
+        answer = asked.wait(None) => match answer {
+            Ok(Some(value)) => {
+                answers.insert(key, value.clone());
+                Asked::Answered(Ok(ElicitResult::new(ElicitationAction::Accept).with_content(value)))
+            }
+            Ok(None) | Err(WorkError::Stop(_)) => Asked::Stopped,
+            Err(e) => Asked::Answered(Err(ErrorData::internal_error(
+                format!("rudder lost the question: {e}"),
+                None,
+            ))),
+        },
+        r = response => Asked::CallEnded(Box::new(r)),
+    }
+}

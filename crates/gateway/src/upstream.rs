@@ -1,0 +1,226 @@
+//! Reaching an upstream MCP server as a client (rmcp's): a child over stdio
+//! or Streamable HTTP, with what the server may send back routed to the
+//! gateway.
+
+// Sampling and roots are deprecated (SEP-2577) but still sent by servers
+// of earlier protocol versions: the gateway answers them with an error.
+#![allow(deprecated)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ErrorCode, ErrorData, Implementation, ListRootsResult,
+    ProgressNotificationParam,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::catalogue::{TokenSource, Transport, Upstream};
+
+/// A session with an upstream.
+pub type Session = RunningService<RoleClient, Handler>;
+
+/// The largest JSON answer taken from an HTTP upstream (a larger one is
+/// refused by the transport; the call fails saying so).
+pub const MAX_HTTP_ANSWER: usize = 16 * 1024 * 1024;
+
+/// Why an upstream could not be reached.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The child could not be started.
+    #[error("cannot start {program:?}: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+    /// The token could not be read (the message never holds the token).
+    #[error("cannot read its token: {0}")]
+    Token(String),
+    /// A header the transport cannot send.
+    #[error("header {0:?} cannot be sent")]
+    Header(String),
+    /// The MCP handshake failed (the server died, or does not speak MCP).
+    #[error("the MCP handshake failed: {0}")]
+    Handshake(String),
+}
+
+/// What the upstream sent during a session that the gateway acts on.
+#[derive(Debug)]
+pub enum Event {
+    /// `notifications/progress`.
+    Progress(ProgressNotificationParam),
+    /// `elicitation/create`: answer on the sender.
+    Elicit(
+        ElicitRequestParams,
+        oneshot::Sender<Result<ElicitResult, ErrorData>>,
+    ),
+    /// A request the gateway cannot serve (its method), refused with a
+    /// JSON-RPC error.
+    Refused(&'static str),
+    /// `notifications/tools/list_changed`.
+    ToolsChanged,
+}
+
+/// The client side of a session: forwards what the upstream sends as
+/// [`Event`]s (bounded: progress that finds the queue full is dropped, a
+/// later one carries the news).
+#[derive(Clone)]
+pub struct Handler {
+    events: mpsc::Sender<Event>,
+    elicits: bool,
+}
+
+impl Handler {
+    /// A handler sending to `events`; `elicits`: whether the client says it
+    /// takes `elicitation/create` (a call's session does, a listing's not).
+    pub fn new(events: mpsc::Sender<Event>, elicits: bool) -> Handler {
+        Handler { events, elicits }
+    }
+}
+
+fn unserved(method: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "{method} is not served by rudder's gateway: a call made through it cannot ask its client for this"
+        ),
+        None,
+    )
+}
+
+impl ClientHandler for Handler {
+    async fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+        _cx: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let _ = self
+            .events
+            .try_send(Event::Refused("sampling/createMessage"));
+        Err(unserved("sampling/createMessage"))
+    }
+
+    async fn list_roots(
+        &self,
+        _cx: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        let _ = self.events.try_send(Event::Refused("roots/list"));
+        Err(unserved("roots/list"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _cx: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        if !self.elicits {
+            return Err(unserved("elicitation/create outside a tool call"));
+        }
+        let (tx, rx) = oneshot::channel();
+        if self.events.send(Event::Elicit(request, tx)).await.is_err() {
+            return Err(ErrorData::internal_error("the call is over", None));
+        }
+        rx.await
+            .unwrap_or_else(|_| Err(ErrorData::internal_error("the call is over", None)))
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _cx: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.events.try_send(Event::Progress(params));
+    }
+
+    async fn on_tool_list_changed(&self, _cx: NotificationContext<RoleClient>) {
+        let _ = self.events.try_send(Event::ToolsChanged);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = if self.elicits {
+            ClientCapabilities::builder().enable_elicitation().build()
+        } else {
+            ClientCapabilities::default()
+        };
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("rudder-gateway", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+/// Open a session with `upstream`, answered by `handler`.
+pub async fn connect(upstream: &Upstream, handler: Handler) -> Result<Session, ConnectError> {
+    match &upstream.transport {
+        Transport::Stdio { command, env, cwd } => {
+            let program = command.first().cloned().unwrap_or_default();
+            let mut cmd = tokio::process::Command::new(&program);
+            cmd.args(command.iter().skip(1))
+                .envs(env)
+                .kill_on_drop(true);
+            if let Some(dir) = cwd {
+                cmd.current_dir(dir);
+            }
+            let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+                .stderr(std::process::Stdio::inherit())
+                .spawn()
+                .map_err(|source| ConnectError::Spawn {
+                    program: program.clone(),
+                    source,
+                })?;
+            handler
+                .serve(transport)
+                .await
+                .map_err(|e| ConnectError::Handshake(e.to_string()))
+        }
+        Transport::Http {
+            url,
+            headers,
+            token,
+        } => {
+            use rmcp::transport::StreamableHttpClientTransport;
+            use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+            let mut custom = HashMap::new();
+            for (k, v) in headers {
+                let name = http::HeaderName::from_bytes(k.as_bytes())
+                    .map_err(|_| ConnectError::Header(k.clone()))?;
+                let value =
+                    http::HeaderValue::from_str(v).map_err(|_| ConnectError::Header(k.clone()))?;
+                custom.insert(name, value);
+            }
+            let mut config =
+                StreamableHttpClientTransportConfig::with_uri(Arc::<str>::from(url.as_str()))
+                    .custom_headers(custom);
+            config.max_json_response_size = MAX_HTTP_ANSWER;
+            if let Some(source) = token {
+                config = config.auth_header(read_token(source)?);
+            }
+            let transport = StreamableHttpClientTransport::from_config(config);
+            handler
+                .serve(transport)
+                .await
+                .map_err(|e| ConnectError::Handshake(e.to_string()))
+        }
+    }
+}
+
+/// The bearer token, read when a session is opened (so a rotated file is
+/// taken at the next one). Errors name where it was looked for, never it.
+fn read_token(source: &TokenSource) -> Result<String, ConnectError> {
+    let token = match source {
+        TokenSource::Env(var) => std::env::var(var)
+            .map_err(|_| ConnectError::Token(format!("${var} is not set (or not UTF-8)")))?,
+        TokenSource::File(path) => std::fs::read_to_string(path)
+            .map_err(|e| ConnectError::Token(format!("{}: {}", path.display(), e.kind())))?,
+    };
+    let token = token.trim().to_string();
+    if token.is_empty() || token.chars().any(char::is_control) {
+        return Err(ConnectError::Token(
+            "it is empty or holds a control character".into(),
+        ));
+    }
+    Ok(token)
+}
