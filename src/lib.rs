@@ -14,6 +14,7 @@
 //!   `rudder-store`;
 //! - [`tui`]: the live terminal UI (`rudder-tui`);
 //! - [`mcp`]: `rudder mcp`, the MCP face (`rudder-mcp`).
+//! - [`gateway`]: `rudder gateway`, calls to upstream MCP servers (`rudder-gateway`).
 //!
 //! Output goes through fallible writes ([`cli::output::emit`],
 //! [`cli::output::note`]), never `print!`, which panics when stdout cannot
@@ -30,5 +31,6 @@ pub use store::{NewTask, Outcome, Store, StoreError};
 pub use task::{Actor, Change, Status, Task};
 pub mod cli;
 pub mod demo;
+pub use rudder_gateway as gateway;
 pub use rudder_mcp as mcp;
 pub use rudder_store::worker;

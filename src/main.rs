@@ -60,7 +60,8 @@ fn main() -> ExitCode {
         _ => {}
     }
     if cli.read_only
-        && let Some(name @ ("demo" | "worker")) = cli.command.as_ref().and_then(rudder::cli::writes)
+        && let Some(name @ ("demo" | "worker" | "gateway")) =
+            cli.command.as_ref().and_then(rudder::cli::writes)
     {
         note(&format!(
             "rudder: --read-only: {name} runs a worker that writes to its store, and every write is refused; nothing was done"
@@ -121,7 +122,18 @@ fn main() -> ExitCode {
                 http: a.http,
                 token_file: a.token_file,
                 allow_origins: a.allow_origin,
+                gateway_max_calls: a.max_calls as usize,
             }) as u8);
+        }
+        Command::Gateway(a) => {
+            return ExitCode::from(rudder::gateway::standalone(
+                &store,
+                &a.tools,
+                rudder::gateway::GatewayOptions {
+                    max_calls: a.max_calls as usize,
+                    ..rudder::gateway::GatewayOptions::default()
+                },
+            ) as u8);
         }
         other => {
             return ExitCode::from(rudder::cli::run(cli.store, cli.read_only, other) as u8);

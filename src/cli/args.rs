@@ -68,6 +68,11 @@ pub enum Command {
         after_help = "The bearer token of --http comes from $RUDDER_MCP_TOKEN or --token-file, never the command line; without one only loopback addresses are served. docs/mcp.md describes the catalogue."
     )]
     Mcp(McpArgs),
+    /// Make the calls to the catalogue's upstream MCP servers: claim their tools' tasks under a lease and call upstream (docs/gateway.md)
+    #[command(
+        after_help = "Runs until interrupted. Several gateways may run on one store (PostgreSQL for several machines); `rudder mcp` with the same catalogue runs gateway workers of its own too. Upstream tokens come from the variable or file the catalogue names, never the command line."
+    )]
+    Gateway(GatewayArgs),
     /// Tell a person when a task starts waiting for input, fails or stalls: run a program or post to a webhook, once per event across restarts
     #[command(
         after_help = "--exec PROGRAM ARGS… runs no shell; arguments of the program that begin with a dash go after `--`. Secrets for --webhook come from the environment or a file, never the command line. docs/notify.md describes the event and the record."
@@ -132,6 +137,19 @@ pub struct McpArgs {
     /// A browser Origin allowed to call --http besides loopback ones (repeatable)
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
+    /// How many calls to the catalogue's upstreams (docs/gateway.md) are made at once
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub max_calls: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// The tools catalogue (TOML) whose [[upstream]] tables name the MCP servers to call
+    #[arg(long, value_name = "FILE")]
+    pub tools: PathBuf,
+    /// How many calls are made at once
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub max_calls: u32,
 }
 
 #[derive(Debug, Args)]

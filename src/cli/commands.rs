@@ -103,6 +103,7 @@ pub fn writes(command: &Command) -> Option<&'static str> {
         Command::Demo(_) => "demo",
         Command::Worker(_) => "worker",
         Command::Mcp(_) => "mcp",
+        Command::Gateway(_) => "gateway",
         Command::Notify(_) => "notify",
         Command::Reclaim(_)
         | Command::List(_)
@@ -137,6 +138,7 @@ pub fn wants_json(command: &Command) -> bool {
         | Command::Demo(_)
         | Command::Worker(_)
         | Command::Mcp(_)
+        | Command::Gateway(_)
         | Command::Completions(_)
         | Command::Man => false,
     }
@@ -449,6 +451,7 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
         | Command::Demo(_)
         | Command::Worker(_)
         | Command::Mcp(_)
+        | Command::Gateway(_)
         | Command::Completions(_)
         | Command::Man => {
             return Err(CliError::Usage {

@@ -18,6 +18,7 @@ use rudder_store::watch::FeedOptions;
 use rudder_store::worker::{AsyncJob, WorkError};
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::Say;
 use crate::catalogue::Upstream;
@@ -47,7 +48,18 @@ enum Ended {
 }
 
 /// Serve the claimed `job` by calling `tool` of `up`.
-pub async fn serve(mut job: AsyncJob, up: &Upstream, tool: &str, store: Arc<Store>, say: Say) {
+///
+/// When `stop` is cancelled (the gateway is stopping) the call ends where
+/// it is, writing nothing more: its lease lapses or is given back, and
+/// another gateway worker takes the task over under the same rules.
+pub async fn serve(
+    mut job: AsyncJob,
+    up: &Upstream,
+    tool: &str,
+    store: Arc<Store>,
+    say: Say,
+    stop: CancellationToken,
+) {
     let settings = up.settings(tool);
     let max = settings.max_attempts();
     let before = attempts_made(job.task());
@@ -96,7 +108,15 @@ pub async fn serve(mut job: AsyncJob, up: &Upstream, tool: &str, store: Arc<Stor
         {
             return;
         }
-        match attempt_once(&mut job, up, tool, &store, &id, &mut answers).await {
+        let attempted = tokio::select! {
+            biased;
+            _ = stop.cancelled() => return,
+            a = attempt_once(&mut job, up, tool, &store, &id, &mut answers) => a,
+        };
+        if stop.is_cancelled() {
+            return;
+        }
+        match attempted {
             Ended::Done | Ended::Stopped => return,
             Ended::Lost(what) => {
                 if !settings.is_idempotent() {
@@ -284,6 +304,12 @@ async fn attempt_once(
                         return Ended::Stopped;
                     }
                 }
+                Some(Event::Unfit(reason)) => {
+                    if let Err(e) = job.note(unfit_note(up, &reason)).await && e.stop().is_some() {
+                        cancel_upstream(session, request_id, "the rudder task was taken from this gateway worker").await;
+                        return Ended::Stopped;
+                    }
+                }
                 Some(Event::ToolsChanged) | None => {}
                 Some(Event::Elicit(params, reply)) => {
                     // Progress held back is written before the question.
@@ -389,6 +415,14 @@ async fn attempt_once(
     }
 }
 
+/// The history note of a question refused for its schema.
+fn unfit_note(up: &Upstream, reason: &str) -> String {
+    format!(
+        "gateway: upstream {:?} asked a question with a schema that is not a flat form ({reason}); it was refused with a JSON-RPC error",
+        up.name
+    )
+}
+
 /// Progress as last told, and what is still to be written.
 #[derive(Default)]
 struct Reported {
@@ -486,19 +520,8 @@ async fn elicit(
             .map(|e| e.to_string())
     });
     if let Some(reason) = unfit {
-        let _ = job
-            .note(format!(
-                "gateway: upstream {:?} asked {:?} with a schema that is not a flat form ({reason}); the question was refused",
-                up.name,
-                rudder_model::text::clean(&message, 200)
-            ))
-            .await;
-        return Asked::Answered(Err(ErrorData::invalid_params(
-            format!(
-                "rudder's gateway asks a person with a flat form only (an object of string, number, integer, boolean or enum properties); this requestedSchema is not one: {reason}"
-            ),
-            None,
-        )));
+        let _ = job.note(unfit_note(up, &reason)).await;
+        return Asked::Answered(Err(upstream::unfit(&reason)));
     }
     let key = (message.clone(), schema.to_string());
     if let Some(value) = answers.get(&key) {

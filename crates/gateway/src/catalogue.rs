@@ -186,6 +186,18 @@ pub struct CatalogueError {
     pub reason: String,
 }
 
+impl CatalogueError {
+    /// What is wrong, with the upstream and field but without the file and
+    /// place (for a caller that reports those its own way).
+    pub fn described(&self) -> String {
+        format!(
+            "{}{}",
+            place(self.upstream.as_deref(), self.field.as_deref()),
+            self.reason
+        )
+    }
+}
+
 fn place(upstream: Option<&str>, field: Option<&str>) -> String {
     match (upstream, field) {
         (Some(u), Some(f)) => format!("upstream {u:?}, field {f:?}: "),

@@ -29,3 +29,92 @@ pub use worker::{GatewayOptions, run};
 /// does not answer, one that answers again): `rudder mcp` and `rudder
 /// gateway` write it to stderr.
 pub type Say = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// The exit code of a usage error (a catalogue or store that cannot be
+/// used).
+pub const EXIT_USAGE: i32 = 2;
+
+/// `rudder gateway --tools FILE`: gateway workers for the catalogue's
+/// upstreams on the store `store` (a path or URL), without an MCP face,
+/// until SIGINT or SIGTERM; the exit code. Messages go to stderr.
+pub fn standalone(
+    store: &std::path::Path,
+    tools: &std::path::Path,
+    options: GatewayOptions,
+) -> i32 {
+    let say: Say = Arc::new(|s: &str| {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "rudder gateway: {}",
+            rudder_model::text::sanitize(s)
+        );
+    });
+    let upstreams = match catalogue::load(tools) {
+        Ok(u) if u.is_empty() => {
+            say(&format!(
+                "{}: the catalogue names no [[upstream]]",
+                tools.display()
+            ));
+            return EXIT_USAGE;
+        }
+        Ok(u) => Arc::new(u),
+        Err(e) => {
+            say(&e.to_string());
+            return EXIT_USAGE;
+        }
+    };
+    let store = match rudder_store::Store::connect(store) {
+        Ok(s) => s,
+        Err(e) => {
+            say(&e.to_string());
+            return EXIT_USAGE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            say(&format!("cannot start: {e}"));
+            return 1;
+        }
+    };
+    runtime.block_on(async move {
+        let directory = Directory::start(Arc::clone(&upstreams), Arc::clone(&say));
+        let stop = tokio_util::sync::CancellationToken::new();
+        let stopping = stop.clone();
+        tokio::spawn(async move {
+            let term = async {
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(mut s) => {
+                        s.recv().await;
+                    }
+                    Err(_) => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term => {}
+            }
+            stopping.cancel();
+        });
+        match run(
+            &store,
+            upstreams,
+            directory,
+            options,
+            Arc::clone(&say),
+            stop,
+        )
+        .await
+        {
+            Ok(()) => 0,
+            Err(e) => {
+                say(&e.to_string());
+                1
+            }
+        }
+    })
+}

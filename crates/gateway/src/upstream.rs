@@ -11,11 +11,12 @@ use std::sync::Arc;
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, ElicitResult, ErrorCode, ErrorData, Implementation, ListRootsResult,
-    ProgressNotificationParam,
+    CustomRequest, CustomResult, ElicitRequestParams, ElicitResult, ErrorCode, ErrorData,
+    Implementation, ListRootsResult, ProgressNotificationParam,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::catalogue::{TokenSource, Transport, Upstream};
@@ -59,7 +60,10 @@ pub enum Event {
     ),
     /// A request the gateway cannot serve (its method), refused with a
     /// JSON-RPC error.
-    Refused(&'static str),
+    Refused(String),
+    /// An `elicitation/create` whose schema is not a flat form (why),
+    /// refused with a JSON-RPC error.
+    Unfit(String),
     /// `notifications/tools/list_changed`.
     ToolsChanged,
 }
@@ -81,6 +85,16 @@ impl Handler {
     }
 }
 
+/// The answer to an `elicitation/create` whose schema is not a flat form.
+pub fn unfit(reason: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "rudder's gateway asks a person with a flat form only (an object of string, number, integer, boolean or enum properties); this requestedSchema is not one: {reason}"
+        ),
+        None,
+    )
+}
+
 fn unserved(method: &str) -> ErrorData {
     ErrorData::new(
         ErrorCode::METHOD_NOT_FOUND,
@@ -99,7 +113,7 @@ impl ClientHandler for Handler {
     ) -> Result<CreateMessageResult, ErrorData> {
         let _ = self
             .events
-            .try_send(Event::Refused("sampling/createMessage"));
+            .try_send(Event::Refused("sampling/createMessage".into()));
         Err(unserved("sampling/createMessage"))
     }
 
@@ -107,7 +121,7 @@ impl ClientHandler for Handler {
         &self,
         _cx: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        let _ = self.events.try_send(Event::Refused("roots/list"));
+        let _ = self.events.try_send(Event::Refused("roots/list".into()));
         Err(unserved("roots/list"))
     }
 
@@ -125,6 +139,30 @@ impl ClientHandler for Handler {
         }
         rx.await
             .unwrap_or_else(|_| Err(ErrorData::internal_error("the call is over", None)))
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _cx: RequestContext<RoleClient>,
+    ) -> Result<CustomResult, ErrorData> {
+        if request.method == "elicitation/create" {
+            // rmcp reads a form's schema as a flat form only: this one is not.
+            let schema = request
+                .params
+                .as_ref()
+                .and_then(|p| p.get("requestedSchema"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let reason = rudder_model::schema::mcp::mcp_fit(&schema)
+                .reason
+                .unwrap_or_else(|| "it is neither a form nor a URL elicitation".into());
+            let _ = self.events.try_send(Event::Unfit(reason.clone()));
+            return Err(unfit(&reason));
+        }
+        let method = rudder_model::text::clean(&request.method, 100);
+        let _ = self.events.try_send(Event::Refused(method.clone()));
+        Err(unserved(&method))
     }
 
     async fn on_progress(

@@ -150,10 +150,15 @@ pub async fn run(
                             // The filter took it: its kind was known then.
                             continue;
                         };
-                        let (upstreams, say, store) =
-                            (Arc::clone(&upstreams), Arc::clone(&say), Arc::clone(&store));
+                        let (upstreams, say, store, stop) = (
+                            Arc::clone(&upstreams),
+                            Arc::clone(&say),
+                            Arc::clone(&store),
+                            stop.clone(),
+                        );
                         tokio::spawn(async move {
-                            crate::call::serve(job, &upstreams[index], &tool, store, say).await;
+                            crate::call::serve(job, &upstreams[index], &tool, store, say, stop)
+                                .await;
                             drop(slot);
                         });
                     }

@@ -63,10 +63,12 @@ pub struct Ask {
     pub schema: Value,
 }
 
-/// The catalogue: its tools in file order.
+/// The catalogue: its tools in file order, and the upstream MCP servers
+/// whose tools it serves through the gateway (docs/gateway.md).
 #[derive(Debug, Clone, Default)]
 pub struct Catalogue {
     pub tools: Vec<ToolSpec>,
+    pub upstreams: Vec<rudder_gateway::Upstream>,
 }
 
 impl Catalogue {
@@ -90,6 +92,9 @@ pub struct CatalogueError {
 struct File {
     #[serde(default)]
     tool: Vec<RawTool>,
+    /// Read by `rudder_gateway::catalogue`.
+    #[serde(default, rename = "upstream")]
+    _upstream: Vec<toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -261,7 +266,75 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
             key_prefix,
         });
     }
-    Ok(Catalogue { tools })
+    let upstreams = rudder_gateway::catalogue::parse(path, text).map_err(|e| CatalogueError {
+        path: path.to_path_buf(),
+        at: e.at,
+        reason: e.described(),
+    })?;
+    // An upstream's tool named in the catalogue, or its kind, must not be a
+    // [[tool]]'s too (a `"*"` one that is is not served: see the gateway).
+    for up in &upstreams {
+        if let rudder_gateway::catalogue::Selection::Named(names) = &up.tools {
+            for name in names {
+                let kind = up.kind_of(name);
+                if let Some(t) = tools.iter().find(|t| t.name == *name || t.kind == kind) {
+                    return Err(CatalogueError {
+                        path: path.to_path_buf(),
+                        at: None,
+                        reason: format!(
+                            "upstream {:?}: its tool {name:?} (kind {kind:?}) is also the [[tool]] {:?} (kind {:?})",
+                            up.name, t.name, t.kind
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    Ok(Catalogue { tools, upstreams })
+}
+
+/// An upstream's tool as `rudder mcp` serves it: the upstream's name,
+/// description and schemas, the catalogue's settings. An input schema
+/// rudder cannot compile (or that is not an object's) is still shown to
+/// clients as the upstream gave it; the arguments are then checked by the
+/// upstream alone.
+pub fn upstream_tool(t: &rudder_gateway::UpstreamTool) -> ToolSpec {
+    let object = serde_json::json!({"type": "object"});
+    let arguments = if t.input_schema.get("type").and_then(Value::as_str) == Some("object") {
+        rudder_model::schema::Compiled::new(&t.input_schema).ok()
+    } else {
+        None
+    };
+    let arguments = match arguments {
+        Some(c) => c,
+        // `{"type": "object"}` always compiles.
+        None => match rudder_model::schema::Compiled::new(&object) {
+            Ok(c) => c,
+            Err(_) => unreachable_object(),
+        },
+    };
+    ToolSpec {
+        name: t.name.clone(),
+        description: t.description.clone(),
+        kind: t.kind.clone(),
+        input_schema: t.input_schema.clone(),
+        arguments,
+        output_schema: t.output_schema.clone(),
+        ttl: t.settings.ttl,
+        poll_interval: t.settings.poll_interval,
+        wait: t.settings.wait.unwrap_or(Duration::ZERO),
+        sync_wait: DEFAULT_SYNC_WAIT,
+        task_required: false,
+        ask: Vec::new(),
+        key_prefix: None,
+    }
+}
+
+#[cold]
+fn unreachable_object() -> rudder_model::schema::Compiled {
+    // The schema `{}` accepts everything and compiles in every draft.
+    rudder_model::schema::Compiled::new(&serde_json::json!({}))
+        .unwrap_or_else(|e| panic!("the empty schema does not compile: {e}"))
 }
 
 /// MCP's tool names: 1-128 of `A-Za-z0-9_-.`.

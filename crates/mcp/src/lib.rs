@@ -45,6 +45,9 @@ pub struct McpOptions {
     pub token_file: Option<PathBuf>,
     /// Origins a browser page may call from, besides loopback ones.
     pub allow_origins: Vec<String>,
+    /// How many calls to the catalogue's upstreams the gateway workers
+    /// inside make at once (docs/gateway.md).
+    pub gateway_max_calls: usize,
 }
 
 /// Run `rudder mcp` until stdin closes (stdio) or forever (HTTP); the exit code.
@@ -84,8 +87,43 @@ pub fn run(options: McpOptions) -> i32 {
             return 1;
         }
     };
+    // The gateway workers' store: the same store, their own handle.
+    let gateway_store = if catalogue.upstreams.is_empty() {
+        None
+    } else {
+        match rudder_store::reopen(&store) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                say(&e.to_string());
+                return EXIT_USAGE;
+            }
+        }
+    };
     runtime.block_on(async move {
-        let server = RudderMcp::new(store, catalogue);
+        let directory = gateway_store.map(|gateway_store| {
+            let upstreams = std::sync::Arc::new(catalogue.upstreams.clone());
+            let told: rudder_gateway::Say = std::sync::Arc::new(|s: &str| say(s));
+            let directory = rudder_gateway::Directory::start(
+                std::sync::Arc::clone(&upstreams),
+                std::sync::Arc::clone(&told),
+            );
+            let listed = directory.clone();
+            let options = rudder_gateway::GatewayOptions {
+                max_calls: options.gateway_max_calls,
+                ..rudder_gateway::GatewayOptions::default()
+            };
+            tokio::spawn(async move {
+                let stop = tokio_util::sync::CancellationToken::new();
+                if let Err(e) =
+                    rudder_gateway::run(&gateway_store, upstreams, listed, options, told, stop)
+                        .await
+                {
+                    say(&e.to_string());
+                }
+            });
+            directory
+        });
+        let server = RudderMcp::serving(store, catalogue, directory);
         match &options.http {
             Some(addr) => http::serve(server, addr, token, &options.allow_origins).await,
             None => stdio(server).await,

@@ -24,6 +24,7 @@ use tokio::sync::{broadcast, watch};
 use super::catalogue::{Catalogue, ToolSpec};
 use super::requested::Requested;
 use super::wire;
+use crate::say;
 use rudder_model::task::{Actor, ClientInfo, Origin, Status, Task};
 use rudder_store::watch::{FeedEvent, FeedOptions};
 use rudder_store::{ErrorKind, NewTask, Store, StoreError};
@@ -56,6 +57,9 @@ struct Inner {
     requested: Requested,
     /// Places for inline waits ([`MAX_INLINE_WAITS`]).
     inline_waits: Arc<tokio::sync::Semaphore>,
+    /// The upstreams' tools as last listed (docs/gateway.md), after the
+    /// catalogue's own.
+    gateway: std::sync::RwLock<Arc<Vec<(ToolSpec, Tool)>>>,
 }
 
 /// How many `tools/call`s may wait inline for their task at once (each
@@ -74,6 +78,18 @@ impl RudderMcp {
     /// A server over `store` (which its own change feed follows) with the
     /// tools of `catalogue`. Must run inside tokio.
     pub fn new(store: Store, catalogue: Catalogue) -> RudderMcp {
+        RudderMcp::serving(store, catalogue, None)
+    }
+
+    /// [`RudderMcp::new`], also serving the tools `directory` lists (the
+    /// catalogue's upstreams), kept current as they change. A tool of an
+    /// upstream named as one of the catalogue's `[[tool]]`s is not served
+    /// (stderr says so).
+    pub fn serving(
+        store: Store,
+        catalogue: Catalogue,
+        directory: Option<rudder_gateway::Directory>,
+    ) -> RudderMcp {
         let (gen_tx, generation) = watch::channel(0u64);
         let (changes, _) = broadcast::channel(256);
         let tx = changes.clone();
@@ -92,7 +108,7 @@ impl RudderMcp {
             }
         });
         let tools = catalogue.tools.iter().map(tool_of).collect();
-        RudderMcp {
+        let server = RudderMcp {
             inner: Arc::new(Inner {
                 store: Arc::new(store),
                 catalogue,
@@ -102,8 +118,58 @@ impl RudderMcp {
                 partial: Mutex::new(HashMap::new()),
                 requested: Requested::default(),
                 inline_waits: Arc::new(tokio::sync::Semaphore::new(MAX_INLINE_WAITS)),
+                gateway: std::sync::RwLock::default(),
             }),
+        };
+        if let Some(directory) = directory {
+            let weak = Arc::downgrade(&server.inner);
+            let mut listed = directory.watch();
+            tokio::spawn(async move {
+                loop {
+                    let tools = Arc::clone(&listed.borrow_and_update());
+                    let Some(inner) = weak.upgrade() else { return };
+                    let served: Vec<(ToolSpec, Tool)> = tools
+                        .iter()
+                        .filter(|t| {
+                            let own = inner.catalogue.tool(&t.name).is_some();
+                            if own {
+                                say(&format!(
+                                    "gateway: tool {:?} of upstream {:?} is not served: the catalogue has a [[tool]] of that name",
+                                    t.name, t.upstream
+                                ));
+                            }
+                            !own
+                        })
+                        .map(|t| {
+                            let spec = super::catalogue::upstream_tool(t);
+                            let tool = tool_of(&spec);
+                            (spec, tool)
+                        })
+                        .collect();
+                    *inner.gateway.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(served);
+                    drop(inner);
+                    if listed.changed().await.is_err() {
+                        return;
+                    }
+                }
+            });
         }
+        server
+    }
+
+    /// The tool `name`: the catalogue's, else an upstream's.
+    fn spec(&self, name: &str) -> Option<ToolSpec> {
+        if let Some(spec) = self.inner.catalogue.tool(name) {
+            return Some(spec.clone());
+        }
+        self.upstream_tools()
+            .iter()
+            .find(|(s, _)| s.name == name)
+            .map(|(s, _)| s.clone())
+    }
+
+    fn upstream_tools(&self) -> Arc<Vec<(ToolSpec, Tool)>> {
+        Arc::clone(&self.inner.gateway.read().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Where stdio notes the task ids of listen requests.
@@ -162,7 +228,7 @@ impl RudderMcp {
 
     fn poll_of(&self, task: &Task) -> Option<u64> {
         let tool = task.origin.as_ref()?.tool.as_str();
-        let spec = self.inner.catalogue.tool(tool)?;
+        let spec = self.spec(tool)?;
         spec.poll_interval.map(|d| d.as_millis() as u64)
     }
 
@@ -213,7 +279,7 @@ impl RudderMcp {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(spec) = self.inner.catalogue.tool(&request.name).cloned() else {
+        let Some(spec) = self.spec(&request.name) else {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool: {}", request.name),
                 None,
@@ -637,11 +703,19 @@ impl ServerHandler for RudderMcp {
         _request: Option<PaginatedRequestParams>,
         _cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.inner.tools.clone()))
+        let mut tools = self.inner.tools.clone();
+        tools.extend(self.upstream_tools().iter().map(|(_, t)| t.clone()));
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.inner.tools.iter().find(|t| t.name == name).cloned()
+        if let Some(t) = self.inner.tools.iter().find(|t| t.name == name) {
+            return Some(t.clone());
+        }
+        self.upstream_tools()
+            .iter()
+            .find(|(_, t)| t.name == name)
+            .map(|(_, t)| t.clone())
     }
 
     async fn call_tool(

@@ -1,0 +1,304 @@
+//! The gateway through the binary: `rudder mcp` serving the tools of an
+//! upstream MCP server written on the official Python SDK (listed as its
+//! own, called as durable tasks, a question answered with `tasks/update`),
+//! an upstream that does not start, and `rudder gateway` on its own.
+
+#[path = "../crates/gateway/tests/common/python.rs"]
+mod python_env;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use python_env::{bridge, python};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, GetTaskParams,
+    Implementation, TaskPayload, TaskStatus, UpdateTaskParams,
+};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rudder::store::{NewTask, Store};
+use rudder::task::Status;
+use serde_json::{Value, json};
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+fn catalogue(dir: &Path, upstream: &str) -> std::path::PathBuf {
+    let path = dir.join("tools.toml");
+    std::fs::write(&path, upstream).unwrap();
+    path
+}
+
+fn bridge_upstream() -> String {
+    format!(
+        "[[upstream]]\nname = \"bridge\"\ncommand = [{:?}, {:?}]\ntools = \"*\"\n",
+        python().display().to_string(),
+        bridge().display().to_string()
+    )
+}
+
+async fn client(dir: &Path, tools: &Path) -> Client {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
+    cmd.env_remove("RUDDER_STORE")
+        .arg("--store")
+        .arg(dir.join("tasks.db"))
+        .arg("mcp")
+        .arg("--tools")
+        .arg(tools);
+    let transport = TokioChildProcess::new(cmd).expect("spawn rudder mcp");
+    let config = ClientConfig::new(
+        ClientCapabilities::builder().enable_tasks().build(),
+        Implementation::new("rudder-gateway-test", "1"),
+    );
+    config
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("client connects")
+}
+
+async fn get(client: &Client, id: &str) -> rmcp::model::DetailedTask {
+    client
+        .get_task(GetTaskParams::new(id.to_string()))
+        .await
+        .expect("tasks/get")
+        .task
+}
+
+/// Poll `tasks/get` until `done` holds (at most a minute).
+async fn until(
+    client: &Client,
+    id: &str,
+    what: &str,
+    done: impl Fn(&rmcp::model::DetailedTask) -> bool,
+) -> rmcp::model::DetailedTask {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let task = get(client, id).await;
+        if done(&task) {
+            return task;
+        }
+        assert!(Instant::now() < deadline, "never {what}: {task:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn call(client: &Client, name: &str, args: Value) -> String {
+    let Value::Object(args) = args else { panic!() };
+    match client
+        .call_tool_once(CallToolRequestParams::new(name.to_string()).with_arguments(args))
+        .await
+        .expect("tools/call")
+    {
+        CallToolResponse::Task(t) => t.task.task_id,
+        other => panic!("expected a task, got {other:?}"),
+    }
+}
+
+fn result_text(task: &rmcp::model::DetailedTask) -> String {
+    match &task.payload {
+        TaskPayload::Completed { result } => result
+            .get("content")
+            .and_then(|c| c.pointer("/0/text"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        other => panic!("no result: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rudder_mcp_serves_an_upstreams_tools_as_durable_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = catalogue(dir.path(), &bridge_upstream());
+    let client = client(dir.path(), &tools).await;
+    // Listed once the upstream answers, with its names and descriptions.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let listed = loop {
+        let listed = client.list_all_tools().await.expect("tools/list");
+        if listed.iter().any(|t| t.name == "greet") {
+            break listed;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the upstream's tools were never listed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let greet = listed.iter().find(|t| t.name == "greet").unwrap();
+    assert_eq!(greet.description.as_deref(), Some("A short tool."));
+    let id = call(&client, "greet", json!({"name": "Ada"})).await;
+    let done = until(&client, &id, "completed", |t| {
+        t.task.status == TaskStatus::Completed
+    })
+    .await;
+    assert_eq!(result_text(&done), "Hello, Ada!");
+
+    // A question asked upstream is the task's, answered with tasks/update.
+    let id = call(
+        &client,
+        "diagnose",
+        json!({"incident": "INC-1", "steps": 2}),
+    )
+    .await;
+    let asked = until(&client, &id, "input_required", |t| {
+        t.task.status == TaskStatus::InputRequired
+    })
+    .await;
+    let TaskPayload::InputRequired {
+        input_requests: requests,
+    } = &asked.payload
+    else {
+        panic!("no input requests: {asked:?}")
+    };
+    let key = requests.keys().next().expect("a question").clone();
+    let text = serde_json::to_string(&requests[&key]).unwrap();
+    assert!(text.contains("Restart the service for INC-1?"), "{text}");
+    let responses =
+        json!({ key: {"action": "accept", "content": {"restart": true, "note": "mcp"}} });
+    let Value::Object(o) = responses else {
+        panic!()
+    };
+    client
+        .update_task(UpdateTaskParams::new(id.clone(), o.into_iter().collect()))
+        .await
+        .expect("tasks/update");
+    let done = until(&client, &id, "completed", |t| {
+        t.task.status == TaskStatus::Completed
+    })
+    .await;
+    assert_eq!(result_text(&done), "INC-1: restart=True note=mcp");
+    let _ = client.cancel().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rudder_mcp_starts_when_an_upstream_does_not_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = catalogue(
+        dir.path(),
+        "[[tool]]\nname = \"local\"\n\n[[upstream]]\nname = \"gone\"\ncommand = [\"/nonexistent/mcp-server\"]\ntools = \"*\"\n",
+    );
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
+    cmd.env_remove("RUDDER_STORE")
+        .arg("--store")
+        .arg(dir.path().join("tasks.db"))
+        .arg("mcp")
+        .arg("--tools")
+        .arg(&tools);
+    let (transport, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let config = ClientConfig::new(
+        ClientCapabilities::builder().enable_tasks().build(),
+        Implementation::new("rudder-gateway-test", "1"),
+    );
+    let client = config
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("rudder mcp serves");
+    let listed = client.list_all_tools().await.expect("tools/list");
+    assert_eq!(
+        listed
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect::<Vec<_>>(),
+        ["local"]
+    );
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(stderr.expect("stderr")).lines();
+    let said = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("upstream \"gone\" does not answer") {
+                return line;
+            }
+        }
+        String::new()
+    })
+    .await
+    .expect("told in time");
+    assert!(said.starts_with("rudder mcp: gateway: "), "{said}");
+    let _ = client.cancel().await;
+}
+
+#[test]
+fn rudder_gateway_works_the_tasks_of_an_upstreams_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = catalogue(dir.path(), &bridge_upstream());
+    let url = dir.path().join("tasks.db");
+    let store = Store::connect(&url).unwrap();
+    let id = store
+        .create(NewTask {
+            kind: Some("greet".into()),
+            request: Some(json!({"name": "Bob"})),
+            ..NewTask::default()
+        })
+        .unwrap()
+        .task
+        .task_id;
+    let mut gateway = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+        .env_remove("RUDDER_STORE")
+        .arg("--store")
+        .arg(&url)
+        .args(["gateway", "--max-calls", "2", "--tools"])
+        .arg(&tools)
+        .spawn()
+        .expect("rudder gateway starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let task = loop {
+        let task = store.get(&id).unwrap();
+        if task.status.is_terminal() {
+            break task;
+        }
+        assert!(Instant::now() < deadline, "never finished: {task:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = gateway.kill();
+    let _ = gateway.wait();
+    assert_eq!(task.status, Status::Completed, "{:?}", task.error);
+    assert_eq!(
+        task.result
+            .as_ref()
+            .and_then(|r| r.pointer("/content/0/text")),
+        Some(&json!("Hello, Bob!"))
+    );
+    assert!(
+        task.history.iter().any(|e| e
+            .actor
+            .as_deref()
+            .is_some_and(|a| a.starts_with("gateway:bridge#"))),
+        "{:?}",
+        task.history
+    );
+}
+
+#[test]
+fn rudder_gateway_refuses_a_catalogue_it_cannot_use_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = catalogue(
+        dir.path(),
+        "[[upstream]]\nname = \"b\"\nurl = \"ftp://x\"\ntools = \"*\"\n",
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+        .env_remove("RUDDER_STORE")
+        .arg("--store")
+        .arg(dir.path().join("tasks.db"))
+        .args(["gateway", "--tools"])
+        .arg(&tools)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("tools.toml:3:7: upstream \"b\", field \"url\""),
+        "{stderr}"
+    );
+}
