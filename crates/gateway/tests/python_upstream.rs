@@ -374,3 +374,22 @@ fn an_upstream_that_does_not_answer_is_told_and_listed_once_it_does() {
     }
     assert!(gw.directory.tools().is_empty());
 }
+
+#[test]
+fn an_upstream_that_answers_with_something_not_a_result_fails_the_task_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let liar = bridge().with_file_name("liar.py");
+    let text = format!(
+        "[[upstream]]\nname = \"liar\"\ncommand = [{:?}, {:?}]\ntools = [\"lie\"]\n",
+        python().display().to_string(),
+        liar.display().to_string()
+    );
+    let _gw = Gateway::start(dir.path(), &text, &store, LEASE);
+    let id = call(&store, "lie", json!({}));
+    let done = wait_for(&store, &id, "failed", |t| t.status.is_terminal());
+    assert_eq!(done.status, Status::Failed);
+    let message = done.error_message().unwrap_or_default().to_string();
+    assert!(message.contains("upstream \"liar\""), "{message}");
+    assert!(message.contains("not a CallToolResult"), "{message}");
+}

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 #[path = "python.rs"]
 mod python_env;
+#[allow(unused_imports)]
 pub use python_env::{bridge, python};
 
 /// A gateway on its own runtime, stopped (abruptly, as a crash would) when
