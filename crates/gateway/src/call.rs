@@ -340,6 +340,15 @@ async fn attempt_once(
     close(session).await;
     let result = match answered {
         Ok(ServerResult::CallToolResult(r)) => r,
+        Ok(ServerResult::CreateTaskResult(_)) => {
+            let _ = job
+                .fail(format!(
+                    "upstream {:?} answered tools/call {tool} with a task of its own (the Tasks extension), which the gateway does not mirror yet (it does not declare the extension); nothing was stored",
+                    up.name
+                ))
+                .await;
+            return Ended::Done;
+        }
         Ok(other) => {
             let what = serde_json::to_value(&other)
                 .ok()
