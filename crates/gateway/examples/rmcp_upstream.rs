@@ -5,7 +5,7 @@
 //!
 //! Its tools: `echo {text}` (a short call), `flood {n}` (`n` progress
 //! notifications, one of them going backwards, then a result), `big
-//! {bytes}` (a text result that long).
+//! {bytes}` (a text result that long), `sleep {ms}` (a long call).
 
 use std::sync::Arc;
 
@@ -39,6 +39,11 @@ fn tools() -> Vec<Tool> {
             "flood",
             "Report progress many times, once backwards, then answer",
             schema(json!({"type": "object", "properties": {"n": {"type": "integer"}}})),
+        ),
+        Tool::new(
+            "sleep",
+            "Answer after the given milliseconds",
+            schema(json!({"type": "object", "properties": {"ms": {"type": "integer"}}})),
         ),
         Tool::new(
             "big",
@@ -92,6 +97,11 @@ impl ServerHandler for RmcpUpstream {
                     }
                 }
                 format!("flooded {n}")
+            }
+            "sleep" => {
+                let ms = number("ms").min(600_000);
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                format!("slept {ms} ms")
             }
             "big" => "x".repeat(number("bytes").min(256 * 1024 * 1024) as usize),
             other => {

@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
-    ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData, RequestId,
-    ServerResult,
+    ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData, InputRequest,
+    InputRequests, InputResponses, RequestId, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rudder_store::Store;
 use rudder_store::task::{Progress, Status, Task};
 use rudder_store::watch::FeedOptions;
 use rudder_store::worker::{AsyncJob, WorkError};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -31,6 +31,9 @@ pub const MAX_RESULT_BYTES: usize = 4 * 1024 * 1024;
 /// What every attempt's history note starts with: how a worker taking a
 /// task over counts the attempts made before it.
 pub const ATTEMPT_NOTE: &str = "gateway: attempt ";
+
+/// How many rounds of questions one call may ask (protocol 2026-07-28).
+const MAX_ROUNDS: usize = 32;
 
 /// How often progress is written at most (a flood is coalesced).
 const PROGRESS_EVERY: Duration = Duration::from_millis(200);
@@ -251,90 +254,122 @@ async fn attempt_once(
         }
         _ => serde_json::Map::new(),
     };
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-        CallToolRequestParams::new(tool.to_string()).with_arguments(arguments),
-    ));
-    let handle = match session
-        .peer()
-        .send_cancellable_request(request, PeerRequestOptions::no_options())
-        .await
-    {
-        Ok(h) => h,
-        Err(e) => {
-            close(session).await;
-            return Ended::Lost(format!(
-                "upstream {:?} could not be sent the call: {e}",
-                up.name
-            ));
-        }
-    };
-    let request_id = handle.id.clone();
-    let response = handle.await_response();
-    tokio::pin!(response);
     let stopped = ended(Arc::clone(store), id.to_string());
     tokio::pin!(stopped);
     let mut progress = Reported::default();
     let mut flush = tokio::time::interval(PROGRESS_EVERY);
+    let mut params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+    let mut rounds = 0usize;
     let answered = loop {
-        tokio::select! {
-            r = &mut response => break r,
-            status = &mut stopped => {
-                let reason = format!("the rudder task was {status}");
-                cancel_upstream(session, request_id, &reason).await;
-                return Ended::Stopped;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+        let handle = match session
+            .peer()
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(h) => h,
+            Err(e) => {
+                close(session).await;
+                return Ended::Lost(format!(
+                    "upstream {:?} could not be sent the call: {e}",
+                    up.name
+                ));
             }
-            _ = flush.tick(), if progress.pending.is_some() => {
-                if let Some((message, p)) = progress.pending.take() {
-                    let written = match p {
-                        Some(p) => job.report(message.unwrap_or_default(), p.current, p.total).await,
-                        None => job.message(message.unwrap_or_default()).await,
-                    };
-                    if let Err(e) = written && e.stop().is_some() {
-                        cancel_upstream(session, request_id, "the rudder task was taken from this gateway worker").await;
-                        return Ended::Stopped;
-                    }
+        };
+        let request_id = handle.id.clone();
+        let response = handle.await_response();
+        tokio::pin!(response);
+        let answered = loop {
+            tokio::select! {
+                r = &mut response => break r,
+                status = &mut stopped => {
+                    let reason = format!("the rudder task was {status}");
+                    cancel_upstream(session, request_id, &reason).await;
+                    return Ended::Stopped;
                 }
-            }
-            event = rx.recv() => match event {
-                Some(Event::Progress(p)) => progress.take(&p),
-                Some(Event::Refused(method)) => {
-                    let note = format!("gateway: upstream {:?} sent {method}, which the gateway does not serve; it was answered with a JSON-RPC error (method not found)", up.name);
-                    if let Err(e) = job.note(note).await && e.stop().is_some() {
-                        cancel_upstream(session, request_id, "the rudder task was taken from this gateway worker").await;
-                        return Ended::Stopped;
-                    }
-                }
-                Some(Event::Unfit(reason)) => {
-                    if let Err(e) = job.note(unfit_note(up, &reason)).await && e.stop().is_some() {
-                        cancel_upstream(session, request_id, "the rudder task was taken from this gateway worker").await;
-                        return Ended::Stopped;
-                    }
-                }
-                Some(Event::ToolsChanged) | None => {}
-                Some(Event::Elicit(params, reply)) => {
-                    // Progress held back is written before the question.
+                _ = flush.tick(), if progress.pending.is_some() => {
                     if let Some((message, p)) = progress.pending.take() {
-                        let _ = match p {
+                        let written = match p {
                             Some(p) => job.report(message.unwrap_or_default(), p.current, p.total).await,
                             None => job.message(message.unwrap_or_default()).await,
                         };
-                    }
-                    match elicit(job, up, params, answers, &mut response).await {
-                        Asked::Answered(result) => {
-                            let _ = reply.send(result);
-                        }
-                        Asked::Stopped => {
-                            let _ = reply.send(Ok(ElicitResult::new(ElicitationAction::Cancel)));
-                            cancel_upstream(session, request_id, "the rudder task was cancelled while its question waited").await;
+                        if let Err(e) = written && e.stop().is_some() {
+                            cancel_upstream(session, request_id, "the rudder task was taken from this gateway worker").await;
                             return Ended::Stopped;
                         }
-                        Asked::CallEnded(r) => {
-                            let _ = reply.send(Ok(ElicitResult::new(ElicitationAction::Cancel)));
-                            break *r;
+                    }
+                }
+                event = rx.recv() => match event {
+                    Some(Event::Progress(p)) => progress.take(&p),
+                    Some(Event::Refused(method)) => {
+                        let note = format!("gateway: upstream {:?} sent {method}, which the gateway does not serve; it was answered with a JSON-RPC error (method not found)", up.name);
+                        if let Err(e) = job.note(note).await && e.stop().is_some() {
+                            cancel_upstream(session, request_id, "the rudder task was taken from this gateway worker").await;
+                            return Ended::Stopped;
+                        }
+                    }
+                    Some(Event::Unfit(reason)) => {
+                        if let Err(e) = job.note(unfit_note(up, &reason)).await && e.stop().is_some() {
+                            cancel_upstream(session, request_id, "the rudder task was taken from this gateway worker").await;
+                            return Ended::Stopped;
+                        }
+                    }
+                    Some(Event::ToolsChanged) | None => {}
+                    Some(Event::Elicit(params, reply)) => {
+                        // Progress held back is written before the question.
+                        if let Some((message, p)) = progress.pending.take() {
+                            let _ = match p {
+                                Some(p) => job.report(message.unwrap_or_default(), p.current, p.total).await,
+                                None => job.message(message.unwrap_or_default()).await,
+                            };
+                        }
+                        match elicit(job, up, params, answers, &mut response).await {
+                            Asked::Answered(result) => {
+                                let _ = reply.send(result);
+                            }
+                            Asked::Stopped => {
+                                let _ = reply.send(Ok(ElicitResult::new(ElicitationAction::Cancel)));
+                                cancel_upstream(session, request_id, "the rudder task was cancelled while its question waited").await;
+                                return Ended::Stopped;
+                            }
+                            Asked::CallEnded(r) => {
+                                let _ = reply.send(Ok(ElicitResult::new(ElicitationAction::Cancel)));
+                                break *r;
+                            }
                         }
                     }
                 }
             }
+        };
+        // A 2026-07-28 upstream asks its questions by answering the call
+        // with them (input_required); the call is made again with the
+        // answers.
+        match answered {
+            Ok(ServerResult::InputRequiredResult(r)) => {
+                rounds += 1;
+                if rounds > MAX_ROUNDS {
+                    close(session).await;
+                    let _ = job
+                        .fail(format!(
+                            "upstream {:?} asked questions for tools/call {tool} more than {MAX_ROUNDS} rounds; the call was given up",
+                            up.name
+                        ))
+                        .await;
+                    return Ended::Done;
+                }
+                let requests = r.input_requests.unwrap_or_default();
+                match round(job, up, tool, requests, answers).await {
+                    Ok(responses) => {
+                        params.input_responses = Some(responses);
+                        params.request_state = r.request_state;
+                    }
+                    Err(ended) => {
+                        close(session).await;
+                        return ended;
+                    }
+                }
+            }
+            other => break other,
         }
     };
     close(session).await;
@@ -350,6 +385,17 @@ async fn attempt_once(
             return Ended::Done;
         }
         Ok(other) => {
+            let seen = serde_json::to_value(&other).unwrap_or_default();
+            if let Some(reason) = unreadable_question(&seen) {
+                let _ = job.note(unfit_note(up, &reason)).await;
+                let _ = job
+                    .fail(format!(
+                        "upstream {:?} asked a question for tools/call {tool} with a schema that is not a flat form ({reason}); the call was given up",
+                        up.name
+                    ))
+                    .await;
+                return Ended::Done;
+            }
             let what = serde_json::to_value(&other)
                 .ok()
                 .and_then(|v| {
@@ -424,6 +470,19 @@ async fn attempt_once(
     }
 }
 
+/// For an `input_required` answer rmcp could not read: why its question
+/// is not a flat form.
+fn unreadable_question(answer: &Value) -> Option<String> {
+    if answer.get("resultType").and_then(Value::as_str) != Some("input_required") {
+        return None;
+    }
+    let requests = answer.get("inputRequests")?.as_object()?;
+    requests.values().find_map(|r| {
+        let schema = r.pointer("/params/requestedSchema")?;
+        rudder_model::schema::mcp::mcp_fit(schema).reason
+    })
+}
+
 /// The history note of a question refused for its schema.
 fn unfit_note(up: &Upstream, reason: &str) -> String {
     format!(
@@ -486,42 +545,28 @@ enum Asked {
     CallEnded(Box<Result<ServerResult, ServiceError>>),
 }
 
-/// An `elicitation/create` during the call: the task's question, answered
-/// by whoever answers first (TUI, CLI, MCP, Python).
-async fn elicit(
+/// What a person said to a question the upstream asked.
+enum Person {
+    /// The answer.
+    Answer(Value),
+    /// The question was refused before anyone saw it (why).
+    Refused(String),
+    /// The task was cancelled (or taken) while the question waited.
+    Stopped,
+    /// The store failed (why).
+    Failed(String),
+}
+
+/// Ask a person the upstream's question: the task's question, answered by
+/// whoever answers first (TUI, CLI, MCP, Python). A question answered
+/// before (same message and schema) gets its stored answer at once.
+async fn ask_person(
     job: &mut AsyncJob,
     up: &Upstream,
-    params: ElicitRequestParams,
+    message: String,
+    schema: Value,
     answers: &mut HashMap<(String, String), Value>,
-    response: &mut (impl std::future::Future<Output = Result<ServerResult, ServiceError>> + Unpin),
-) -> Asked {
-    let (message, schema) = match params {
-        ElicitRequestParams::FormElicitationParams {
-            message,
-            requested_schema,
-            ..
-        } => match serde_json::to_value(&requested_schema) {
-            Ok(s) => (message, s),
-            Err(e) => {
-                return Asked::Answered(Err(ErrorData::invalid_params(
-                    format!("the requested schema cannot be read: {e}"),
-                    None,
-                )));
-            }
-        },
-        _ => {
-            let _ = job
-                .note(format!(
-                    "gateway: upstream {:?} asked for a URL-mode elicitation, which the gateway does not serve; it was refused",
-                    up.name
-                ))
-                .await;
-            return Asked::Answered(Err(ErrorData::invalid_params(
-                "rudder's gateway asks a person with form-mode elicitation only",
-                None,
-            )));
-        }
-    };
+) -> Person {
     let fit = rudder_model::schema::mcp::mcp_fit(&schema);
     let unfit = fit.reason.or_else(|| {
         rudder_model::schema::Compiled::new(&schema)
@@ -530,7 +575,7 @@ async fn elicit(
     });
     if let Some(reason) = unfit {
         let _ = job.note(unfit_note(up, &reason)).await;
-        return Asked::Answered(Err(upstream::unfit(&reason)));
+        return Person::Refused(reason);
     }
     let key = (message.clone(), schema.to_string());
     if let Some(value) = answers.get(&key) {
@@ -540,32 +585,121 @@ async fn elicit(
                 up.name
             ))
             .await;
-        return Asked::Answered(Ok(
-            ElicitResult::new(ElicitationAction::Accept).with_content(value.clone())
-        ));
+        return Person::Answer(value.clone());
     }
     let mut asked = match job.ask(message, schema).await {
         Ok(a) => a,
-        Err(WorkError::Stop(_)) => return Asked::Stopped,
-        Err(e) => {
-            return Asked::Answered(Err(ErrorData::internal_error(
-                format!("rudder could not ask the question: {e}"),
+        Err(WorkError::Stop(_)) => return Person::Stopped,
+        Err(e) => return Person::Failed(format!("rudder could not ask the question: {e}")),
+    };
+    match asked.wait(None).await {
+        Ok(Some(value)) => {
+            answers.insert(key, value.clone());
+            Person::Answer(value)
+        }
+        Ok(None) | Err(WorkError::Stop(_)) => Person::Stopped,
+        Err(e) => Person::Failed(format!("rudder lost the question: {e}")),
+    }
+}
+
+/// The note of a question of a mode the gateway does not serve.
+fn url_note(up: &Upstream) -> String {
+    format!(
+        "gateway: upstream {:?} asked for a URL-mode elicitation, which the gateway does not serve; it was refused",
+        up.name
+    )
+}
+
+/// An `elicitation/create` during the call (protocols before
+/// 2026-07-28): asked of a person while the call stays open.
+async fn elicit(
+    job: &mut AsyncJob,
+    up: &Upstream,
+    params: ElicitRequestParams,
+    answers: &mut HashMap<(String, String), Value>,
+    response: &mut (impl std::future::Future<Output = Result<ServerResult, ServiceError>> + Unpin),
+) -> Asked {
+    let (message, schema) = match form(params) {
+        Some(form) => form,
+        None => {
+            let _ = job.note(url_note(up)).await;
+            return Asked::Answered(Err(ErrorData::invalid_params(
+                "rudder's gateway asks a person with form-mode elicitation only",
                 None,
             )));
         }
     };
     tokio::select! {
-        answer = asked.wait(None) => match answer {
-            Ok(Some(value)) => {
-                answers.insert(key, value.clone());
-                Asked::Answered(Ok(ElicitResult::new(ElicitationAction::Accept).with_content(value)))
-            }
-            Ok(None) | Err(WorkError::Stop(_)) => Asked::Stopped,
-            Err(e) => Asked::Answered(Err(ErrorData::internal_error(
-                format!("rudder lost the question: {e}"),
-                None,
-            ))),
+        person = ask_person(job, up, message, schema, answers) => match person {
+            Person::Answer(value) => Asked::Answered(Ok(
+                ElicitResult::new(ElicitationAction::Accept).with_content(value),
+            )),
+            Person::Refused(reason) => Asked::Answered(Err(upstream::unfit(&reason))),
+            Person::Stopped => Asked::Stopped,
+            Person::Failed(e) => Asked::Answered(Err(ErrorData::internal_error(e, None))),
         },
         r = response => Asked::CallEnded(Box::new(r)),
     }
+}
+
+/// A form elicitation's message and schema; `None` for another mode.
+fn form(params: ElicitRequestParams) -> Option<(String, Value)> {
+    match params {
+        ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } => serde_json::to_value(&requested_schema)
+            .ok()
+            .map(|s| (message, s)),
+        _ => None,
+    }
+}
+
+/// One round of questions a 2026-07-28 upstream answered a call with
+/// (`input_required`, SEP-2322): each asked of a person in turn; the
+/// responses to send with the call again, or how the attempt ended.
+async fn round(
+    job: &mut AsyncJob,
+    up: &Upstream,
+    tool: &str,
+    requests: InputRequests,
+    answers: &mut HashMap<(String, String), Value>,
+) -> Result<InputResponses, Ended> {
+    let mut responses = InputResponses::new();
+    for (key, request) in requests {
+        let response = match request {
+            InputRequest::Elicitation(e) => match form(e.params) {
+                Some((message, schema)) => {
+                    match ask_person(job, up, message, schema, answers).await {
+                        Person::Answer(value) => json!({"action": "accept", "content": value}),
+                        // Refused before anyone saw it: the history says why.
+                        Person::Refused(_) => json!({"action": "decline"}),
+                        Person::Stopped => return Err(Ended::Stopped),
+                        Person::Failed(e) => return Err(Ended::Lost(e)),
+                    }
+                }
+                None => {
+                    let _ = job.note(url_note(up)).await;
+                    json!({"action": "decline"})
+                }
+            },
+            other => {
+                let method = match other {
+                    InputRequest::CreateMessage(_) => "sampling/createMessage",
+                    InputRequest::ListRoots(_) => "roots/list",
+                    _ => "a request",
+                };
+                let _ = job
+                    .fail(format!(
+                        "upstream {:?} needs {method} to go on with tools/call {tool}, which the gateway does not serve; the call was given up",
+                        up.name
+                    ))
+                    .await;
+                return Err(Ended::Done);
+            }
+        };
+        responses.insert(key, response);
+    }
+    Ok(responses)
 }

@@ -15,7 +15,7 @@ use rmcp::model::{
     Implementation, ListRootsResult, ProgressNotificationParam,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -190,8 +190,36 @@ impl ClientHandler for Handler {
     }
 }
 
-/// Open a session with `upstream`, answered by `handler`.
+/// Open a session with `upstream`, answered by `handler`: the legacy
+/// `initialize` handshake first (every SDK's server takes it, and over it
+/// a tool may ask its client a question mid-call, which the official
+/// Python SDK's `ctx.elicit` needs); a server that refuses it is asked
+/// again with `server/discover` (protocol 2026-07-28, whose questions come
+/// as `input_required` answers).
 pub async fn connect(upstream: &Upstream, handler: Handler) -> Result<Session, ConnectError> {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::ClientLifecycleMode;
+    match open(upstream, handler.clone(), ClientLifecycleMode::Initialize).await {
+        Err(ConnectError::Handshake(legacy)) => {
+            let modern = ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            };
+            open(upstream, handler, modern).await.map_err(|e| match e {
+                ConnectError::Handshake(discover) => {
+                    ConnectError::Handshake(format!("{legacy} (and server/discover: {discover})"))
+                }
+                other => other,
+            })
+        }
+        other => other,
+    }
+}
+
+async fn open(
+    upstream: &Upstream,
+    handler: Handler,
+    lifecycle: rmcp::service::ClientLifecycleMode,
+) -> Result<Session, ConnectError> {
     match &upstream.transport {
         Transport::Stdio { command, env, cwd } => {
             let program = command.first().cloned().unwrap_or_default();
@@ -209,10 +237,7 @@ pub async fn connect(upstream: &Upstream, handler: Handler) -> Result<Session, C
                     program: program.clone(),
                     source,
                 })?;
-            handler
-                .serve(transport)
-                .await
-                .map_err(|e| ConnectError::Handshake(e.to_string()))
+            handshake(handler, transport, lifecycle).await
         }
         Transport::Http {
             url,
@@ -237,12 +262,26 @@ pub async fn connect(upstream: &Upstream, handler: Handler) -> Result<Session, C
                 config = config.auth_header(read_token(source)?);
             }
             let transport = StreamableHttpClientTransport::from_config(config);
-            handler
-                .serve(transport)
-                .await
-                .map_err(|e| ConnectError::Handshake(e.to_string()))
+            handshake(handler, transport, lifecycle).await
         }
     }
+}
+
+/// The MCP handshake `lifecycle` says.
+async fn handshake<T, E, A>(
+    handler: Handler,
+    transport: T,
+    lifecycle: rmcp::service::ClientLifecycleMode,
+) -> Result<Session, ConnectError>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    use rmcp::service::ClientServiceExt;
+    handler
+        .serve_with_lifecycle(transport, lifecycle)
+        .await
+        .map_err(|e| ConnectError::Handshake(e.to_string()))
 }
 
 /// The bearer token, read when a session is opened (so a rotated file is

@@ -393,3 +393,36 @@ fn an_upstream_that_answers_with_something_not_a_result_fails_the_task_saying_so
     assert!(message.contains("upstream \"liar\""), "{message}");
     assert!(message.contains("not a CallToolResult"), "{message}");
 }
+
+#[test]
+fn a_2026_upstream_asks_with_input_required_and_the_call_is_made_again_with_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let modern = bridge().with_file_name("modern.py");
+    let text = format!(
+        "[[upstream]]\nname = \"modern\"\ncommand = [{:?}, {:?}]\ntools = [\"failover\"]\n",
+        python().display().to_string(),
+        modern.display().to_string()
+    );
+    let _gw = Gateway::start(dir.path(), &text, &store, LEASE);
+    let id = call(&store, "failover", json!({}));
+    let asked = wait_for(&store, &id, "input_required", |t| {
+        t.status == Status::InputRequired || t.status.is_terminal()
+    });
+    assert_eq!(
+        asked.status_message.as_deref(),
+        Some("Proceed with the failover?"),
+        "{:?}",
+        asked.error
+    );
+    store
+        .provide_input(&id, json!({"ok": true}), None)
+        .expect("an answer");
+    let done = wait_for(&store, &id, "completed", |t| t.status.is_terminal());
+    assert_eq!(
+        text_of(&done),
+        "failover accept ok=True",
+        "{:?}",
+        done.error
+    );
+}
