@@ -60,6 +60,7 @@ pub async fn serve(
     up: &Upstream,
     tool: &str,
     store: Arc<Store>,
+    changes: Changes,
     say: Say,
     stop: CancellationToken,
 ) {
@@ -114,7 +115,7 @@ pub async fn serve(
         let attempted = tokio::select! {
             biased;
             _ = stop.cancelled() => return,
-            a = attempt_once(&mut job, up, tool, &store, &id, &mut answers) => a,
+            a = attempt_once(&mut job, up, tool, (&store, &changes), &id, &mut answers) => a,
         };
         if stop.is_cancelled() {
             return;
@@ -202,19 +203,68 @@ async fn finish_failed(job: &mut AsyncJob, message: String, say: &Say) {
     }
 }
 
+/// What the store's change feed said, shared by every call of a gateway
+/// (one feed, not one per call): the ids of the tasks that changed, or
+/// `None` for "re-read everything".
+pub type Changes = tokio::sync::broadcast::Sender<Option<Arc<Vec<String>>>>;
+
+/// Follow `store`'s change feed into `changes`, until the last handle
+/// of it is dropped.
+pub fn follow_changes(store: &Store) -> Changes {
+    use rudder_store::watch::FeedEvent;
+    let (tx, _) = tokio::sync::broadcast::channel(256);
+    let weak = tx.downgrade();
+    let mut feed = store.feed(FeedOptions::default());
+    tokio::spawn(async move {
+        while let Some(event) = feed.next().await {
+            let Some(sender) = weak.upgrade() else { return };
+            let changed = match event {
+                FeedEvent::Changes(c) => Some(Arc::new(c.into_iter().map(|c| c.task_id).collect())),
+                FeedEvent::Reset(_) => None,
+                FeedEvent::Unavailable(_) => continue,
+            };
+            // No call listens now: nothing to tell.
+            let _ = sender.send(changed);
+        }
+    });
+    tx
+}
+
 /// Resolves once the task `id` is no longer the gateway's to work
 /// (cancelled, or finished by someone else): its status then.
-async fn ended(store: Arc<Store>, id: String) -> Status {
-    let mut feed = store.feed_of(id.clone(), FeedOptions::default());
+async fn ended(store: Arc<Store>, id: String, changes: Changes) -> Status {
+    let mut heard = changes.subscribe();
     loop {
-        let (s, i) = (Arc::clone(&store), id.clone());
-        if let Ok(Ok(task)) = tokio::task::spawn_blocking(move || s.get(&i)).await
+        let task = if store.quick_reads() {
+            store.get(&id).ok()
+        } else {
+            let (s, i) = (Arc::clone(&store), id.clone());
+            tokio::task::spawn_blocking(move || s.get(&i))
+                .await
+                .ok()
+                .and_then(Result::ok)
+        };
+        if let Some(task) = task
             && task.status.is_terminal()
         {
             return task.status;
         }
-        if feed.next().await.is_none() {
-            tokio::time::sleep(Duration::from_secs(1)).await;
+        // Until the feed names this task (or says to re-read everything);
+        // a safety tick in case a wake-up went missing.
+        let tick = tokio::time::sleep(Duration::from_secs(5));
+        tokio::pin!(tick);
+        loop {
+            tokio::select! {
+                got = heard.recv() => match got {
+                    Ok(Some(ids)) if !ids.contains(&id) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        break;
+                    }
+                    _ => break,
+                },
+                _ = &mut tick => break,
+            }
         }
     }
 }
@@ -238,7 +288,7 @@ async fn attempt_once(
     job: &mut AsyncJob,
     up: &Upstream,
     tool: &str,
-    store: &Arc<Store>,
+    (store, changes): (&Arc<Store>, &Changes),
     id: &str,
     answers: &mut HashMap<(String, String), Value>,
 ) -> Ended {
@@ -254,7 +304,7 @@ async fn attempt_once(
         }
         _ => serde_json::Map::new(),
     };
-    let stopped = ended(Arc::clone(store), id.to_string());
+    let stopped = ended(Arc::clone(store), id.to_string(), changes.clone());
     tokio::pin!(stopped);
     let mut progress = Reported::default();
     let mut flush = tokio::time::interval(PROGRESS_EVERY);

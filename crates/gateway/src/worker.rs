@@ -61,6 +61,8 @@ pub async fn run(
     stop: CancellationToken,
 ) -> Result<(), GatewayError> {
     let slots = Arc::new(Semaphore::new(options.max_calls.max(1)));
+    // One change feed for every call's cancel, not one per call.
+    let changes = crate::call::follow_changes(store);
     let mut loops = tokio::task::JoinSet::new();
     for (index, up) in upstreams.iter().enumerate() {
         let name = format!("{}:{}", options.name, up.name);
@@ -117,12 +119,13 @@ pub async fn run(
                 }
             });
         }
-        let (upstreams, slots, say, stop, store) = (
+        let (upstreams, slots, say, stop, store, changes) = (
             Arc::clone(&upstreams),
             Arc::clone(&slots),
             Arc::clone(&say),
             stop.clone(),
             Arc::new(store),
+            changes.clone(),
         );
         loops.spawn(async move {
             let mut worker = worker;
@@ -150,15 +153,16 @@ pub async fn run(
                             // The filter took it: its kind was known then.
                             continue;
                         };
-                        let (upstreams, say, store, stop) = (
+                        let (upstreams, say, store, stop, changes) = (
                             Arc::clone(&upstreams),
                             Arc::clone(&say),
                             Arc::clone(&store),
                             stop.clone(),
+                            changes.clone(),
                         );
                         tokio::spawn(async move {
-                            crate::call::serve(job, &upstreams[index], &tool, store, say, stop)
-                                .await;
+                            let up = &upstreams[index];
+                            crate::call::serve(job, up, &tool, store, changes, say, stop).await;
                             drop(slot);
                         });
                     }
