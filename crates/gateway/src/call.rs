@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
-    ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData, InputRequest,
-    InputRequests, InputResponses, RequestId, ServerResult,
+    CallToolRequest, CallToolRequestParams, CancelTaskParams, CancelledNotification,
+    CancelledNotificationParam, ClientRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ErrorData, GetTaskParams, InputRequest, InputRequests, InputResponses,
+    RequestId, ServerResult, TaskPayload, UpdateTaskParams,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rudder_store::Store;
@@ -422,17 +423,15 @@ async fn attempt_once(
             other => break other,
         }
     };
-    close(session).await;
     let result = match answered {
-        Ok(ServerResult::CallToolResult(r)) => r,
-        Ok(ServerResult::CreateTaskResult(_)) => {
-            let _ = job
-                .fail(format!(
-                    "upstream {:?} answered tools/call {tool} with a task of its own (the Tasks extension), which the gateway does not mirror yet (it does not declare the extension); nothing was stored",
-                    up.name
-                ))
-                .await;
-            return Ended::Done;
+        Ok(ServerResult::CallToolResult(r)) => {
+            close(session).await;
+            r
+        }
+        Ok(ServerResult::CreateTaskResult(created)) => {
+            let ended = mirror(job, up, tool, &session, created.task, answers, &mut stopped).await;
+            close(session).await;
+            return ended;
         }
         Ok(other) => {
             let seen = serde_json::to_value(&other).unwrap_or_default();
@@ -486,6 +485,16 @@ async fn attempt_once(
             ));
         }
     };
+    keep(job, up, tool, result).await
+}
+
+/// Keep the upstream's `result` as the task's (bounded).
+async fn keep(
+    job: &mut AsyncJob,
+    up: &Upstream,
+    tool: &str,
+    result: impl serde::Serialize,
+) -> Ended {
     let value = match serde_json::to_value(&result) {
         Ok(v) => v,
         Err(e) => {
@@ -539,6 +548,135 @@ fn unfit_note(up: &Upstream, reason: &str) -> String {
         "gateway: upstream {:?} asked a question with a schema that is not a flat form ({reason}); it was refused with a JSON-RPC error",
         up.name
     )
+}
+
+/// An upstream that answered the call with a task of its own (the Tasks
+/// extension): its status, message and questions mirrored into the rudder
+/// task (answers sent with `tasks/update`), a rudder cancel sent with
+/// `tasks/cancel`, its result kept.
+async fn mirror(
+    job: &mut AsyncJob,
+    up: &Upstream,
+    tool: &str,
+    session: &Session,
+    task: rmcp::model::Task,
+    answers: &mut HashMap<(String, String), Value>,
+    stopped: &mut (impl std::future::Future<Output = Status> + Unpin),
+) -> Ended {
+    let id = task.task_id.clone();
+    let shown = rudder_model::text::clean(&id, 80);
+    let note = format!(
+        "gateway: upstream {:?} answered tools/call {tool} with a task of its own ({shown}); it is mirrored here",
+        up.name
+    );
+    if let Err(e) = job.note(note).await
+        && e.stop().is_some()
+    {
+        let _ = session.peer().cancel_task(CancelTaskParams::new(id)).await;
+        return Ended::Stopped;
+    }
+    let every = Duration::from_millis(task.poll_interval_ms.unwrap_or(500).clamp(50, 5_000));
+    let mut message = task.status_message.clone();
+    let mut rounds = 0usize;
+    loop {
+        let got = tokio::select! {
+            got = session.peer().get_task(GetTaskParams::new(id.clone())) => got,
+            _ = &mut *stopped => {
+                let _ = session.peer().cancel_task(CancelTaskParams::new(id)).await;
+                return Ended::Stopped;
+            }
+        };
+        let detailed = match got {
+            Ok(r) => r.task,
+            Err(ServiceError::McpError(e)) => {
+                let _ = job
+                    .fail(format!(
+                        "upstream {:?} no longer answers for its task {shown}: JSON-RPC error {}: {}",
+                        up.name,
+                        e.code.0,
+                        rudder_model::text::clean(&e.message, 300)
+                    ))
+                    .await;
+                return Ended::Done;
+            }
+            Err(e) => {
+                return Ended::Lost(format!(
+                    "the session with upstream {:?} was lost while it worked its task {shown}: {e}",
+                    up.name
+                ));
+            }
+        };
+        let now = detailed.task.status_message.clone();
+        if now.is_some() && now != message {
+            message = now;
+            let text = rudder_model::text::clean(message.as_deref().unwrap_or_default(), 500);
+            if let Err(e) = job.message(text).await
+                && e.stop().is_some()
+            {
+                let _ = session.peer().cancel_task(CancelTaskParams::new(id)).await;
+                return Ended::Stopped;
+            }
+        }
+        match detailed.payload {
+            TaskPayload::Completed { result } => return keep(job, up, tool, result).await,
+            TaskPayload::Failed { error } => {
+                let said = error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no message");
+                let _ = job
+                    .fail(format!(
+                        "upstream {:?}'s task {shown} failed: {}",
+                        up.name,
+                        rudder_model::text::clean(said, 500)
+                    ))
+                    .await;
+                return Ended::Done;
+            }
+            TaskPayload::Cancelled => {
+                let _ = job
+                    .fail(format!("upstream {:?} cancelled its task {shown}", up.name))
+                    .await;
+                return Ended::Done;
+            }
+            TaskPayload::InputRequired { input_requests } => {
+                rounds += 1;
+                if rounds > MAX_ROUNDS {
+                    let _ = session.peer().cancel_task(CancelTaskParams::new(id)).await;
+                    let _ = job
+                        .fail(format!(
+                            "upstream {:?}'s task {shown} asked questions more than {MAX_ROUNDS} times; it was cancelled",
+                            up.name
+                        ))
+                        .await;
+                    return Ended::Done;
+                }
+                let responses = match round(job, up, tool, input_requests, answers).await {
+                    Ok(r) => r,
+                    Err(ended) => {
+                        let _ = session.peer().cancel_task(CancelTaskParams::new(id)).await;
+                        return ended;
+                    }
+                };
+                let update = UpdateTaskParams::new(id.clone(), responses);
+                if let Err(e) = session.peer().update_task(update).await {
+                    return Ended::Lost(format!(
+                        "the answer could not be sent to upstream {:?}'s task {shown}: {e}",
+                        up.name
+                    ));
+                }
+                continue;
+            }
+            _ => {}
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = &mut *stopped => {
+                let _ = session.peer().cancel_task(CancelTaskParams::new(id)).await;
+                return Ended::Stopped;
+            }
+        }
+    }
 }
 
 /// Progress as last told, and what is still to be written.

@@ -179,7 +179,12 @@ impl ClientHandler for Handler {
 
     fn get_info(&self) -> ClientConfig {
         let capabilities = if self.elicits {
-            ClientCapabilities::builder().enable_elicitation().build()
+            // A call takes questions mid-call, and an upstream's own task
+            // (the Tasks extension), which the gateway mirrors.
+            ClientCapabilities::builder()
+                .enable_elicitation()
+                .enable_tasks()
+                .build()
         } else {
             ClientCapabilities::default()
         };

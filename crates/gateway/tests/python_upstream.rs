@@ -426,3 +426,57 @@ fn a_2026_upstream_asks_with_input_required_and_the_call_is_made_again_with_the_
         done.error
     );
 }
+
+fn tasks_upstream(dir: &std::path::Path) -> String {
+    let tasks = bridge().with_file_name("tasks.py");
+    format!(
+        "[[upstream]]\nname = \"tasky\"\ncommand = [{:?}, {:?}, {:?}]\ntools = [\"migrate\"]\n",
+        python().display().to_string(),
+        tasks.display().to_string(),
+        dir.join("cancelled").display().to_string()
+    )
+}
+
+#[test]
+fn an_upstreams_own_task_is_mirrored_its_question_answered_with_tasks_update() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let _gw = Gateway::start(dir.path(), &tasks_upstream(dir.path()), &store, LEASE);
+    let id = call(&store, "migrate", json!({}));
+    let asked = wait_for(&store, &id, "input_required", |t| {
+        t.status == Status::InputRequired || t.status.is_terminal()
+    });
+    assert_eq!(
+        asked.status_message.as_deref(),
+        Some("Switch traffic to the new database?"),
+        "{:?}",
+        asked.error
+    );
+    assert!(
+        notes(&asked)
+            .iter()
+            .any(|n| n.contains("with a task of its own (up-1)")),
+        "{:?}",
+        notes(&asked)
+    );
+    store
+        .provide_input(&id, json!({"go": true}), None)
+        .expect("an answer");
+    let done = wait_for(&store, &id, "completed", |t| t.status.is_terminal());
+    assert_eq!(text_of(&done), "migrated: go=True", "{:?}", done.error);
+}
+
+#[test]
+fn a_rudder_cancel_cancels_the_upstreams_own_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let _gw = Gateway::start(dir.path(), &tasks_upstream(dir.path()), &store, LEASE);
+    let id = call(&store, "migrate", json!({}));
+    wait_for(&store, &id, "input_required", |t| {
+        t.status == Status::InputRequired
+    });
+    store
+        .cancel(&id, Some("wrong database".into()))
+        .expect("cancel");
+    assert_eq!(wait_file(&dir.path().join("cancelled")), "up-1");
+}
