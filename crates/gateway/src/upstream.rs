@@ -249,6 +249,10 @@ async fn open(
             headers,
             token,
         } => {
+            // reqwest panics making a client when rustls has no crypto
+            // provider (a build whose features leave the choice to the
+            // program): ring's, unless the program installed one.
+            let _ = rustls::crypto::ring::default_provider().install_default();
             use rmcp::transport::StreamableHttpClientTransport;
             use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
             let mut custom = HashMap::new();
