@@ -274,7 +274,12 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
     // An upstream's tool named in the catalogue, or its kind, must not be a
     // [[tool]]'s too (a `"*"` one that is is not served: see the gateway).
     for up in &upstreams {
-        if let rudder_gateway::catalogue::Selection::Named(names) = &up.tools {
+        // The tools it names, or (for `"*"`) those it sets a kind for.
+        let names: Vec<&String> = match &up.tools {
+            rudder_gateway::catalogue::Selection::Named(names) => names.iter().collect(),
+            rudder_gateway::catalogue::Selection::All => up.per_tool.keys().collect(),
+        };
+        {
             for name in names {
                 let kind = up.kind_of(name);
                 if let Some(t) = tools.iter().find(|t| t.name == *name || t.kind == kind) {
@@ -416,6 +421,29 @@ mod tests {
         );
         assert_eq!(e.at.map(|a| a.0), Some(3));
         assert!(e.reason.contains("input_schema"), "{}", e.reason);
+    }
+
+    #[test]
+    fn an_upstream_tool_or_kind_that_is_also_a_tool_of_the_catalogue_is_refused() {
+        let e = err(
+            "[[tool]]\nname = \"diagnose\"\n\n[[upstream]]\nname = \"b\"\ncommand = [\"x\"]\ntools = \"*\"\n[upstream.tool.other]\nkind = \"diagnose\"\n",
+        );
+        assert!(
+            e.reason.contains("is also the [[tool]] \"diagnose\""),
+            "{}",
+            e.reason
+        );
+        let e = err(
+            "[[tool]]\nname = \"greet\"\n\n[[upstream]]\nname = \"b\"\ncommand = [\"x\"]\ntools = [\"greet\"]\n",
+        );
+        assert!(e.reason.contains("upstream \"b\""), "{}", e.reason);
+        let e = err("[[upstream]]\nname = \"b\"\ncommand = [\"x\"]\ntools = 3\n");
+        assert_eq!(e.at.map(|a| a.0), Some(4));
+        assert!(
+            e.reason.contains("upstream \"b\", field \"tools\""),
+            "{}",
+            e.reason
+        );
     }
 
     #[test]
