@@ -26,6 +26,10 @@ pub struct GatewayOptions {
     pub max_calls: usize,
     /// The lease a call's task is held under (renewed while the call runs).
     pub lease: Duration,
+    /// Kinds that belong to others (the catalogue's own `[[tool]]`s): a
+    /// tool of a `tools = "*"` upstream of one of these kinds is not
+    /// worked (its tasks are another worker's).
+    pub reserved_kinds: Vec<String>,
 }
 
 impl Default for GatewayOptions {
@@ -34,6 +38,7 @@ impl Default for GatewayOptions {
             name: "gateway".into(),
             max_calls: 16,
             lease: DEFAULT_LEASE,
+            reserved_kinds: Vec::new(),
         }
     }
 }
@@ -95,11 +100,12 @@ pub async fn run(
         })?;
         if up.tools == Selection::All {
             // The kinds of `"*"` tools are known once they are listed.
-            let (kinds, mut listed, upstream, stop) = (
+            let (kinds, mut listed, upstream, stop, reserved) = (
                 Arc::clone(&kinds),
                 directory.watch(),
                 up.name.clone(),
                 stop.clone(),
+                options.reserved_kinds.clone(),
             );
             loops.spawn(async move {
                 loop {
@@ -107,7 +113,9 @@ pub async fn run(
                     {
                         let mut table = kinds.write().unwrap_or_else(|p| p.into_inner());
                         for t in tools.iter().filter(|t| t.upstream == upstream) {
-                            table.insert(t.kind.clone(), t.name.clone());
+                            if !reserved.contains(&t.kind) {
+                                table.insert(t.kind.clone(), t.name.clone());
+                            }
                         }
                     }
                     tokio::select! {

@@ -110,6 +110,7 @@ pub fn run(options: McpOptions) -> i32 {
             let listed = directory.clone();
             let options = rudder_gateway::GatewayOptions {
                 max_calls: options.gateway_max_calls,
+                reserved_kinds: catalogue.tools.iter().map(|t| t.kind.clone()).collect(),
                 ..rudder_gateway::GatewayOptions::default()
             };
             tokio::spawn(async move {

@@ -131,11 +131,15 @@ impl RudderMcp {
                     let served: Vec<(ToolSpec, Tool)> = tools
                         .iter()
                         .filter(|t| {
-                            let own = inner.catalogue.tool(&t.name).is_some();
+                            let own = inner
+                                .catalogue
+                                .tools
+                                .iter()
+                                .any(|c| c.name == t.name || c.kind == t.kind);
                             if own {
                                 say(&format!(
-                                    "gateway: tool {:?} of upstream {:?} is not served: the catalogue has a [[tool]] of that name",
-                                    t.name, t.upstream
+                                    "gateway: tool {:?} (kind {:?}) of upstream {:?} is not served: the catalogue has a [[tool]] of that name or kind",
+                                    t.name, t.kind, t.upstream
                                 ));
                             }
                             !own
