@@ -302,23 +302,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
 /// description and schemas, the catalogue's settings. An input schema
 /// rudder cannot compile (or that is not an object's) is still shown to
 /// clients as the upstream gave it; the arguments are then checked by the
-/// upstream alone.
-pub fn upstream_tool(t: &rudder_gateway::UpstreamTool) -> ToolSpec {
-    let object = serde_json::json!({"type": "object"});
-    let arguments = if t.input_schema.get("type").and_then(Value::as_str) == Some("object") {
-        rudder_model::schema::Compiled::new(&t.input_schema).ok()
-    } else {
-        None
-    };
-    let arguments = match arguments {
+/// upstream alone. `None` if not even that can be set up.
+pub fn upstream_tool(t: &rudder_gateway::UpstreamTool) -> Option<ToolSpec> {
+    let own = (t.input_schema.get("type").and_then(Value::as_str) == Some("object"))
+        .then(|| rudder_model::schema::Compiled::new(&t.input_schema).ok())
+        .flatten();
+    let arguments = match own {
         Some(c) => c,
-        // `{"type": "object"}` always compiles.
-        None => match rudder_model::schema::Compiled::new(&object) {
-            Ok(c) => c,
-            Err(_) => unreachable_object(),
-        },
+        None => rudder_model::schema::Compiled::new(&serde_json::json!({"type": "object"})).ok()?,
     };
-    ToolSpec {
+    Some(ToolSpec {
         name: t.name.clone(),
         description: t.description.clone(),
         kind: t.kind.clone(),
@@ -332,14 +325,7 @@ pub fn upstream_tool(t: &rudder_gateway::UpstreamTool) -> ToolSpec {
         task_required: false,
         ask: Vec::new(),
         key_prefix: None,
-    }
-}
-
-#[cold]
-fn unreachable_object() -> rudder_model::schema::Compiled {
-    // The schema `{}` accepts everything and compiles in every draft.
-    rudder_model::schema::Compiled::new(&serde_json::json!({}))
-        .unwrap_or_else(|e| panic!("the empty schema does not compile: {e}"))
+    })
 }
 
 /// MCP's tool names: 1-128 of `A-Za-z0-9_-.`.
@@ -443,6 +429,35 @@ mod tests {
             e.reason.contains("upstream \"b\", field \"tools\""),
             "{}",
             e.reason
+        );
+    }
+
+    #[test]
+    fn an_upstream_tool_keeps_its_schema_and_one_rudder_cannot_use_is_left_to_the_upstream() {
+        let tool = |schema: Value| rudder_gateway::UpstreamTool {
+            upstream: "b".into(),
+            name: "t".into(),
+            description: "d".into(),
+            input_schema: schema,
+            output_schema: None,
+            kind: "t".into(),
+            settings: rudder_gateway::catalogue::ToolSettings::default(),
+        };
+        let typed = serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        let spec = upstream_tool(&tool(typed.clone())).expect("served");
+        assert_eq!(spec.input_schema, typed);
+        assert!(
+            spec.arguments
+                .validate(&serde_json::json!({"n": "x"}))
+                .is_err()
+        );
+        let odd = serde_json::json!({"type": "string"});
+        let spec = upstream_tool(&tool(odd.clone())).expect("served");
+        assert_eq!(spec.input_schema, odd, "shown as the upstream gave it");
+        assert!(
+            spec.arguments
+                .validate(&serde_json::json!({"n": "x"}))
+                .is_ok()
         );
     }
 

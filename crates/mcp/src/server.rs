@@ -144,10 +144,10 @@ impl RudderMcp {
                             }
                             !own
                         })
-                        .map(|t| {
-                            let spec = super::catalogue::upstream_tool(t);
+                        .filter_map(|t| {
+                            let spec = super::catalogue::upstream_tool(t)?;
                             let tool = tool_of(&spec);
-                            (spec, tool)
+                            Some((spec, tool))
                         })
                         .collect();
                     *inner.gateway.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(served);
