@@ -18,6 +18,10 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub read_only: bool,
 
+    /// Who you are, recorded on every change you make (the trail, `rudder log`) [default: $RUDDER_ACTOR, else the config file's actor, else USER@HOST]. On a local store this is a declaration: the file's permissions are the gate
+    #[arg(long = "as", global = true, value_name = "NAME")]
+    pub actor: Option<String>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -53,6 +57,8 @@ pub enum Command {
     Cancel(CancelArgs),
     /// Fail every unfinished task idle for --older-than whose worker holds no live lease
     Reclaim(ReclaimArgs),
+    /// Print the store's trail (or one task's), oldest first: time, task, transition, actor, face, reason
+    Log(LogArgs),
     /// Remove finished tasks past their ttl, or (without one) older than --older-than
     Prune(PruneArgs),
     /// Claim the next working task no live lease holds, for a shell worker: prints it and its lease holder; exit 10 if nothing was claimable within --wait
@@ -330,8 +336,29 @@ pub struct ReclaimArgs {
     /// Report what would be reclaimed without changing anything
     #[arg(long)]
     pub dry_run: bool,
+    /// Why: recorded on each reclaimed task's history entry (the trail)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
     #[command(flatten)]
     pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Only this task's trail (id or unique prefix)
+    pub id: Option<String>,
+    /// Only entries this recent, e.g. 1h or 30m
+    #[arg(long, value_name = "DURATION")]
+    pub since: Option<String>,
+    /// Only entries by this actor (exactly as recorded)
+    #[arg(long, value_name = "NAME")]
+    pub actor: Option<String>,
+    /// Keep printing new entries as the store changes (until interrupted)
+    #[arg(long)]
+    pub follow: bool,
+    /// Print JSON Lines: one object per entry
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

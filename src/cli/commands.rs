@@ -11,12 +11,17 @@ use super::{CliError, store_path};
 use crate::duration::parse_duration;
 use crate::schema;
 use crate::store::{MAX_STORE_BYTES, NewTask, Outcome, Store, human_bytes};
-use crate::task::{Actor, Task};
+use crate::task::{Actor, Face, Task};
 use crate::worker::{Until, WaitError, WaitNote};
 
 /// Run one scriptable command; returns the process exit code. Errors are
 /// printed here: as one JSON object on stdout with `--json`, else on stderr.
-pub fn run(store: Option<std::path::PathBuf>, read_only: bool, command: Command) -> i32 {
+pub fn run(
+    store: Option<std::path::PathBuf>,
+    read_only: bool,
+    actor: Option<String>,
+    command: Command,
+) -> i32 {
     // The store is opened once, here; a URL this build cannot open is a
     // usage error of wherever it came from.
     let from_flag = store.is_some();
@@ -24,10 +29,20 @@ pub fn run(store: Option<std::path::PathBuf>, read_only: bool, command: Command)
     let json = wants_json(&command);
     let opened = match writes(&command) {
         Some(name) if read_only => Err(CliError::ReadOnly { command: name }),
-        _ => Store::connect(&path).map_err(|e| match from_flag {
-            true => CliError::usage("--store", format!("--store: {e}")),
-            false => CliError::environment("RUDDER_STORE", format!("RUDDER_STORE: {e}")),
-        }),
+        writing => Store::connect(&path)
+            .map_err(|e| match from_flag {
+                true => CliError::usage("--store", format!("--store: {e}")),
+                false => CliError::environment("RUDDER_STORE", format!("RUDDER_STORE: {e}")),
+            })
+            .and_then(|store| match writing {
+                // Only a command that writes needs to know who writes: a
+                // bad $RUDDER_ACTOR does not stop a `list`.
+                Some(_) => {
+                    let author = super::author::resolve(actor.as_deref(), Face::Cli)?;
+                    Ok(store.by(author))
+                }
+                None => Ok(store),
+            }),
     };
     match opened
         .and_then(|store| dispatch(&store, command).map_err(|e| name_a_missing_store(e, &store)))
@@ -105,6 +120,7 @@ pub fn writes(command: &Command) -> Option<&'static str> {
         Command::Mcp(_) => "mcp",
         Command::Notify(_) => "notify",
         Command::Reclaim(_)
+        | Command::Log(_)
         | Command::List(_)
         | Command::Get(_)
         | Command::Wait(_)
@@ -133,6 +149,7 @@ pub fn wants_json(command: &Command) -> bool {
         Command::Copy(a) => a.output.json,
         Command::Migrate(a) => a.output.json,
         Command::Notify(a) => a.json,
+        Command::Log(a) => a.json,
         Command::Watch(_)
         | Command::Demo(_)
         | Command::Worker(_)
@@ -188,7 +205,7 @@ fn json_arg(flag: &str, text: &str) -> Result<Value, CliError> {
     })
 }
 
-fn duration_arg(flag: &str, text: &str) -> Result<Duration, CliError> {
+pub(super) fn duration_arg(flag: &str, text: &str) -> Result<Duration, CliError> {
     parse_duration(text).map_err(|e| CliError::usage(flag, format!("{flag}: {e}")))
 }
 
@@ -375,7 +392,7 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
         }
         Command::Reclaim(a) => {
             let older = duration_arg("--older-than", &a.older_than)?;
-            let report = store.reclaim(older, a.dry_run)?;
+            let report = store.reclaim_because(older, a.dry_run, a.reason.as_deref())?;
             print_report(
                 a.output.json,
                 &report,
@@ -408,6 +425,7 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
             )?;
         }
         Command::Claim(a) => claim(store, a)?,
+        Command::Log(a) => return super::log::run(store, a),
         Command::Wait(a) => {
             let timeout = a
                 .timeout

@@ -3,8 +3,10 @@
 
 pub mod args;
 pub mod argv;
+pub mod author;
 mod commands;
 pub mod exit;
+mod log;
 mod notify;
 pub mod output;
 

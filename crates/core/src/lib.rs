@@ -48,7 +48,7 @@ pub use settings::{
 pub use shared::{ChangeLog, CopyCounts, NewerInStore, RecordedChange};
 pub use summary::Summary;
 pub use trail::{TrailEntry, TrailKey, TrailQuery};
-pub use txn::Transaction;
+pub use txn::{Transaction, trail_of_tasks};
 pub use url::{StoreUrl, ToStoreUrl, UrlError};
 
 /// How long a writer waits for the store lock before giving up by default.

@@ -34,6 +34,9 @@ pub struct Config {
     pub palette: Palette,
     /// How a task that starts waiting is told of (`notify`).
     pub notify: crate::alert::NotifyMode,
+    /// Who the person is (`actor = "ann"`), recorded on every change they
+    /// make unless `--as` or `$RUDDER_ACTOR` says otherwise.
+    pub actor: Option<String>,
     /// The file read, if there was one.
     pub path: Option<PathBuf>,
     /// Each problem found, naming the file and line, already sanitized.
@@ -46,6 +49,7 @@ impl Default for Config {
             keys: KeyMap::default(),
             palette: Palette::Default,
             notify: crate::alert::NotifyMode::default(),
+            actor: None,
             path: None,
             problems: Vec::new(),
         }
@@ -57,6 +61,7 @@ impl Default for Config {
 struct Raw {
     theme: Option<Spanned<String>>,
     notify: Option<Spanned<String>>,
+    actor: Option<Spanned<String>>,
     #[serde(default)]
     keys: BTreeMap<Spanned<String>, Spanned<OneOrMany>>,
 }
@@ -169,6 +174,16 @@ pub fn parse(path: &Path, text: &str) -> Config {
                 at(notify.span()),
                 rudder_model::text::clean(notify.get_ref(), 40),
                 crate::alert::NotifyMode::NAMES
+            )),
+        }
+    }
+    if let Some(actor) = raw.actor {
+        match rudder_model::task::check_author(actor.get_ref()) {
+            Ok(()) => config.actor = Some(actor.into_inner()),
+            Err(e) => config.problems.push(format!(
+                "{}: actor \"{}\": {e}; writing as USER@HOST",
+                at(actor.span()),
+                rudder_model::text::clean(actor.get_ref(), 40),
             )),
         }
     }

@@ -70,7 +70,7 @@ impl Origin {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryEntry {
     pub status: Status,
-    #[serde(deserialize_with = "time::one")]
+    #[serde(deserialize_with = "time::one", serialize_with = "time::fixed")]
     pub at: DateTime<Utc>,
     /// What rudder says of the change (`created`, the question asked, a
     /// failure's message).
