@@ -4,6 +4,7 @@
 //! ```toml
 //! theme = "mono"          # default | mono | light
 //! notify = "bell"         # bell | desktop | off: a task starts waiting
+//! actor = "ana"            # who you are on every change you make
 //!
 //! [keys]                  # action name (see the README's key table) → key
 //! quit = "x"
@@ -279,6 +280,22 @@ mod tests {
             "{:?}",
             bad.problems
         );
+    }
+
+    #[test]
+    fn actor_is_read_and_a_name_with_an_escape_is_reported_and_left_out() {
+        let p = Path::new("c.toml");
+        assert_eq!(parse(p, "actor = \"ana\"\n").actor.as_deref(), Some("ana"));
+        assert_eq!(parse(p, "").actor, None);
+        let bad = parse(p, "theme = \"mono\"\nactor = \"ana\\u001b[2J\"\n");
+        assert_eq!(bad.actor, None);
+        assert_eq!(bad.palette, Palette::Mono, "the rest of the file is used");
+        assert!(
+            bad.problems[0].contains("line 2") && bad.problems[0].contains("USER@HOST"),
+            "{:?}",
+            bad.problems
+        );
+        assert!(!bad.problems[0].contains('\u{1b}'), "{:?}", bad.problems);
     }
 
     #[test]
