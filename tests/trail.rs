@@ -189,9 +189,204 @@ fn a_store_without_authors_reads_as_unknown_actors_once() {
     );
 }
 
+/// Two people answer one question at once, each at the revision they saw:
+/// exactly one answer is taken, and the trail says whose.
+fn two_people_answering_at_once_one_wins_and_the_trail_says_whose_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = common::store_in(dir.path());
+    let store = Store::connect(&path).unwrap();
+    for round in 0..5 {
+        let made = store
+            .create(NewTask {
+                input_schema: Some(schema()),
+                ..NewTask::default()
+            })
+            .unwrap()
+            .task;
+        let barrier = std::sync::Barrier::new(2);
+        let results: Vec<(String, Result<rudder::store::Outcome, rudder::StoreError>)> =
+            std::thread::scope(|s| {
+                let racers: Vec<_> = ["ann", "bob"]
+                    .into_iter()
+                    .map(|name| {
+                        let (path, id, barrier) = (&path, &made.task_id, &barrier);
+                        s.spawn(move || {
+                            // A process of its own, as two people's are.
+                            let mine = Store::connect(path).unwrap().by(person(name, Face::Tui));
+                            barrier.wait();
+                            let value = json!({"service": format!("{name}-{round}")});
+                            (
+                                name.to_string(),
+                                mine.provide_input(id, value, Some(made.revision)),
+                            )
+                        })
+                    })
+                    .collect();
+                racers.into_iter().map(|r| r.join().unwrap()).collect()
+            });
+        let won: Vec<&String> = results
+            .iter()
+            .filter(|(_, r)| {
+                r.as_ref()
+                    .is_ok_and(|o| o.change == rudder::task::Change::Applied)
+            })
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(won.len(), 1, "exactly one answer is taken: {results:?}");
+        let task = store.get(&made.task_id).unwrap();
+        assert_eq!(
+            task.input_value,
+            Some(json!({"service": format!("{}-{round}", won[0])}))
+        );
+        let answers: Vec<_> = store
+            .trail(&TrailQuery {
+                task: Some(made.task_id.clone()),
+                ..Default::default()
+            })
+            .unwrap()
+            .into_iter()
+            .filter(|e| !e.entry.fields.is_empty())
+            .collect();
+        assert_eq!(answers.len(), 1, "{answers:?}");
+        assert_eq!(answers[0].entry.actor.as_deref(), Some(won[0].as_str()));
+    }
+}
+
+/// `copy` carries each task's history, so the copy's trail is the
+/// original's, whatever the two backends; a reason holding a NUL (which
+/// PostgreSQL's text cannot hold) is kept.
+fn a_copy_carries_the_trail_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = common::store_in(dir.path());
+    let store = Store::connect(&from).unwrap();
+    night(&store);
+    let odd = store.create(NewTask::default()).unwrap().task.task_id;
+    store
+        .by(person("dee", Face::Python))
+        .cancel(&odd, Some("nul \u{0} here".into()))
+        .unwrap();
+    let all = store.trail(&TrailQuery::default()).unwrap();
+    assert_eq!(all, reference(&store, &TrailQuery::default()));
+    for to in [dir.path().join("copy.json"), dir.path().join("copy.db")] {
+        let r = common::run_plain(&["copy", from.to_str().unwrap(), to.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{r:#?}");
+        let copied = Store::connect(&to).unwrap();
+        assert_eq!(
+            copied.trail(&TrailQuery::default()).unwrap(),
+            all,
+            "{}",
+            to.display()
+        );
+        // And back onto the first store's kind: a new store of it.
+        let sub = dir.path().join(format!(
+            "back-{}",
+            to.extension().unwrap().to_str().unwrap()
+        ));
+        std::fs::create_dir_all(&sub).unwrap();
+        let back = common::store_in(&sub);
+        let r = common::run_plain(&["copy", to.to_str().unwrap(), back.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{r:#?}");
+        assert_eq!(
+            Store::connect(&back)
+                .unwrap()
+                .trail(&TrailQuery::default())
+                .unwrap(),
+            all
+        );
+    }
+}
+
 common::backend_tests! {
     every_write_records_its_author: every_write_records_its_author_once,
     the_trail_filters_and_pages_like_the_reference: the_trail_filters_and_pages_like_the_reference_once,
     a_reclaim_records_who_and_why_and_a_prune_removes_the_trail: a_reclaim_records_who_and_why_and_a_prune_removes_the_trail_once,
     a_store_without_authors_reads_as_unknown_actors: a_store_without_authors_reads_as_unknown_actors_once,
+    two_people_answering_at_once_one_wins_and_the_trail_says_whose: two_people_answering_at_once_one_wins_and_the_trail_says_whose_once,
+    a_copy_carries_the_trail: a_copy_carries_the_trail_once,
+}
+
+/// A SQLite store from before the trail (schema version 5) is read as it
+/// is, its trail read from the tasks; the first write migrates it and
+/// fills the table from every task already there.
+#[test]
+fn a_sqlite_store_from_before_the_trail_is_read_then_migrated_and_filled() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.db");
+    let store = Store::connect(&path).unwrap();
+    night(&store);
+    let all = store.trail(&TrailQuery::default()).unwrap();
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "DROP TRIGGER trail_of_new; DROP TRIGGER trail_of_changed; \
+         DROP TRIGGER trail_of_removed; DROP TABLE trail; PRAGMA user_version = 5;",
+    )
+    .unwrap();
+    let store = Store::connect(&path).unwrap();
+    assert_eq!(
+        store.trail(&TrailQuery::default()).unwrap(),
+        all,
+        "read from the tasks"
+    );
+    let later = store.create(NewTask::default()).unwrap().task.task_id;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 6);
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM trail", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        rows as usize,
+        all.len() + 1,
+        "the old tasks' entries and the new one's"
+    );
+    let now = store.trail(&TrailQuery::default()).unwrap();
+    assert_eq!(now, reference(&store, &TrailQuery::default()));
+    assert_eq!(now.last().map(|e| e.task_id.as_str()), Some(later.as_str()));
+}
+
+/// The same for PostgreSQL: a store of version 6 (before `rudder_trail`)
+/// is read from the tasks; a write migrates it to 7 and fills the table.
+#[test]
+fn a_postgres_store_from_before_the_trail_is_read_then_migrated_and_filled() {
+    if !common::pg::available() {
+        return;
+    }
+    let url = common::pg::store_url();
+    let store = Store::connect(&url).unwrap();
+    night(&store);
+    let all = store.trail(&TrailQuery::default()).unwrap();
+    drop(store);
+    let rudder::store::StoreUrl::Postgres(u) = rudder::store::StoreUrl::parse(&url).unwrap() else {
+        unreachable!()
+    };
+    let mut admin = ::postgres::Client::connect(u.secret_text(), ::postgres::NoTls).unwrap();
+    admin
+        .batch_execute(
+            "DROP TABLE rudder_trail; DROP FUNCTION rudder_trail_of() CASCADE; \
+             DROP FUNCTION rudder_trail_rows(text, text); UPDATE rudder_schema SET version = 6",
+        )
+        .unwrap();
+    let store = Store::connect(&url).unwrap();
+    assert_eq!(
+        store.trail(&TrailQuery::default()).unwrap(),
+        all,
+        "read from the tasks"
+    );
+    store.create(NewTask::default()).unwrap();
+    let version: i32 = admin
+        .query_one("SELECT version FROM rudder_schema", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 7);
+    let rows: i64 = admin
+        .query_one("SELECT count(*) FROM rudder_trail", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(rows as usize, all.len() + 1);
+    assert_eq!(
+        store.trail(&TrailQuery::default()).unwrap(),
+        reference(&store, &TrailQuery::default())
+    );
 }
