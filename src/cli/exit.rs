@@ -158,6 +158,7 @@ impl ErrorKind {
             CliError::NothingToClaim { .. } => ErrorKind::NothingToClaim,
             CliError::Vanished { .. } => ErrorKind::Vanished,
             CliError::ReadOnly { .. } => ErrorKind::ReadOnly,
+            CliError::RevealRefused { .. } => ErrorKind::Refused,
             CliError::Output { .. } => ErrorKind::Output,
             CliError::Other(_) => ErrorKind::Internal,
         }

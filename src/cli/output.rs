@@ -333,6 +333,23 @@ pub fn task_detail(t: &Task, now: DateTime<Utc>) -> String {
     block("result", &t.result);
     block("error", &t.error);
     if let Some(schema) = &t.input_schema {
+        // Names the secret fields, so a masked value is not taken for the
+        // answer itself (names are not secret).
+        let secret: Vec<String> = crate::schema::secret_fields(schema)
+            .iter()
+            .map(|p| match p.is_empty() {
+                true => "(the whole input)".to_string(),
+                false => p.join("."),
+            })
+            .collect();
+        if !secret.is_empty() {
+            let _ = writeln!(
+                o,
+                "secret fields: {} (shown as {}; `rudder get --reveal` shows them)",
+                sanitize_line(&secret.join(", ")),
+                crate::schema::MASK
+            );
+        }
         let fit = crate::schema::mcp_fit(schema).line();
         let _ = writeln!(o, "MCP elicitation: {fit}");
     }
