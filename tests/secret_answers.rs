@@ -119,6 +119,19 @@ fn the_cli_masks_secret_answers_and_reveals_them_on_request() {
         .expect("holder")
         .to_string();
 
+    // A refusal carries the task's current state: masked too.
+    let lost = run(
+        &path,
+        &["complete", &id, "--holder", "someone-else", "--json"],
+    );
+    assert_eq!(lost.code, 4, "{lost:#?}");
+    no_secret(&lost.stdout);
+    assert_eq!(
+        lost.json()["task"]["input_value"]["token"],
+        MASK,
+        "{lost:#?}"
+    );
+
     // Its mutations' answers and `wait` are masked again.
     let done = run(&path, &["complete", &id, "--holder", &holder, "--json"]);
     assert_eq!(done.code, 0, "{done:#?}");

@@ -201,7 +201,8 @@ fn base(kind: ErrorKind, message: String) -> Value {
 pub fn store_error_json(e: &StoreError) -> Value {
     let mut v = base(ErrorKind::of_store(e), e.to_string());
     if let Some(task) = e.task() {
-        v["task"] = serde_json::to_value(task).unwrap_or(Value::Null);
+        // Shown to whoever ran the command: secret answers masked.
+        v["task"] = serde_json::to_value(crate::schema::masked_task(task)).unwrap_or(Value::Null);
     }
     // Every error about the store itself names it the same way, whatever
     // the backend: `store` as messages show it, and `path`, the store's
@@ -253,7 +254,8 @@ pub fn cli_error_json(e: &CliError) -> Value {
         CliError::Vanished { last, path, .. } => {
             let mut v = base(ErrorKind::Vanished, e.to_string());
             v["path"] = json!(path);
-            v["task"] = serde_json::to_value(last).unwrap_or(Value::Null);
+            v["task"] =
+                serde_json::to_value(crate::schema::masked_task(last)).unwrap_or(Value::Null);
             v
         }
         CliError::Usage {
