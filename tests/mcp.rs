@@ -47,9 +47,14 @@ fn sqlite(dir: &Path) -> String {
 }
 
 async fn stdio_client(dir: &Path, tasks: bool) -> Client {
+    stdio_client_of(dir, FIXTURES, tasks).await
+}
+
+/// [`stdio_client`] of a server of the catalogue `tools`.
+async fn stdio_client_of(dir: &Path, tools: &str, tasks: bool) -> Client {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
     cmd.env_remove("RUDDER_STORE")
-        .args(["--store", &sqlite(dir), "mcp", "--tools", FIXTURES]);
+        .args(["--store", &sqlite(dir), "mcp", "--tools", tools]);
     let transport = TokioChildProcess::new(cmd).expect("spawn rudder mcp");
     modern(info(tasks), transport).await
 }
@@ -542,19 +547,7 @@ input_schema = { type = "object", properties = { user = { type = "string" }, api
 "#,
     )
     .unwrap();
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
-    cmd.env_remove("RUDDER_STORE").args([
-        "--store",
-        &sqlite(dir.path()),
-        "mcp",
-        "--tools",
-        &tools.display().to_string(),
-    ]);
-    let client = modern(
-        info(true),
-        TokioChildProcess::new(cmd).expect("spawn rudder mcp"),
-    )
-    .await;
+    let client = stdio_client_of(dir.path(), &tools.display().to_string(), true).await;
 
     // Refused arguments: the secret one is masked, the others quoted.
     let refused = client
