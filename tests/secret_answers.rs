@@ -103,6 +103,13 @@ fn the_cli_masks_secret_answers_and_reveals_them_on_request() {
     assert_eq!(revealed.json()["input_value"]["pin"], PIN);
     let human = run(&path, &["get", &id, "--reveal"]);
     assert!(human.stdout.contains(TOKEN), "{}", human.stdout);
+    assert!(
+        human
+            .stdout
+            .contains("secret fields: token, pin (shown in clear: --reveal)"),
+        "{}",
+        human.stdout
+    );
     // Not under --read-only: exit 4, `refused`, nothing shown.
     let read_only = run(&path, &["--read-only", "get", &id, "--reveal", "--json"]);
     assert_eq!(read_only.code, 4, "{read_only:#?}");

@@ -325,7 +325,7 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
                 obj.insert("mcp_elicitation".into(), json!(schema::mcp_fit(schema)));
             }
             print_answer(a.output.json, &shown, || {
-                output::task_detail(&task, store.now())
+                output::task_detail(&task, store.now(), a.reveal)
             })?;
         }
         Command::Input(a) => {

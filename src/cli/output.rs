@@ -273,8 +273,9 @@ fn pretty(v: &Value) -> String {
         .join("\n")
 }
 
-/// Every field of one task.
-pub fn task_detail(t: &Task, now: DateTime<Utc>) -> String {
+/// Every field of one task; `revealed`: its secret answers are in clear
+/// (`get --reveal`), else masked.
+pub fn task_detail(t: &Task, now: DateTime<Utc>, revealed: bool) -> String {
     let mut o = String::new();
     let mut line = |k: &str, v: String| {
         let _ = writeln!(o, "{k:<10} {v}");
@@ -343,11 +344,17 @@ pub fn task_detail(t: &Task, now: DateTime<Utc>) -> String {
             })
             .collect();
         if !secret.is_empty() {
+            let how = match revealed {
+                true => "shown in clear: --reveal".to_string(),
+                false => format!(
+                    "shown as {}; `rudder get --reveal` shows them",
+                    crate::schema::MASK
+                ),
+            };
             let _ = writeln!(
                 o,
-                "secret fields: {} (shown as {}; `rudder get --reveal` shows them)",
-                sanitize_line(&secret.join(", ")),
-                crate::schema::MASK
+                "secret fields: {} ({how})",
+                sanitize_line(&secret.join(", "))
             );
         }
         let fit = crate::schema::mcp_fit(schema).line();
