@@ -198,3 +198,42 @@ fn the_rust_worker_api_reads_secret_answers_in_clear() {
     assert_eq!(stored.status, Status::Completed);
     assert_eq!(stored.input_value, Some(clear));
 }
+
+/// `get --reveal` on a store this user cannot write (a read-only view of
+/// its directory) is refused, naming why; a plain `get` still reads it,
+/// masked.
+#[test]
+fn reveal_is_refused_on_a_store_this_user_cannot_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).expect("mkdir");
+    let path = src.join("tasks.json");
+    let id = create(&path, &["--schema", &schema().to_string()]);
+    let token = format!("token={TOKEN}");
+    let answered = run(
+        &path,
+        &["input", &id, "--set", "service=db", "--set", &token],
+    );
+    assert_eq!(answered.code, 0, "{answered:#?}");
+    let view = match common::ReadOnlyView::of(&src, &dir.path().join("view")) {
+        Ok(v) => v,
+        Err(why) => {
+            eprintln!("SKIPPED reveal_is_refused...: cannot set up a read-only view: {why}");
+            return;
+        }
+    };
+    let ro = view.path().join("tasks.json");
+    let refused = run(&ro, &["get", &id, "--reveal", "--json"]);
+    assert_eq!(refused.code, 4, "{refused:#?}");
+    assert_eq!(refused.json()["error"], "refused", "{refused:#?}");
+    assert!(
+        refused.json()["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cannot be written")),
+        "{refused:#?}"
+    );
+    no_secret(&refused.stdout);
+    let masked = run(&ro, &["get", &id, "--json"]);
+    assert_eq!(masked.code, 0, "{masked:#?}");
+    assert_eq!(masked.json()["input_value"]["token"], MASK);
+}
