@@ -113,7 +113,11 @@ fn the_cli_masks_secret_answers_and_reveals_them_on_request() {
     // Not under --read-only: exit 4, `refused`, nothing shown.
     let read_only = run(&path, &["--read-only", "get", &id, "--reveal", "--json"]);
     assert_eq!(read_only.code, 4, "{read_only:#?}");
-    assert_eq!(read_only.json()["error"], "refused", "{read_only:#?}");
+    assert_eq!(
+        read_only.json()["error"],
+        "reveal_refused",
+        "{read_only:#?}"
+    );
     no_secret(&read_only.stdout);
 
     // The worker's read is in clear: `claim` hands the task to a script
@@ -225,7 +229,7 @@ fn reveal_is_refused_on_a_store_this_user_cannot_write() {
     let ro = view.path().join("tasks.json");
     let refused = run(&ro, &["get", &id, "--reveal", "--json"]);
     assert_eq!(refused.code, 4, "{refused:#?}");
-    assert_eq!(refused.json()["error"], "refused", "{refused:#?}");
+    assert_eq!(refused.json()["error"], "reveal_refused", "{refused:#?}");
     assert!(
         refused.json()["message"]
             .as_str()

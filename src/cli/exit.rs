@@ -95,6 +95,8 @@ error_kinds! {
     CopyRefused = "copy_refused" => EXIT_REFUSED,
     /// `--read-only`: the command would write.
     ReadOnly = "read_only" => EXIT_REFUSED,
+    /// `get --reveal` by someone who may not write the store.
+    RevealRefused = "reveal_refused" => EXIT_REFUSED,
     /// The input does not validate against the task's schema.
     InvalidInput = "invalid_input" => EXIT_INVALID_INPUT,
     /// The store file does not parse or is not a store.
@@ -158,7 +160,7 @@ impl ErrorKind {
             CliError::NothingToClaim { .. } => ErrorKind::NothingToClaim,
             CliError::Vanished { .. } => ErrorKind::Vanished,
             CliError::ReadOnly { .. } => ErrorKind::ReadOnly,
-            CliError::RevealRefused { .. } => ErrorKind::Refused,
+            CliError::RevealRefused { .. } => ErrorKind::RevealRefused,
             CliError::Output { .. } => ErrorKind::Output,
             CliError::Other(_) => ErrorKind::Internal,
         }

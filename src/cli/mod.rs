@@ -47,7 +47,7 @@ pub enum CliError {
     )]
     ReadOnly { command: &'static str },
     /// `get --reveal` by someone who may not write the store (exit 4,
-    /// `refused`): nothing was shown.
+    /// `reveal_refused`): nothing was shown.
     #[error(
         "--reveal: {why}; secret answers are shown in clear only to someone who may write the store, nothing was shown"
     )]
