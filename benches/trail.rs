@@ -43,10 +43,12 @@ fn create_and_cancel(store: &Store, i: usize) {
     let made = store
         .create(NewTask {
             title: Some(format!("INC-{} checkout latency in eu-west-1", 5000 + i)),
-            request: Some(json!({"incident": format!("INC-{}", 5000 + i), "since": "15m",
-                "systems": ["events", "traces", "deploys"]})),
+            request: Some(
+                json!({"incident": format!("INC-{}", 5000 + i), "since": "15m",
+                "systems": ["events", "traces", "deploys"]}),
+            ),
             input_schema: Some(tasks::schema()),
-            message: Some("which service should I look at?".into()),
+            status_message: Some("which service should I look at?".into()),
             ..NewTask::default()
         })
         .expect("create");
@@ -82,14 +84,12 @@ fn drop_triggers(url: &str) {
 fn author_cost(c: &mut Criterion) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temp dir");
     let cluster = pg::available().then(|| pg::Cluster::start_durable().expect("a cluster"));
-    let mut urls = vec![
-        ("file", |d: &Path, v: &str| format!("{}", d.join(format!("{v}.json")).display()))
-            as fn(&Path, &str) -> String,
-        ("sqlite", |d: &Path, v: &str| format!("sqlite:{}", d.join(format!("{v}.db")).display())),
-    ]
-    .into_iter()
-    .map(|(name, make)| (name, make(dir.path(), "before"), make(dir.path(), "author")))
-    .collect::<Vec<_>>();
+    let file = |v: &str| format!("{}", dir.path().join(format!("{v}.json")).display());
+    let sqlite = |v: &str| format!("sqlite:{}", dir.path().join(format!("{v}.db")).display());
+    let mut urls: Vec<(&str, String, String)> = vec![
+        ("file", file("before"), file("author")),
+        ("sqlite", sqlite("before"), sqlite("author")),
+    ];
     if let Some(cluster) = &cluster {
         urls.push((
             "postgres",
@@ -102,7 +102,12 @@ fn author_cost(c: &mut Criterion) {
         // 1,000 tasks in each first, as a store in use holds.
         let stores = [
             ("before", Store::connect(&before).expect("a store URL")),
-            ("author", Store::connect(&author).expect("a store URL").by(ana.clone())),
+            (
+                "author",
+                Store::connect(&author)
+                    .expect("a store URL")
+                    .by(ana.clone()),
+            ),
         ];
         for (_, s) in &stores {
             for i in 0..1000 {
@@ -170,7 +175,10 @@ fn trail_fixture(n: usize) -> PathBuf {
                             created + TimeDelta::minutes(3 * k),
                             Some(if k == 0 { "created" } else { "progress" }.into()),
                         );
-                        h.by(&Author::lossy(people[(i + k as usize) % people.len()], Face::Tui));
+                        h.by(&Author::lossy(
+                            people[(i + k as usize) % people.len()],
+                            Face::Tui,
+                        ));
                         if k % 2 == 0 && k > 0 {
                             h.fields = vec!["service".into()];
                         }
@@ -184,7 +192,11 @@ fn trail_fixture(n: usize) -> PathBuf {
             })
             .expect("build the database");
     }
-    println!("built {n} tasks, {} entries, in {:.1?}", n * 10, started.elapsed());
+    println!(
+        "built {n} tasks, {} entries, in {:.1?}",
+        n * 10,
+        started.elapsed()
+    );
     path
 }
 
@@ -223,21 +235,25 @@ fn log(c: &mut Criterion) {
     g.bench_function(BenchmarkId::new("--since 1h whole process", n), |b| {
         b.iter(|| log_process(&path, &["--since", "1h", "--json"]))
     });
-    g.bench_function(BenchmarkId::new("--actor --since 1h whole process", n), |b| {
-        b.iter(|| log_process(&path, &["--actor", "ana@ops-1", "--since", "1h", "--json"]))
-    });
-    g.bench_function(BenchmarkId::new("rudder list --limit 1 (process floor)", n), |b| {
-        b.iter(|| {
-            let status = Command::new(env!("CARGO_BIN_EXE_rudder"))
-                .arg("--store")
-                .arg(format!("sqlite:{}", path.display()))
-                .args(["list", "--limit", "1", "--json"])
-                .stdout(Stdio::null())
-                .status()
-                .expect("run rudder");
-            assert!(status.success());
-        })
-    });
+    g.bench_function(
+        BenchmarkId::new("--actor --since 1h whole process", n),
+        |b| b.iter(|| log_process(&path, &["--actor", "ana@ops-1", "--since", "1h", "--json"])),
+    );
+    g.bench_function(
+        BenchmarkId::new("rudder list --limit 1 (process floor)", n),
+        |b| {
+            b.iter(|| {
+                let status = Command::new(env!("CARGO_BIN_EXE_rudder"))
+                    .arg("--store")
+                    .arg(format!("sqlite:{}", path.display()))
+                    .args(["list", "--limit", "1", "--json"])
+                    .stdout(Stdio::null())
+                    .status()
+                    .expect("run rudder");
+                assert!(status.success());
+            })
+        },
+    );
     g.finish();
 }
 

@@ -227,6 +227,9 @@ pub struct ListArgs {
 pub struct GetArgs {
     /// Task id or unique prefix
     pub id: String,
+    /// Show secret answers (writeOnly or password fields of the input) in clear; refused under --read-only and when this user cannot write the store
+    #[arg(long)]
+    pub reveal: bool,
     #[command(flatten)]
     pub output: Output,
 }

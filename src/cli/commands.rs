@@ -29,6 +29,11 @@ pub fn run(
     let json = wants_json(&command);
     let opened = match writes(&command) {
         Some(name) if read_only => Err(CliError::ReadOnly { command: name }),
+        None if read_only && matches!(&command, Command::Get(a) if a.reveal) => {
+            Err(CliError::RevealRefused {
+                why: "--read-only was given".into(),
+            })
+        }
         writing => Store::connect(&path)
             .map_err(|e| match from_flag {
                 true => CliError::usage("--store", format!("--store: {e}")),
@@ -213,7 +218,7 @@ pub(super) fn duration_arg(flag: &str, text: &str) -> Result<Duration, CliError>
 /// says what was done all the same, so nobody retries blindly.
 fn print_outcome(outcome: &Outcome, verb: &str, json: bool) -> Result<(), CliError> {
     let text = if json {
-        json!({ "change": outcome.change, "task": outcome.task }).to_string()
+        json!({ "change": outcome.change, "task": schema::masked_task(&outcome.task) }).to_string()
     } else {
         output::outcome_line(outcome, verb)
     };
@@ -323,7 +328,13 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
             list(store, &query, a.output.json)?;
         }
         Command::Get(a) => {
-            let task = store.get(&a.id)?;
+            if a.reveal {
+                reveal_allowed(store)?;
+            }
+            let mut task = store.get(&a.id)?;
+            if !a.reveal {
+                schema::mask_task(&mut task);
+            }
             // With an input schema, `get` also says whether it fits MCP
             // elicitation (docs/cli.md "Input forms").
             let mut shown = serde_json::to_value(&task).map_err(anyhow::Error::from)?;
@@ -331,7 +342,7 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
                 obj.insert("mcp_elicitation".into(), json!(schema::mcp_fit(schema)));
             }
             print_answer(a.output.json, &shown, || {
-                output::task_detail(&task, store.now())
+                output::task_detail(&task, store.now(), a.reveal)
             })?;
         }
         Command::Input(a) => {
@@ -432,7 +443,7 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
                 .as_deref()
                 .map(|t| duration_arg("--timeout", t))
                 .transpose()?;
-            let task = wait(
+            let mut task = wait(
                 store,
                 &a.id,
                 timeout,
@@ -445,6 +456,7 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
             // A task removed right after it ended: how it ended is known,
             // its result is not; the answer says so rather than show null.
             let removed = crate::worker::removed_after_ending(&task);
+            schema::mask_task(&mut task);
             let mut answer = serde_json::to_value(&task).map_err(|e| CliError::Other(e.into()))?;
             if removed && let Some(fields) = answer.as_object_mut() {
                 fields.remove("result");
@@ -476,6 +488,21 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
         }
     }
     Ok(0)
+}
+
+/// Whether `get --reveal` may show secret answers in clear: to someone
+/// who may write the store, as far as the CLI can tell. Someone who can
+/// write a file or SQLite store can read it too, so the clear value is no
+/// news to them; a store this process certainly cannot write (a file or
+/// its directory not writable by this user, a read-only file system:
+/// [`crate::store::Backend::cannot_write`]) is refused. PostgreSQL cannot
+/// tell before a write: there the database's own grants on the tasks
+/// table decide who reads what (docs/cli.md "Secret answers").
+fn reveal_allowed(store: &Store) -> Result<(), CliError> {
+    match crate::store::Backend::cannot_write(store.backend()) {
+        Some(why) => Err(CliError::RevealRefused { why }),
+        None => Ok(()),
+    }
 }
 
 /// `--holder`, checked: no empty holder, no control characters.
@@ -596,7 +623,8 @@ fn list(store: &Store, query: &crate::store::PageQuery, json: bool) -> Result<()
     let mut out = output::Stream::default();
     let mut written = 0usize;
     let mut failed = None;
-    store.page_each(query, &mut |task| {
+    store.page_each(query, &mut |mut task| {
+        schema::mask_task(&mut task);
         let done = if json {
             out.text(if written == 0 { "[" } else { "," })
                 .and_then(|()| out.json(&task))

@@ -155,7 +155,10 @@ fn schema_lines(schema: &Value) -> Vec<String> {
                 f.path.join("."),
                 if f.required { " *" } else { "" }
             );
-            if let Some(d) = &f.default {
+            if f.secret {
+                // Its value is masked below; its default would tell it.
+                text.push_str(" · secret");
+            } else if let Some(d) = &f.default {
                 text.push_str(&format!(" = {d}"));
             }
             if let Some(desc) = &f.hint {
@@ -243,9 +246,12 @@ impl ShownDetail {
     /// What the detail pane of `task` shows.
     pub fn of(task: &Task) -> ShownDetail {
         let mut blocks = Vec::new();
+        // Secret answers are masked here, once, for the detail pane and
+        // the task view alike.
+        let input = rudder_model::schema::masked_input(task);
         for (name, value) in [
             ("request", &task.request),
-            ("input", &task.input_value),
+            ("input", &input),
             ("result", &task.result),
             ("error", &task.error),
         ] {
