@@ -90,7 +90,14 @@ impl Bound {
             .spawn(move || {
                 runtime.block_on(async move {
                     let server = RudderMcp::new(store, tools);
-                    if let Err(e) = crate::mcp::http::serve_on(listener, server, token, &[]).await {
+                    if let Err(e) = crate::mcp::http::serve_on(
+                        listener,
+                        server,
+                        crate::mcp::auth::Auth::single(token.as_deref()),
+                        &[],
+                    )
+                    .await
+                    {
                         write_log(&log, &format!("stopped serving: {e}"));
                     }
                 });
