@@ -123,6 +123,9 @@ fn post(
     if !name.is_empty() {
         r = r.header("mcp-name", name);
     }
+    if token.is_empty() {
+        return r;
+    }
     r.bearer_auth(token)
 }
 
@@ -516,4 +519,96 @@ async fn a_jwt_names_its_principal() {
     .await;
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains(missing.to_str().unwrap()), "{stderr}");
+}
+
+/// Over stdio the principal is the local user (`USER@HOST`): the tasks it
+/// creates are its own, its writes are recorded as its, a cancel's
+/// `reason` is the trail's; and it is an operator, reaching a task made
+/// with the CLI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_the_principal_is_the_local_user() {
+    use tokio::io::AsyncWriteExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.toml");
+    std::fs::write(&tools, CATALOGUE).unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+        .env_remove("RUDDER_STORE")
+        .env("USER", "ada")
+        .args(["--store", &sqlite(dir.path()), "mcp", "--tools"])
+        .arg(&tools)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ask = async |method: &str, params: Value| -> Value {
+        stdin
+            .write_all(format!("{}\n", request(method, params)).as_bytes())
+            .await
+            .unwrap();
+        stdin.flush().await.unwrap();
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+                .await
+                .expect("an answer")
+                .unwrap()
+                .expect("rudder mcp is still there");
+            let m: Value = serde_json::from_str(&line).unwrap();
+            if m["id"] == 1 {
+                return m;
+            }
+        }
+    };
+    let created = ask(
+        "tools/call",
+        json!({"name": "diagnose", "arguments": {"incident": "INC-2"}}),
+    )
+    .await;
+    let id = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_string();
+    let cancelled = ask(
+        "tasks/cancel",
+        json!({"taskId": id, "reason": "a duplicate"}),
+    )
+    .await;
+    assert!(cancelled.get("result").is_some(), "{cancelled}");
+    let task = open(dir.path()).get(&id).unwrap();
+    let owner = task.owned_by.clone().expect("an owner");
+    assert!(owner.starts_with("ada@"), "{owner}");
+    assert_eq!(task.history[0].actor.as_ref(), Some(&owner));
+    let last = task.history.last().unwrap();
+    assert_eq!(last.actor.as_ref(), Some(&owner));
+    assert_eq!(last.reason.as_deref(), Some("a duplicate"));
+
+    let cli = common::create(&dir.path().join("tasks.db"), &["--title", "from the CLI"]);
+    let got = ask("tasks/get", json!({"taskId": cli})).await;
+    assert_eq!(got["result"]["taskId"], cli.as_str(), "{got}");
+}
+
+/// Without authorization (loopback, no token) nothing changes: every task
+/// is reached, and writes are recorded as `mcp:CLIENT-NAME`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_authorization_writes_are_the_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path(), &[]).await;
+    let created = rpc(
+        &server.url,
+        "",
+        "tools/call",
+        "diagnose",
+        json!({"name": "diagnose", "arguments": {}}),
+    )
+    .await;
+    let id = created["result"]["taskId"].as_str().unwrap().to_string();
+    let task = open(dir.path()).get(&id).unwrap();
+    assert_eq!(task.owned_by, None);
+    assert_eq!(task.history[0].actor.as_deref(), Some("mcp:raw"));
+    let cli = common::create(&dir.path().join("tasks.db"), &["--title", "from the CLI"]);
+    let got = rpc(&server.url, "", "tasks/get", &cli, json!({"taskId": cli})).await;
+    assert_eq!(got["result"]["taskId"], cli.as_str(), "{got}");
 }

@@ -430,9 +430,11 @@ impl Auth {
 
     /// The principal of a request's `Authorization` header value.
     pub fn principal(&self, header: Option<&str>) -> Result<Principal, Refusal> {
+        // The scheme's name is case-insensitive (RFC 9110 section 11.1).
         let token = header
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
             .filter(|t| !t.is_empty())
             .ok_or(Refusal::Missing)?;
         if let Some(p) = self.tokens.principal(token) {
@@ -554,10 +556,12 @@ mod tests {
             auth.principal(Some("Bearer nope")),
             Err(Refusal::Invalid(_))
         ));
-        assert_eq!(
-            auth.principal(Some(&format!("Bearer {A}"))).map(|p| p.0),
-            Ok(Arc::from("alice"))
-        );
+        for scheme in ["Bearer", "bearer"] {
+            assert_eq!(
+                auth.principal(Some(&format!("{scheme} {A}"))).map(|p| p.0),
+                Ok(Arc::from("alice"))
+            );
+        }
     }
 
     #[test]

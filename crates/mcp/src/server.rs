@@ -882,3 +882,60 @@ impl ServerHandler for RudderMcp {
         RudderMcp::listen(self, context).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(owner: Option<&str>) -> Task {
+        let mut t = Task::new("00000000-0000-4000-8000-000000000001", Status::Working);
+        t.owned_by = owner.map(String::from);
+        t
+    }
+
+    fn caller(reach: Reach) -> Caller {
+        Caller {
+            reach,
+            limited: true,
+            author: Author::lossy("x", Face::Mcp),
+        }
+    }
+
+    fn owner(name: &str, operator: bool) -> Caller {
+        caller(Reach::Owner {
+            name: name.into(),
+            operator,
+        })
+    }
+
+    #[test]
+    fn a_principal_reaches_its_own_tasks_and_an_operator_the_unowned() {
+        let (alices, unowned) = (task(Some("alice")), task(None));
+        assert!(owner("alice", false).reaches(&alices));
+        assert!(!owner("bob", false).reaches(&alices));
+        assert!(!owner("bob", true).reaches(&alices), "not another's");
+        assert!(!owner("bob", false).reaches(&unowned));
+        assert!(owner("bob", true).reaches(&unowned));
+        assert!(caller(Reach::All).reaches(&alices));
+        assert!(!caller(Reach::Nothing).reaches(&unowned));
+        assert_eq!(owner("alice", false).owner().as_deref(), Some("alice"));
+        assert_eq!(caller(Reach::All).owner(), None);
+    }
+
+    #[test]
+    fn a_tools_principals_limit_who_uses_it() {
+        let c = crate::catalogue::parse(
+            std::path::Path::new("t.toml"),
+            "[[tool]]\nname = \"a\"\nprincipals = [\"alice\"]\n[[tool]]\nname = \"b\"\n",
+        )
+        .unwrap();
+        let (a, b) = (&c.tools[0], &c.tools[1]);
+        assert!(owner("alice", false).may_use(a));
+        assert!(!owner("bob", true).may_use(a));
+        assert!(owner("bob", false).may_use(b));
+        assert!(!caller(Reach::Nothing).may_use(b));
+        let mut local = owner("ada@host", true);
+        local.limited = false;
+        assert!(local.may_use(a), "the local user sees every tool");
+    }
+}
