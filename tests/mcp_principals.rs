@@ -209,6 +209,32 @@ async fn another_principals_task_is_an_unknown_id() {
     let task = store.get(&mine).unwrap();
     assert_eq!(task.owned_by.as_deref(), Some("alice"));
     assert_eq!(task.history[0].actor.as_deref(), Some("alice"));
+    let db = dir.path().join("tasks.db");
+    let shown = common::run(&db, &["get", &mine]);
+    assert!(
+        shown
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("owner") && l.ends_with("alice")),
+        "{shown:?}"
+    );
+    let shown = common::run(&db, &["get", &mine, "--json"]);
+    assert_eq!(shown.json()["owned_by"], "alice", "{shown:?}");
+    // The published output schema says what the field is.
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/cli-output.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let owned_by = &schema["$defs"]["task"]["properties"]["owned_by"];
+    assert!(
+        owned_by.is_object(),
+        "docs/cli-output.schema.json names owned_by"
+    );
+    let check = jsonschema::validator_for(owned_by).expect("the schema of owned_by");
+    assert!(check.is_valid(&shown.json()["owned_by"]), "{owned_by}");
 
     // bob: each method on alice's task answers as on an unknown id.
     let unknown = every_task_method(url, BOB, UNKNOWN).await;
