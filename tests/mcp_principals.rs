@@ -220,6 +220,12 @@ async fn another_principals_task_is_an_unknown_id() {
     );
     let shown = common::run(&db, &["get", &mine, "--json"]);
     assert_eq!(shown.json()["owned_by"], "alice", "{shown:?}");
+    // `copy` carries it to another backend, as part of the task.
+    let copy = dir.path().join("copy.json");
+    let copied = common::run(&db, &["copy", db.to_str().unwrap(), copy.to_str().unwrap()]);
+    assert_eq!(copied.code, 0, "{copied:?}");
+    let shown = common::run(&copy, &["get", &mine, "--json"]);
+    assert_eq!(shown.json()["owned_by"], "alice", "{shown:?}");
     // The published output schema says what the field is.
     let schema: Value = serde_json::from_str(
         &std::fs::read_to_string(
