@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgorithm};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -223,7 +223,30 @@ struct Key {
 pub struct Jwt {
     keys: Vec<Key>,
     resource: String,
+    /// Tokens that verified, by their SHA-256, with their principal and
+    /// expiry: a client sends its access token with every request for the
+    /// token's lifetime, and a signature check costs tens of microseconds
+    /// (ES256 most), a lookup a fraction of one. The key is the whole
+    /// token's hash, so a token changed in any byte is checked anew; the
+    /// JWKS is read once, so a verified token stays verified until its
+    /// `exp`.
+    verified: Mutex<HashMap<[u8; 32], Verified>>,
 }
+
+/// A token that verified: its principal, and when it expires (`exp`, in
+/// seconds since the epoch).
+#[derive(Clone)]
+struct Verified {
+    principal: Principal,
+    exp: i64,
+}
+
+/// How many verified tokens are kept at most (then the expired ones are
+/// dropped, or all if none is).
+const MAX_VERIFIED: usize = 4096;
+
+/// The leeway on `exp` and `nbf`, in seconds: the validation's default.
+const LEEWAY: i64 = 60;
 
 /// Why a JWT without its claims is refused.
 const CLAIMS: &str = "its claims are missing or malformed (exp, iss, aud and sub are required)";
@@ -233,6 +256,7 @@ const CLAIMS: &str = "its claims are missing or malformed (exp, iss, aud and sub
 #[derive(serde::Deserialize)]
 struct Claims {
     sub: String,
+    exp: i64,
 }
 
 impl Jwt {
@@ -279,12 +303,47 @@ impl Jwt {
         Ok(Jwt {
             keys,
             resource: options.resource.clone(),
+            verified: Mutex::new(HashMap::new()),
         })
     }
 
     /// The principal of the JWT `token`, or why it is refused (never the
     /// token itself).
     pub fn principal(&self, token: &str) -> Result<Principal, &'static str> {
+        let hash = sha256(token.as_bytes());
+        let now = chrono::Utc::now().timestamp();
+        let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        match verified.get(&hash) {
+            Some(v) if now <= v.exp.saturating_add(LEEWAY) => return Ok(v.principal.clone()),
+            // Expired since: checked again below, which says so.
+            Some(_) => {
+                verified.remove(&hash);
+            }
+            None => {}
+        }
+        // Not held while the signature is checked: other requests go on.
+        drop(verified);
+        let (principal, exp) = self.verify(token)?;
+        let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        if verified.len() >= MAX_VERIFIED {
+            verified.retain(|_, v| now <= v.exp.saturating_add(LEEWAY));
+            if verified.len() >= MAX_VERIFIED {
+                verified.clear();
+            }
+        }
+        verified.insert(
+            hash,
+            Verified {
+                principal: principal.clone(),
+                exp,
+            },
+        );
+        Ok(principal)
+    }
+
+    /// Check the JWT `token` from scratch (no cache): its principal and its
+    /// `exp`, or why it is refused (never the token itself).
+    pub fn verify(&self, token: &str) -> Result<(Principal, i64), &'static str> {
         // `alg: none` (and any name the library does not know) fails here.
         let header = jsonwebtoken::decode_header(token).map_err(|_| "it is not a signed JWT")?;
         let key = match &header.kid {
@@ -314,7 +373,7 @@ impl Jwt {
         )?;
         rudder_model::task::check_author(&data.claims.sub)
             .map_err(|_| "its sub cannot be a principal's name")?;
-        Ok(Principal(Arc::from(data.claims.sub)))
+        Ok((Principal(Arc::from(data.claims.sub)), data.claims.exp))
     }
 
     /// The protected resource metadata (RFC 9728) of this server.
@@ -670,6 +729,49 @@ mod tests {
         ] {
             assert_eq!(jwt.principal(&token), Err(why));
         }
+    }
+
+    #[test]
+    fn a_verified_jwt_is_remembered_until_it_expires() {
+        let k = keys::make();
+        let (jwt, _dir) = jwt(&k.jwks);
+        let token = keys::sign(&k.ec, Algorithm::ES256, "test-ec", &keys::claims("dave"));
+        assert_eq!(jwt.principal(&token).map(|p| p.0), Ok(Arc::from("dave")));
+        assert_eq!(jwt.verified.lock().unwrap().len(), 1);
+        assert_eq!(jwt.principal(&token).map(|p| p.0), Ok(Arc::from("dave")));
+        // One that expired while remembered is checked again, and refused.
+        let hash = sha256(token.as_bytes());
+        if let Some(v) = jwt.verified.lock().unwrap().get_mut(&hash) {
+            v.exp = keys::at(-3600);
+        }
+        assert_eq!(
+            jwt.verify(&token).map(|(p, _)| p.0),
+            Ok(Arc::from("dave")),
+            "the token itself is still good"
+        );
+        let expired = keys::sign(
+            &k.ec,
+            Algorithm::ES256,
+            "test-ec",
+            &json!({"sub": "dave", "iss": keys::ISSUER, "aud": keys::RESOURCE, "exp": keys::at(-3600)}),
+        );
+        assert_eq!(jwt.principal(&expired), Err("it has expired"));
+        assert!(
+            jwt.verified
+                .lock()
+                .unwrap()
+                .get(&hash)
+                .is_some_and(|v| v.exp < keys::at(0))
+        );
+        assert_eq!(jwt.principal(&token).map(|p| p.0), Ok(Arc::from("dave")));
+        assert!(
+            jwt.verified
+                .lock()
+                .unwrap()
+                .get(&hash)
+                .is_some_and(|v| v.exp > keys::at(0)),
+            "checked again and remembered anew"
+        );
     }
 
     #[test]
