@@ -135,6 +135,14 @@ fn main() -> ExitCode {
                 tools: a.tools,
                 http: a.http,
                 token_file: a.token_file,
+                tokens: a.tokens,
+                jwt: a.jwks.map(|jwks| rudder::mcp::auth::JwtOptions {
+                    jwks,
+                    // clap requires both with --jwks.
+                    issuer: a.issuer.unwrap_or_default(),
+                    resource: a.resource.unwrap_or_default(),
+                    audience: a.audience,
+                }),
                 allow_origins: a.allow_origin,
             }) as u8);
         }

@@ -240,6 +240,7 @@ impl PyStore {
             ttl_ms: millis(ttl, "ttl")?,
             poll_interval_ms: millis(poll_interval, "poll_interval")?,
             origin: None,
+            owned_by: None,
         };
         self.outcome(py, move |s| s.create(new))
     }

@@ -132,9 +132,24 @@ pub struct McpArgs {
     /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (e.g. 127.0.0.1:8765)
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
-    /// Read the bearer token of --http from FILE (else $RUDDER_MCP_TOKEN)
+    /// Read the bearer token of --http from FILE (else $RUDDER_MCP_TOKEN); its principal is `mcp-token`
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// Named bearer tokens of --http: `NAME TOKEN` or `NAME sha256:HEX` a line, the file private to its owner (chmod 600)
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub tokens: Option<PathBuf>,
+    /// Take JWT access tokens on --http, their signatures checked against this JWKS file; the principal is the token's `sub`
+    #[arg(long, value_name = "FILE", requires_all = ["http", "issuer", "resource"])]
+    pub jwks: Option<PathBuf>,
+    /// The authorization server whose JWTs are taken (their `iss`)
+    #[arg(long, value_name = "URL", requires = "jwks")]
+    pub issuer: Option<String>,
+    /// This server's URL as clients reach it (e.g. https://mcp.example.com/mcp): its protected resource metadata, and the audience JWTs must name
+    #[arg(long, value_name = "URL", requires = "jwks")]
+    pub resource: Option<String>,
+    /// The audience JWTs must name, if not --resource
+    #[arg(long, value_name = "AUD", requires = "jwks")]
+    pub audience: Option<String>,
     /// A browser Origin allowed to call --http besides loopback ones (repeatable)
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,

@@ -305,6 +305,7 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
                     .transpose()?,
                 poll_interval_ms: None,
                 origin: None,
+                owned_by: None,
             };
             let outcome = store.create(new)?;
             print_outcome(&outcome, "created", a.output.json)?;

@@ -319,6 +319,10 @@ pub fn task_detail(t: &Task, now: DateTime<Utc>, revealed: bool) -> String {
     if let Some(o) = &t.origin {
         line("origin", sanitize_line(&o.line()));
     }
+    // The MCP principal whose task it is (only it reaches it over MCP).
+    if let Some(owner) = &t.owned_by {
+        line("owner", sanitize_line(owner));
+    }
     if let Some(v) = t.ttl_ms {
         line("ttl", human_duration(v));
     }
