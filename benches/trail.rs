@@ -82,6 +82,9 @@ fn drop_triggers(url: &str) {
 }
 
 fn author_cost(c: &mut Criterion) {
+    if !wanted("author cost") {
+        return;
+    }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temp dir");
     let cluster = pg::available().then(|| pg::Cluster::start_durable().expect("a cluster"));
     let file = |v: &str| format!("{}", dir.path().join(format!("{v}.json")).display());
@@ -115,6 +118,9 @@ fn author_cost(c: &mut Criterion) {
             }
         }
         drop_triggers(&before);
+        if wanted("interleaved") {
+            interleaved(backend, &stores);
+        }
         let mut g = c.benchmark_group(format!("author cost/{backend}"));
         g.sampling_mode(SamplingMode::Flat);
         g.sample_size(30);
@@ -133,6 +139,37 @@ fn author_cost(c: &mut Criterion) {
         }
         g.finish();
     }
+}
+
+/// Whether the command line's filter (criterion's first free argument)
+/// asks for `what`, or there is no filter.
+fn wanted(what: &str) -> bool {
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    filter.is_none_or(|f| what.contains(&f) || f.contains(what))
+}
+
+/// The two variants one write after the other, 400 times, so that the
+/// machine's load falls on both alike; prints each one's median and the
+/// ratio (`author cost interleaved`).
+fn interleaved(backend: &str, stores: &[(&str, Store); 2]) {
+    let mut times = [Vec::new(), Vec::new()];
+    for i in 0..400 {
+        for (k, (_, store)) in stores.iter().enumerate() {
+            let started = Instant::now();
+            create_and_cancel(store, 100_000 + i);
+            times[k].push(started.elapsed());
+        }
+    }
+    let median = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let before = median(&mut times[0]);
+    let author = median(&mut times[1]);
+    println!(
+        "author cost interleaved/{backend}: before {before:.2?}, author {author:.2?}, ratio {:.3}",
+        author.as_secs_f64() / before.as_secs_f64()
+    );
 }
 
 /// A SQLite store of `n` tasks, ten history entries each over 30 days, by
@@ -213,6 +250,9 @@ fn log_process(path: &Path, args: &[&str]) {
 }
 
 fn log(c: &mut Criterion) {
+    if !wanted("log") {
+        return;
+    }
     let n = std::env::var("RUDDER_BENCH_TRAIL_TASKS")
         .ok()
         .and_then(|v| v.parse().ok())
