@@ -96,10 +96,24 @@ fn main() -> ExitCode {
         note(&format!("rudder: {e}"));
         return ExitCode::from(EXIT_USAGE as u8);
     }
+    // The person at the TUI (and the demo's) writes as an author.
+    let author = match &command {
+        Command::Watch(_) | Command::Demo(_) => {
+            match rudder::cli::author::resolve(cli.actor.as_deref(), rudder::task::Face::Tui) {
+                Ok(author) => Some(author),
+                Err(e) => {
+                    note(&format!("rudder: {}", sanitize(&e.to_string())));
+                    return ExitCode::from(EXIT_USAGE as u8);
+                }
+            }
+        }
+        _ => None,
+    };
     let interactive = match command {
         Command::Watch(_) => rudder::tui::run(rudder::tui::Options {
             store,
             read_only: cli.read_only,
+            author,
             worker: None,
         }),
         Command::Demo(a) => rudder::demo::run_demo(rudder::demo::DemoOptions {
@@ -109,6 +123,7 @@ fn main() -> ExitCode {
             python_worker: a.python_worker,
             mcp: a.mcp,
             notify: a.notify,
+            author,
         }),
         Command::Worker(a) => rudder::demo::run_worker(rudder::demo::WorkerOptions {
             store: worker_store(a.store),
@@ -121,6 +136,14 @@ fn main() -> ExitCode {
                 tools: a.tools,
                 http: a.http,
                 token_file: a.token_file,
+                tokens: a.tokens,
+                jwt: a.jwks.map(|jwks| rudder::mcp::auth::JwtOptions {
+                    jwks,
+                    // clap requires both with --jwks.
+                    issuer: a.issuer.unwrap_or_default(),
+                    resource: a.resource.unwrap_or_default(),
+                    audience: a.audience,
+                }),
                 allow_origins: a.allow_origin,
                 gateway_max_calls: a.max_calls as usize,
             }) as u8);
@@ -136,7 +159,9 @@ fn main() -> ExitCode {
             ) as u8);
         }
         other => {
-            return ExitCode::from(rudder::cli::run(cli.store, cli.read_only, other) as u8);
+            return ExitCode::from(
+                rudder::cli::run(cli.store, cli.read_only, cli.actor, other) as u8
+            );
         }
     };
     match interactive {

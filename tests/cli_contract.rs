@@ -229,11 +229,41 @@ fn every_command_prints_its_documented_shape_once() {
     shape(&["wait", &asking, "--json"], "task", 7);
     let third = create(p, &["--title", "third"]);
     shape(
-        &["cancel", &third, "--reason", "dup", "--json"],
+        &["cancel", &third, "--reason", "dup", "--as", "ana", "--json"],
         "mutation",
         0,
     );
     shape(&["wait", &third, "--json"], "task", 8);
+    // The trail: JSON Lines, each a trail_entry; the cancel says who and why.
+    let r = run(p, &["log", &third, "--json"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let check = validator("trail_entry");
+    let lines: Vec<Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines.len(), 2, "created, cancelled: {}", r.stdout);
+    for v in &lines {
+        let errors: Vec<String> = check.iter_errors(v).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "not a trail_entry: {errors:#?}\n{v:#}");
+    }
+    assert_eq!(lines[0]["before"], Value::Null);
+    assert_eq!(lines[1]["before"], "working");
+    assert_eq!(lines[1]["status"], "cancelled");
+    assert_eq!(lines[1]["actor"], "ana");
+    assert_eq!(lines[1]["face"], "cli");
+    assert_eq!(lines[1]["reason"], "dup");
+    let r = run(p, &["log", &third]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let last = r.stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("working → cancelled")
+            && last.contains("ana (cli)")
+            && last.contains("reason: dup"),
+        "{}",
+        r.stdout
+    );
     let fourth = create(p, &["--title", "fourth"]);
     shape(
         &["wait", &fourth, "--timeout", "200ms", "--json"],

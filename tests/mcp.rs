@@ -47,9 +47,14 @@ fn sqlite(dir: &Path) -> String {
 }
 
 async fn stdio_client(dir: &Path, tasks: bool) -> Client {
+    stdio_client_of(dir, FIXTURES, tasks).await
+}
+
+/// [`stdio_client`] of a server of the catalogue `tools`.
+async fn stdio_client_of(dir: &Path, tools: &str, tasks: bool) -> Client {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
     cmd.env_remove("RUDDER_STORE")
-        .args(["--store", &sqlite(dir), "mcp", "--tools", FIXTURES]);
+        .args(["--store", &sqlite(dir), "mcp", "--tools", tools]);
     let transport = TokioChildProcess::new(cmd).expect("spawn rudder mcp");
     modern(info(tasks), transport).await
 }
@@ -520,6 +525,67 @@ async fn over_stdio_every_method_status_and_error() {
     the_whole_surface(&client, &plain, dir.path()).await;
     client.cancel().await.unwrap();
     plain.cancel().await.unwrap();
+}
+
+/// Secret answers (issue 32 item 5): a secret question is not asked by
+/// form elicitation (MCP forbids sensitive information there) and says so;
+/// once answered in rudder, no answer of `rudder mcp` shows the value; a
+/// tool's arguments that fail its schema are refused without quoting a
+/// secret argument.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn secret_answers_never_show_over_mcp() {
+    const SECRET: &str = "zq7-tiny";
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.toml");
+    std::fs::write(
+        &tools,
+        r#"[[tool]]
+name = "login"
+description = "Logs in with an API key"
+task = "required"
+input_schema = { type = "object", properties = { user = { type = "string" }, api_key = { type = "string", writeOnly = true, minLength = 12 } } }
+"#,
+    )
+    .unwrap();
+    let client = stdio_client_of(dir.path(), &tools.display().to_string(), true).await;
+
+    // Refused arguments: the secret one is masked, the others quoted.
+    let refused = client
+        .call_tool_once(call("login", json!({"user": 7, "api_key": SECRET})))
+        .await
+        .expect("tools/call");
+    let text = format!("{refused:?}");
+    assert!(!text.contains(SECRET), "{text}");
+    assert!(text.contains("••••"), "{text}");
+    assert!(text.contains("7 is not of type"), "{text}");
+
+    // A secret question: no form, and the message says why.
+    let id = create(&client, "login", json!({"user": "ann"})).await;
+    let store = open(dir.path());
+    let schema = json!({"type": "object", "properties": {
+        "otp": {"type": "string", "format": "password"}}});
+    store
+        .request_input(&id, schema, Some("One-time code?".into()), WORKER)
+        .unwrap();
+    let t = get(&client, &id).await;
+    let TaskPayload::InputRequired { input_requests } = &t.payload else {
+        panic!("{t:?}")
+    };
+    assert!(input_requests.is_empty(), "{t:?}");
+    let message = t.task.status_message.clone().unwrap_or_default();
+    assert!(message.contains("it is secret"), "{message}");
+    store
+        .provide_input(&id, json!({"otp": SECRET}), None)
+        .unwrap();
+    store.complete(&id, json!({"ok": true}), WORKER).unwrap();
+    let done = serde_json::to_string(&get(&client, &id).await).unwrap();
+    assert!(!done.contains(SECRET), "{done}");
+    // The store keeps it, for the worker.
+    assert_eq!(
+        store.get(&id).unwrap().input_value,
+        Some(json!({"otp": SECRET}))
+    );
+    client.cancel().await.unwrap();
 }
 
 /// A 2025-11-25 client (`initialize`) gets plain tools, even if it says

@@ -555,7 +555,7 @@ const APP_ROLE_SQL: &str = "
 CREATE ROLE rudder_app LOGIN;
 GRANT CONNECT ON DATABASE {db} TO rudder_app;
 GRANT USAGE ON SCHEMA public TO rudder_app;
-GRANT SELECT, INSERT, UPDATE, DELETE ON rudder_tasks, rudder_counts, rudder_changes, rudder_deliveries TO rudder_app;
+GRANT SELECT, INSERT, UPDATE, DELETE ON rudder_tasks, rudder_counts, rudder_changes, rudder_deliveries, rudder_trail TO rudder_app;
 GRANT SELECT ON rudder_schema TO rudder_app;
 ";
 

@@ -8,18 +8,11 @@ use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
 use common::*;
-use crossterm::event::KeyCode;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use rudder::store::{NewTask, Store};
 use rudder::task::{Status, TaskMap};
 use rudder::tui::app::{App, Popup, Tone};
 use rudder::tui::update::{Effect, execute};
-
-fn select(app: &mut App, task_id: &str) {
-    let row = (0..app.rows.len())
-        .find(|&r| app.row_task(r).is_some_and(|t| t.task_id == task_id))
-        .expect("the task has a row");
-    app.select_row(row);
-}
 
 fn marked(app: &App) -> Vec<String> {
     app.marks.ids().cloned().collect()
@@ -101,7 +94,9 @@ fn c_with_marks_asks_once_for_all_and_leaves_finished_ones_alone() {
         select(&mut app, &id(1));
         app.handle_key(ch('c'));
         match &app.popup {
-            Popup::ConfirmCancelMany { tasks, finished } => {
+            Popup::ConfirmCancelMany {
+                tasks, finished, ..
+            } => {
                 let ids: Vec<&str> = tasks.iter().map(|(i, _)| i.as_str()).collect();
                 assert_eq!(
                     ids,
@@ -122,11 +117,17 @@ fn c_with_marks_asks_once_for_all_and_leaves_finished_ones_alone() {
             "other keys keep the dialog"
         );
         assert!(matches!(app.popup, Popup::ConfirmCancelMany { .. }));
-        let effects = app.handle_key(ch('y'));
+        // r, a reason, Enter: one reason for every marked task.
+        app.handle_key(ch('r'));
+        for c in "maintenance window".chars() {
+            app.handle_key(ch(c));
+        }
+        let effects = app.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
         assert_eq!(
             effects,
             [Effect::CancelMany {
-                task_ids: vec![id(6), id(2)]
+                task_ids: vec![id(6), id(2)],
+                reason: Some("maintenance window".into()),
             }]
         );
         assert!(app.marks.is_empty());

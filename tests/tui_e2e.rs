@@ -163,7 +163,8 @@ fn task_in_file(store: &Path, id: &str) -> Value {
 fn answer_and_cancel_through_the_tui() {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = dir.path().join("tasks.json");
-    let mut tui = Tui::start(&store);
+    // Who the person at the TUI is: recorded on what they do.
+    let mut tui = Tui::start_with(&store, &[("RUDDER_ACTOR", "ana@e2e")]);
     tui.wait_for("waiting for tasks.json to appear");
 
     // Another process creates a task that waits for a service name.
@@ -197,6 +198,10 @@ fn answer_and_cancel_through_the_tui() {
     let t = task_in_file(&store, &id);
     assert_eq!(t["status"], "working");
     assert_eq!(t["input_value"], serde_json::json!({"service": "checkout"}));
+    let answered = &t["history"][1];
+    assert_eq!(answered["actor"], "ana@e2e");
+    assert_eq!(answered["face"], "tui");
+    assert_eq!(answered["fields"], serde_json::json!(["service"]));
 
     let created = cli(&store, &["create", "--json", "--title", "INC-10 cancel me"]);
     let created: Value = serde_json::from_str(&created).expect("JSON from create");
@@ -206,7 +211,10 @@ fn answer_and_cancel_through_the_tui() {
     tui.send("c");
     // The dialog names the task the filter selected.
     tui.wait_for(&format!("Cancel task {short} \"INC-10 cancel me\"?"));
-    tui.send("y");
+    // r: a reason, then Enter.
+    tui.send("r");
+    tui.wait_for("reason:");
+    tui.send("dup of INC-9\r");
     // Not merely "cancelled ", which the dialog itself says ("It becomes
     // cancelled and ..."): the status line the TUI shows once the store
     // took the cancel.
@@ -222,6 +230,13 @@ fn answer_and_cancel_through_the_tui() {
         .cloned()
         .expect("the task");
     assert_eq!(found["status"], "cancelled");
+    let last = found["history"]
+        .as_array()
+        .and_then(|h| h.last())
+        .expect("history");
+    assert_eq!(last["actor"], "ana@e2e");
+    assert_eq!(last["face"], "tui");
+    assert_eq!(last["reason"], "dup of INC-9");
 
     tui.send("q");
     tui.wait_exit();

@@ -180,3 +180,55 @@ fn a_huge_form_draws_in_bounded_time() {
         start.elapsed()
     );
 }
+
+/// Secret answers (issue 32 item 5): a `writeOnly` or `format: password`
+/// field is typed as a password (bullets) and marked `· secret`.
+fn secret_schema() -> Value {
+    json!({"type": "object", "required": ["service"], "properties": {
+        "service": {"type": "string"},
+        "token": {"type": "string", "writeOnly": true, "description": "the API token"},
+        "pin": {"type": "string", "format": "password"}
+    }})
+}
+
+#[test]
+fn a_secret_field_is_typed_as_bullets() {
+    let mut app = open(secret_schema(), "credentials for the payments API");
+    type_text(&mut app, "payments");
+    app.handle_key(key(KeyCode::Tab));
+    type_text(&mut app, "hunter2-tok");
+    for (w, h) in [(80, 24), (120, 40)] {
+        let shown = screen(&mut app, w, h);
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("•••••••••••"), "{shown}");
+    }
+    both("secret", &mut app);
+    // The JSON mode holds every value: masked too.
+    app.handle_key(ctrl('r'));
+    let raw = screen(&mut app, 120, 40);
+    assert!(!raw.contains("hunter2"), "{raw}");
+}
+
+/// The detail pane and the task view show a secret answer masked, and
+/// the schema's field marked `· secret`.
+#[test]
+fn a_secret_answer_is_masked_in_the_detail_and_the_task_view() {
+    let mut t = task(1, Status::Working, "INC-1042 checkout latency", 20, 3);
+    t.input_schema = Some(secret_schema());
+    t.input_value = Some(json!({"service": "payments", "token": "hunter2-tok", "pin": "2718"}));
+    let tasks: TaskMap = [(t.task_id.clone(), t)].into_iter().collect();
+    let mut app = app_with(tasks);
+    let detail = screen(&mut app, 120, 40);
+    assert!(
+        !detail.contains("hunter2") && !detail.contains("2718"),
+        "{detail}"
+    );
+    insta::assert_snapshot!("secret_detail_120x40", detail);
+    app.handle_key(ch('v'));
+    let view = screen(&mut app, 120, 40);
+    assert!(
+        !view.contains("hunter2") && !view.contains("2718"),
+        "{view}"
+    );
+    insta::assert_snapshot!("secret_task_view_120x40", view);
+}

@@ -162,6 +162,7 @@ fn reclaim_preview_confirmation() {
                 age: "15m".into(),
                 report: report(true),
                 tasks: vec![(id(2), 2), (id(1), 2)],
+                reason: None,
             };
             insta::assert_snapshot!(render(&mut app));
         }
@@ -634,7 +635,8 @@ fn bulk_cancel_report_shows_each_task() {
         assert_eq!(
             effects,
             [rudder::tui::update::Effect::CancelMany {
-                task_ids: vec![id(1), id(2)]
+                task_ids: vec![id(1), id(2)],
+                reason: None,
             }]
         );
         let mut t1 = fixture()[&id(1)].clone();
@@ -702,14 +704,27 @@ fn dialogs_at_80x24_and_140x42() {
         let mut app = app_with(fixture());
         app.handle_key(ch('c'));
         both_sizes("cancel_dialog", &mut app);
-        app.handle_key(ch('n'));
+        // r: the reason's line, where y and n are text.
+        app.handle_key(ch('r'));
+        for c in "dup of INC-7, yes".chars() {
+            app.handle_key(ch(c));
+        }
+        let text = screen(&render_with(&mut app, 80, 24, COLOR));
+        assert!(text.contains("reason: dup of INC-7, yes"), "{text}");
+        both_sizes("cancel_dialog_reason", &mut app);
         app.popup = Popup::ReclaimPreview {
             older_than: std::time::Duration::from_secs(900),
             age: "15m".into(),
             report: report(true),
             tasks: vec![(id(2), 2), (id(1), 2)],
+            reason: None,
         };
         both_sizes("reclaim_preview_dialog", &mut app);
+        app.handle_key(ch('r'));
+        for c in "worker host died".chars() {
+            app.handle_key(ch(c));
+        }
+        both_sizes("reclaim_preview_reason", &mut app);
     });
 }
 
@@ -779,4 +794,53 @@ fn a_stopped_worker_is_not_said_to_be_running() {
     app.worker_polled(WorkerState::Exited { pid: 9, code: None });
     let said = app.status.clone().expect("announced").text;
     assert!(said.contains("pid 9 exited by a signal"), "{said}");
+}
+
+/// The history in the detail pane and the task view says who made each
+/// change, through which face, why, and which fields an answer gave; a
+/// name holding a terminal escape is shown inert.
+#[test]
+fn the_history_shows_who_answered_and_who_cancelled() {
+    each_store(|| {
+        use rudder::task::{Author, Face, HistoryEntry};
+        let mut tasks = fixture();
+        let mut t = task(7, Status::Cancelled, "INC-1050 queue backlog", 30, 1);
+        t.history.truncate(1);
+        let mut answered =
+            HistoryEntry::new(Status::Working, ago(10), Some("input provided".into()));
+        answered.by(&Author::lossy("bo@ops-1", Face::Tui));
+        answered.fields = vec!["service".into()];
+        let mut cancelled = HistoryEntry::new(Status::Cancelled, ago(1), None);
+        cancelled.by(&Author::lossy("ana\u{1b}[31m", Face::Cli));
+        cancelled.reason = Some("duplicate of INC-4411".into());
+        t.history.push(answered);
+        t.history.push(cancelled);
+        // It is cancelled while the TUI watches: the transitions log says
+        // who and why too.
+        let mut before = t.clone();
+        before.status = Status::Working;
+        before.history.pop();
+        before.revision = 1;
+        tasks.insert(id(7), before);
+        let fx = Fixture::new(tasks.clone());
+        let mut app = fx.app();
+        tasks.insert(id(7), t);
+        app.on_feed(fx.set(tasks));
+        assert_eq!(
+            app.log.front().map(|e| e.by.as_str()),
+            Some("ana?[31m: duplicate of INC-4411")
+        );
+        select(&mut app, &id(7));
+        let text = screen(&render_with(&mut app, 140, 42, COLOR));
+        assert!(
+            text.contains("bo@ops-1 (tui) · answered service · input provided"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ana?[31m (cli) · reason: duplicate of INC-4411"),
+            "{text}"
+        );
+        assert!(!text.contains('\u{1b}'), "{text}");
+        both_sizes("history_with_authors", &mut app);
+    });
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
 use common::*;
-use crossterm::event::{KeyCode, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use rudder::store::{NewTask, Store};
 use rudder::task::{Actor, Status, TaskMap};
 use rudder::tui::app::{App, Popup, SortKey, Tone, WatchState};
@@ -297,13 +297,62 @@ fn a_schema_without_properties_falls_back_to_one_json_field() {
     });
 }
 
+/// `r` in the cancel's y/n opens a line for the reason; y and n typed
+/// there are text; Enter cancels with it, and the history records it with
+/// who cancelled (the TUI's author) through the TUI.
+#[test]
+fn a_cancel_records_the_reason_typed_and_who_gave_it() {
+    each_store(|| {
+        let (fx, store, task_id, mut app) = store_with_waiting();
+        let ana = rudder::task::Author::new("ana", rudder::task::Face::Tui).expect("a name");
+        let store = store.by(ana);
+        app.handle_key(ch('c'));
+        assert!(app.handle_key(ch('r')).is_empty());
+        for c in "dup of INC-7, yes".chars() {
+            assert!(app.handle_key(ch(c)).is_empty(), "{c} is text");
+        }
+        let effects = app.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        assert_eq!(
+            effects,
+            [Effect::Cancel {
+                task_id: task_id.clone(),
+                reason: Some("dup of INC-7, yes".into()),
+            }]
+        );
+        run(&mut app, &store, effects);
+        let t = store.get(&task_id).expect("get");
+        assert_eq!(t.status, Status::Cancelled);
+        let last = t.history.last().expect("history");
+        assert_eq!(last.reason.as_deref(), Some("dup of INC-7, yes"));
+        assert_eq!(last.actor.as_deref(), Some("ana"));
+        assert_eq!(last.face, Some(rudder::task::Face::Tui));
+        reload(&mut app, &fx);
+        assert_eq!(
+            app.log.front().map(|e| e.by.as_str()),
+            Some("ana: dup of INC-7, yes")
+        );
+        // Esc on the line drops the reason, not the dialog.
+        let (_fx, _store, _id, mut app) = store_with_waiting();
+        app.handle_key(ch('c'));
+        app.handle_key(ch('r'));
+        app.handle_key(ch('x'));
+        app.handle_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+        assert!(matches!(
+            app.popup,
+            Popup::ConfirmCancel { reason: None, .. }
+        ));
+    });
+}
+
 #[test]
 fn cancel_asks_first_and_a_repeat_says_unchanged() {
     each_store(|| {
         let (_fx, store, task_id, mut app) = store_with_waiting();
         app.handle_key(ch('c'));
         match &app.popup {
-            Popup::ConfirmCancel { task_id: t, label } => {
+            Popup::ConfirmCancel {
+                task_id: t, label, ..
+            } => {
                 assert_eq!(t, &task_id);
                 assert!(label.contains("INC-1 checkout"), "{label}");
             }
@@ -321,7 +370,8 @@ fn cancel_asks_first_and_a_repeat_says_unchanged() {
         assert_eq!(
             effects,
             [Effect::Cancel {
-                task_id: task_id.clone()
+                task_id: task_id.clone(),
+                reason: None,
             }]
         );
         run(&mut app, &store, effects);
@@ -470,6 +520,7 @@ fn reclaim_fails_only_the_previewed_tasks_still_at_the_revision_shown() {
                     (c.task_id.clone(), c.revision)
                 ],
                 older_than: Duration::from_secs(1800),
+                reason: None,
             }],
             "the confirmation carries exactly what was previewed"
         );

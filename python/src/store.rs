@@ -8,7 +8,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use rudder_store::task::Progress;
-use rudder_store::task::{Actor, Status};
+use rudder_store::task::{Actor, Author, Face, Status};
 use rudder_store::{NewTask, Store, StoreError, Work as _};
 use rudder_store::{PageQuery, SortKey};
 use serde_json::Value;
@@ -151,9 +151,22 @@ impl PyStore {
     /// Open the store `url` names (a path, `file:PATH`, `sqlite:PATH`, a
     /// path ending in `.db`/`.sqlite`/`.sqlite3`, or `postgres://...`).
     /// A URL that names no store rudder can open raises `UsageError` at once.
+    /// Every change made through it is recorded as `actor`'s (the trail,
+    /// `rudder log`), else `$RUDDER_ACTOR`'s, else `USER@HOST`'s; a name
+    /// that is not printable text of at most 128 characters raises
+    /// `UsageError`.
     #[new]
-    fn new(py: Python<'_>, url: PathBuf) -> PyResult<Self> {
+    #[pyo3(signature = (url, *, actor=None))]
+    fn new(py: Python<'_>, url: PathBuf, actor: Option<String>) -> PyResult<Self> {
         let store = Store::connect(&url).map_err(|e| usage(py, e.to_string()))?;
+        let author =
+            match actor.or_else(|| std::env::var("RUDDER_ACTOR").ok().filter(|a| !a.is_empty())) {
+                Some(name) => {
+                    Author::new(name, Face::Python).map_err(|e| usage(py, format!("actor: {e}")))?
+                }
+                None => rudder_store::author::local_author(Face::Python),
+            };
+        let store = store.by(author);
         Ok(PyStore {
             location: store.location(),
             pid: std::process::id(),
@@ -227,6 +240,7 @@ impl PyStore {
             ttl_ms: millis(ttl, "ttl")?,
             poll_interval_ms: millis(poll_interval, "poll_interval")?,
             origin: None,
+            owned_by: None,
         };
         self.outcome(py, move |s| s.create(new))
     }
@@ -430,15 +444,19 @@ impl PyStore {
 
     /// Fail every unfinished task not updated for `older_than` (seconds or
     /// a timedelta) and no live lease holds; with `dry_run`, only report.
-    #[pyo3(signature = (older_than, *, dry_run=false))]
+    /// `reason` is recorded on each reclaimed task's history (the trail).
+    #[pyo3(signature = (older_than, *, dry_run=false, reason=None))]
     fn reclaim(
         &self,
         py: Python<'_>,
         older_than: &Bound<'_, PyAny>,
         dry_run: bool,
+        reason: Option<String>,
     ) -> PyResult<PyReclaimReport> {
         let older_than = duration(older_than, "older_than")?;
-        let report = self.with(py, move |s| s.reclaim(older_than, dry_run))?;
+        let report = self.with(py, move |s| {
+            s.reclaim_because(older_than, dry_run, reason.as_deref())
+        })?;
         PyReclaimReport::new(py, report)
     }
 

@@ -119,7 +119,8 @@ impl PyTask {
     fn revision(&self) -> u64 {
         self.inner.revision
     }
-    /// Every transition, oldest first: `HistoryEntry(status, at, note)`.
+    /// Every transition, oldest first: `HistoryEntry(status, at, note,
+    /// actor, face, reason, fields)`.
     #[getter]
     fn history<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
@@ -128,6 +129,10 @@ impl PyTask {
                 status: h.status.as_str(),
                 at: h.at,
                 note: h.note.clone(),
+                actor: h.actor.clone(),
+                face: h.face.as_ref().map(|f| f.as_str().to_string()),
+                reason: h.reason.clone(),
+                fields: h.fields.clone(),
             };
             list.append(Py::new(py, entry)?)?;
         }
@@ -174,22 +179,30 @@ impl PyTask {
     }
 }
 
-/// One transition of a task's history.
+/// One transition of a task's history: when, who (`actor`, through
+/// `face`: cli, tui, mcp, python, worker, gateway), why (`reason`) and, for
+/// an answer, the names of the fields it gave.
 #[pyclass(module = "rudder", name = "HistoryEntry", frozen, get_all)]
 pub struct PyHistoryEntry {
     status: &'static str,
     at: DateTime<Utc>,
     note: Option<String>,
+    actor: Option<String>,
+    face: Option<String>,
+    reason: Option<String>,
+    fields: Vec<String>,
 }
 
 #[pymethods]
 impl PyHistoryEntry {
     fn __repr__(&self) -> String {
         format!(
-            "HistoryEntry(status={}, at={}, note={})",
+            "HistoryEntry(status={}, at={}, note={}, actor={}, reason={})",
             quoted(self.status),
             quoted(&self.at.to_rfc3339()),
-            quoted_opt(self.note.as_deref())
+            quoted_opt(self.note.as_deref()),
+            quoted_opt(self.actor.as_deref()),
+            quoted_opt(self.reason.as_deref())
         )
     }
 }

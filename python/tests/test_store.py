@@ -392,3 +392,45 @@ def test_a_forked_child_is_told_to_open_its_own_store(url: str, tmp_path: Path) 
     assert "forked" in said and "open the store again in the child" in said
     assert status_line == "completed"
     assert store.get(task.task_id).status == "completed"
+
+
+def test_every_change_records_who_made_it(url: str) -> None:
+    with rudder.Store(url, actor="ana") as ana:
+        made = ana.create(title="db slow", input_schema=SCHEMA)
+        task_id = made.task.task_id
+        ana.provide_input(task_id, {"service": "db"})
+        out = ana.cancel(task_id, "duplicate of INC-4411")
+    history = out.task.history
+    assert [h.actor for h in history] == ["ana", "ana", "ana"]
+    assert {h.face for h in history} == {"python"}
+    assert history[1].fields == ["service"]
+    assert history[-1].status == "cancelled"
+    assert history[-1].reason == "duplicate of INC-4411"
+    # The CLI's trail reads what Python wrote.
+    log = cli(url, "log", task_id, "--json")
+    assert log.returncode == 0, log.stderr
+    lines = [json.loads(line) for line in log.stdout.splitlines()]
+    assert [e["actor"] for e in lines] == ["ana", "ana", "ana"]
+    assert lines[-1]["reason"] == "duplicate of INC-4411"
+
+
+def test_an_actor_that_is_no_name_is_refused_and_nothing_written(url: str) -> None:
+    with pytest.raises(rudder.UsageError, match="actor"):
+        rudder.Store(url, actor="ana\x1b[31m")
+    with pytest.raises(rudder.UsageError, match="actor"):
+        rudder.Store(url, actor="")
+    with rudder.Store(url) as anyone:
+        assert anyone.list() == []
+        made = anyone.create(title="who")
+    actor = made.task.history[0].actor
+    assert actor is not None and "@" in actor, actor
+
+
+def test_a_reclaim_records_its_reason(url: str) -> None:
+    with rudder.Store(url, actor="ops") as s:
+        task_id = s.create(title="stale").task.task_id
+        report = s.reclaim(0, reason="worker host died")
+    assert [r.task_id for r in report.reclaimed] == [task_id]
+    with rudder.Store(url) as s:
+        last = s.get(task_id).history[-1]
+    assert (last.status, last.actor, last.reason) == ("failed", "ops", "worker host died")

@@ -18,6 +18,10 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub read_only: bool,
 
+    /// Who you are, recorded on every change you make (the trail, `rudder log`) [default: $RUDDER_ACTOR, else the config file's actor, else USER@HOST]. On a local store this is a declaration: the file's permissions are the gate
+    #[arg(long = "as", global = true, value_name = "NAME")]
+    pub actor: Option<String>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -53,6 +57,8 @@ pub enum Command {
     Cancel(CancelArgs),
     /// Fail every unfinished task idle for --older-than whose worker holds no live lease
     Reclaim(ReclaimArgs),
+    /// Print the store's trail (or one task's), oldest first: time, task, transition, actor, face, reason
+    Log(LogArgs),
     /// Remove finished tasks past their ttl, or (without one) older than --older-than
     Prune(PruneArgs),
     /// Claim the next working task no live lease holds, for a shell worker: prints it and its lease holder; exit 10 if nothing was claimable within --wait
@@ -131,9 +137,24 @@ pub struct McpArgs {
     /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (e.g. 127.0.0.1:8765)
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
-    /// Read the bearer token of --http from FILE (else $RUDDER_MCP_TOKEN)
+    /// Read the bearer token of --http from FILE (else $RUDDER_MCP_TOKEN); its principal is `mcp-token`
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// Named bearer tokens of --http: `NAME TOKEN` or `NAME sha256:HEX` a line, the file private to its owner (chmod 600)
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub tokens: Option<PathBuf>,
+    /// Take JWT access tokens on --http, their signatures checked against this JWKS file; the principal is the token's `sub`
+    #[arg(long, value_name = "FILE", requires_all = ["http", "issuer", "resource"])]
+    pub jwks: Option<PathBuf>,
+    /// The authorization server whose JWTs are taken (their `iss`)
+    #[arg(long, value_name = "URL", requires = "jwks")]
+    pub issuer: Option<String>,
+    /// This server's URL as clients reach it (e.g. https://mcp.example.com/mcp): its protected resource metadata, and the audience JWTs must name
+    #[arg(long, value_name = "URL", requires = "jwks")]
+    pub resource: Option<String>,
+    /// The audience JWTs must name, if not --resource
+    #[arg(long, value_name = "AUD", requires = "jwks")]
+    pub audience: Option<String>,
     /// A browser Origin allowed to call --http besides loopback ones (repeatable)
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
@@ -239,6 +260,9 @@ pub struct ListArgs {
 pub struct GetArgs {
     /// Task id or unique prefix
     pub id: String,
+    /// Show secret answers (writeOnly or password fields of the input) in clear; refused under --read-only and when this user cannot write the store
+    #[arg(long)]
+    pub reveal: bool,
     #[command(flatten)]
     pub output: Output,
 }
@@ -348,8 +372,29 @@ pub struct ReclaimArgs {
     /// Report what would be reclaimed without changing anything
     #[arg(long)]
     pub dry_run: bool,
+    /// Why: recorded on each reclaimed task's history entry (the trail)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
     #[command(flatten)]
     pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Only this task's trail (id or unique prefix)
+    pub id: Option<String>,
+    /// Only entries this recent, e.g. 1h or 30m
+    #[arg(long, value_name = "DURATION")]
+    pub since: Option<String>,
+    /// Only entries by this actor (exactly as recorded)
+    #[arg(long, value_name = "NAME")]
+    pub actor: Option<String>,
+    /// Keep printing new entries as the store changes (until interrupted)
+    #[arg(long)]
+    pub follow: bool,
+    /// Print JSON Lines: one object per entry
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

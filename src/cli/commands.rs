@@ -11,12 +11,17 @@ use super::{CliError, store_path};
 use crate::duration::parse_duration;
 use crate::schema;
 use crate::store::{MAX_STORE_BYTES, NewTask, Outcome, Store, human_bytes};
-use crate::task::{Actor, Task};
+use crate::task::{Actor, Face, Task};
 use crate::worker::{Until, WaitError, WaitNote};
 
 /// Run one scriptable command; returns the process exit code. Errors are
 /// printed here: as one JSON object on stdout with `--json`, else on stderr.
-pub fn run(store: Option<std::path::PathBuf>, read_only: bool, command: Command) -> i32 {
+pub fn run(
+    store: Option<std::path::PathBuf>,
+    read_only: bool,
+    actor: Option<String>,
+    command: Command,
+) -> i32 {
     // The store is opened once, here; a URL this build cannot open is a
     // usage error of wherever it came from.
     let from_flag = store.is_some();
@@ -24,10 +29,25 @@ pub fn run(store: Option<std::path::PathBuf>, read_only: bool, command: Command)
     let json = wants_json(&command);
     let opened = match writes(&command) {
         Some(name) if read_only => Err(CliError::ReadOnly { command: name }),
-        _ => Store::connect(&path).map_err(|e| match from_flag {
-            true => CliError::usage("--store", format!("--store: {e}")),
-            false => CliError::environment("RUDDER_STORE", format!("RUDDER_STORE: {e}")),
-        }),
+        None if read_only && matches!(&command, Command::Get(a) if a.reveal) => {
+            Err(CliError::RevealRefused {
+                why: "--read-only was given".into(),
+            })
+        }
+        writing => Store::connect(&path)
+            .map_err(|e| match from_flag {
+                true => CliError::usage("--store", format!("--store: {e}")),
+                false => CliError::environment("RUDDER_STORE", format!("RUDDER_STORE: {e}")),
+            })
+            .and_then(|store| match writing {
+                // Only a command that writes needs to know who writes: a
+                // bad $RUDDER_ACTOR does not stop a `list`.
+                Some(_) => {
+                    let author = super::author::resolve(actor.as_deref(), Face::Cli)?;
+                    Ok(store.by(author))
+                }
+                None => Ok(store),
+            }),
     };
     match opened
         .and_then(|store| dispatch(&store, command).map_err(|e| name_a_missing_store(e, &store)))
@@ -106,6 +126,7 @@ pub fn writes(command: &Command) -> Option<&'static str> {
         Command::Gateway(_) => "gateway",
         Command::Notify(_) => "notify",
         Command::Reclaim(_)
+        | Command::Log(_)
         | Command::List(_)
         | Command::Get(_)
         | Command::Wait(_)
@@ -134,6 +155,7 @@ pub fn wants_json(command: &Command) -> bool {
         Command::Copy(a) => a.output.json,
         Command::Migrate(a) => a.output.json,
         Command::Notify(a) => a.json,
+        Command::Log(a) => a.json,
         Command::Watch(_)
         | Command::Demo(_)
         | Command::Worker(_)
@@ -190,7 +212,7 @@ fn json_arg(flag: &str, text: &str) -> Result<Value, CliError> {
     })
 }
 
-fn duration_arg(flag: &str, text: &str) -> Result<Duration, CliError> {
+pub(super) fn duration_arg(flag: &str, text: &str) -> Result<Duration, CliError> {
     parse_duration(text).map_err(|e| CliError::usage(flag, format!("{flag}: {e}")))
 }
 
@@ -198,7 +220,7 @@ fn duration_arg(flag: &str, text: &str) -> Result<Duration, CliError> {
 /// says what was done all the same, so nobody retries blindly.
 fn print_outcome(outcome: &Outcome, verb: &str, json: bool) -> Result<(), CliError> {
     let text = if json {
-        json!({ "change": outcome.change, "task": outcome.task }).to_string()
+        json!({ "change": outcome.change, "task": schema::masked_task(&outcome.task) }).to_string()
     } else {
         output::outcome_line(outcome, verb)
     };
@@ -285,6 +307,7 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
                     .transpose()?,
                 poll_interval_ms: None,
                 origin: None,
+                owned_by: None,
             };
             let outcome = store.create(new)?;
             print_outcome(&outcome, "created", a.output.json)?;
@@ -308,7 +331,13 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
             list(store, &query, a.output.json)?;
         }
         Command::Get(a) => {
-            let task = store.get(&a.id)?;
+            if a.reveal {
+                reveal_allowed(store)?;
+            }
+            let mut task = store.get(&a.id)?;
+            if !a.reveal {
+                schema::mask_task(&mut task);
+            }
             // With an input schema, `get` also says whether it fits MCP
             // elicitation (docs/cli.md "Input forms").
             let mut shown = serde_json::to_value(&task).map_err(anyhow::Error::from)?;
@@ -316,7 +345,7 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
                 obj.insert("mcp_elicitation".into(), json!(schema::mcp_fit(schema)));
             }
             print_answer(a.output.json, &shown, || {
-                output::task_detail(&task, store.now())
+                output::task_detail(&task, store.now(), a.reveal)
             })?;
         }
         Command::Input(a) => {
@@ -377,7 +406,7 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
         }
         Command::Reclaim(a) => {
             let older = duration_arg("--older-than", &a.older_than)?;
-            let report = store.reclaim(older, a.dry_run)?;
+            let report = store.reclaim_because(older, a.dry_run, a.reason.as_deref())?;
             print_report(
                 a.output.json,
                 &report,
@@ -410,13 +439,14 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
             )?;
         }
         Command::Claim(a) => claim(store, a)?,
+        Command::Log(a) => return super::log::run(store, a),
         Command::Wait(a) => {
             let timeout = a
                 .timeout
                 .as_deref()
                 .map(|t| duration_arg("--timeout", t))
                 .transpose()?;
-            let task = wait(
+            let mut task = wait(
                 store,
                 &a.id,
                 timeout,
@@ -429,6 +459,7 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
             // A task removed right after it ended: how it ended is known,
             // its result is not; the answer says so rather than show null.
             let removed = crate::worker::removed_after_ending(&task);
+            schema::mask_task(&mut task);
             let mut answer = serde_json::to_value(&task).map_err(|e| CliError::Other(e.into()))?;
             if removed && let Some(fields) = answer.as_object_mut() {
                 fields.remove("result");
@@ -461,6 +492,21 @@ fn dispatch(store: &Store, command: Command) -> Result<i32, CliError> {
         }
     }
     Ok(0)
+}
+
+/// Whether `get --reveal` may show secret answers in clear: to someone
+/// who may write the store, as far as the CLI can tell. Someone who can
+/// write a file or SQLite store can read it too, so the clear value is no
+/// news to them; a store this process certainly cannot write (a file or
+/// its directory not writable by this user, a read-only file system:
+/// [`crate::store::Backend::cannot_write`]) is refused. PostgreSQL cannot
+/// tell before a write: there the database's own grants on the tasks
+/// table decide who reads what (docs/cli.md "Secret answers").
+fn reveal_allowed(store: &Store) -> Result<(), CliError> {
+    match crate::store::Backend::cannot_write(store.backend()) {
+        Some(why) => Err(CliError::RevealRefused { why }),
+        None => Ok(()),
+    }
 }
 
 /// `--holder`, checked: no empty holder, no control characters.
@@ -581,7 +627,8 @@ fn list(store: &Store, query: &crate::store::PageQuery, json: bool) -> Result<()
     let mut out = output::Stream::default();
     let mut written = 0usize;
     let mut failed = None;
-    store.page_each(query, &mut |task| {
+    store.page_each(query, &mut |mut task| {
+        schema::mask_task(&mut task);
         let done = if json {
             out.text(if written == 0 { "[" } else { "," })
                 .and_then(|()| out.json(&task))

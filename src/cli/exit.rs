@@ -95,6 +95,8 @@ error_kinds! {
     CopyRefused = "copy_refused" => EXIT_REFUSED,
     /// `--read-only`: the command would write.
     ReadOnly = "read_only" => EXIT_REFUSED,
+    /// `get --reveal` by someone who may not write the store.
+    RevealRefused = "reveal_refused" => EXIT_REFUSED,
     /// The input does not validate against the task's schema.
     InvalidInput = "invalid_input" => EXIT_INVALID_INPUT,
     /// The store file does not parse or is not a store.
@@ -158,6 +160,7 @@ impl ErrorKind {
             CliError::NothingToClaim { .. } => ErrorKind::NothingToClaim,
             CliError::Vanished { .. } => ErrorKind::Vanished,
             CliError::ReadOnly { .. } => ErrorKind::ReadOnly,
+            CliError::RevealRefused { .. } => ErrorKind::RevealRefused,
             CliError::Output { .. } => ErrorKind::Output,
             CliError::Other(_) => ErrorKind::Internal,
         }
@@ -200,7 +203,8 @@ fn base(kind: ErrorKind, message: String) -> Value {
 pub fn store_error_json(e: &StoreError) -> Value {
     let mut v = base(ErrorKind::of_store(e), e.to_string());
     if let Some(task) = e.task() {
-        v["task"] = serde_json::to_value(task).unwrap_or(Value::Null);
+        // Shown to whoever ran the command: secret answers masked.
+        v["task"] = serde_json::to_value(crate::schema::masked_task(task)).unwrap_or(Value::Null);
     }
     // Every error about the store itself names it the same way, whatever
     // the backend: `store` as messages show it, and `path`, the store's
@@ -252,7 +256,8 @@ pub fn cli_error_json(e: &CliError) -> Value {
         CliError::Vanished { last, path, .. } => {
             let mut v = base(ErrorKind::Vanished, e.to_string());
             v["path"] = json!(path);
-            v["task"] = serde_json::to_value(last).unwrap_or(Value::Null);
+            v["task"] =
+                serde_json::to_value(crate::schema::masked_task(last)).unwrap_or(Value::Null);
             v
         }
         CliError::Usage {

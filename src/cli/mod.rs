@@ -3,8 +3,10 @@
 
 pub mod args;
 pub mod argv;
+pub mod author;
 mod commands;
 pub mod exit;
+mod log;
 mod notify;
 pub mod output;
 
@@ -46,6 +48,12 @@ pub enum CliError {
         "--read-only: {command} writes to the store, and every write is refused; nothing was done"
     )]
     ReadOnly { command: &'static str },
+    /// `get --reveal` by someone who may not write the store (exit 4,
+    /// `reveal_refused`): nothing was shown.
+    #[error(
+        "--reveal: {why}; secret answers are shown in clear only to someone who may write the store, nothing was shown"
+    )]
+    RevealRefused { why: String },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("timed out after {0} waiting for task {1}")]

@@ -273,8 +273,9 @@ fn pretty(v: &Value) -> String {
         .join("\n")
 }
 
-/// Every field of one task.
-pub fn task_detail(t: &Task, now: DateTime<Utc>) -> String {
+/// Every field of one task; `revealed`: its secret answers are in clear
+/// (`get --reveal`), else masked.
+pub fn task_detail(t: &Task, now: DateTime<Utc>, revealed: bool) -> String {
     let mut o = String::new();
     let mut line = |k: &str, v: String| {
         let _ = writeln!(o, "{k:<10} {v}");
@@ -318,6 +319,10 @@ pub fn task_detail(t: &Task, now: DateTime<Utc>) -> String {
     if let Some(o) = &t.origin {
         line("origin", sanitize_line(&o.line()));
     }
+    // The MCP principal whose task it is (only it reaches it over MCP).
+    if let Some(owner) = &t.owned_by {
+        line("owner", sanitize_line(owner));
+    }
     if let Some(v) = t.ttl_ms {
         line("ttl", human_duration(v));
     }
@@ -333,6 +338,29 @@ pub fn task_detail(t: &Task, now: DateTime<Utc>) -> String {
     block("result", &t.result);
     block("error", &t.error);
     if let Some(schema) = &t.input_schema {
+        // Names the secret fields, so a masked value is not taken for the
+        // answer itself (names are not secret).
+        let secret: Vec<String> = crate::schema::secret_fields(schema)
+            .iter()
+            .map(|p| match p.is_empty() {
+                true => "(the whole input)".to_string(),
+                false => p.join("."),
+            })
+            .collect();
+        if !secret.is_empty() {
+            let how = match revealed {
+                true => "shown in clear: --reveal".to_string(),
+                false => format!(
+                    "shown as {}; `rudder get --reveal` shows them",
+                    crate::schema::MASK
+                ),
+            };
+            let _ = writeln!(
+                o,
+                "secret fields: {} ({how})",
+                sanitize_line(&secret.join(", "))
+            );
+        }
         let fit = crate::schema::mcp_fit(schema).line();
         let _ = writeln!(o, "MCP elicitation: {fit}");
     }

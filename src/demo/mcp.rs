@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::mcp::http::BindError;
-use crate::mcp::{RudderMcp, catalogue};
+use crate::mcp::{Access, RudderMcp, catalogue};
 use crate::store::Store;
 
 /// The demo's tools catalogue.
@@ -89,8 +89,22 @@ impl Bound {
             .name("mcp".into())
             .spawn(move || {
                 runtime.block_on(async move {
-                    let server = RudderMcp::new(store, tools);
-                    if let Err(e) = crate::mcp::http::serve_on(listener, server, token, &[]).await {
+                    // With $RUDDER_MCP_TOKEN its principal (`mcp-token`)
+                    // owns the tasks its calls create, as with `rudder mcp`.
+                    let access = if token.is_some() {
+                        Access::Authorized
+                    } else {
+                        Access::Open
+                    };
+                    let server = RudderMcp::with_access(store, tools, access);
+                    if let Err(e) = crate::mcp::http::serve_on(
+                        listener,
+                        server,
+                        crate::mcp::auth::Auth::single(token.as_deref()),
+                        &[],
+                    )
+                    .await
+                    {
                         write_log(&log, &format!("stopped serving: {e}"));
                     }
                 });

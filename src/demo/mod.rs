@@ -52,6 +52,9 @@ pub struct DemoOptions {
     /// Also run a notifier that runs this program for each question
     /// (`--notify PROGRAM`).
     pub notify: Option<PathBuf>,
+    /// Who the presenter at the TUI is (recorded on their answers and
+    /// cancels).
+    pub author: Option<crate::task::Author>,
 }
 
 /// The Python diagnosis worker of the checkout this binary was built from
@@ -126,6 +129,7 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
     let shown = tui::run(tui::Options {
         store: options.store.clone(),
         read_only: false,
+        author: options.author.clone(),
         worker: Some(Box::new(control)),
     });
     drop(notifier);

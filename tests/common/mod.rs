@@ -305,7 +305,7 @@ pub fn remove_store(path: &Path) {
                 attempt += 1;
                 let done = client.batch_execute(
                     "DROP TABLE rudder_schema, rudder_changes, rudder_counts, rudder_tasks, \
-                     rudder_deliveries",
+                     rudder_deliveries, rudder_trail",
                 );
                 match done {
                     Err(e)

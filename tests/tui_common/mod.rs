@@ -352,6 +352,14 @@ pub fn app_with(tasks: TaskMap) -> App {
     Fixture::new(tasks).app()
 }
 
+/// Select the row of `task_id` (it must have one).
+pub fn select(app: &mut App, task_id: &str) {
+    let row = (0..app.rows.len())
+        .find(|&r| app.row_task(r).is_some_and(|t| t.task_id == task_id))
+        .expect("the task has a row");
+    app.select_row(row);
+}
+
 /// A plain key press.
 pub fn key(code: KeyCode) -> KeyEvent {
     KeyEvent::new(code, KeyModifiers::NONE)

@@ -48,7 +48,7 @@ pub use settings::{
 pub use shared::{ChangeLog, CopyCounts, NewerInStore, RecordedChange};
 pub use summary::Summary;
 pub use trail::{TrailEntry, TrailKey, TrailQuery};
-pub use txn::Transaction;
+pub use txn::{Transaction, trail_of_tasks};
 pub use url::{StoreUrl, ToStoreUrl, UrlError};
 
 /// How long a writer waits for the store lock before giving up by default.
@@ -215,6 +215,9 @@ pub struct NewTask {
     pub poll_interval_ms: Option<u64>,
     /// The tool and client that asked for the task (`rudder mcp`).
     pub origin: Option<rudder_model::task::Origin>,
+    /// The MCP principal the task belongs to (`rudder mcp` with
+    /// authorization): [`Task::owned_by`].
+    pub owned_by: Option<String>,
 }
 
 /// A backend opened from a store URL ([`Store::connect`]): the backend
@@ -683,6 +686,7 @@ impl<B: Backend> Store<B> {
             task.ttl_ms = new.ttl_ms;
             task.poll_interval_ms = new.poll_interval_ms;
             task.origin = new.origin.clone();
+            task.owned_by = new.owned_by.clone();
             task.created_at = Some(now);
             task.updated_at = Some(now);
             task.revision = 1;

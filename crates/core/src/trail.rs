@@ -29,7 +29,7 @@ pub struct TrailQuery {
 
 /// Where an entry stands in the trail: by time, then task id, then its
 /// place in the task's history.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TrailKey {
     pub at: DateTime<Utc>,
     pub task_id: String,

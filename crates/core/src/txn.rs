@@ -143,17 +143,26 @@ pub trait Transaction {
     /// The page of the store's trail `q` asks for ([`trail::in_memory`]
     /// says what; a database reads it from its trail's indexes).
     fn trail(&self, q: &TrailQuery) -> Result<Vec<TrailEntry>, StoreError> {
-        let tasks = match &q.task {
-            Some(id) => self.get(id)?.into_iter().collect(),
-            None => self.get_where(&|_| true)?,
-        };
-        Ok(trail::in_memory(&tasks, q))
+        trail_of_tasks(self, q)
     }
     /// How many tasks are stalled at `now` ([`query::stalled`]: working,
     /// with a lease that lapsed), in the whole store.
     fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
         Ok(self.summaries()?.filter(|t| query::stalled(t, now)).count())
     }
+}
+
+/// The trail `q` asks for, read from the tasks in full: the file store's
+/// answer, and a database's whose tables no writer has given a trail yet.
+pub fn trail_of_tasks<T: Transaction + ?Sized>(
+    tasks: &T,
+    q: &TrailQuery,
+) -> Result<Vec<TrailEntry>, StoreError> {
+    let found = match &q.task {
+        Some(id) => tasks.get(id)?.into_iter().collect(),
+        None => tasks.get_where(&|_| true)?,
+    };
+    Ok(trail::in_memory(&found, q))
 }
 
 impl Transaction for TaskMap {

@@ -12,7 +12,11 @@
 //! task = "optional"          # or "required": clients without the extension get -32021
 //! input_schema = { type = "object", properties = { incident = { type = "string" } } }
 //! key_prefix = "demo:mcp:"   # optional: each task's idempotency key is this and a fresh id
+//! principals = ["alice"]     # optional: only these principals list and call it
 //! ```
+//!
+//! and at the top, `operators = ["alice"]`: the principals that reach the
+//! tasks created outside MCP (the CLI, Python, workers).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -53,6 +57,9 @@ pub struct ToolSpec {
     /// demo's tools use `demo:mcp:`, which marks the tasks as the demo's:
     /// its worker diagnoses them and `--fresh` removes them).
     pub key_prefix: Option<String>,
+    /// The principals that may list and call the tool when requests are
+    /// authorized; `None`: every principal.
+    pub principals: Option<Vec<String>>,
 }
 
 /// A question asked before the task is created.
@@ -69,6 +76,10 @@ pub struct Ask {
 pub struct Catalogue {
     pub tools: Vec<ToolSpec>,
     pub upstreams: Vec<rudder_gateway::Upstream>,
+    /// The principals that reach, over MCP, the tasks that belong to no
+    /// principal (created by the CLI, Python, a worker, or `rudder mcp`
+    /// without authorization).
+    pub operators: Vec<String>,
 }
 
 impl Catalogue {
@@ -90,6 +101,8 @@ pub struct CatalogueError {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
+    #[serde(default)]
+    operators: Option<Spanned<Vec<String>>>,
     #[serde(default)]
     tool: Vec<RawTool>,
     /// Read by `rudder_gateway::catalogue`.
@@ -114,6 +127,7 @@ struct RawTool {
     #[serde(default)]
     ask: Vec<RawAsk>,
     key_prefix: Option<Spanned<String>>,
+    principals: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -143,6 +157,22 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
         reason,
     };
     let file: File = toml::from_str(text).map_err(|e| fail(e.span(), e.message().to_string()))?;
+    // Principal names as a tokens file or a JWT's `sub` give them.
+    let names = |list: &Spanned<Vec<String>>, what: &str| -> Result<Vec<String>, CatalogueError> {
+        for name in list.get_ref() {
+            if let Err(e) = rudder_model::task::check_author(name) {
+                return Err(fail(
+                    Some(list.span()),
+                    format!("{what}: {name:?} cannot be a principal's name: {e}"),
+                ));
+            }
+        }
+        Ok(list.get_ref().clone())
+    };
+    let operators = match &file.operators {
+        Some(list) => names(list, "operators")?,
+        None => Vec::new(),
+    };
     let mut tools: Vec<ToolSpec> = Vec::new();
     let mut kinds: Vec<(String, String)> = Vec::new();
     for raw in file.tool {
@@ -250,6 +280,11 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
             Some(p) => Some(p.get_ref().clone()),
             None => None,
         };
+        let principals = raw
+            .principals
+            .as_ref()
+            .map(|list| names(list, "principals"))
+            .transpose()?;
         tools.push(ToolSpec {
             name: name.clone(),
             description: raw.description,
@@ -264,6 +299,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
             task_required,
             ask,
             key_prefix,
+            principals,
         });
     }
     let upstreams = rudder_gateway::catalogue::parse(path, text).map_err(|e| CatalogueError {
@@ -295,7 +331,11 @@ pub fn parse(path: &Path, text: &str) -> Result<Catalogue, CatalogueError> {
             }
         }
     }
-    Ok(Catalogue { tools, upstreams })
+    Ok(Catalogue {
+        tools,
+        upstreams,
+        operators,
+    })
 }
 
 /// An upstream's tool as `rudder mcp` serves it: the upstream's name,
@@ -325,6 +365,8 @@ pub fn upstream_tool(t: &rudder_gateway::UpstreamTool) -> Option<ToolSpec> {
         task_required: false,
         ask: Vec::new(),
         key_prefix: None,
+        // Every principal may use an upstream's tool.
+        principals: None,
     })
 }
 
@@ -382,6 +424,23 @@ mod tests {
             fixtures.tool("test_tool_with_task").map(|t| t.ask.len()),
             Some(1)
         );
+    }
+
+    #[test]
+    fn operators_and_the_principals_of_a_tool_are_read() {
+        let c = parse(
+            Path::new("t.toml"),
+            "operators = [\"ops\"]\n[[tool]]\nname = \"a\"\nprincipals = [\"alice\", \"bob\"]\n[[tool]]\nname = \"b\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.operators, ["ops"]);
+        assert_eq!(
+            c.tool("a").and_then(|t| t.principals.clone()),
+            Some(vec!["alice".to_string(), "bob".to_string()])
+        );
+        assert_eq!(c.tool("b").and_then(|t| t.principals.clone()), None);
+        let e = err("operators = [\"\"]\n");
+        assert!(e.reason.contains("operators"), "{}", e.reason);
     }
 
     #[test]

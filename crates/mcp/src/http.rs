@@ -1,8 +1,10 @@
 //! The Streamable HTTP face: `http://ADDR/mcp`, and its guards.
 //!
-//! - Loopback only, unless a bearer token is configured (`$RUDDER_MCP_TOKEN`
-//!   or `--token-file`, never an argument: argv is visible to every user);
-//!   with a token every request must carry `Authorization: Bearer TOKEN`.
+//! - Loopback only, unless authorization is configured (`$RUDDER_MCP_TOKEN`
+//!   or `--token-file`, a tokens file, JWTs: never a token as an argument,
+//!   argv is visible to every user); then every request must carry
+//!   `Authorization: Bearer TOKEN`, which names its principal
+//!   ([`crate::auth`]).
 //! - A request from a browser page of a foreign `Origin` is refused with
 //!   403 (DNS rebinding); loopback origins and `--allow-origin` ones pass.
 //! - `Mcp-Method` / `Mcp-Name` must match the body (400, `-32020`); rmcp
@@ -27,6 +29,7 @@ use axum::middleware::{self, Next};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::Semaphore;
 
+use crate::auth::{Auth, Refusal};
 use crate::console::{EXIT_USAGE, say};
 use crate::server::RudderMcp;
 
@@ -40,7 +43,7 @@ pub const MAX_CONCURRENT: usize = 64;
 pub fn token(file: Option<&Path>) -> Result<Option<String>, String> {
     let raw = match file {
         Some(path) => {
-            private(path)?;
+            crate::auth::private(path, "the token file")?;
             std::fs::read_to_string(path)
                 .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?
         }
@@ -61,28 +64,6 @@ pub fn token(file: Option<&Path>) -> Result<Option<String>, String> {
         return Err("the bearer token is shorter than 16 characters".into());
     }
     Ok(Some(token))
-}
-
-/// Refuse a token file whose mode lets group or others read (or write) it.
-#[cfg(unix)]
-fn private(path: &Path) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let meta = std::fs::metadata(path)
-        .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(format!(
-            "the token file {} is open to group or others (mode {mode:03o}); a bearer token must be private to its owner: run `chmod 600 {}` and start again",
-            path.display(),
-            path.display()
-        ));
-    }
-    Ok(())
-}
-
-#[cfg(not(unix))]
-fn private(_path: &Path) -> Result<(), String> {
-    Ok(())
 }
 
 /// Why an address cannot be served: the message, and whether it is a usage
@@ -125,13 +106,8 @@ pub async fn bind(
 }
 
 /// Serve until the process is stopped; the exit code if it cannot.
-pub async fn serve(
-    server: RudderMcp,
-    addr: &str,
-    token: Option<String>,
-    allow_origins: &[String],
-) -> i32 {
-    let listener = match bind(addr, token.is_some(), "--http").await {
+pub async fn serve(server: RudderMcp, addr: &str, auth: Auth, allow_origins: &[String]) -> i32 {
+    let listener = match bind(addr, auth.is_set(), "--http").await {
         Ok(l) => l,
         Err(e) => {
             say(&e.message);
@@ -146,7 +122,7 @@ pub async fn serve(
         }
     };
     say(&format!("listening on http://{local}/mcp"));
-    match serve_on(listener, server, token, allow_origins).await {
+    match serve_on(listener, server, auth, allow_origins).await {
         Ok(()) => 0,
         Err(e) => {
             say(&format!("http: {e}"));
@@ -159,7 +135,7 @@ pub async fn serve(
 pub async fn serve_on(
     listener: tokio::net::TcpListener,
     server: RudderMcp,
-    token: Option<String>,
+    auth: Auth,
     allow_origins: &[String],
 ) -> std::io::Result<()> {
     // Answers go out in several writes (headers, event-stream frames):
@@ -168,11 +144,13 @@ pub async fn serve_on(
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    axum::serve(listener, router(server, token, allow_origins)).await
+    axum::serve(listener, router(server, auth, allow_origins)).await
 }
 
-/// The HTTP routes: `/mcp` behind the guards.
-pub fn router(server: RudderMcp, token: Option<String>, allow_origins: &[String]) -> axum::Router {
+/// The HTTP routes: `/mcp` behind the guards, and with JWTs the protected
+/// resource metadata (RFC 9728), which a client reads before it has a
+/// token, so it stands outside the guards.
+pub fn router(server: RudderMcp, auth: Auth, allow_origins: &[String]) -> axum::Router {
     let mut origins: Vec<String> = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
         .into_iter()
         .map(String::from)
@@ -182,7 +160,7 @@ pub fn router(server: RudderMcp, token: Option<String>, allow_origins: &[String]
         .with_allowed_origins(origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(MAX_BODY);
-    if token.is_some() {
+    if auth.is_set() {
         // With a token the server may face a network: the Host header is
         // whatever name clients use, and the token is the guard.
         config = config.disable_allowed_hosts();
@@ -192,42 +170,99 @@ pub fn router(server: RudderMcp, token: Option<String>, allow_origins: &[String]
         crate::sessions::Bounded::new(crate::sessions::MAX_SESSIONS).into(),
         config,
     );
+    let metadata = auth
+        .jwt
+        .as_ref()
+        .map(|jwt| jwt.metadata(&auth.issuer).to_string());
+    let paths = auth.metadata_paths();
+    let challenge = challenge_base(&auth);
     let guard = Arc::new(Guard {
-        token,
+        auth: auth.is_set().then_some(auth),
+        challenge,
         slots: Arc::new(Semaphore::new(MAX_CONCURRENT)),
     });
-    axum::Router::new()
+    let mut router = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(middleware::from_fn(move |req, next| {
             let guard = Arc::clone(&guard);
             async move { guard.check(req, next).await }
-        }))
+        }));
+    if let Some(metadata) = metadata {
+        for path in paths {
+            let body = metadata.clone();
+            router = router.route(
+                &path,
+                axum::routing::get(move || async move {
+                    ([(header::CONTENT_TYPE, "application/json")], body)
+                }),
+            );
+        }
+    }
+    router
+}
+
+/// `WWW-Authenticate` of a 401 before its error: `Bearer`, and with JWTs
+/// where the protected resource metadata is (RFC 9728 section 5.1), so a
+/// client finds the authorization server.
+fn challenge_base(auth: &Auth) -> String {
+    match auth.metadata_url() {
+        Some(url) => format!("Bearer resource_metadata=\"{url}\""),
+        None => "Bearer".into(),
+    }
 }
 
 struct Guard {
-    token: Option<String>,
+    /// `None`: no authorization configured (loopback only, as before).
+    auth: Option<Auth>,
+    challenge: String,
     slots: Arc<Semaphore>,
 }
 
 impl Guard {
-    async fn check(&self, req: Request<Body>, next: Next) -> Response<Body> {
-        if let Some(token) = &self.token {
-            let given = req
-                .headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "));
-            if !given.is_some_and(|g| same(g.as_bytes(), token.as_bytes())) {
-                let mut r = error(
-                    StatusCode::UNAUTHORIZED,
-                    -32001,
-                    "a valid bearer token is required",
-                );
-                r.headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-                return r;
+    /// A 401 for `refusal`: the reason (never the token) in the body and,
+    /// for a token that was given, as RFC 6750's `invalid_token`.
+    fn unauthorized(&self, refusal: Refusal) -> Response<Body> {
+        let (message, challenge) = match refusal {
+            Refusal::Missing => (
+                "a valid bearer token is required".to_string(),
+                self.challenge.clone(),
+            ),
+            Refusal::Invalid(why) => {
+                let sep = if self.challenge == "Bearer" {
+                    " "
+                } else {
+                    ", "
+                };
+                (
+                    format!("the bearer token was refused: {why}"),
+                    format!(
+                        "{}{sep}error=\"invalid_token\", error_description=\"{why}\"",
+                        self.challenge
+                    ),
+                )
             }
+        };
+        let mut r = error(StatusCode::UNAUTHORIZED, -32001, &message);
+        if let Ok(v) = HeaderValue::from_str(&challenge) {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
         }
+        r
+    }
+
+    async fn check(&self, req: Request<Body>, next: Next) -> Response<Body> {
+        let principal = match &self.auth {
+            Some(auth) => {
+                let given = req
+                    .headers()
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok());
+                match auth.principal(given) {
+                    Ok(p) => Some(p),
+                    Err(refusal) => return self.unauthorized(refusal),
+                }
+            }
+            None => None,
+        };
         let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() else {
             return error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -243,6 +278,11 @@ impl Guard {
         // held until the answer's head is out.
         let slot = Slot::new(slot);
         req.extensions_mut().insert(slot.clone());
+        // The server reads who is calling from here (rmcp hands the
+        // request's parts to the handler).
+        if let Some(p) = principal {
+            req.extensions_mut().insert(p);
+        }
         let response = next.run(req).await;
         slot.release();
         let response = match listen {
@@ -321,11 +361,6 @@ fn not_a_message(detail: &str) -> bool {
     ]
     .iter()
     .any(|m| detail.contains(m))
-}
-
-/// Compare in time independent of where they differ.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 use crate::guard::error;

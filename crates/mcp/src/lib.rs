@@ -7,11 +7,13 @@
 //! - [`server`]: rmcp's `ServerHandler` over the store;
 //! - [`listen`]: `subscriptions/listen` for task ids, fed by the change feed;
 //! - [`http`]: the HTTP face and its guards (token, Origin, limits).
+//! - [`auth`]: who calls over HTTP (named tokens, JWT access tokens).
 //! - [`sessions`]: legacy (2025-11-25) HTTP sessions, bounded.
 //!
 //! It depends on `rudder-store` (the store, its feed, the worker API) and
 //! `rudder-model` only, never on the binary: `rudder mcp` calls [`run`].
 
+pub mod auth;
 pub mod catalogue;
 mod console;
 mod guard;
@@ -22,10 +24,15 @@ pub mod server;
 pub mod sessions;
 pub mod wire;
 
+/// Signing keys for the JWT tests (shared with the bench).
+#[cfg(test)]
+#[path = "../tests/fixtures/keys.rs"]
+mod test_keys;
+
 use std::path::PathBuf;
 
 pub use catalogue::{Catalogue, CatalogueError};
-pub use server::RudderMcp;
+pub use server::{Access, RudderMcp};
 
 use rudder_store::Store;
 
@@ -41,8 +48,13 @@ pub struct McpOptions {
     pub tools: Option<PathBuf>,
     /// Serve Streamable HTTP at `http://ADDR/mcp` instead of stdio.
     pub http: Option<String>,
-    /// A file holding the bearer token (else `$RUDDER_MCP_TOKEN`).
+    /// A file holding the bearer token (else `$RUDDER_MCP_TOKEN`); its
+    /// principal is [`auth::SINGLE_TOKEN_NAME`].
     pub token_file: Option<PathBuf>,
+    /// A tokens file: `NAME TOKEN` or `NAME sha256:HEX` a line.
+    pub tokens: Option<PathBuf>,
+    /// JWT access tokens, checked against a JWKS file.
+    pub jwt: Option<auth::JwtOptions>,
     /// Origins a browser page may call from, besides loopback ones.
     pub allow_origins: Vec<String>,
     /// How many calls to the catalogue's upstreams the gateway workers
@@ -70,8 +82,8 @@ pub fn run(options: McpOptions) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let token = match http::token(options.token_file.as_deref()) {
-        Ok(t) => t,
+    let auth = match authorization(&options) {
+        Ok(a) => a,
         Err(e) => {
             say(&e);
             return EXIT_USAGE;
@@ -124,12 +136,63 @@ pub fn run(options: McpOptions) -> i32 {
             });
             directory
         });
-        let server = RudderMcp::serving(store, catalogue, directory);
         match &options.http {
-            Some(addr) => http::serve(server, addr, token, &options.allow_origins).await,
-            None => stdio(server).await,
+            Some(addr) => {
+                let access = if auth.is_set() {
+                    Access::Authorized
+                } else {
+                    Access::Open
+                };
+                let server = RudderMcp::serving(store, catalogue, access, directory);
+                http::serve(server, addr, auth, &options.allow_origins).await
+            }
+            None => {
+                let server =
+                    RudderMcp::serving(store, catalogue, Access::Local(local_user()), directory);
+                stdio(server).await
+            }
         }
     })
+}
+
+/// How HTTP requests are authorized: the single token, the tokens file
+/// and the JWKS, each checked before anything is served.
+fn authorization(options: &McpOptions) -> Result<auth::Auth, String> {
+    let mut tokens = match &options.tokens {
+        Some(path) => auth::load_tokens(path)?,
+        None => auth::Tokens::default(),
+    };
+    if let Some(single) = http::token(options.token_file.as_deref())? {
+        tokens.add_single(&single)?;
+    }
+    let jwt = options.jwt.as_ref().map(auth::Jwt::load).transpose()?;
+    Ok(auth::Auth {
+        tokens,
+        issuer: options
+            .jwt
+            .as_ref()
+            .map(|j| j.issuer.clone())
+            .unwrap_or_default(),
+        jwt,
+    })
+}
+
+/// The local user over stdio, `USER@HOST`: whoever runs `rudder mcp` on
+/// this machine may open the store anyway.
+fn local_user() -> String {
+    let user = ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "unknown".into());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    rudder_model::task::Author::lossy(&format!("{user}@{host}"), rudder_model::task::Face::Mcp)
+        .name()
+        .to_string()
 }
 
 async fn stdio(server: RudderMcp) -> i32 {

@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::broadcast;
 
-use crate::requested::{Requested, task_ids};
+use crate::requested::{CANCEL, Requested, cancel_reason, task_ids};
 use crate::server::{Changed, RudderMcp};
 
 pub use crate::requested::METHOD;
@@ -258,6 +258,10 @@ pub fn stdio(requested: Requested) -> (impl AsyncRead, impl AsyncWrite) {
                     continue;
                 }
                 noted.note(&message);
+            } else if contains(&line, CANCEL.as_bytes())
+                && let Ok(message) = serde_json::from_slice::<Value>(&line)
+            {
+                noted.note_reason(&message);
             }
             if to_rmcp.write_all(&line).await.is_err() {
                 break;
@@ -300,6 +304,12 @@ pub fn stdio(requested: Requested) -> (impl AsyncRead, impl AsyncWrite) {
 #[derive(Debug, Clone)]
 pub struct HttpTaskIds(pub Vec<String>);
 
+/// The `reason` of an HTTP `tasks/cancel` request, in its extensions:
+/// rmcp 3.11's `CancelTaskParams` drops fields it does not know, and the
+/// trail records why a task was cancelled.
+#[derive(Debug, Clone)]
+pub struct CancelReason(pub String);
+
 /// Look at an HTTP listen request (a POST whose `Mcp-Method` is
 /// `subscriptions/listen`, or that names no method), reading at most
 /// `limit` bytes of its body: its task ids go into its extensions (and are
@@ -313,7 +323,8 @@ pub async fn note_http(
         return Ok((req, None));
     }
     let method = req.headers().get("mcp-method").map(|v| v.as_bytes());
-    if method.is_some_and(|m| m != METHOD.as_bytes()) {
+    let cancel = method == Some(CANCEL.as_bytes());
+    if method.is_some_and(|m| m != METHOD.as_bytes()) && !cancel {
         return Ok((req, None));
     }
     let (mut parts, body) = req.into_parts();
@@ -325,7 +336,13 @@ pub async fn note_http(
         ));
     };
     let mut ids = None;
-    if contains(&bytes, METHOD.as_bytes())
+    if cancel {
+        if let Ok(message) = serde_json::from_slice::<Value>(&bytes)
+            && let Some((_, reason)) = cancel_reason(&message)
+        {
+            parts.extensions.insert(CancelReason(reason.to_string()));
+        }
+    } else if contains(&bytes, METHOD.as_bytes())
         && let Ok(message) = serde_json::from_slice::<Value>(&bytes)
     {
         if let Some(answer) = refusal(&message) {
@@ -417,7 +434,8 @@ impl RudderMcp {
             context.cancelled().await;
             return Ok(());
         };
-        let result = self.listen_to_tasks(&context, wanted).await;
+        let caller = self.caller(cx);
+        let result = self.listen_to_tasks(&context, wanted, &caller).await;
         self.requested().forget(&subscription);
         result
     }
@@ -426,6 +444,7 @@ impl RudderMcp {
         &self,
         context: &SubscriptionContext,
         wanted: Vec<String>,
+        caller: &crate::server::Caller,
     ) -> Result<(), ErrorData> {
         // Subscribe first, then read: a change after the read is heard,
         // one before it is in what is read. Each task is sent as it is now,
@@ -433,7 +452,8 @@ impl RudderMcp {
         let mut changes = self.changes();
         let mut shown: BTreeMap<String, Option<u64>> = BTreeMap::new();
         for id in wanted {
-            let task = self.task(&id).await.ok();
+            // Another principal's task is never sent, as an unknown one.
+            let task = self.task(&id, caller).await.ok();
             shown.insert(id, task.as_ref().map(|t| t.revision));
             if let Some(task) = task
                 && !self.notify(context, &task).await
@@ -461,7 +481,7 @@ impl RudderMcp {
             };
             for id in ids {
                 // Gone (pruned), never a task, or unreadable for now.
-                let Ok(task) = self.task(&id).await else {
+                let Ok(task) = self.task(&id, caller).await else {
                     continue;
                 };
                 if shown

@@ -25,7 +25,7 @@ use super::catalogue::{Catalogue, ToolSpec};
 use super::requested::Requested;
 use super::wire;
 use crate::say;
-use rudder_model::task::{Actor, ClientInfo, Origin, Status, Task};
+use rudder_model::task::{Actor, Author, ClientInfo, Face, Origin, Status, Task};
 use rudder_store::watch::{FeedEvent, FeedOptions};
 use rudder_store::{ErrorKind, NewTask, Store, StoreError};
 
@@ -60,6 +60,82 @@ struct Inner {
     /// The upstreams' tools as last listed (docs/gateway.md), after the
     /// catalogue's own.
     gateway: std::sync::RwLock<Arc<Vec<(ToolSpec, Tool)>>>,
+    /// Who may reach which task and tool.
+    access: Access,
+}
+
+/// How requests are authorized, as `rudder mcp` was started.
+#[derive(Debug, Clone, Default)]
+pub enum Access {
+    /// No authorization configured (HTTP on loopback without a token):
+    /// every task and tool, as before principals; writes as
+    /// `mcp:CLIENT-NAME`.
+    #[default]
+    Open,
+    /// stdio: every request is the local user's (`USER@HOST`), who is an
+    /// operator and sees every tool.
+    Local(String),
+    /// HTTP with authorization: each request's principal, which the guard
+    /// put in its extensions ([`crate::auth::Principal`]).
+    Authorized,
+}
+
+/// Which tasks a request reaches.
+#[derive(Debug, Clone)]
+enum Reach {
+    /// Every task (no authorization configured).
+    All,
+    /// The principal's own tasks and, for an operator, the tasks that
+    /// belong to no principal (created by the CLI, Python, a worker).
+    Owner { name: String, operator: bool },
+    /// None: a request that should have had a principal and has not
+    /// (never expected: the guard refuses such a request first).
+    Nothing,
+}
+
+/// Who a request comes from: what it reaches, and how its writes are
+/// recorded.
+#[derive(Debug, Clone)]
+pub(crate) struct Caller {
+    reach: Reach,
+    /// Whether the catalogue's per-tool `principals` apply.
+    limited: bool,
+    author: Author,
+}
+
+impl Caller {
+    /// Whether this caller may see `task` at all: another principal's task
+    /// is answered exactly as an unknown one.
+    fn reaches(&self, task: &Task) -> bool {
+        match &self.reach {
+            Reach::All => true,
+            Reach::Owner { name, operator } => match &task.owned_by {
+                Some(owner) => owner == name,
+                None => *operator,
+            },
+            Reach::Nothing => false,
+        }
+    }
+
+    /// The principal a task this caller creates belongs to.
+    fn owner(&self) -> Option<String> {
+        match &self.reach {
+            Reach::Owner { name, .. } => Some(name.clone()),
+            Reach::All | Reach::Nothing => None,
+        }
+    }
+
+    /// Whether this caller may list and call `spec`.
+    fn may_use(&self, spec: &ToolSpec) -> bool {
+        if !self.limited {
+            return true;
+        }
+        match (&self.reach, &spec.principals) {
+            (_, None) => !matches!(self.reach, Reach::Nothing),
+            (Reach::Owner { name, .. }, Some(allowed)) => allowed.iter().any(|a| a == name),
+            _ => false,
+        }
+    }
 }
 
 /// How many `tools/call`s may wait inline for their task at once (each
@@ -78,16 +154,22 @@ impl RudderMcp {
     /// A server over `store` (which its own change feed follows) with the
     /// tools of `catalogue`. Must run inside tokio.
     pub fn new(store: Store, catalogue: Catalogue) -> RudderMcp {
-        RudderMcp::serving(store, catalogue, None)
+        RudderMcp::serving(store, catalogue, Access::Open, None)
     }
 
-    /// [`RudderMcp::new`], also serving the tools `directory` lists (the
-    /// catalogue's upstreams), kept current as they change. A tool of an
-    /// upstream named as one of the catalogue's `[[tool]]`s is not served
-    /// (stderr says so).
+    /// [`RudderMcp::new`], its requests authorized as `access` says.
+    pub fn with_access(store: Store, catalogue: Catalogue, access: Access) -> RudderMcp {
+        RudderMcp::serving(store, catalogue, access, None)
+    }
+
+    /// [`RudderMcp::new`], its requests authorized as `access` says, also
+    /// serving the tools `directory` lists (the catalogue's upstreams),
+    /// kept current as they change. A tool of an upstream named as one of
+    /// the catalogue's `[[tool]]`s is not served (stderr says so).
     pub fn serving(
         store: Store,
         catalogue: Catalogue,
+        access: Access,
         directory: Option<rudder_gateway::Directory>,
     ) -> RudderMcp {
         let (gen_tx, generation) = watch::channel(0u64);
@@ -119,6 +201,7 @@ impl RudderMcp {
                 requested: Requested::default(),
                 inline_waits: Arc::new(tokio::sync::Semaphore::new(MAX_INLINE_WAITS)),
                 gateway: std::sync::RwLock::default(),
+                access,
             }),
         };
         if let Some(directory) = directory {
@@ -176,6 +259,51 @@ impl RudderMcp {
         Arc::clone(&self.inner.gateway.read().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// Who `cx`'s request comes from.
+    pub(crate) fn caller(&self, cx: &RequestContext<RoleServer>) -> Caller {
+        let operator = |name: &str| self.inner.catalogue.operators.iter().any(|o| o == name);
+        match &self.inner.access {
+            Access::Open => {
+                let client = cx.client_info().map(|i| i.name);
+                let name = format!("mcp:{}", client.as_deref().unwrap_or("unknown"));
+                Caller {
+                    reach: Reach::All,
+                    limited: false,
+                    author: Author::lossy(&name, Face::Mcp),
+                }
+            }
+            Access::Local(name) => Caller {
+                reach: Reach::Owner {
+                    name: name.clone(),
+                    operator: true,
+                },
+                limited: false,
+                author: Author::lossy(name, Face::Mcp),
+            },
+            Access::Authorized => {
+                let principal = cx
+                    .extensions
+                    .get::<axum::http::request::Parts>()
+                    .and_then(|p| p.extensions.get::<crate::auth::Principal>());
+                match principal {
+                    Some(p) => Caller {
+                        reach: Reach::Owner {
+                            name: p.name().to_string(),
+                            operator: operator(p.name()),
+                        },
+                        limited: true,
+                        author: Author::lossy(p.name(), Face::Mcp),
+                    },
+                    None => Caller {
+                        reach: Reach::Nothing,
+                        limited: true,
+                        author: Author::lossy("mcp:unauthorized", Face::Mcp),
+                    },
+                }
+            }
+        }
+    }
+
     /// Where stdio notes the task ids of listen requests.
     pub fn requested(&self) -> &Requested {
         &self.inner.requested
@@ -190,26 +318,30 @@ impl RudderMcp {
     /// and I/O).
     async fn blocking<T: Send + 'static>(
         &self,
+        by: &Caller,
         f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, ErrorData> {
-        self.store_call(f).await?.map_err(store_error)
+        self.store_call(by, f).await?.map_err(store_error)
     }
 
     /// [`RudderMcp::blocking`], with the store's error as it was raised, for
-    /// the callers that decide by its kind.
+    /// the callers that decide by its kind. Writes are recorded as `by`'s.
     async fn store_call<T: Send + 'static>(
         &self,
+        by: &Caller,
         f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<Result<T, StoreError>, ErrorData> {
-        let store = Arc::clone(&self.inner.store);
+        let store = self.inner.store.by(by.author.clone());
         tokio::task::spawn_blocking(move || f(&store))
             .await
             .map_err(|e| ErrorData::internal_error(format!("store call: {e}"), None))
     }
 
     /// The task `id`, exactly (a prefix is not a handle: it would let a
-    /// client find tasks it was never given).
-    pub(crate) async fn task(&self, id: &str) -> Result<Task, ErrorData> {
+    /// client find tasks it was never given), if `by` reaches it: another
+    /// principal's task is refused exactly as an unknown id is, so that an
+    /// answer tells nothing of whether the id exists.
+    pub(crate) async fn task(&self, id: &str, by: &Caller) -> Result<Task, ErrorData> {
         let wanted = id.to_string();
         let unknown = || unknown_task(id);
         if uuid::Uuid::parse_str(id).is_err() {
@@ -220,10 +352,10 @@ impl RudderMcp {
         let read = if self.inner.store.quick_reads() {
             self.inner.store.get(&wanted).map_err(store_error)
         } else {
-            self.blocking(move |s| s.get(&wanted)).await
+            self.blocking(by, move |s| s.get(&wanted)).await
         };
         match read {
-            Ok(t) if t.task_id == id => Ok(t),
+            Ok(t) if t.task_id == id && by.reaches(&t) => Ok(t),
             Ok(_) => Err(unknown()),
             Err(e) if e.code == ErrorCode::INVALID_PARAMS => Err(unknown()),
             Err(e) => Err(e),
@@ -254,6 +386,7 @@ impl RudderMcp {
     /// fires; the task as last read.
     async fn wait_for(
         &self,
+        by: &Caller,
         id: &str,
         limit: Duration,
         cancel: &tokio_util::sync::CancellationToken,
@@ -263,7 +396,7 @@ impl RudderMcp {
         let mut generation = self.inner.generation.clone();
         loop {
             generation.borrow_and_update();
-            let task = self.task(id).await?;
+            let task = self.task(id, by).await?;
             if done(&task) || tokio::time::Instant::now() >= deadline {
                 return Ok(task);
             }
@@ -283,7 +416,10 @@ impl RudderMcp {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(spec) = self.spec(&request.name) else {
+        let caller = self.caller(&cx);
+        // A tool the caller may not use is answered as one that does not
+        // exist.
+        let Some(spec) = self.spec(&request.name).filter(|t| caller.may_use(t)) else {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool: {}", request.name),
                 None,
@@ -371,6 +507,7 @@ impl RudderMcp {
             ttl_ms: spec.ttl.map(|d| d.as_millis() as u64),
             poll_interval_ms: spec.poll_interval.map(|d| d.as_millis() as u64),
             origin: Some(origin),
+            owned_by: caller.owner(),
             kind: Some(spec.kind.clone()),
             idempotency_key: spec
                 .key_prefix
@@ -380,7 +517,7 @@ impl RudderMcp {
         };
         // Durable once `create` returns: every backend commits (fsync,
         // synchronous=FULL, a committed transaction) before it answers.
-        let created = self.blocking(move |s| s.create(new)).await?.task;
+        let created = self.blocking(&caller, move |s| s.create(new)).await?.task;
         let id = created.task_id.clone();
         if place.is_some() {
             release_slot(&cx);
@@ -389,7 +526,7 @@ impl RudderMcp {
             let task = if place.is_none() {
                 created
             } else {
-                self.wait_for(&id, spec.wait, &cx.ct, |t| {
+                self.wait_for(&caller, &id, spec.wait, &cx.ct, |t| {
                     t.status.is_terminal() || t.status == Status::InputRequired
                 })
                 .await?
@@ -401,7 +538,9 @@ impl RudderMcp {
             return Ok(CreateTaskResult::new(base).into());
         }
         let task = self
-            .wait_for(&id, spec.sync_wait, &cx.ct, |t| t.status.is_terminal())
+            .wait_for(&caller, &id, spec.sync_wait, &cx.ct, |t| {
+                t.status.is_terminal()
+            })
             .await?;
         if task.status.is_terminal() {
             return self.inline(&task);
@@ -432,9 +571,9 @@ impl RudderMcp {
         Ok(wire::tool_result(task).into())
     }
 
-    async fn update(&self, request: UpdateTaskParams) -> Result<(), ErrorData> {
+    async fn update(&self, request: UpdateTaskParams, by: &Caller) -> Result<(), ErrorData> {
         let id = request.task_id.clone();
-        let task = self.task(&id).await?;
+        let task = self.task(&id, by).await?;
         if task.status != Status::InputRequired {
             // An answer to a question no longer asked: ignored, as the
             // extension says for a stale key.
@@ -467,7 +606,7 @@ impl RudderMcp {
                     let reason = format!("the MCP client declined the question ({})", q.key);
                     let cancel_id = id.clone();
                     return cancel_answer(
-                        self.store_call(move |s| s.cancel(&cancel_id, Some(reason)))
+                        self.store_call(by, move |s| s.cancel(&cancel_id, Some(reason)))
                             .await?,
                     );
                 }
@@ -495,7 +634,9 @@ impl RudderMcp {
         let given = value.clone();
         let provide_id = id.clone();
         let outcome = self
-            .store_call(move |s| s.provide_input(&provide_id, given, Some(revision)))
+            .store_call(by, move |s| {
+                s.provide_input(&provide_id, given, Some(revision))
+            })
             .await?;
         self.inner
             .partial
@@ -515,7 +656,9 @@ impl RudderMcp {
                 let shown = rudder_model::text::sanitize(&e.to_string()).into_owned();
                 let message = format!("{question}{REFUSED}{shown})");
                 let _ = self
-                    .blocking(move |s| s.heartbeat(&id, Some(message), None, Actor::Anyone))
+                    .blocking(by, move |s| {
+                        s.heartbeat(&id, Some(message), None, Actor::Anyone)
+                    })
                     .await;
                 Ok(())
             }
@@ -526,15 +669,31 @@ impl RudderMcp {
         }
     }
 
-    async fn cancel(&self, id: String, cx: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        self.task(&id).await?;
-        let who = cx
-            .client_info()
-            .map(|i| format!(" ({} {})", i.name, i.version))
-            .unwrap_or_default();
-        let reason = format!("cancelled by the MCP client{who}");
+    async fn cancel(
+        &self,
+        id: String,
+        given: Option<String>,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let by = self.caller(cx);
+        self.task(&id, &by).await?;
+        // The client's reason when it gives one (the trail's "why"), else
+        // which client cancelled.
+        let reason = match given
+            .map(|r| rudder_model::text::clean(&r, 500))
+            .filter(|r| !r.trim().is_empty())
+        {
+            Some(r) => r,
+            None => {
+                let who = cx
+                    .client_info()
+                    .map(|i| format!(" ({} {})", i.name, i.version))
+                    .unwrap_or_default();
+                format!("cancelled by the MCP client{who}")
+            }
+        };
         cancel_answer(
-            self.store_call(move |s| s.cancel(&id, Some(reason)))
+            self.store_call(&by, move |s| s.cancel(&id, Some(reason)))
                 .await?,
         )
     }
@@ -705,10 +864,20 @@ impl ServerHandler for RudderMcp {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _cx: RequestContext<RoleServer>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let mut tools = self.inner.tools.clone();
-        tools.extend(self.upstream_tools().iter().map(|(_, t)| t.clone()));
+        let caller = self.caller(&cx);
+        let upstream = self.upstream_tools();
+        let tools = self
+            .inner
+            .catalogue
+            .tools
+            .iter()
+            .zip(&self.inner.tools)
+            .chain(upstream.iter().map(|(s, t)| (s, t)))
+            .filter(|(spec, _)| caller.may_use(spec))
+            .map(|(_, tool)| tool.clone())
+            .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -741,18 +910,18 @@ impl ServerHandler for RudderMcp {
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _cx: RequestContext<RoleServer>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        let task = self.task(&request.task_id).await?;
+        let task = self.task(&request.task_id, &self.caller(&cx)).await?;
         Ok(GetTaskResult::new(self.detailed(&task)))
     }
 
     async fn update_task(
         &self,
         request: UpdateTaskParams,
-        _cx: RequestContext<RoleServer>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.update(request).await
+        self.update(request, &self.caller(&cx)).await
     }
 
     async fn cancel_task(
@@ -760,7 +929,16 @@ impl ServerHandler for RudderMcp {
         request: CancelTaskParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.cancel(request.task_id, &cx).await
+        let reason = cx
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<crate::listen::CancelReason>())
+            .map(|r| r.0.clone())
+            .or_else(|| {
+                let id = serde_json::to_value(&cx.id).unwrap_or(Value::Null);
+                self.requested().reason(&id)
+            });
+        self.cancel(request.task_id, reason, &cx).await
     }
 
     // A listen is acknowledged with what this server has (no list-changed
@@ -775,5 +953,62 @@ impl ServerHandler for RudderMcp {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         RudderMcp::listen(self, context).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(owner: Option<&str>) -> Task {
+        let mut t = Task::new("00000000-0000-4000-8000-000000000001", Status::Working);
+        t.owned_by = owner.map(String::from);
+        t
+    }
+
+    fn caller(reach: Reach) -> Caller {
+        Caller {
+            reach,
+            limited: true,
+            author: Author::lossy("x", Face::Mcp),
+        }
+    }
+
+    fn owner(name: &str, operator: bool) -> Caller {
+        caller(Reach::Owner {
+            name: name.into(),
+            operator,
+        })
+    }
+
+    #[test]
+    fn a_principal_reaches_its_own_tasks_and_an_operator_the_unowned() {
+        let (alices, unowned) = (task(Some("alice")), task(None));
+        assert!(owner("alice", false).reaches(&alices));
+        assert!(!owner("bob", false).reaches(&alices));
+        assert!(!owner("bob", true).reaches(&alices), "not another's");
+        assert!(!owner("bob", false).reaches(&unowned));
+        assert!(owner("bob", true).reaches(&unowned));
+        assert!(caller(Reach::All).reaches(&alices));
+        assert!(!caller(Reach::Nothing).reaches(&unowned));
+        assert_eq!(owner("alice", false).owner().as_deref(), Some("alice"));
+        assert_eq!(caller(Reach::All).owner(), None);
+    }
+
+    #[test]
+    fn a_tools_principals_limit_who_uses_it() {
+        let c = crate::catalogue::parse(
+            std::path::Path::new("t.toml"),
+            "[[tool]]\nname = \"a\"\nprincipals = [\"alice\"]\n[[tool]]\nname = \"b\"\n",
+        )
+        .unwrap();
+        let (a, b) = (&c.tools[0], &c.tools[1]);
+        assert!(owner("alice", false).may_use(a));
+        assert!(!owner("bob", true).may_use(a));
+        assert!(owner("bob", false).may_use(b));
+        assert!(!caller(Reach::Nothing).may_use(b));
+        let mut local = owner("ada@host", true);
+        local.limited = false;
+        assert!(local.may_use(a), "the local user sees every tool");
     }
 }

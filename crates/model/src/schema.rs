@@ -9,9 +9,11 @@ use std::fmt;
 
 pub mod form_spec;
 pub mod mcp;
+pub mod secret;
 
 pub use form_spec::{Choice, FieldSpec, FormSpec, Kind, Scalar, form_spec};
 pub use mcp::{McpFit, mcp_fit};
+pub use secret::{MASK, mask_task, masked_input, masked_task, secret_fields};
 
 /// One way in which a value fails its schema.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -56,13 +58,18 @@ pub fn validate(schema: &Value, value: &Value) -> Result<(), Vec<Violation>> {
             message: format!("the task's input schema is invalid: {e}"),
         }]
     })?;
-    violations(&validator, value)
+    violations(&validator, &secret::secret_pointers(schema), value)
 }
 
 /// A schema compiled once to validate many values (a tool's arguments on
 /// every call: compiling is most of a validation's cost).
 #[derive(Clone)]
-pub struct Compiled(std::sync::Arc<jsonschema::Validator>);
+pub struct Compiled {
+    validator: std::sync::Arc<jsonschema::Validator>,
+    /// The schema's secret values ([`secret::secret_pointers`]), which
+    /// messages do not quote.
+    secrets: std::sync::Arc<[String]>,
+}
 
 impl Compiled {
     /// Compile `schema`: an error says why it is not a valid JSON Schema
@@ -72,13 +79,16 @@ impl Compiled {
             return Err("an input schema must be a JSON object".into());
         }
         validator(schema)
-            .map(|v| Compiled(std::sync::Arc::new(v)))
+            .map(|v| Compiled {
+                validator: std::sync::Arc::new(v),
+                secrets: secret::secret_pointers(schema).into(),
+            })
             .map_err(|e| format!("invalid JSON Schema: {e}"))
     }
 
     /// [`validate`] against this schema.
     pub fn validate(&self, value: &Value) -> Result<(), Vec<Violation>> {
-        violations(&self.0, value)
+        violations(&self.validator, &self.secrets, value)
     }
 }
 
@@ -88,21 +98,30 @@ impl std::fmt::Debug for Compiled {
     }
 }
 
-fn violations(validator: &jsonschema::Validator, value: &Value) -> Result<(), Vec<Violation>> {
+/// Every way `value` fails `validator`. A message about a value that is,
+/// holds or lies inside one of the `secrets` (pointers) shows [`MASK`]
+/// where it would quote the value: messages reach people and logs.
+fn violations(
+    validator: &jsonschema::Validator,
+    secrets: &[String],
+    value: &Value,
+) -> Result<(), Vec<Violation>> {
     let violations: Vec<Violation> = validator
         .iter_errors(value)
         .map(|e| {
             let mut pointer = e.instance_path().as_str().to_string();
+            let message = if secret::touches_secret(secrets, &pointer) {
+                e.masked_with(MASK).to_string()
+            } else {
+                e.to_string()
+            };
             if let jsonschema::error::ValidationErrorKind::Required { property } = e.kind()
                 && let Some(name) = property.as_str()
             {
                 pointer.push('/');
                 pointer.push_str(&escape_pointer(name));
             }
-            Violation {
-                pointer,
-                message: e.to_string(),
-            }
+            Violation { pointer, message }
         })
         .collect();
     if violations.is_empty() {
@@ -244,9 +263,15 @@ pub fn input_from_assignments(
             Some(f) => f.path.clone(),
             None => vec![name.to_string()],
         };
+        let secret = field.is_some_and(|f| f.secret);
         let invalid = |message: String| Violation {
             pointer: form_spec::pointer(&path),
-            message: format!("{name}: {message}"),
+            // The parsers quote what was typed; not a secret's.
+            message: if secret {
+                format!("{name}: {}", secret::unquoted(&message, raw))
+            } else {
+                format!("{name}: {message}")
+            },
         };
         let slot = slot(&mut obj, &path).ok_or_else(|| {
             SetError::Usage(format!(
@@ -404,6 +429,36 @@ mod tests {
             }])
         );
         assert!(input_from_assignments(None, &["novalue".into()]).is_err());
+    }
+
+    #[test]
+    fn messages_never_quote_a_secret_value() {
+        let schema = json!({"type": "object", "required": ["service"], "properties": {
+            "service": {"type": "string", "maxLength": 2},
+            "pin": {"type": "integer", "writeOnly": true},
+            "token": {"type": "string", "format": "password", "minLength": 40}
+        }});
+        let errs =
+            validate(&schema, &json!({"token": "hunter2", "service": "payments"})).unwrap_err();
+        let all: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        let text = all.join("; ");
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(text.contains(MASK), "{text}");
+        // Not a secret: quoted as before.
+        assert!(text.contains("payments"), "{text}");
+        let compiled = Compiled::new(&schema).unwrap();
+        let errs = compiled.validate(&json!({"token": "hunter2"})).unwrap_err();
+        assert!(
+            errs.iter().all(|v| !v.message.contains("hunter2")),
+            "{errs:?}"
+        );
+        // `--set`: the typed text of a secret is not quoted either.
+        let err = input_from_assignments(Some(&schema), &["pin=12ab34".into()]).unwrap_err();
+        assert!(!err.to_string().contains("12ab34"), "{err}");
+        assert!(err.to_string().contains(MASK), "{err}");
+        let spec = form_spec(&schema);
+        assert!(spec.field(&["pin"]).unwrap().secret);
+        assert!(!spec.field(&["service"]).unwrap().secret);
     }
 
     #[test]

@@ -117,15 +117,26 @@ fn fields(task: &Task) -> Vec<Value> {
     let Some(props) = schema.get("properties").and_then(Value::as_object) else {
         return Vec::new();
     };
+    let secrets = rudder_model::schema::secret_fields(schema);
     props
         .iter()
         .map(|(name, p)| {
             let mut f = serde_json::Map::new();
             f.insert("name".into(), json!(name));
+            // A secret field says so, and not its default (which may be
+            // the very value): the event goes to chat and logs.
+            let secret = secrets
+                .iter()
+                .any(|s| s.is_empty() || s.first().is_some_and(|n| n == name));
             for k in ["type", "title", "description", "enum", "default"] {
-                if let Some(v) = p.get(k) {
+                if let Some(v) = p.get(k)
+                    && !(secret && k == "default")
+                {
                     f.insert(k.into(), v.clone());
                 }
+            }
+            if secret {
+                f.insert("secret".into(), json!(true));
             }
             f.insert("required".into(), json!(required.contains(&name.as_str())));
             Value::Object(f)
@@ -286,5 +297,21 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("$(rm -rf /)"));
+    }
+
+    #[test]
+    fn a_secret_field_is_marked_and_its_default_not_told() {
+        let mut t = Task::new("t1", Status::InputRequired);
+        t.input_schema = Some(json!({"type": "object", "properties": {
+            "service": {"type": "string", "default": "payments"},
+            "token": {"type": "string", "writeOnly": true, "default": "tok-dflt"}
+        }}));
+        let key = event_of(&t, On::InputRequired, Utc::now()).unwrap();
+        let e = event_json(&t, &key, On::InputRequired, Utc::now(), "s.json", "n");
+        assert_eq!(e["fields"][0]["default"], json!("payments"));
+        assert_eq!(e["fields"][0].get("secret"), None);
+        assert_eq!(e["fields"][1]["secret"], json!(true));
+        assert_eq!(e["fields"][1].get("default"), None);
+        assert!(!e.to_string().contains("tok-dflt"));
     }
 }

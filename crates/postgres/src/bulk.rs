@@ -177,7 +177,10 @@ fn load(txn: &mut PgTxn<'_>, feed: &mut Feed<'_>) -> Result<Option<CopyCounts>, 
     // every page again to set its hint bits, and the visibility map is
     // set. The identity goes on where it was (`CONTINUE IDENTITY`).
     if owner {
-        txn.run_once("TRUNCATE rudder_tasks", "empty the tasks table")?;
+        txn.run_once(
+            "TRUNCATE rudder_tasks, rudder_trail",
+            "empty the tasks table",
+        )?;
     }
     let into = Target::Tasks { freeze: owner };
     let aside = |sql: &str| -> Result<Vec<(String, String)>, StoreError> {

@@ -73,7 +73,23 @@ pub const CHANNEL: &str = "rudder_changes";
 /// `rudder notify` delivered (docs/notify.md): one row per notifier name
 /// and event (task, event, round), with the claim's holder and lease.
 /// Beside the tasks, not in them: a delivery moves no task's revision.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, KINDS, WRITTEN, DELIVERIES];
+///
+/// [`TRAIL`] adds `rudder_trail`, the store's trail (`rudder log`): one
+/// row per history entry of every task (its place, time, actor and
+/// status, and the entry as JSON text: `json`, never `jsonb`, keeps a
+/// `\u0000` in a note as written), indexed by time and by actor. A
+/// trigger keeps it from the documents, so every way a task is written
+/// (a policy write, a copy's batch or bulk load) keeps it alike: an
+/// insert adds the task's entries, a removal drops them, and an update
+/// that may have added entries (a change of status, or a revision that
+/// moved by more than one, as a copy's replacement does) writes them
+/// again. A write that changes no status (a heartbeat, a claim) adds no
+/// entry and skips the trigger. The trigger runs with its owner's rights
+/// (`SECURITY DEFINER`, its search path the migration's), so an
+/// application role granted only the tasks table's rights still writes;
+/// reading the trail needs `SELECT` on it. The migration fills it from
+/// the tasks already there.
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, KINDS, WRITTEN, DELIVERIES, TRAIL];
 
 const V1: &str = r#"
 CREATE TABLE rudder_tasks (
@@ -151,6 +167,59 @@ CREATE TABLE IF NOT EXISTS rudder_deliveries (
     PRIMARY KEY (notifier, task_id, event, round)
 );
 "#;
+
+const TRAIL: &str = r#"
+CREATE TABLE IF NOT EXISTS rudder_trail (
+    task_id text COLLATE "C" NOT NULL,
+    idx bigint NOT NULL,
+    at text COLLATE "C" NOT NULL,
+    actor text COLLATE "C",
+    status text NOT NULL,
+    entry text NOT NULL,
+    PRIMARY KEY (task_id, idx)
+);
+CREATE INDEX IF NOT EXISTS rudder_trail_by_at ON rudder_trail (at, task_id, idx);
+CREATE INDEX IF NOT EXISTS rudder_trail_by_actor ON rudder_trail (actor, at, task_id, idx);
+CREATE OR REPLACE FUNCTION rudder_trail_rows(task text, doc text)
+    RETURNS TABLE (task_id text, idx bigint, at text, actor text, status text, entry text)
+    LANGUAGE sql IMMUTABLE AS $$
+    -- json's -> and ->> cannot read a document holding a \u0000 anywhere
+    -- (they unescape every string), so the document is read with each
+    -- \u0000 spelled \ufffe, an escape serde_json never writes (it writes
+    -- that character raw), and each entry's text is spelled back.
+    SELECT task, h.i - 1, COALESCE(h.e ->> 'at', ''), h.e ->> 'actor',
+           COALESCE(h.e ->> 'status', ''), replace(h.e::text, E'\\ufffe', E'\\u0000')
+    FROM json_array_elements(replace(doc, E'\\u0000', E'\\ufffe')::json -> 'history')
+         WITH ORDINALITY AS h(e, i)
+$$;
+CREATE OR REPLACE FUNCTION rudder_trail_of() RETURNS trigger LANGUAGE plpgsql
+    SECURITY DEFINER SET search_path FROM CURRENT AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        DELETE FROM rudder_trail WHERE rudder_trail.task_id = OLD.task_id;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        INSERT INTO rudder_trail (task_id, idx, at, actor, status, entry)
+            SELECT * FROM rudder_trail_rows(NEW.task_id, NEW.doc::text);
+    END IF;
+    RETURN NULL;
+END
+$$;
+DROP TRIGGER IF EXISTS rudder_trail_of_new ON rudder_tasks;
+CREATE TRIGGER rudder_trail_of_new AFTER INSERT OR DELETE ON rudder_tasks
+    FOR EACH ROW EXECUTE FUNCTION rudder_trail_of();
+DROP TRIGGER IF EXISTS rudder_trail_of_changed ON rudder_tasks;
+CREATE TRIGGER rudder_trail_of_changed AFTER UPDATE ON rudder_tasks
+    FOR EACH ROW WHEN (NOT (NEW.revision = OLD.revision + 1 AND NEW.status = OLD.status))
+    EXECUTE FUNCTION rudder_trail_of();
+DELETE FROM rudder_trail;
+INSERT INTO rudder_trail (task_id, idx, at, actor, status, entry)
+    SELECT r.* FROM rudder_tasks t, rudder_trail_rows(t.task_id, t.doc::text) AS r;
+"#;
+
+/// The version that gave the store its trail (a reader of older tables
+/// reads the trail from the tasks).
+pub const TRAIL_VERSION: i32 = version_of(TRAIL);
 
 /// The version that gave tasks their `kind` column: the one [`KINDS`]
 /// migrates to, wherever it stands in [`MIGRATIONS`] (a reader of older

@@ -36,6 +36,7 @@ use postgres::{Row, Statement};
 use super::schema::{CHANGES_LOCK, CHANNEL};
 use super::{PostgresBackend, Retry, transient};
 use rudder_core::query::{self, PageQuery, Stale, StatusCounts, SummaryBuf, parse_time, time_text};
+use rudder_core::trail::{self, TrailEntry, TrailQuery};
 use rudder_core::{ChangeLog, Location, RecordedChange, StoreError, Summary, Transaction};
 use rudder_model::task::{ParseStatusError, Status, Task, TaskMap};
 use rudder_sql::builder::{self as sql, Anchor, Dialect, PageHints, Placeholder, Sql, Value};
@@ -934,6 +935,28 @@ impl Transaction for PgTxn<'_> {
                 _ => return Ok(None),
             }
         }
+    }
+
+    fn trail(&self, q: &TrailQuery) -> Result<Vec<TrailEntry>, StoreError> {
+        if self.schema < super::schema::TRAIL_VERSION {
+            // Tables no writer has migrated yet have no trail: read from
+            // the tasks, as the file store does.
+            return rudder_core::trail_of_tasks(self, q);
+        }
+        self.flush()?;
+        let s = rudder_sql::trail::query(Placeholder::Dollar, "rudder_trail", q);
+        let rows = self.query_sql(&s, "read the trail")?;
+        let mut found = Vec::with_capacity(rows.len());
+        for r in &rows {
+            found.push(rudder_sql::trail::parse(
+                self.backend.location(),
+                r.get(0),
+                r.get(1),
+                r.get(2),
+                r.get(3),
+            )?);
+        }
+        Ok(trail::refine(found, q))
     }
 
     fn stale(&self, now: DateTime<Utc>, older_than: Duration) -> Result<Stale, StoreError> {

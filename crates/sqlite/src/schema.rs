@@ -43,6 +43,18 @@ pub const APPLICATION_ID: i32 = 0x5275_6472;
 ///   documents, indexed by (status, kind, seq): a worker claiming tasks of
 ///   one kind reads the working tasks of that kind in store order, never
 ///   those of other kinds; `list --kind` reads the same index.
+/// - Version 6 adds `trail`, the store's trail (`rudder log`): one row per
+///   history entry of every task (its place, time, actor and status, and
+///   the entry as JSON), indexed by time and by actor. Triggers keep it
+///   from the documents, so every way a task is written (a policy write,
+///   a copy's batch) keeps it alike: an insert adds the task's entries, a
+///   removal drops them, and an update that may have added entries (a
+///   change of status, or a revision that moved by more than one, as a
+///   copy's replacement does) writes them again. A write that changes no
+///   status (a heartbeat, a claim) adds no entry and skips the trigger.
+///   The migration fills it from the tasks already there. A document that
+///   is not JSON (a hand edit) gives no rows: the task is reported corrupt
+///   where it is read, and the trail never refuses the write.
 /// - Version 5 adds `deliveries`, the record of what each `rudder notify`
 ///   delivered (docs/notify.md): one row per notifier name and event
 ///   (task, event, round), with the claim's holder and lease. Beside the
@@ -108,7 +120,48 @@ CREATE TABLE IF NOT EXISTS deliveries (
     PRIMARY KEY (notifier, task_id, event, round)
 ) WITHOUT ROWID;
 "#,
+    r#"
+CREATE TABLE trail (
+    task_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    actor TEXT,
+    status TEXT NOT NULL,
+    entry TEXT NOT NULL,
+    PRIMARY KEY (task_id, idx)
+) WITHOUT ROWID;
+CREATE INDEX trail_by_at ON trail(at, task_id, idx);
+CREATE INDEX trail_by_actor ON trail(actor, at, task_id, idx);
+CREATE TRIGGER trail_of_new AFTER INSERT ON tasks WHEN json_valid(new.doc) BEGIN
+    INSERT INTO trail (task_id, idx, at, actor, status, entry)
+        SELECT new.task_id, h.key, COALESCE(json_extract(h.value, '$.at'), ''),
+               json_extract(h.value, '$.actor'), COALESCE(json_extract(h.value, '$.status'), ''),
+               h.value
+        FROM json_each(new.doc, '$.history') h;
+END;
+CREATE TRIGGER trail_of_changed AFTER UPDATE OF doc ON tasks
+    WHEN json_valid(new.doc) AND NOT (new.revision = old.revision + 1 AND new.status = old.status) BEGIN
+    DELETE FROM trail WHERE task_id = old.task_id;
+    INSERT INTO trail (task_id, idx, at, actor, status, entry)
+        SELECT new.task_id, h.key, COALESCE(json_extract(h.value, '$.at'), ''),
+               json_extract(h.value, '$.actor'), COALESCE(json_extract(h.value, '$.status'), ''),
+               h.value
+        FROM json_each(new.doc, '$.history') h;
+END;
+CREATE TRIGGER trail_of_removed AFTER DELETE ON tasks BEGIN
+    DELETE FROM trail WHERE task_id = old.task_id;
+END;
+INSERT INTO trail (task_id, idx, at, actor, status, entry)
+    SELECT t.task_id, h.key, COALESCE(json_extract(h.value, '$.at'), ''),
+           json_extract(h.value, '$.actor'), COALESCE(json_extract(h.value, '$.status'), ''),
+           h.value
+    FROM (SELECT task_id, doc FROM tasks WHERE json_valid(doc)) t, json_each(t.doc, '$.history') h;
+"#,
 ];
+
+/// The version that gave the store its trail: a reader of an older store
+/// (no writer has migrated it yet) reads the trail from the tasks.
+pub const TRAIL_VERSION: i64 = 6;
 
 /// The version that gave tasks their `kind` column: a reader of an older
 /// store (no writer has migrated it yet) finds no kinds in the columns.

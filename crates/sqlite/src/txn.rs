@@ -13,10 +13,13 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, Row, ToSql, params};
 
 use super::SqliteBackend;
-use super::schema::{KIND_VERSION, TaskRow, clamp, insert_task_sql, update_task_sql};
+use super::schema::{
+    KIND_VERSION, TRAIL_VERSION, TaskRow, clamp, insert_task_sql, update_task_sql,
+};
 use rudder_core::query::{
     self, PageQuery, SortKey, Stale, StatusCounts, SummaryBuf, parse_time, time_text,
 };
+use rudder_core::trail::{self, TrailEntry, TrailQuery};
 use rudder_core::{ChangeLog, Location, RecordedChange, StoreError, Summary, Transaction};
 use rudder_model::task::{Status, Task, TaskMap};
 use rudder_sql::builder::{self as sql, Anchor, Dialect, PageHints, Placeholder, Sql, Value};
@@ -41,9 +44,9 @@ pub(super) struct SqlTxn<'c> {
     conn: &'c Connection,
     backend: &'c SqliteBackend,
     pending: Pending<Before>,
-    /// Whether the tables have the `kind` column (schema
-    /// [`KIND_VERSION`] or later), once asked.
-    kinds: std::cell::Cell<Option<bool>>,
+    /// The schema's version, once asked (a reader's store may be older
+    /// than this rudder: no writer has migrated it yet).
+    version: std::cell::Cell<Option<i64>>,
 }
 
 fn status_of(text: &str) -> rusqlite::Result<Status> {
@@ -81,23 +84,26 @@ impl<'c> SqlTxn<'c> {
             conn,
             backend,
             pending: Pending::new(),
-            kinds: std::cell::Cell::new(None),
+            version: std::cell::Cell::new(None),
         }
     }
 
     /// Whether the tables have the `kind` column: a writer's always (it
     /// migrated them), a reader's from schema [`KIND_VERSION`] on.
     fn has_kinds(&self) -> Result<bool, StoreError> {
-        if let Some(known) = self.kinds.get() {
+        Ok(self.version()? >= KIND_VERSION)
+    }
+
+    fn version(&self) -> Result<i64, StoreError> {
+        if let Some(known) = self.version.get() {
             return Ok(known);
         }
         let version: i64 = self
             .conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(self.err("read the schema version"))?;
-        let known = version >= KIND_VERSION;
-        self.kinds.set(Some(known));
-        Ok(known)
+        self.version.set(Some(version));
+        Ok(version)
     }
 
     /// The summary columns of these tables ([`SUMMARY_COLUMNS`]).
@@ -439,6 +445,39 @@ impl Transaction for SqlTxn<'_> {
             }
         }
         Ok(best.map(|(_, id)| id))
+    }
+
+    fn trail(&self, q: &TrailQuery) -> Result<Vec<TrailEntry>, StoreError> {
+        if self.version()? < TRAIL_VERSION {
+            // A store no writer has migrated yet has no trail table: read
+            // from the tasks, as the file store does.
+            return rudder_core::trail_of_tasks(self, q);
+        }
+        self.flush()?;
+        let s = rudder_sql::trail::query(Placeholder::Question, "trail", q);
+        let action = "read the trail";
+        let mut stmt = self
+            .conn
+            .prepare_cached(&s.text)
+            .map_err(self.err(action))?;
+        let mut rows = stmt
+            .query(bind(&s.params).as_slice())
+            .map_err(self.err(action))?;
+        let mut found = Vec::new();
+        while let Some(r) = rows.next().map_err(self.err(action))? {
+            let row = || -> rusqlite::Result<(String, i64, String, Option<String>)> {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            };
+            let (id, idx, entry, before) = row().map_err(self.err(action))?;
+            found.push(rudder_sql::trail::parse(
+                self.backend.location(),
+                id,
+                idx,
+                &entry,
+                before.as_deref(),
+            )?);
+        }
+        Ok(trail::refine(found, q))
     }
 
     fn stale(&self, now: DateTime<Utc>, older_than: Duration) -> Result<Stale, StoreError> {

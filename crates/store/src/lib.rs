@@ -18,6 +18,7 @@
 //! `docs/architecture.md`.
 
 mod any;
+pub mod author;
 #[cfg(all(feature = "file", feature = "sqlite", feature = "postgres"))]
 pub mod copy;
 pub mod watch;

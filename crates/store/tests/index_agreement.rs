@@ -48,6 +48,7 @@ fn every_field() -> Task {
             Some("created".into()),
         )],
         origin: None,
+        owned_by: None,
         extra: IndexMap::from([("owner".to_string(), json!({"team": "payments"}))]),
     }
 }

@@ -123,6 +123,9 @@ pub struct LogEntry {
     pub from: Option<Status>,
     /// `None` when the task vanished from the store.
     pub to: Option<Status>,
+    /// Who made the change and why (`ana: duplicate of INC-4411`), from
+    /// the history entry that recorded it, shown; empty when unknown.
+    pub by: String,
 }
 
 /// How a status-line message should look.
@@ -189,6 +192,8 @@ pub enum Popup {
         tasks: Vec<(String, String)>,
         /// Marked tasks left alone because they are finished, named.
         finished: Vec<String>,
+        /// The reason being typed (`r`), if any ([`crate::reason`]).
+        reason: Option<Input>,
     },
     /// What a bulk action did, task by task.
     BulkDone {
@@ -203,6 +208,8 @@ pub enum Popup {
         task_id: String,
         /// How the dialog names it (short id and title).
         label: String,
+        /// The reason being typed (`r`), if any ([`crate::reason`]).
+        reason: Option<Input>,
     },
     /// Asking the reclaim age.
     ReclaimAge {
@@ -233,6 +240,8 @@ pub enum Popup {
         /// What `y` reclaims: the previewed tasks with the revision the
         /// preview saw. Nothing else is ever failed.
         tasks: Vec<(String, u64)>,
+        /// The reason being typed (`r`), if any ([`crate::reason`]).
+        reason: Option<Input>,
     },
     /// What reclaim did.
     ReclaimDone {
@@ -626,12 +635,29 @@ impl App {
                     .flatten()
                     .and_then(|t| t.label().map(str::to_string));
             }
+            // The entry that recorded this transition: the task's last,
+            // when it is still at the status the change went to.
+            let by = new
+                .and_then(|t| t.history.last())
+                .filter(|h| Some(h.status) == c.to)
+                .map(|h| {
+                    let who = h.actor.as_deref().map(crate::shown::shown);
+                    let why = h.reason.as_deref().map(crate::shown::shown);
+                    match (who, why) {
+                        (Some(who), Some(why)) => format!("{who}: {why}"),
+                        (Some(who), None) => who,
+                        (None, Some(why)) => why,
+                        (None, None) => String::new(),
+                    }
+                })
+                .unwrap_or_default();
             self.log.push_front(LogEntry {
                 at: c.at.unwrap_or(self.now),
                 task_id: c.task_id.clone(),
                 label: crate::shown::shown(label.as_deref().unwrap_or("")),
                 from: c.from,
                 to: c.to,
+                by,
             });
         }
         self.log.truncate(LOG_CAPACITY);

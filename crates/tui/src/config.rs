@@ -4,6 +4,7 @@
 //! ```toml
 //! theme = "mono"          # default | mono | light
 //! notify = "bell"         # bell | desktop | off: a task starts waiting
+//! actor = "ana"            # who you are on every change you make
 //!
 //! [keys]                  # action name (see the README's key table) → key
 //! quit = "x"
@@ -34,6 +35,9 @@ pub struct Config {
     pub palette: Palette,
     /// How a task that starts waiting is told of (`notify`).
     pub notify: crate::alert::NotifyMode,
+    /// Who the person is (`actor = "ann"`), recorded on every change they
+    /// make unless `--as` or `$RUDDER_ACTOR` says otherwise.
+    pub actor: Option<String>,
     /// The file read, if there was one.
     pub path: Option<PathBuf>,
     /// Each problem found, naming the file and line, already sanitized.
@@ -46,6 +50,7 @@ impl Default for Config {
             keys: KeyMap::default(),
             palette: Palette::Default,
             notify: crate::alert::NotifyMode::default(),
+            actor: None,
             path: None,
             problems: Vec::new(),
         }
@@ -57,6 +62,7 @@ impl Default for Config {
 struct Raw {
     theme: Option<Spanned<String>>,
     notify: Option<Spanned<String>>,
+    actor: Option<Spanned<String>>,
     #[serde(default)]
     keys: BTreeMap<Spanned<String>, Spanned<OneOrMany>>,
 }
@@ -172,6 +178,16 @@ pub fn parse(path: &Path, text: &str) -> Config {
             )),
         }
     }
+    if let Some(actor) = raw.actor {
+        match rudder_model::task::check_author(actor.get_ref()) {
+            Ok(()) => config.actor = Some(actor.into_inner()),
+            Err(e) => config.problems.push(format!(
+                "{}: actor \"{}\": {e}; writing as USER@HOST",
+                at(actor.span()),
+                rudder_model::text::clean(actor.get_ref(), 40),
+            )),
+        }
+    }
     let mut spans = BTreeMap::new();
     let wanted: Vec<(String, Vec<String>)> = raw
         .keys
@@ -264,6 +280,22 @@ mod tests {
             "{:?}",
             bad.problems
         );
+    }
+
+    #[test]
+    fn actor_is_read_and_a_name_with_an_escape_is_reported_and_left_out() {
+        let p = Path::new("c.toml");
+        assert_eq!(parse(p, "actor = \"ana\"\n").actor.as_deref(), Some("ana"));
+        assert_eq!(parse(p, "").actor, None);
+        let bad = parse(p, "theme = \"mono\"\nactor = \"ana\\u001b[2J\"\n");
+        assert_eq!(bad.actor, None);
+        assert_eq!(bad.palette, Palette::Mono, "the rest of the file is used");
+        assert!(
+            bad.problems[0].contains("line 2") && bad.problems[0].contains("USER@HOST"),
+            "{:?}",
+            bad.problems
+        );
+        assert!(!bad.problems[0].contains('\u{1b}'), "{:?}", bad.problems);
     }
 
     #[test]

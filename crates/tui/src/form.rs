@@ -244,7 +244,13 @@ impl Field {
                 if raw.is_empty() {
                     return empty();
                 }
-                schema::parse_scalar(*of, raw).map(Some)
+                schema::parse_scalar(*of, raw)
+                    .map(Some)
+                    // The parser quotes what was typed: not a secret.
+                    .map_err(|e| match self.spec.secret {
+                        true => schema::secret::unquoted(&e, raw),
+                        false => e,
+                    })
             }
             FieldKind::List(of) => {
                 let raw = self.input.value().trim();
@@ -509,6 +515,8 @@ impl Form {
                 let mut raw = Field::new(schema::form_spec(&Value::Bool(true)).fields.remove(0));
                 raw.hint = Some("the whole input as JSON (Ctrl-R: back to the fields)".into());
                 raw.input = Input::new(json_text(&value));
+                // The JSON holds every field's value: masked if any is secret.
+                raw.spec.secret = self.fields.iter().any(|f| f.spec.secret);
                 self.raw = Some(raw);
                 Ok(())
             }

@@ -80,6 +80,7 @@ pub mod errors;
 pub mod form;
 pub mod keys;
 pub mod marks;
+pub mod reason;
 mod run;
 pub mod shown;
 pub mod task_view;
@@ -98,6 +99,9 @@ pub struct Options {
     pub store: PathBuf,
     /// Refuse every write with a message.
     pub read_only: bool,
+    /// Who the person at the TUI is: recorded on every answer, cancel and
+    /// reclaim they make (`None`: an unknown actor).
+    pub author: Option<rudder_store::task::Author>,
     /// In `rudder demo`: the worker the presenter can kill and restart.
     pub worker: Option<Box<dyn WorkerControl>>,
 }

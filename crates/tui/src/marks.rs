@@ -164,7 +164,11 @@ impl App {
             );
             return;
         }
-        self.popup = crate::app::Popup::ConfirmCancelMany { tasks, finished };
+        self.popup = crate::app::Popup::ConfirmCancelMany {
+            tasks,
+            finished,
+            reason: None,
+        };
     }
 
     /// What a bulk cancel did, task by task: a dialog listing each, and a

@@ -243,7 +243,11 @@ async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
     let theme = Theme::from_env_with(config.palette);
     // A URL this build cannot open is refused here, before the terminal
     // is taken.
-    let store = Arc::new(Store::connect(&options.store)?);
+    let store = Store::connect(&options.store)?;
+    let store = Arc::new(match options.author.clone() {
+        Some(author) => store.by(author),
+        None => store,
+    });
     let mut app = App::new(&options.store, options.read_only, Utc::now());
     // A store this user cannot write (a read-only mount, another user's
     // directory) is shown read only, rather than refusing each write.

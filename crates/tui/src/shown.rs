@@ -155,7 +155,10 @@ fn schema_lines(schema: &Value) -> Vec<String> {
                 f.path.join("."),
                 if f.required { " *" } else { "" }
             );
-            if let Some(d) = &f.default {
+            if f.secret {
+                // Its value is masked below; its default would tell it.
+                text.push_str(" · secret");
+            } else if let Some(d) = &f.default {
                 text.push_str(&format!(" = {d}"));
             }
             if let Some(desc) = &f.hint {
@@ -202,7 +205,7 @@ pub struct ShownDetail {
     /// Request, input, result and error, then every field rudder does not
     /// know (named "NAME (other field)"), each with its JSON lines.
     pub blocks: Vec<(String, Vec<String>)>,
-    /// The note of each history entry, or empty.
+    /// Each history entry's who, why and note ([`history_note`]), or empty.
     pub notes: Vec<String>,
 }
 
@@ -243,9 +246,12 @@ impl ShownDetail {
     /// What the detail pane of `task` shows.
     pub fn of(task: &Task) -> ShownDetail {
         let mut blocks = Vec::new();
+        // Secret answers are masked here, once, for the detail pane and
+        // the task view alike.
+        let input = rudder_model::schema::masked_input(task);
         for (name, value) in [
             ("request", &task.request),
-            ("input", &task.input_value),
+            ("input", &input),
             ("result", &task.result),
             ("error", &task.error),
         ] {
@@ -272,13 +278,33 @@ impl ShownDetail {
                 lines
             }),
             blocks,
-            notes: task
-                .history
-                .iter()
-                .map(|h| h.note.as_deref().map(shown_whole).unwrap_or_default())
-                .collect(),
+            notes: task.history.iter().map(history_note).collect(),
         }
     }
+}
+
+/// What a history entry says besides its status and time, as shown: who
+/// made the change and through which face (`ana (tui)`), the reason a
+/// cancel, failure or reclaim gave, the fields an answer gave (their names
+/// only: a value may be secret), and rudder's own note; empty for none.
+fn history_note(h: &rudder_model::task::HistoryEntry) -> String {
+    let mut parts = Vec::new();
+    match (&h.actor, &h.face) {
+        (Some(a), Some(f)) => parts.push(format!("{} ({f})", shown(a))),
+        (Some(a), None) => parts.push(shown(a)),
+        (None, _) => {}
+    }
+    if let Some(r) = &h.reason {
+        parts.push(format!("reason: {}", shown_whole(r)));
+    }
+    if !h.fields.is_empty() {
+        let fields: Vec<String> = h.fields.iter().map(|f| shown(f)).collect();
+        parts.push(format!("answered {}", fields.join(", ")));
+    }
+    if let Some(n) = &h.note {
+        parts.push(shown_whole(n));
+    }
+    parts.join(" · ")
 }
 
 /// [`ShownTask`]s by task id; see the module docs.

@@ -175,6 +175,13 @@ pub fn document(
             rudder_model::text::sanitize(&origin.line()).into_owned(),
         ));
     }
+    // The MCP principal whose task it is (only it reaches it over MCP).
+    if let Some(owner) = &task.owned_by {
+        out.push(DocLine::field(
+            "owner",
+            rudder_model::text::sanitize(owner).into_owned(),
+        ));
+    }
     if let Some(ttl) = task.ttl_ms {
         out.push(DocLine::field("ttl", human_duration(ttl)));
     }
@@ -479,12 +486,18 @@ mod tests {
                 version: Some("1.0".into()),
             }),
         });
+        task.owned_by = Some("triage-bot".into());
         let doc = document(
             &task,
             &ShownDetail::of(&task),
             chrono::Utc::now(),
             &crate::keys::KeyMap::default(),
         );
+        let owner = doc
+            .iter()
+            .find(|l| l.prefix.starts_with("owner"))
+            .expect("an owner line");
+        assert_eq!(owner.text, "triage-bot");
         let line = doc
             .iter()
             .find(|l| l.prefix.starts_with("origin"))

@@ -15,6 +15,7 @@ use crate::app::{App, DEFAULT_RECLAIM_AGE, Popup, Tone};
 use crate::errors::error_line;
 use crate::form::Form;
 use crate::keys::{Action, Key, Scope};
+use crate::reason::Answer;
 use rudder_model::task::{Change, Status};
 use rudder_model::text::sanitize;
 use rudder_store::Outcome;
@@ -37,11 +38,15 @@ pub enum Effect {
     Cancel {
         /// The task to cancel.
         task_id: String,
+        /// Why, as the person gave it (recorded on the history).
+        reason: Option<String>,
     },
     /// Cancel each of these tasks, one after the other (after one y/n).
     CancelMany {
         /// The tasks to cancel.
         task_ids: Vec<String>,
+        /// Why, as the person gave it (recorded on each task's history).
+        reason: Option<String>,
     },
     /// A dry run, for the preview.
     ReclaimPreview {
@@ -56,6 +61,8 @@ pub enum Effect {
         tasks: Vec<(String, u64)>,
         /// Only tasks idle at least this long.
         older_than: Duration,
+        /// Why, as the person gave it (recorded on each task's history).
+        reason: Option<String>,
     },
     /// Copy to the clipboard with OSC 52.
     Copy(String),
@@ -142,17 +149,19 @@ pub fn execute(store: &Store, effect: Effect) -> Option<EffectResult> {
             result: store.provide_input(&task_id, value, Some(revision)),
             task_id,
         },
-        Effect::Cancel { task_id } => EffectResult::Cancel {
-            result: store.cancel(&task_id, Some("cancelled from the TUI".into())),
+        // The history says who cancelled and through which face (the
+        // author); the reason is the person's own, or none.
+        Effect::Cancel { task_id, reason } => EffectResult::Cancel {
+            result: store.cancel(&task_id, reason),
             task_id,
         },
-        Effect::CancelMany { task_ids } => EffectResult::CancelMany {
+        Effect::CancelMany { task_ids, reason } => EffectResult::CancelMany {
             // Each cancel is its own transaction: quitting half-way leaves
             // the ones done done and the others untouched.
             results: task_ids
                 .into_iter()
                 .map(|id| {
-                    let r = store.cancel(&id, Some("cancelled from the TUI".into()));
+                    let r = store.cancel(&id, reason.clone());
                     (id, r)
                 })
                 .collect(),
@@ -161,8 +170,12 @@ pub fn execute(store: &Store, effect: Effect) -> Option<EffectResult> {
             older_than,
             result: reclaim_preview(store, older_than),
         },
-        Effect::Reclaim { tasks, older_than } => EffectResult::Reclaim {
-            result: store.reclaim_tasks(&tasks, older_than),
+        Effect::Reclaim {
+            tasks,
+            older_than,
+            reason,
+        } => EffectResult::Reclaim {
+            result: store.reclaim_tasks_because(&tasks, older_than, reason.as_deref()),
         },
         Effect::Copy(_) | Effect::KillWorker | Effect::StartWorker => return None,
     })
@@ -234,37 +247,54 @@ impl App {
                 self.view_key(view, key);
                 Vec::new()
             }
-            Popup::ConfirmCancelMany { tasks, finished } => match key.code {
-                KeyCode::Char('y' | 'Y') => {
+            Popup::ConfirmCancelMany {
+                tasks,
+                finished,
+                mut reason,
+            } => match crate::reason::key(&mut reason, key, true, false) {
+                Answer::Yes(reason) => {
                     self.say(Tone::Info, format!("cancelling {} task(s)…", tasks.len()));
                     // The marks were acted on; what happened to each is
                     // reported when the store answers.
                     self.marks.clear();
                     vec![Effect::CancelMany {
                         task_ids: tasks.into_iter().map(|(id, _)| id).collect(),
+                        reason,
                     }]
                 }
-                KeyCode::Char('n' | 'N') | KeyCode::Esc | KeyCode::Char('q') => {
+                Answer::No => {
                     self.say(Tone::Info, "cancel: nothing done (the marks stay)");
                     Vec::new()
                 }
-                _ => {
-                    self.popup = Popup::ConfirmCancelMany { tasks, finished };
+                Answer::Stay => {
+                    self.popup = Popup::ConfirmCancelMany {
+                        tasks,
+                        finished,
+                        reason,
+                    };
                     Vec::new()
                 }
             },
             Popup::BulkDone { .. } => Vec::new(),
-            Popup::ConfirmCancel { task_id, label } => match key.code {
-                KeyCode::Char('y' | 'Y') => {
+            Popup::ConfirmCancel {
+                task_id,
+                label,
+                mut reason,
+            } => match crate::reason::key(&mut reason, key, true, false) {
+                Answer::Yes(reason) => {
                     self.say(Tone::Info, format!("cancelling {label}…"));
-                    vec![Effect::Cancel { task_id }]
+                    vec![Effect::Cancel { task_id, reason }]
                 }
-                KeyCode::Char('n' | 'N') | KeyCode::Esc | KeyCode::Char('q') => {
+                Answer::No => {
                     self.say(Tone::Info, "cancel: nothing done");
                     Vec::new()
                 }
-                _ => {
-                    self.popup = Popup::ConfirmCancel { task_id, label };
+                Answer::Stay => {
+                    self.popup = Popup::ConfirmCancel {
+                        task_id,
+                        label,
+                        reason,
+                    };
                     Vec::new()
                 }
             },
@@ -328,26 +358,32 @@ impl App {
                 age,
                 report,
                 tasks,
-            } => match key.code {
-                KeyCode::Char('y' | 'Y') if !tasks.is_empty() => {
+                mut reason,
+            } => match crate::reason::key(&mut reason, key, !tasks.is_empty(), true) {
+                Answer::Yes(reason) => {
                     self.say(Tone::Info, format!("reclaiming {} task(s)…", tasks.len()));
                     // With marks, the preview was of the marked tasks: they
                     // were acted on (the report says how each went).
                     self.marks.clear();
                     // Only the tasks shown, at the revisions shown: the
                     // store skips any that changed since.
-                    vec![Effect::Reclaim { tasks, older_than }]
+                    vec![Effect::Reclaim {
+                        tasks,
+                        older_than,
+                        reason,
+                    }]
                 }
-                KeyCode::Char('n' | 'N') | KeyCode::Esc | KeyCode::Char('q') | KeyCode::Enter => {
+                Answer::No => {
                     self.say(Tone::Info, "reclaim: nothing done");
                     Vec::new()
                 }
-                _ => {
+                Answer::Stay => {
                     self.popup = Popup::ReclaimPreview {
                         older_than,
                         age,
                         report,
                         tasks,
+                        reason,
                     };
                     Vec::new()
                 }
@@ -570,6 +606,7 @@ impl App {
         self.popup = Popup::ConfirmCancel {
             task_id: task.task_id.clone(),
             label,
+            reason: None,
         };
     }
 
@@ -755,6 +792,7 @@ impl App {
                             age,
                             report,
                             tasks,
+                            reason: None,
                         };
                     }
                     Err(e) => self.say(

@@ -91,6 +91,10 @@ pub struct FieldSpec {
     pub placeholder: Option<String>,
     /// Why the field is what it is (a remote `$ref`, a cycle, a sub-schema).
     pub note: Option<String>,
+    /// The value is, holds or lies inside a secret (`writeOnly` or
+    /// `format: password`, see [`super::secret`]): typed as a password,
+    /// shown masked.
+    pub secret: bool,
 }
 
 impl FieldSpec {
@@ -127,6 +131,20 @@ impl FormSpec {
 
 /// The form for `schema`.
 pub fn form_spec(schema: &Value) -> FormSpec {
+    let mut spec = unmarked_form_spec(schema);
+    // Marked here, from the one list of secrets, so a field inside a
+    // secret object or a JSON field holding a secret is masked too.
+    let secrets = super::secret::secret_pointers(schema);
+    if !secrets.is_empty() {
+        for f in &mut spec.fields {
+            f.secret = super::secret::touches_secret(&secrets, &f.pointer);
+        }
+    }
+    spec
+}
+
+/// [`form_spec`] before its secret fields are marked.
+fn unmarked_form_spec(schema: &Value) -> FormSpec {
     let mut b = Builder {
         root: schema,
         fields: Vec::new(),
@@ -176,6 +194,7 @@ fn whole_json(schema: &Value, note: Option<String>) -> FormSpec {
             format: None,
             placeholder: examples(schema),
             note,
+            secret: false,
         }],
         required_objects: Vec::new(),
         notes: Vec::new(),
@@ -241,6 +260,7 @@ impl Builder<'_> {
                 format: None,
                 placeholder: None,
                 note: Some("listed as required, with no schema of its own".into()),
+                secret: false,
             });
         }
     }
@@ -298,6 +318,7 @@ impl Builder<'_> {
             format: None,
             placeholder: examples(&prop),
             note,
+            secret: false,
         };
         if f.note.is_some() {
             self.push(f);
@@ -429,7 +450,7 @@ fn types(s: &Value) -> (Vec<String>, bool) {
 /// a one-element `allOf` merged, and `anyOf`/`oneOf` of a schema and
 /// `{"type": "null"}` turned into a nullable schema. The keywords next to a
 /// `$ref` win over the referenced ones. `Err` is the note of a JSON field.
-fn resolve(root: &Value, s: &Value) -> Result<Value, String> {
+pub(crate) fn resolve(root: &Value, s: &Value) -> Result<Value, String> {
     let mut budget = MAX_REF_HOPS;
     resolve_within(root, s, &mut budget)
 }

@@ -85,6 +85,11 @@ fn only(p: &serde_json::Map<String, Value>, allowed: &[&str]) -> Result<(), Stri
 }
 
 fn check_property(p: &Value) -> Result<(), String> {
+    // MCP forbids form elicitation of sensitive information (a client
+    // shows and may log the form): a secret is answered in rudder.
+    if super::secret::is_secret(p) {
+        return Err("it is secret (writeOnly or format password), and MCP form elicitation must not ask for sensitive information".into());
+    }
     let p = p.as_object().ok_or("not an object schema")?;
     let ty = match p.get("type") {
         Some(Value::String(t)) => t.as_str(),

@@ -70,7 +70,7 @@ impl Origin {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryEntry {
     pub status: Status,
-    #[serde(deserialize_with = "time::one")]
+    #[serde(deserialize_with = "time::one", serialize_with = "time::fixed")]
     pub at: DateTime<Utc>,
     /// What rudder says of the change (`created`, the question asked, a
     /// failure's message).
@@ -182,6 +182,14 @@ pub struct Task {
     /// The tool and client that created the task (`rudder mcp`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<Origin>,
+    /// The MCP principal that created the task through `rudder mcp` with
+    /// authorization: only it reaches the task over MCP (the Tasks
+    /// extension's auth binding). `None` for tasks created otherwise (the
+    /// CLI, Python, a worker, `rudder mcp` without authorization), which
+    /// over MCP only the catalogue's operators reach. Part of the task's
+    /// document, so every backend and `copy` carry it as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owned_by: Option<String>,
     /// Fields written by other tools or newer versions, kept verbatim.
     #[serde(flatten)]
     pub extra: IndexMap<String, Value>,
@@ -213,6 +221,7 @@ impl Task {
             revision: 0,
             history: Vec::new(),
             origin: None,
+            owned_by: None,
             extra: IndexMap::new(),
         }
     }

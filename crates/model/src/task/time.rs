@@ -13,6 +13,13 @@ use chrono::{DateTime, FixedOffset, NaiveDate, Utc};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
+/// Write a time as `YYYY-MM-DDTHH:MM:SS.fffffffffZ`, always nine
+/// fraction digits: text whose byte order is time order (a history
+/// entry's time is ordered as text by the databases' trail indexes).
+pub fn fixed<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&t.format("%Y-%m-%dT%H:%M:%S%.9fZ"))
+}
+
 /// `YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z` with every field in range; `None` for
 /// any other string (which may still be valid RFC 3339).
 pub fn parse_canonical(s: &str) -> Option<DateTime<Utc>> {

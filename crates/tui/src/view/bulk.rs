@@ -6,6 +6,9 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
+use tui_input::Input;
+
+use super::confirm::{answer_line, reason_footer};
 use super::{Theme, centered, clear};
 use crate::app::Tone;
 use crate::marks::NAMED;
@@ -18,22 +21,20 @@ fn dialog(
     footer: &str,
     lines: Vec<Line>,
     theme: &Theme,
-) {
+) -> Rect {
     let width = area.width.saturating_sub(4).min(90);
     let height = (lines.len() as u16 + 2)
         .min(area.height.saturating_sub(2))
         .max(4);
     let rect = centered(area, width, height);
     clear(frame, rect);
-    frame.render_widget(
-        Paragraph::new(lines).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(Span::styled(format!(" {title} "), theme.title()))
-                .title_bottom(Span::styled(format!(" {footer} "), theme.dim())),
-        ),
-        rect,
-    );
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(Span::styled(format!(" {title} "), theme.title()))
+        .title_bottom(Span::styled(format!(" {footer} "), theme.dim()));
+    let inner = block.inner(rect);
+    frame.render_widget(Paragraph::new(lines).block(block), rect);
+    inner
 }
 
 /// The inner width of a dialog on `area`.
@@ -46,6 +47,7 @@ pub(super) fn confirm(
     area: Rect,
     tasks: &[(String, String)],
     finished: &[String],
+    reason: Option<&Input>,
     theme: &Theme,
 ) {
     let w = inner(area);
@@ -87,13 +89,31 @@ pub(super) fn confirm(
         }
     }
     lines.push(Line::raw(""));
-    lines.push(Line::from(vec![
-        Span::styled("y", theme.title()),
-        Span::raw(format!(" cancel all {}    ", tasks.len())),
-        Span::styled("n", theme.title()),
-        Span::raw(" / Esc keep them"),
-    ]));
-    dialog(frame, area, "cancel marked tasks", "y / n", lines, theme);
+    let yes = format!("cancel all {}", tasks.len());
+    let (answer, cursor) = answer_line(reason, &yes, "keep them", w, theme);
+    lines.push(answer);
+    let row = lines.len() - 1;
+    let footer = match reason {
+        Some(_) => reason_footer("cancels them"),
+        None => "y / r / n".into(),
+    };
+    let inner = dialog(
+        frame,
+        area,
+        "cancel marked tasks",
+        footer.trim(),
+        lines,
+        theme,
+    );
+    if let Some(col) = cursor
+        && let Ok(row) = u16::try_from(row)
+        && row < inner.height
+    {
+        frame.set_cursor_position((
+            inner.x + (col as u16).min(inner.width.saturating_sub(1)),
+            inner.y + row,
+        ));
+    }
 }
 
 pub(super) fn done(

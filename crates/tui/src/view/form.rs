@@ -205,6 +205,9 @@ fn field_lines(
     if f.is_default {
         head.push(Span::styled(" · default", theme.dim()));
     }
+    if f.spec.secret {
+        head.push(Span::styled(" · secret", theme.dim()));
+    }
     lines.push(Line::from(head));
     let value_w = inner_w.saturating_sub(6);
     let mut cursor = None;
@@ -227,6 +230,12 @@ fn field_lines(
                     Span::styled(format!("{p:<value_w$}"), theme.dim()),
                     Span::raw(" ]"),
                 ]));
+            } else if f.spec.secret {
+                // A password field: one bullet per character typed, so
+                // the cursor still lands where the next one goes.
+                let shown: String =
+                    "•".repeat(value.chars().count().saturating_sub(scroll).min(value_w));
+                lines.push(Line::raw(format!("  [ {shown:<value_w$} ]")));
             } else {
                 let shown: String = rudder_model::text::sanitize(value)
                     .chars()

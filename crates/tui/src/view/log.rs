@@ -50,16 +50,31 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
                 (head, used)
             };
             let room = width.saturating_sub(used + 1);
+            // Who and why take up to half of what is left: the label
+            // names the task, the id already tells it apart.
+            let by_room = match e.by.is_empty() {
+                true => 0,
+                false => (e.by.chars().count() + 3).min(room / 2),
+            };
             // At a word only: `INC-1…` names no incident.
-            let label = match rudder_model::text::truncate_at_word(&e.label, room) {
+            let label = match rudder_model::text::truncate_at_word(&e.label, room - by_room) {
                 cut if cut.is_empty() => String::new(),
                 cut => format!(" {cut}"),
+            };
+            // Who and why, in what the label left.
+            let room = room.saturating_sub(label.chars().count() + 3);
+            let by = match rudder_model::text::truncate_at_word(&e.by, room) {
+                // (No room at all: nothing, not the whole text.)
+                _ if room == 0 => String::new(),
+                cut if cut.is_empty() => String::new(),
+                cut => format!(" · {cut}"),
             };
             Line::from(vec![
                 Span::styled(head, theme.dim()),
                 Span::raw(arrow),
                 Span::styled(format!("{sym} {to}"), style),
                 Span::raw(label),
+                Span::styled(by, theme.dim()),
             ])
         })
         .collect();

@@ -75,11 +75,15 @@ pub fn draw(frame: &mut Frame, app: &mut App, theme: &Theme) {
     match &app.popup {
         Popup::None | Popup::Help { .. } => {}
         Popup::Form(f) => form::draw(frame, area, f, &app.keys, theme),
-        Popup::ConfirmCancel { label, .. } => confirm::draw(frame, area, label, theme),
-        Popup::View(_) => {}
-        Popup::ConfirmCancelMany { tasks, finished } => {
-            bulk::confirm(frame, area, tasks, finished, theme)
+        Popup::ConfirmCancel { label, reason, .. } => {
+            confirm::draw(frame, area, label, reason.as_ref(), theme)
         }
+        Popup::View(_) => {}
+        Popup::ConfirmCancelMany {
+            tasks,
+            finished,
+            reason,
+        } => bulk::confirm(frame, area, tasks, finished, reason.as_ref(), theme),
         Popup::BulkDone { title, lines } => bulk::done(frame, area, title, lines, theme),
         Popup::ReclaimAge { .. }
         | Popup::ReclaimLoading { .. }

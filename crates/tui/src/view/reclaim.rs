@@ -6,6 +6,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
+use super::confirm::{answer_line, reason_footer};
 use super::{Theme, absolute, centered, clear};
 use crate::app::{App, Popup, Tone};
 use crate::shown::head;
@@ -17,7 +18,8 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     let w = usize::from(width.saturating_sub(2));
     let mut lines: Vec<Line> = Vec::new();
     let mut cursor = None;
-    let footer;
+    let footer: &str;
+    let reason_text: String;
     match &app.popup {
         Popup::ReclaimAge { input, error, only } => {
             // With marks, only the marked tasks are considered: say so.
@@ -45,20 +47,39 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             )));
             footer = " Esc closes ";
         }
-        Popup::ReclaimPreview { age, report, .. } => {
+        Popup::ReclaimPreview {
+            age,
+            report,
+            reason,
+            ..
+        } => {
             if report.reclaimed.is_empty() {
                 lines.push(Line::raw(format!(
                     "No unfinished task has been idle for {age} or more."
                 )));
-                footer = " Esc closes ";
             } else {
                 lines.push(Line::raw(format!(
                     "Reclaim these {} task(s), idle for {age} or more? They become failed.",
                     report.reclaimed.len()
                 )));
-                footer = " y reclaims · n / Esc keeps them ";
             }
             report_lines(&mut lines, report, w, theme, area.height, false);
+            footer = if report.reclaimed.is_empty() {
+                " Esc closes "
+            } else {
+                let (answer, col) =
+                    answer_line(reason.as_ref(), "reclaim them", "keep them", w, theme);
+                lines.push(Line::raw(""));
+                lines.push(answer);
+                match col {
+                    Some(col) => {
+                        cursor = Some((lines.len() - 1, col));
+                        reason_text = reason_footer("reclaims them");
+                        &reason_text
+                    }
+                    None => " y / r / n ",
+                }
+            };
         }
         Popup::ReclaimDone { report } => {
             lines.push(Line::raw(format!(
