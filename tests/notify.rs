@@ -618,6 +618,29 @@ fn hangs_once(dir: &Path, log: &Path, hung: &Path) -> PathBuf {
     )
 }
 
+/// A SQLite store in a directory of its own, and [`hangs_once`] there.
+struct Hanging {
+    dir: tempfile::TempDir,
+    store: PathBuf,
+    log: PathBuf,
+    hung: PathBuf,
+    hook: PathBuf,
+}
+
+impl Hanging {
+    fn new() -> Hanging {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, hung) = (dir.path().join("hook.log"), dir.path().join("hung.pid"));
+        Hanging {
+            store: dir.path().join("tasks.db"),
+            hook: hangs_once(dir.path(), &log, &hung),
+            log,
+            hung,
+            dir,
+        }
+    }
+}
+
 /// Whether the process whose pid `file` holds is gone: no more, or a
 /// zombie (killed, its exit not yet collected by whoever inherited it).
 fn gone(file: &Path) -> bool {
@@ -634,20 +657,20 @@ fn gone(file: &Path) -> bool {
 /// other events are delivered while it runs.
 #[test]
 fn a_program_that_never_exits_is_killed_at_the_timeout_and_retried_while_others_are_delivered() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("tasks.db");
-    let log = dir.path().join("hook.log");
-    let hung = dir.path().join("hung.pid");
-    let hook = hangs_once(dir.path(), &log, &hung);
-    let slow = ask(&store, "hangs", "?");
-    let quick = ask(&store, "quick", "?");
-    let n = Notifier::start(&store, dir.path(), &["--exec", hook.to_str().unwrap()]);
-    let records = Records::of(&store);
+    let h = Hanging::new();
+    let slow = ask(&h.store, "hangs", "?");
+    let quick = ask(&h.store, "quick", "?");
+    let n = Notifier::start(
+        &h.store,
+        h.dir.path(),
+        &["--exec", h.hook.to_str().unwrap()],
+    );
+    let records = Records::of(&h.store);
     wait_for(LONG, || {
         (records.delivered(&slow) && records.delivered(&quick)).then_some(())
     })
     .unwrap_or_else(|| panic!("not delivered: {}", n.log()));
-    let order: Vec<String> = std::fs::read_to_string(&log)
+    let order: Vec<String> = std::fs::read_to_string(&h.log)
         .unwrap()
         .lines()
         .map(str::to_string)
@@ -662,7 +685,7 @@ fn a_program_that_never_exits_is_killed_at_the_timeout_and_retried_while_others_
         "the other event waited for the hanging program: {order:?}"
     );
     assert_eq!(order.last(), Some(&format!("DONE {slow}")), "{order:?}");
-    assert!(gone(&hung), "the hanging program was not killed");
+    assert!(gone(&h.hung), "the hanging program was not killed");
     assert!(n.log().contains("did not exit within 2s"), "{}", n.log());
 }
 
@@ -671,16 +694,12 @@ fn a_program_that_never_exits_is_killed_at_the_timeout_and_retried_while_others_
 /// once instead of after the claim's lease (here `--timeout` + 5 s = 65 s).
 #[test]
 fn a_notifier_stopped_with_sigterm_mid_delivery_gives_its_claim_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("tasks.db");
-    let log = dir.path().join("hook.log");
-    let hung = dir.path().join("hung.pid");
-    let hook = hangs_once(dir.path(), &log, &hung);
-    let id = ask(&store, "hangs", "?");
-    let args = ["--timeout", "60s", "--exec", hook.to_str().unwrap()];
-    let mut n = Notifier::start(&store, dir.path(), &args);
-    wait_for(LONG, || hung.exists().then_some(())).expect("the program runs");
-    let records = Records::of(&store);
+    let h = Hanging::new();
+    let id = ask(&h.store, "hangs", "?");
+    let args = ["--timeout", "60s", "--exec", h.hook.to_str().unwrap()];
+    let mut n = Notifier::start(&h.store, h.dir.path(), &args);
+    wait_for(LONG, || h.hung.exists().then_some(())).expect("the program runs");
+    let records = Records::of(&h.store);
     assert!(
         records.get(&id).is_some_and(|d| d.holder.is_some()),
         "claimed"
@@ -699,15 +718,15 @@ fn a_notifier_stopped_with_sigterm_mid_delivery_gives_its_claim_back() {
         "the claim was not given back: {}",
         n.log()
     );
-    wait_for(LONG, || gone(&hung).then_some(())).expect("the program outlived its notifier");
+    wait_for(LONG, || gone(&h.hung).then_some(())).expect("the program outlived its notifier");
     let started = Instant::now();
-    let n2 = Notifier::start(&store, dir.path(), &args);
+    let n2 = Notifier::start(&h.store, h.dir.path(), &args);
     // Well within the 65 s lease a kept claim would hold it for.
     wait_for(Duration::from_secs(30), || {
         records.delivered(&id).then_some(())
     })
     .unwrap_or_else(|| panic!("not delivered after {:?}: {}", started.elapsed(), n2.log()));
-    assert_eq!(lines(&log, "DONE "), [id]);
+    assert_eq!(lines(&h.log, "DONE "), [id]);
     assert!(
         n.log().contains("giving back the claims of 1"),
         "{}",
