@@ -646,3 +646,92 @@ async fn blocking<T: Send + 'static>(
         Err(_) => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rudder_model::task::Task;
+    use rudder_store::Backend;
+
+    /// A start-up scan over more than two pages tells each event not yet
+    /// recorded delivered exactly once, on every page (the first, a middle
+    /// one, the last, short one), and none of those recorded.
+    #[test]
+    fn a_scan_over_several_pages_tells_each_untold_event_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite:{}", dir.path().join("tasks.db").display());
+        let store = Store::connect(url.as_str()).unwrap();
+        let ids: Vec<String> = (0..SCAN_PAGE * 2 + 1)
+            .map(|i| format!("00000000-0000-4000-8000-{i:012}"))
+            .collect();
+        store
+            .backend()
+            .transaction(&mut |txn| {
+                for id in &ids {
+                    txn.insert(Task::new(id.clone(), Status::InputRequired))?;
+                }
+                Ok(true)
+            })
+            .unwrap();
+        let key = |id: &str| EventKey {
+            task_id: id.to_string(),
+            event: "input_required".into(),
+            round: 0,
+        };
+        // All told before but one in 50, the last task among the untold.
+        let untold: Vec<String> = ids
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 50 == 0)
+            .map(|(_, id)| id.clone())
+            .collect();
+        for id in ids.iter().filter(|id| !untold.contains(id)) {
+            let lease = Duration::from_secs(60);
+            store
+                .claim_delivery("notify", &key(id), "before", lease)
+                .unwrap();
+            store.finish_delivery("notify", &key(id), "before").unwrap();
+        }
+        let told: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = Arc::clone(&told);
+        let log: Log = Arc::new(move |line: LogLine| {
+            if line.outcome == "delivered"
+                && let Some(k) = line.key
+            {
+                seen.lock().unwrap().push(k.task_id);
+            }
+        });
+        let mut opts = Options::new("notify");
+        opts.backoff = Duration::from_millis(10);
+        let sink = Sink::Exec {
+            program: "true".into(),
+            args: Vec::new(),
+        };
+        let notifier = Notifier::new(Store::connect(url.as_str()).unwrap(), sink, opts, log);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let want = untold.len();
+        let counted = Arc::clone(&told);
+        let all_told = async move {
+            while counted.lock().unwrap().len() < want {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        runtime
+            .block_on(async {
+                tokio::time::timeout(Duration::from_secs(120), notifier.run_until(all_told)).await
+            })
+            .expect("every untold event is told")
+            .unwrap();
+        let mut got = told.lock().unwrap().clone();
+        got.sort();
+        assert_eq!(got, untold);
+        for id in &ids {
+            let d = store.delivery_record("notify", &key(id)).unwrap().unwrap();
+            assert!(d.delivered_at.is_some(), "{id}");
+            assert_eq!(d.attempts, 1, "{id} was claimed again");
+        }
+    }
+}
