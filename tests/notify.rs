@@ -62,6 +62,12 @@ impl Notifier {
         n
     }
 
+    /// [`Notifier::start`] posting to the test webhook on `port`.
+    fn posting(store: &Path, dir: &Path, port: u16) -> Notifier {
+        let url = format!("http://127.0.0.1:{port}/hook");
+        Notifier::start(store, dir, &["--webhook", &url])
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
@@ -482,8 +488,7 @@ fn a_webhook_answering_400_is_not_retried() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("tasks.db");
     let (port, got) = webhook(vec![400]);
-    let url = format!("http://127.0.0.1:{port}/hook");
-    let n = Notifier::start(&store, dir.path(), &["--webhook", &url]);
+    let n = Notifier::posting(&store, dir.path(), port);
     let first = ask(&store, "one", "?");
     wait_for(LONG, || n.log().contains("gave up").then_some(()))
         .unwrap_or_else(|| panic!("no 400 logged: {}", n.log()));
@@ -535,11 +540,7 @@ fn a_webhook_answering_429_is_retried() {
     let store = dir.path().join("tasks.db");
     let (port, got) = webhook(vec![429]);
     let id = ask(&store, "throttled", "?");
-    let n = Notifier::start(
-        &store,
-        dir.path(),
-        &["--webhook", &format!("http://127.0.0.1:{port}/hook")],
-    );
+    let n = Notifier::posting(&store, dir.path(), port);
     let records = Records::of(&store);
     wait_for(LONG, || records.delivered(&id).then_some(()))
         .unwrap_or_else(|| panic!("not delivered: {}", n.log()));
@@ -566,11 +567,7 @@ fn a_webhook_that_hangs_past_the_timeout_is_retried_while_others_are_delivered()
     });
     let slow = ask(&store, "hangs", "?");
     let quick = ask(&store, "quick", "?");
-    let n = Notifier::start(
-        &store,
-        dir.path(),
-        &["--webhook", &format!("http://127.0.0.1:{port}/hook")],
-    );
+    let n = Notifier::posting(&store, dir.path(), port);
     let records = Records::of(&store);
     wait_for(LONG, || {
         (records.delivered(&slow) && records.delivered(&quick)).then_some(())
