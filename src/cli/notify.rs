@@ -34,10 +34,31 @@ pub(super) fn run(store: &Store, a: NotifyArgs) -> Result<i32, CliError> {
         .build()
         .map_err(|e| CliError::Other(e.into()))?;
     let notifier = Notifier::new(store, sink, opts, log);
-    match runtime.block_on(notifier.run()) {
-        Ok(()) => Ok(0),
-        Err(rudder_notify::NotifyError::Store(e)) => Err(CliError::Store(e)),
-        Err(e) => Err(CliError::Other(e.into())),
+    let ran = runtime.block_on(async {
+        // Before the first claim: from here on SIGTERM (a service
+        // manager's stop) and SIGINT end the deliveries and give their
+        // claims back instead of leaving them held until the lease lapses.
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        let stop = async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        };
+        Ok::<_, std::io::Error>(notifier.run_until(stop).await)
+    });
+    // A store call still running on the blocking pool (a server that does
+    // not answer) does not hold the exit up.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    match ran {
+        Ok(Ok(())) => Ok(0),
+        Ok(Err(rudder_notify::NotifyError::Store(e))) => Err(CliError::Store(e)),
+        Ok(Err(e)) => Err(CliError::Other(e.into())),
+        Err(e) => Err(CliError::Other(
+            anyhow::Error::new(e).context("cannot handle SIGTERM and SIGINT"),
+        )),
     }
 }
 
@@ -63,6 +84,7 @@ fn human(line: &LogLine) -> String {
         "gave_up" => format!("rudder notify: {what}: gave up (not retried): {message}"),
         "moot" => format!("rudder notify: {what}: {message}"),
         "held" => format!("rudder notify: {what}: {message}"),
+        "stopped" => format!("rudder notify: {message}"),
         other => format!("rudder notify: {other}: {what} {message}"),
     }
 }

@@ -16,18 +16,22 @@
 //!   what was delivered, and a claim left by one killed mid-delivery is
 //!   taken over when its lease lapses, so delivery is at least once (an
 //!   event delivered but not yet recorded when the process died is
-//!   delivered again).
+//!   delivered again). [`Notifier::run_until`] stops on a signal: it
+//!   ends its attempts and gives their claims back, so that a notifier
+//!   started next delivers them at once instead of after the lease.
 
 pub mod event;
 pub mod sink;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
+use tokio::task::AbortHandle;
 
 use rudder_model::task::{Status, Task};
 use rudder_store::delivery::{Claimed, EventKey};
@@ -36,6 +40,14 @@ use rudder_store::{PageQuery, Store, StoreError};
 
 pub use event::On;
 pub use sink::{Attempt, HeaderSpec, Secret, Sink, SinkError, Webhook};
+
+/// How long a stopping notifier tries to give its claims back (a store
+/// that is down must not keep it from exiting; the claims then lapse).
+const RELEASE_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Tasks read per page when the notifier scans the store: a scan holds a
+/// page at a time, never every waiting task of a large store.
+const SCAN_PAGE: usize = 500;
 
 /// How many deliveries run at once (a catch-up over many waiting tasks
 /// does not start a program for each at the same moment).
@@ -97,7 +109,8 @@ pub fn default_holder() -> String {
 pub struct LogLine {
     /// `started`, `delivered`, `retry`, `gave_up`, `moot` (the task left
     /// the state before a retry), `held` (another notifier of the name
-    /// holds it), `store` (the store could not be read or written).
+    /// holds it), `store` (the store could not be read or written),
+    /// `stopped` (a signal: the claims under way are given back).
     pub outcome: &'static str,
     pub key: Option<EventKey>,
     pub attempt: u32,
@@ -136,8 +149,9 @@ pub struct Notifier {
     sink: Sink,
     opts: Arc<Options>,
     log: Log,
-    /// Events being handled by a delivery of this process.
-    inflight: Arc<Mutex<HashSet<EventKey>>>,
+    /// Events being handled by a delivery of this process, and how to
+    /// stop that delivery.
+    inflight: Arc<Mutex<HashMap<EventKey, AbortHandle>>>,
     permits: Arc<Semaphore>,
 }
 
@@ -166,6 +180,84 @@ impl Notifier {
     /// Follow the store until the feed stops (it runs until the process
     /// is stopped).
     pub async fn run(self) -> Result<(), NotifyError> {
+        self.run_until(std::future::pending()).await
+    }
+
+    /// [`Notifier::run`] until `stop` completes (a signal): then the
+    /// deliveries under way are ended (a program is killed) and their
+    /// claims given back, so that the next notifier of the name delivers
+    /// them at once rather than when the claims' lease lapses.
+    pub async fn run_until(self, stop: impl Future<Output = ()>) -> Result<(), NotifyError> {
+        let follow = self.follow();
+        tokio::select! {
+            r = follow => r,
+            () = stop => {
+                self.stop().await;
+                Ok(())
+            }
+        }
+    }
+
+    /// End the deliveries under way and give their claims back.
+    async fn stop(&self) {
+        let under_way: Vec<(EventKey, AbortHandle)> = self
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .collect();
+        for (_, handle) in &under_way {
+            // Dropping the delivery's future kills its program
+            // (`kill_on_drop`) or drops its request.
+            handle.abort();
+        }
+        (self.log)(LogLine {
+            outcome: "stopped",
+            key: None,
+            attempt: 0,
+            message: Some(format!(
+                "stopping: giving back the claims of {} deliveries under way",
+                under_way.len()
+            )),
+        });
+        // Together: a store that is slow to answer costs the patience
+        // once, not once per claim.
+        let mut releases = tokio::task::JoinSet::new();
+        for (key, _) in under_way {
+            let (store, opts) = (Arc::clone(&self.store), Arc::clone(&self.opts));
+            releases.spawn(async move {
+                let k = key.clone();
+                let r =
+                    blocking(move || store.release_delivery(&opts.name, &k, &opts.holder)).await;
+                (key, r)
+            });
+        }
+        let all = async {
+            while let Some(done) = releases.join_next().await {
+                if let Ok((key, Err(e))) = done {
+                    (self.log)(LogLine {
+                        outcome: "store",
+                        key: Some(key),
+                        attempt: 0,
+                        message: Some(format!("the claim could not be given back: {e}")),
+                    });
+                }
+            }
+        };
+        if tokio::time::timeout(RELEASE_PATIENCE, all).await.is_err() {
+            (self.log)(LogLine {
+                outcome: "store",
+                key: None,
+                attempt: 0,
+                message: Some(format!(
+                    "the claims could not all be given back within {}; they lapse with their lease",
+                    humantime::format_duration(RELEASE_PATIENCE)
+                )),
+            });
+        }
+    }
+
+    async fn follow(&self) -> Result<(), NotifyError> {
         let mut feed = self.store.feed(FeedOptions::default());
         (self.log)(LogLine {
             outcome: "started",
@@ -205,14 +297,9 @@ impl Notifier {
                     None => return Err(NotifyError::FeedStopped),
                     Some(FeedEvent::Reset(_)) => {
                         unavailable = false;
-                        match self.scan().await {
-                            Ok(tasks) => {
-                                leases.clear();
-                                for t in tasks {
-                                    self.consider(&t, &mut leases);
-                                }
-                            }
-                            Err(e) => self.store_error(&e),
+                        leases.clear();
+                        if let Err(e) = self.scan(&mut leases).await {
+                            self.store_error(&e);
                         }
                         Vec::new()
                     }
@@ -267,23 +354,55 @@ impl Notifier {
         });
     }
 
-    /// The tasks in the chosen states now.
-    async fn scan(&self) -> Result<Vec<Task>, StoreError> {
-        let store = Arc::clone(&self.store);
-        let q = PageQuery {
-            statuses: self.opts.on.iter().map(|o| o.status()).collect(),
-            kinds: self.opts.kinds.clone(),
-            ..PageQuery::default()
-        };
-        blocking(move || {
-            let mut tasks = Vec::new();
-            store.page_each(&q, &mut |t| {
-                tasks.push(t);
-                true
-            })?;
-            Ok(tasks)
-        })
-        .await
+    /// Consider every task in the chosen states now, a page at a time.
+    /// Events recorded delivered are left out within the page's read, so
+    /// that what stays in memory is the events still to tell (none, on a
+    /// store whose events were all told) and the working tasks' leases.
+    async fn scan(&self, leases: &mut HashMap<String, DateTime<Utc>>) -> Result<(), StoreError> {
+        let mut after: Option<String> = None;
+        loop {
+            let store = Arc::clone(&self.store);
+            let opts = Arc::clone(&self.opts);
+            let q = PageQuery {
+                statuses: self.opts.on.iter().map(|o| o.status()).collect(),
+                kinds: self.opts.kinds.clone(),
+                limit: Some(SCAN_PAGE),
+                after: after.take(),
+                ..PageQuery::default()
+            };
+            let (kept, last, full) = blocking(move || {
+                let page = store.page(&q)?;
+                let full = page.len() == SCAN_PAGE;
+                let last = page.last().map(|t| t.task_id.clone());
+                let mut kept = Vec::new();
+                let now = Utc::now();
+                for t in page {
+                    let stalls = opts.on.contains(&On::Stalled) && t.status == Status::Working;
+                    let mut untold = false;
+                    for &on in &opts.on {
+                        if let Some(key) = event::event_of(&t, on, now)
+                            && store
+                                .delivery_record(&opts.name, &key)?
+                                .is_none_or(|d| d.delivered_at.is_none())
+                        {
+                            untold = true;
+                        }
+                    }
+                    if stalls || untold {
+                        kept.push(t);
+                    }
+                }
+                Ok((kept, last, full))
+            })
+            .await?;
+            for t in &kept {
+                self.consider(t, leases);
+            }
+            match last {
+                Some(id) if full => after = Some(id),
+                _ => return Ok(()),
+            }
+        }
     }
 
     async fn read(&self, id: String) -> Result<Option<Task>, StoreError> {
@@ -320,12 +439,10 @@ impl Notifier {
     }
 
     fn spawn(&self, key: EventKey, on: On, task: Task) {
-        if !self
-            .inflight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key.clone())
-        {
+        // Held until the delivery's handle is in: the delivery removes its
+        // key when it ends, which must come after.
+        let mut inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        if inflight.contains_key(&key) {
             return;
         }
         let d = Delivery {
@@ -336,14 +453,13 @@ impl Notifier {
             shown: self.shown.clone(),
             permits: Arc::clone(&self.permits),
         };
-        let inflight = Arc::clone(&self.inflight);
-        tokio::spawn(async move {
-            d.run(&key, on, task).await;
-            inflight
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&key);
+        let shared = Arc::clone(&self.inflight);
+        let k = key.clone();
+        let handle = tokio::spawn(async move {
+            d.run(&k, on, task).await;
+            shared.lock().unwrap_or_else(|p| p.into_inner()).remove(&k);
         });
+        inflight.insert(key, handle.abort_handle());
     }
 }
 
@@ -528,5 +644,94 @@ async fn blocking<T: Send + 'static>(
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         // Cancelled: the runtime is shutting down, and this task with it.
         Err(_) => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rudder_model::task::Task;
+    use rudder_store::Backend;
+
+    /// A start-up scan over more than two pages tells each event not yet
+    /// recorded delivered exactly once, on every page (the first, a middle
+    /// one, the last, short one), and none of those recorded.
+    #[test]
+    fn a_scan_over_several_pages_tells_each_untold_event_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite:{}", dir.path().join("tasks.db").display());
+        let store = Store::connect(url.as_str()).unwrap();
+        let ids: Vec<String> = (0..SCAN_PAGE * 2 + 1)
+            .map(|i| format!("00000000-0000-4000-8000-{i:012}"))
+            .collect();
+        store
+            .backend()
+            .transaction(&mut |txn| {
+                for id in &ids {
+                    txn.insert(Task::new(id.clone(), Status::InputRequired))?;
+                }
+                Ok(true)
+            })
+            .unwrap();
+        let key = |id: &str| EventKey {
+            task_id: id.to_string(),
+            event: "input_required".into(),
+            round: 0,
+        };
+        // All told before but one in 50, the last task among the untold.
+        let untold: Vec<String> = ids
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 50 == 0)
+            .map(|(_, id)| id.clone())
+            .collect();
+        for id in ids.iter().filter(|id| !untold.contains(id)) {
+            let lease = Duration::from_secs(60);
+            store
+                .claim_delivery("notify", &key(id), "before", lease)
+                .unwrap();
+            store.finish_delivery("notify", &key(id), "before").unwrap();
+        }
+        let told: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = Arc::clone(&told);
+        let log: Log = Arc::new(move |line: LogLine| {
+            if line.outcome == "delivered"
+                && let Some(k) = line.key
+            {
+                seen.lock().unwrap().push(k.task_id);
+            }
+        });
+        let mut opts = Options::new("notify");
+        opts.backoff = Duration::from_millis(10);
+        let sink = Sink::Exec {
+            program: "true".into(),
+            args: Vec::new(),
+        };
+        let notifier = Notifier::new(Store::connect(url.as_str()).unwrap(), sink, opts, log);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let want = untold.len();
+        let counted = Arc::clone(&told);
+        let all_told = async move {
+            while counted.lock().unwrap().len() < want {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        runtime
+            .block_on(async {
+                tokio::time::timeout(Duration::from_secs(120), notifier.run_until(all_told)).await
+            })
+            .expect("every untold event is told")
+            .unwrap();
+        let mut got = told.lock().unwrap().clone();
+        got.sort();
+        assert_eq!(got, untold);
+        for id in &ids {
+            let d = store.delivery_record("notify", &key(id)).unwrap().unwrap();
+            assert!(d.delivered_at.is_some(), "{id}");
+            assert_eq!(d.attempts, 1, "{id} was claimed again");
+        }
     }
 }
