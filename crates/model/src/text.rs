@@ -129,7 +129,8 @@ pub fn truncate(text: &str, width: usize) -> Cow<'_, str> {
 pub fn truncate_words(text: &str, width: usize) -> String {
     let cut = truncate(text, width);
     let Cow::Owned(cut) = cut else {
-        return text.to_string();
+        // Borrowed: the whole text fits, or (no room at all) none of it.
+        return cut.into_owned();
     };
     let body = cut.strip_suffix('…').unwrap_or(&cut);
     // Already at a word's end: the next character of `text` is a space.
@@ -148,7 +149,8 @@ pub fn truncate_words(text: &str, width: usize) -> String {
 pub fn truncate_at_word(text: &str, width: usize) -> String {
     let cut = truncate(text, width);
     let Cow::Owned(cut) = cut else {
-        return text.to_string();
+        // Borrowed: the whole text fits, or (no room at all) none of it.
+        return cut.into_owned();
     };
     let body = cut.strip_suffix('…').unwrap_or(&cut);
     if text[body.len()..].starts_with(' ') {
@@ -184,6 +186,12 @@ mod tests {
             "INC-1042 checkout…"
         );
         assert_eq!(truncate_at_word("INC-1042 checkout latency", 7), "");
+        assert_eq!(
+            truncate_at_word("INC-1042 checkout latency", 0),
+            "",
+            "no room: nothing"
+        );
+        assert_eq!(truncate_at_word("", 0), "");
         assert_eq!(
             truncate_at_word("INC-1042 checkout latency", 12),
             "INC-1042…"

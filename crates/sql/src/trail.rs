@@ -22,8 +22,16 @@ pub fn query(style: Placeholder, table: &str, q: &TrailQuery) -> Sql {
     if let Some(task) = &q.task {
         clauses.push(format!("t.task_id = {}", s.text_arg(task.clone())));
     }
-    if let Some(since) = q.since {
-        clauses.push(format!("t.at >= {}", s.text_arg(time_text(since))));
+    // One lower bound on the time, the later of `since` and the page's
+    // start: the index's range starts there, so a page after the first
+    // does not read again every row the pages before it read (a row-value
+    // comparison alone does not bound the range).
+    let lower = match (q.since, q.after.as_ref().map(|a| a.at)) {
+        (Some(since), Some(at)) => Some(since.max(at)),
+        (since, at) => since.or(at),
+    };
+    if let Some(lower) = lower {
+        clauses.push(format!("t.at >= {}", s.text_arg(time_text(lower))));
     }
     if let Some(actor) = &q.actor {
         clauses.push(format!("t.actor = {}", s.text_arg(actor.clone())));

@@ -64,8 +64,6 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             // Who and why, in what the label left.
             let room = room.saturating_sub(label.chars().count() + 3);
             let by = match rudder_model::text::truncate_at_word(&e.by, room) {
-                // (No room at all: nothing, not the whole text.)
-                _ if room == 0 => String::new(),
                 cut if cut.is_empty() => String::new(),
                 cut => format!(" · {cut}"),
             };
