@@ -51,6 +51,14 @@ enum Ended {
     Lost(String),
 }
 
+/// Fail the task with `message` (the upstream's answer ends the call):
+/// a failed write is the store's to report, and a task taken or finished
+/// meanwhile needs nothing more.
+async fn give_up(job: &mut AsyncJob, message: String) -> Ended {
+    let _ = job.fail(message).await;
+    Ended::Done
+}
+
 /// Serve the claimed `job` by calling `tool` of `up`.
 ///
 /// When `stop` is cancelled (the gateway is stopping) the call ends where
@@ -400,13 +408,11 @@ async fn attempt_once(
                 rounds += 1;
                 if rounds > MAX_ROUNDS {
                     close(session).await;
-                    let _ = job
-                        .fail(format!(
-                            "upstream {:?} asked questions for tools/call {tool} more than {MAX_ROUNDS} rounds; the call was given up",
-                            up.name
-                        ))
-                        .await;
-                    return Ended::Done;
+                    let why = format!(
+                        "upstream {:?} asked questions for tools/call {tool} more than {MAX_ROUNDS} rounds; the call was given up",
+                        up.name
+                    );
+                    return give_up(job, why).await;
                 }
                 let requests = r.input_requests.unwrap_or_default();
                 match round(job, up, tool, requests, answers).await {
@@ -437,13 +443,11 @@ async fn attempt_once(
             let seen = serde_json::to_value(&other).unwrap_or_default();
             if let Some(reason) = unreadable_question(&seen) {
                 let _ = job.note(unfit_note(up, &reason)).await;
-                let _ = job
-                    .fail(format!(
-                        "upstream {:?} asked a question for tools/call {tool} with a schema that is not a flat form ({reason}); the call was given up",
-                        up.name
-                    ))
-                    .await;
-                return Ended::Done;
+                let why = format!(
+                    "upstream {:?} asked a question for tools/call {tool} with a schema that is not a flat form ({reason}); the call was given up",
+                    up.name
+                );
+                return give_up(job, why).await;
             }
             let what = serde_json::to_value(&other)
                 .ok()
@@ -452,25 +456,24 @@ async fn attempt_once(
                         .map(|o| o.keys().cloned().collect::<Vec<_>>().join(", "))
                 })
                 .unwrap_or_default();
-            let _ = job
-                .fail(format!(
-                    "upstream {:?} answered tools/call {tool} with something that is not a CallToolResult (fields: {}); nothing was stored",
-                    up.name,
-                    rudder_model::text::clean(&what, 200)
-                ))
-                .await;
-            return Ended::Done;
+            let why = format!(
+                "upstream {:?} answered tools/call {tool} with something that is not a CallToolResult (fields: {}); nothing was stored",
+                up.name,
+                rudder_model::text::clean(&what, 200)
+            );
+            return give_up(job, why).await;
         }
         Err(ServiceError::McpError(e)) => {
-            let _ = job
-                .fail(format!(
+            return give_up(
+                job,
+                format!(
                     "upstream {:?} refused tools/call {tool}: JSON-RPC error {}: {}",
                     up.name,
                     e.code.0,
                     rudder_model::text::clean(&e.message, 500)
-                ))
-                .await;
-            return Ended::Done;
+                ),
+            )
+            .await;
         }
         Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
             return Ended::Lost(format!(
@@ -498,21 +501,17 @@ async fn keep(
     let value = match serde_json::to_value(&result) {
         Ok(v) => v,
         Err(e) => {
-            let _ = job
-                .fail(format!("the result of {tool} could not be kept: {e}"))
-                .await;
-            return Ended::Done;
+            let why = format!("the result of {tool} could not be kept: {e}");
+            return give_up(job, why).await;
         }
     };
     let size = value.to_string().len();
     if size > MAX_RESULT_BYTES {
-        let _ = job
-            .fail(format!(
-                "upstream {:?} answered tools/call {tool} with a result of {size} bytes, more than the {MAX_RESULT_BYTES} the gateway stores; it was not kept",
-                up.name
-            ))
-            .await;
-        return Ended::Done;
+        let why = format!(
+            "upstream {:?} answered tools/call {tool} with a result of {size} bytes, more than the {MAX_RESULT_BYTES} the gateway stores; it was not kept",
+            up.name
+        );
+        return give_up(job, why).await;
     }
     match job.complete(value).await {
         Ok(_) => Ended::Done,
@@ -589,15 +588,13 @@ async fn mirror(
         let detailed = match got {
             Ok(r) => r.task,
             Err(ServiceError::McpError(e)) => {
-                let _ = job
-                    .fail(format!(
-                        "upstream {:?} no longer answers for its task {shown}: JSON-RPC error {}: {}",
-                        up.name,
-                        e.code.0,
-                        rudder_model::text::clean(&e.message, 300)
-                    ))
-                    .await;
-                return Ended::Done;
+                let why = format!(
+                    "upstream {:?} no longer answers for its task {shown}: JSON-RPC error {}: {}",
+                    up.name,
+                    e.code.0,
+                    rudder_model::text::clean(&e.message, 300)
+                );
+                return give_up(job, why).await;
             }
             Err(e) => {
                 return Ended::Lost(format!(
@@ -624,32 +621,32 @@ async fn mirror(
                     .get("message")
                     .and_then(Value::as_str)
                     .unwrap_or("no message");
-                let _ = job
-                    .fail(format!(
+                return give_up(
+                    job,
+                    format!(
                         "upstream {:?}'s task {shown} failed: {}",
                         up.name,
                         rudder_model::text::clean(said, 500)
-                    ))
-                    .await;
-                return Ended::Done;
+                    ),
+                )
+                .await;
             }
             TaskPayload::Cancelled => {
-                let _ = job
-                    .fail(format!("upstream {:?} cancelled its task {shown}", up.name))
-                    .await;
-                return Ended::Done;
+                return give_up(
+                    job,
+                    format!("upstream {:?} cancelled its task {shown}", up.name),
+                )
+                .await;
             }
             TaskPayload::InputRequired { input_requests } => {
                 rounds += 1;
                 if rounds > MAX_ROUNDS {
                     let _ = session.peer().cancel_task(CancelTaskParams::new(id)).await;
-                    let _ = job
-                        .fail(format!(
-                            "upstream {:?}'s task {shown} asked questions more than {MAX_ROUNDS} times; it was cancelled",
-                            up.name
-                        ))
-                        .await;
-                    return Ended::Done;
+                    let why = format!(
+                        "upstream {:?}'s task {shown} asked questions more than {MAX_ROUNDS} times; it was cancelled",
+                        up.name
+                    );
+                    return give_up(job, why).await;
                 }
                 let responses = match round(job, up, tool, input_requests, answers).await {
                     Ok(r) => r,
