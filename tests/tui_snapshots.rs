@@ -844,3 +844,36 @@ fn the_history_shows_who_answered_and_who_cancelled() {
         both_sizes("history_with_authors", &mut app);
     });
 }
+
+/// A worker's holder name has no space to cut at: the transitions log
+/// still shows its start rather than nothing.
+#[test]
+fn the_transitions_log_names_a_worker_without_spaces() {
+    each_store(|| {
+        use rudder::task::{Author, Face, HistoryEntry};
+        let mut tasks = fixture();
+        let mut t = task(
+            8,
+            Status::Working,
+            "INC-1060 checkout p99 latency after deploy",
+            30,
+            1,
+        );
+        t.history.truncate(1);
+        tasks.insert(id(8), t.clone());
+        let fx = Fixture::new(tasks.clone());
+        let mut app = fx.app();
+        let mut asked = HistoryEntry::new(Status::InputRequired, ago(1), None);
+        asked.by(&Author::lossy("worker-30261#680b5437", Face::Worker));
+        t.history.push(asked);
+        t.status = Status::InputRequired;
+        t.revision += 1;
+        tasks.insert(id(8), t);
+        app.on_feed(fx.set(tasks));
+        let text = screen(&render_with(&mut app, 200, 50, COLOR));
+        assert!(
+            text.contains("input_required INC-1060… · worker-30261#"),
+            "{text}"
+        );
+    });
+}

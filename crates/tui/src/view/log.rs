@@ -63,8 +63,10 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             };
             // Who and why, in what the label left.
             let room = room.saturating_sub(label.chars().count() + 3);
-            let by = match rudder_model::text::truncate_at_word(&e.by, room) {
-                cut if cut.is_empty() => String::new(),
+            // Cut anywhere (a name has no spaces to cut at), but not to
+            // a lone `…`.
+            let by = match rudder_model::text::truncate(&e.by, room) {
+                cut if cut.chars().count() < 2 => String::new(),
                 cut => format!(" · {cut}"),
             };
             Line::from(vec![
