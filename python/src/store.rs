@@ -159,13 +159,12 @@ impl PyStore {
     #[pyo3(signature = (url, *, actor=None))]
     fn new(py: Python<'_>, url: PathBuf, actor: Option<String>) -> PyResult<Self> {
         let store = Store::connect(&url).map_err(|e| usage(py, e.to_string()))?;
-        let author =
-            match actor.or_else(|| std::env::var("RUDDER_ACTOR").ok().filter(|a| !a.is_empty())) {
-                Some(name) => {
-                    Author::new(name, Face::Python).map_err(|e| usage(py, format!("actor: {e}")))?
-                }
-                None => rudder_store::author::local_author(Face::Python),
-            };
+        let author = match actor.or_else(rudder_store::author::env_actor) {
+            Some(name) => {
+                Author::new(name, Face::Python).map_err(|e| usage(py, format!("actor: {e}")))?
+            }
+            None => rudder_store::author::local_author(Face::Python),
+        };
         let store = store.by(author);
         Ok(PyStore {
             location: store.location(),

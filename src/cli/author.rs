@@ -9,8 +9,7 @@
 use crate::cli::CliError;
 use crate::task::{Author, Face};
 
-/// The variable that names the actor when `--as` is not given.
-pub const ACTOR_VAR: &str = "RUDDER_ACTOR";
+pub use crate::store::author::ACTOR_VAR;
 
 /// The author of this process's writes through `face`: `--as NAME`, else
 /// `$RUDDER_ACTOR` (unless empty), else the config file's `actor`, else
@@ -20,9 +19,8 @@ pub fn resolve(flag: Option<&str>, face: Face) -> Result<Author, CliError> {
     if let Some(name) = flag {
         return Author::new(name, face).map_err(|e| CliError::usage("--as", format!("--as: {e}")));
     }
-    if let Some(name) = std::env::var_os(ACTOR_VAR).filter(|v| !v.is_empty()) {
-        let name = name.to_string_lossy();
-        return Author::new(name.as_ref(), face)
+    if let Some(name) = crate::store::author::env_actor() {
+        return Author::new(name, face)
             .map_err(|e| CliError::environment(ACTOR_VAR, format!("{ACTOR_VAR}: {e}")));
     }
     if let Some(name) = rudder_tui::config::load().actor {

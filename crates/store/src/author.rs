@@ -3,6 +3,17 @@
 
 use crate::task::{Author, Face};
 
+/// The variable that names the actor when the program was not told one.
+pub const ACTOR_VAR: &str = "RUDDER_ACTOR";
+
+/// `$RUDDER_ACTOR`, unless unset or empty (not checked: the caller says
+/// where a bad name came from).
+pub fn env_actor() -> Option<String> {
+    std::env::var_os(ACTOR_VAR)
+        .filter(|v| !v.is_empty())
+        .map(|v| v.to_string_lossy().into_owned())
+}
+
 /// `USER@HOST` of this process (`unknown` for what cannot be told).
 pub fn local_user() -> String {
     let user = ["USER", "LOGNAME"]
