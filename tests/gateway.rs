@@ -302,3 +302,56 @@ fn rudder_gateway_refuses_a_catalogue_it_cannot_use_naming_the_file() {
         "{stderr}"
     );
 }
+
+/// A stdio upstream is another program: it inherits none of the secrets
+/// rudder's environment may hold (the store URL, libpq's password, the MCP
+/// face's token), while the rest of the environment reaches it.
+#[test]
+fn a_stdio_upstream_inherits_none_of_rudders_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = catalogue(dir.path(), &bridge_upstream());
+    let url = dir.path().join("tasks.db");
+    let store = Store::connect(&url).unwrap();
+    let names = [
+        "RUDDER_STORE",
+        "PGPASSWORD",
+        "RUDDER_MCP_TOKEN",
+        "RUDDER_TEST_PLAIN",
+    ];
+    let id = store
+        .create(NewTask {
+            kind: Some("environment".into()),
+            request: Some(json!({ "names": names })),
+            ..NewTask::default()
+        })
+        .unwrap()
+        .task
+        .task_id;
+    let mut gateway = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+        .env("RUDDER_STORE", format!("sqlite:{}", url.display()))
+        .env("PGPASSWORD", "pg-secret")
+        .env("RUDDER_MCP_TOKEN", "mcp-secret-token-0123456789")
+        .env("RUDDER_TEST_PLAIN", "1")
+        .args(["gateway", "--tools"])
+        .arg(&tools)
+        .spawn()
+        .expect("rudder gateway starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let task = loop {
+        let task = store.get(&id).unwrap();
+        if task.status.is_terminal() {
+            break task;
+        }
+        assert!(Instant::now() < deadline, "never finished: {task:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = gateway.kill();
+    let _ = gateway.wait();
+    assert_eq!(task.status, Status::Completed, "{:?}", task.error);
+    assert_eq!(
+        task.result
+            .as_ref()
+            .and_then(|r| r.pointer("/content/0/text")),
+        Some(&json!("RUDDER_TEST_PLAIN"))
+    );
+}

@@ -229,6 +229,10 @@ async fn open(
         Transport::Stdio { command, env, cwd } => {
             let program = command.first().cloned().unwrap_or_default();
             let mut cmd = tokio::process::Command::new(&program);
+            // The upstream is another program: none of rudder's secrets.
+            for name in rudder_store::WITHHELD_FROM_CHILDREN {
+                cmd.env_remove(name);
+            }
             cmd.args(command.iter().skip(1))
                 .envs(env)
                 .kill_on_drop(true);

@@ -226,11 +226,6 @@ impl Sink {
     }
 }
 
-/// What the notifier's environment may hold that its program must not
-/// see: the store URL (a PostgreSQL password travels there, off argv),
-/// libpq's password and the MCP face's token.
-const WITHHELD: [&str; 3] = ["RUDDER_STORE", "PGPASSWORD", "RUDDER_MCP_TOKEN"];
-
 /// Run `program` with `args` (no shell), the event on its standard input
 /// and in its environment; its output goes to the notifier's standard
 /// error.
@@ -251,7 +246,7 @@ async fn run(
             .unwrap_or_else(|_| Stdio::null())
     };
     let mut cmd = tokio::process::Command::new(program);
-    for name in WITHHELD {
+    for name in rudder_store::WITHHELD_FROM_CHILDREN {
         cmd.env_remove(name);
     }
     cmd.args(args)

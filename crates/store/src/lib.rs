@@ -19,6 +19,12 @@
 
 mod any;
 pub mod author;
+
+/// What a process of rudder's environment may hold that a program it
+/// starts (a notifier's program, a gateway's stdio upstream) must not see:
+/// the store URL (a PostgreSQL password travels there, off argv), libpq's
+/// password and the MCP face's token.
+pub const WITHHELD_FROM_CHILDREN: [&str; 3] = ["RUDDER_STORE", "PGPASSWORD", "RUDDER_MCP_TOKEN"];
 #[cfg(all(feature = "file", feature = "sqlite", feature = "postgres"))]
 pub mod copy;
 pub mod watch;
