@@ -125,23 +125,21 @@ pub fn parse_tokens(text: &str) -> Result<Tokens, String> {
                 "line {n}: expected `NAME TOKEN` or `NAME sha256:HEX` (two fields)"
             ));
         };
-        rudder_model::task::check_author(name).map_err(|e| {
-            format!(
-                "line {n}: the name {:?} cannot be a principal's: {e}",
-                rudder_model::text::clean(name, 40)
-            )
-        })?;
+        // The token first, and neither field quoted: a line written
+        // `TOKEN NAME` holds the token where the name belongs.
         let hash = match secret.strip_prefix("sha256:") {
             Some(hex) => from_hex(hex).ok_or_else(|| {
                 format!("line {n}: sha256: takes 64 hexadecimal digits (the token's SHA-256)")
             })?,
             None if secret.chars().count() < MIN_TOKEN_CHARS => {
                 return Err(format!(
-                    "line {n}: the token of {name:?} is shorter than {MIN_TOKEN_CHARS} characters"
+                    "line {n}: the second field, the token, is shorter than {MIN_TOKEN_CHARS} characters (a line is `NAME TOKEN`)"
                 ));
             }
             None => sha256(secret.as_bytes()),
         };
+        rudder_model::task::check_author(name)
+            .map_err(|e| format!("line {n}: the first field cannot be a principal's name: {e}"))?;
         if let Some(first) = names.get(name) {
             return Err(format!(
                 "line {n}: the name {name:?} is also on line {first}; a name is given once"
@@ -579,10 +577,22 @@ mod tests {
             (format!("a {A} extra\n"), "line 1: expected"),
             (
                 "a short\n".to_string(),
-                "line 1: the token of \"a\" is shorter",
+                "line 1: the second field, the token, is shorter",
             ),
             ("a sha256:abc\n".to_string(), "line 1: sha256: takes 64"),
-            (format!("a\u{1b}[2J {A}\n"), "line 1: the name"),
+            (
+                format!("a\u{1b}[2J {A}\n"),
+                "line 1: the first field cannot be",
+            ),
+            // The fields swapped: the token is where the name belongs.
+            (
+                format!("{A} alice\n"),
+                "line 1: the second field, the token, is shorter",
+            ),
+            (
+                format!("{}x {A}\n", "y".repeat(200)),
+                "line 1: the first field cannot be",
+            ),
         ] {
             let e = parse_tokens(&text).expect_err(&text);
             assert!(e.starts_with(wanted), "{e}");
