@@ -426,7 +426,8 @@ fn check(
                 return Err(fail(
                     Some(url.span()),
                     "url",
-                    format!("{u:?} is not an http:// or https:// URL"),
+                    // Not quoted: a URL may carry a password or a key.
+                    "not an http:// or https:// URL".to_string(),
                 ));
             }
             let headers = raw
@@ -735,6 +736,19 @@ tools = "*"
         );
         assert_eq!(e.field.as_deref(), Some("headers"));
         assert!(e.reason.contains("token_env or token_file"), "{e}");
+    }
+
+    #[test]
+    fn a_refused_url_is_not_quoted() {
+        let e = err(
+            "[[upstream]]\nname = \"b\"\nurl = \"ftp://u:hunter2secret@x/?key=k3y\"\ntools = \"*\"\n",
+        );
+        assert_eq!(e.field.as_deref(), Some("url"));
+        let shown = e.described();
+        assert!(
+            !shown.contains("hunter2secret") && !shown.contains("k3y"),
+            "{shown}"
+        );
     }
 
     #[test]
