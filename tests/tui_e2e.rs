@@ -110,6 +110,17 @@ impl Tui {
         panic!("{what:?} never appeared; the screen:\n{}", self.contents());
     }
 
+    fn wait_for_gone(&self, what: &str) {
+        let start = Instant::now();
+        while start.elapsed() < PATIENCE {
+            if !self.contents().contains(what) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("{what:?} never went; the screen:\n{}", self.contents());
+    }
+
     /// Wait for the TUI to exit; panics if it does not or fails.
     fn wait_exit(&mut self) {
         let start = Instant::now();
@@ -413,6 +424,48 @@ fn over_postgres_another_process_shows_and_an_outage_is_survived() {
     // The refused cancel was not kept to be sent later.
     let cancelled = cli(&url, &["list", "--status", "cancelled", "--json"]);
     assert_eq!(cancelled.trim(), "[]", "{cancelled}");
+    tui.send("q");
+    tui.wait_exit();
+}
+
+/// Issue 31: the TUI never blocks on the store. A PostgreSQL server that
+/// stops answering (SIGSTOP: its connections stay open and nothing
+/// answers, as a host that hangs) leaves the screen live: the keys work,
+/// the header says the TUI waits for the store, the rows come back when
+/// the server does, and `q` quits at once while it hangs.
+#[test]
+fn over_postgres_a_server_that_stops_answering_leaves_the_keys_working() {
+    if !common::pg::available() {
+        return;
+    }
+    // A cluster of its own: this test stops its server.
+    let cluster = common::pg::Cluster::start().expect("a test cluster");
+    let db = cluster.create_database();
+    let url = std::path::PathBuf::from(cluster.url(&db));
+    cli(&url, &["create", "--title", "alpha-on-postgres"]);
+    let mut tui = Tui::start(&url);
+    tui.wait_for("alpha-on-postgres");
+    tui.wait_for("live");
+    {
+        let _frozen = cluster.freeze();
+        // The once-a-second count of stalled tasks now waits on the
+        // server (as any read would): said, with the last rows kept.
+        tui.wait_for("waiting for the store");
+        assert!(tui.contents().contains("alpha-on-postgres"));
+        // The keys work meanwhile: the help opens and closes.
+        tui.send("?");
+        tui.wait_for(" keys ");
+        tui.send("\x1b");
+        tui.wait_for_gone(" keys ");
+    }
+    // The server answers again: a change made since is shown, live.
+    cli(&url, &["create", "--title", "beta-after-the-hang"]);
+    tui.wait_for("beta-after-the-hang");
+    tui.wait_for("live");
+    assert!(!tui.contents().contains("waiting for the store"));
+    // Quitting does not wait for a read that hangs.
+    let _frozen = cluster.freeze();
+    tui.wait_for("waiting for the store");
     tui.send("q");
     tui.wait_exit();
 }

@@ -262,6 +262,22 @@ fn unreachable_server_banner() {
     });
 }
 
+/// A read that takes long (a database that hangs): the header says the
+/// TUI waits for the store and for how long; the last rows stay.
+#[test]
+fn waiting_for_a_slow_store() {
+    each_store(|| {
+        insta::allow_duplicates! {
+            let mut app = app_with(fixture());
+            app.slow_read = Some(std::time::Duration::from_millis(3_400));
+            let text = render(&mut app);
+            assert!(text.contains("◌ waiting for the store (3 s)"), "{text}");
+            assert!(!text.contains("● live"), "{text}");
+            insta::assert_snapshot!(text);
+        }
+    });
+}
+
 #[test]
 fn paused_with_changes_pending() {
     each_store(|| {

@@ -260,6 +260,43 @@ impl Cluster {
         run(c, "pg_ctl stop").expect("stop the server");
     }
 
+    /// Stop the server and every process of it with SIGSTOP, as a host
+    /// that hangs: connections stay open and nothing answers. They go on
+    /// when the guard is dropped (a failed test too).
+    pub fn freeze(&self) -> Frozen {
+        let pid_file = std::fs::read_to_string(self.data().join("postmaster.pid"))
+            .expect("the server's postmaster.pid");
+        let postmaster: u32 = pid_file
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .expect("a pid on postmaster.pid's first line");
+        // The postmaster first, so that it starts no other process.
+        let mut pids = vec![postmaster];
+        for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // pid (comm) state ppid ...: the name may hold spaces.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if ppid == Some(postmaster) {
+                pids.push(pid);
+            }
+        }
+        signal(&pids, "-STOP");
+        Frozen(pids)
+    }
+
     /// A watchdog that stops the server and removes the dir once this
     /// process is gone (the shared cluster is a static: never dropped).
     fn spawn_watchdog(&self) -> Result<std::process::Child, String> {
@@ -460,4 +497,22 @@ pub fn store_url() -> String {
         cluster.url(db),
         encode(&format!("-c search_path={schema}"))
     )
+}
+
+/// Server processes stopped by [`Cluster::freeze`]; continued on drop.
+pub struct Frozen(Vec<u32>);
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal(&self.0, "-CONT");
+    }
+}
+
+fn signal(pids: &[u32], sig: &str) {
+    let status = Command::new("kill")
+        .arg(sig)
+        .args(pids.iter().map(|p| p.to_string()))
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill {sig} {pids:?}: {status}");
 }

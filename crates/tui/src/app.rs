@@ -14,12 +14,13 @@ use crate::WorkerState;
 use crate::form::Form;
 use crate::keys::KeyMap;
 use crate::marks::Marks;
+use crate::reads::{Held, ReadAnswer, ReadRequest, WindowAsk};
 use crate::shown::ShownCache;
 use crate::task_view::TaskView;
-use crate::window::{self, Anchor, RowSource, View};
+use crate::window::{self, Anchor, Order, RowSource, View};
+pub use crate::window::{SortKey, status_index};
 use rudder_model::task::{Status, Task, TaskMap};
 use rudder_store::ReclaimReport;
-use rudder_store::query::StatusCounts;
 use rudder_store::watch::{FeedEvent, TaskChange, Unavailable};
 
 /// How long a changed row stays highlighted.
@@ -28,14 +29,92 @@ pub const FLASH: TimeDelta = TimeDelta::seconds(2);
 pub const LOG_CAPACITY: usize = 500;
 /// How many rows the app fetches on each side of the selection.
 pub const WINDOW_SIDE: usize = 200;
-/// How many tasks outside the window one batch of changes looks up for
-/// the log's labels (the rest are logged by id alone).
-const LABEL_LOOKUPS: usize = 50;
 /// How many changes are held back while paused before they are replaced
 /// by one re-read.
 const PENDING_CAPACITY: usize = 10_000;
 /// The reclaim age offered by default.
 pub const DEFAULT_RECLAIM_AGE: &str = "15m";
+/// How long a read may take before the header says the TUI waits for the
+/// store.
+pub const SLOW_READ: Duration = Duration::from_secs(1);
+
+/// How the app's reads are answered.
+enum Reads {
+    /// At once, on the caller's thread (the tests, and an app without a
+    /// loop).
+    Inline,
+    /// By a reader thread ([`crate::reads::Reader`]): its answers come back
+    /// through the loop, to [`App::on_read`].
+    Background {
+        /// Where requests go.
+        ask: std::sync::mpsc::Sender<ReadRequest>,
+        /// When the read under way was asked, if one is.
+        reading: Option<std::time::Instant>,
+        /// The read under way fetches rows the person asked for.
+        for_person: bool,
+    },
+}
+
+/// How many keys and clicks are held while rows the person asked for are
+/// read ([`App::awaits_rows`]); more are dropped, and said.
+pub const HELD_EVENTS: usize = 4096;
+
+/// What the app wants read, gathered while a read is under way.
+#[derive(Default)]
+struct Want {
+    /// The rows, fetched again.
+    window: Option<WindowWant>,
+    /// The feed's changes since the last read, to log.
+    changes: Vec<TaskChange>,
+    /// The window when the first of them came.
+    old: Option<Arc<TaskMap>>,
+    /// The stalled count.
+    stalled: bool,
+    /// The feed re-read the store: live once the rows are read.
+    reset: bool,
+}
+
+/// The rows wanted again.
+struct WindowWant {
+    /// Where the window is anchored.
+    aim: Aim,
+    /// Whether the rows shown keep their order.
+    order: Order,
+    /// Only the feed's changes asked for it (their tasks may be taken
+    /// into a text-filtered window without a page query).
+    changes_only: bool,
+    /// The person asked for these rows (or they are the first): keys wait
+    /// for them.
+    for_person: bool,
+}
+
+/// Where a window wanted is anchored, decided when it is asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Aim {
+    /// The selection, then its neighbours.
+    Here,
+    /// The selection alone.
+    Selected,
+    /// The top of the table.
+    Start,
+    /// The bottom of the table.
+    End,
+}
+
+/// Who wants the window again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Asker {
+    /// The person: another view or place (a filter, a sort, `g`/`G`).
+    Person,
+    /// The person moved near the window's edge.
+    Scroll,
+    /// The feed re-read the store.
+    Store,
+    /// The feed's changes.
+    Changes,
+    /// The feed's first reading of the store: the first rows.
+    First,
+}
 
 /// What the TUI learns about the store, as [`crate::live`] delivers
 /// it: the rows are then fetched from the app's source
@@ -70,41 +149,6 @@ impl WatchState {
             Unavailable::Missing => WatchState::Missing,
             Unavailable::Unreadable { message } => WatchState::Unreadable(shown(message)),
             Unavailable::Unreachable { message } => WatchState::Unreachable(shown(message)),
-        }
-    }
-}
-
-/// The order of the table (waiting tasks always come first).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortKey {
-    /// Most recently updated first.
-    Updated,
-    /// Most recently created first.
-    Created,
-    /// By title (or key), then id.
-    Title,
-    /// By id.
-    Id,
-}
-
-impl SortKey {
-    /// The next sort in the `s` cycle.
-    pub fn next(self) -> SortKey {
-        match self {
-            SortKey::Updated => SortKey::Created,
-            SortKey::Created => SortKey::Title,
-            SortKey::Title => SortKey::Id,
-            SortKey::Id => SortKey::Updated,
-        }
-    }
-
-    /// The name shown in the header.
-    pub fn label(self) -> &'static str {
-        match self {
-            SortKey::Updated => "last update",
-            SortKey::Created => "created",
-            SortKey::Title => "title",
-            SortKey::Id => "id",
         }
     }
 }
@@ -341,6 +385,20 @@ pub struct App {
     stalled_at: Option<DateTime<Utc>>,
     /// What was wrong with the config file, shown at start and in the help.
     pub config_problems: Vec<String>,
+    /// How the store is read.
+    reads: Reads,
+    /// What is wanted read and not yet asked.
+    want: Want,
+    /// Grows when the person asks for another view or place: a read asked
+    /// before it has stale rows.
+    generation: u64,
+    /// How long the read under way has taken, once that is at least
+    /// [`SLOW_READ`] (the header says the TUI waits for the store).
+    pub slow_read: Option<Duration>,
+    /// Keys and clicks that came while rows the person asked for were
+    /// read, to be taken in order once they are shown
+    /// ([`App::next_held`]).
+    held: VecDeque<crossterm::event::Event>,
     /// How many rows are out of the order chosen with `s`: the table
     /// holds still while changes come in (a changed task keeps its row) and
     /// the header says how many rows a re-sort ([`App::resort`]) would move.
@@ -426,6 +484,11 @@ impl App {
             stalled_at: None,
             config_problems: Vec::new(),
             out_of_order: 0,
+            reads: Reads::Inline,
+            want: Want::default(),
+            generation: 0,
+            slow_read: None,
+            held: VecDeque::new(),
         }
     }
 
@@ -539,25 +602,25 @@ impl App {
         }
     }
 
-    /// Take in a feed event: fetch the window again when the
-    /// changes could move it or the counts, log the transitions, flash
-    /// the rows with news.
+    /// Take in a feed event: ask for the window again when the changes
+    /// could move it or the counts, and for what the log and the flashes
+    /// need; what is read is taken in by [`App::on_read`].
     fn apply_events(&mut self, event: FeedEvent) {
         match event {
             FeedEvent::Reset(_) => {
-                let first = self.watch == WatchState::Starting;
-                self.watch = WatchState::Live;
+                // Live once the rows are read ([`App::on_read`]).
+                self.want.reset = true;
                 self.shown.clear();
-                let anchor = if first {
-                    Anchor::Start
+                // Keys typed before the first rows wait for them.
+                let (aim, asker) = if self.watch == WatchState::Starting {
+                    (Aim::Start, Asker::First)
                 } else {
-                    Anchor::Tasks(self.anchors())
+                    (Aim::Here, Asker::Store)
                 };
-                self.fetch_window(anchor, Order::Held);
+                self.want_window(aim, Order::Held, asker);
             }
             FeedEvent::Changes(list) => {
                 self.watch = WatchState::Live;
-                let old = Arc::clone(&self.tasks);
                 for c in &list {
                     self.shown.forget(&c.task_id);
                 }
@@ -568,15 +631,19 @@ impl App {
                     || matches!(self.sort, SortKey::Updated | SortKey::Title)
                     || list
                         .iter()
-                        .any(|c| c.is_transition() || old.contains_key(&c.task_id));
-                if affects && !self.take_changes(&list) {
-                    self.fetch_window(Anchor::Tasks(self.anchors()), Order::Held);
+                        .any(|c| c.is_transition() || self.tasks.contains_key(&c.task_id));
+                if self.want.old.is_none() {
+                    self.want.old = Some(Arc::clone(&self.tasks));
                 }
-                self.record_changes(&list, &old);
-                self.alerts.see(&list, &self.tasks);
+                self.want.changes.extend(list);
+                if affects {
+                    self.want_window(Aim::Here, Order::Held, Asker::Changes);
+                }
             }
             FeedEvent::Unavailable(Unavailable::Missing) => {
-                // Nothing is known about any task any more.
+                // Nothing is known about any task any more; a read under
+                // way reads a store that is gone.
+                self.generation += 1;
                 self.tasks = Arc::new(TaskMap::new());
                 self.rows.clear();
                 self.out_of_order = 0;
@@ -588,23 +655,105 @@ impl App {
                 self.cursor = 0;
                 self.offset = 0;
                 self.selected = None;
+                self.prune_marks();
+                self.check_form(&TaskMap::new());
             }
             FeedEvent::Unavailable(u) => self.watch = WatchState::unavailable(&u),
         }
-        self.prune_marks();
         // The store changed (or is gone): count again.
-        self.count_stalled();
-        self.check_form();
+        self.want.stalled = true;
+        self.ask();
+    }
+
+    /// Take in what a read found ([`crate::reads`]): the rows, unless the
+    /// person has asked for another view or place since it was asked; the
+    /// transitions it was asked to log (always, so the log misses none);
+    /// the stalled count; the open form's task. Then ask for what was
+    /// wanted meanwhile.
+    pub fn on_read(&mut self, answer: ReadAnswer) {
+        if let Reads::Background {
+            reading,
+            for_person,
+            ..
+        } = &mut self.reads
+        {
+            *reading = None;
+            *for_person = false;
+            self.slow_read = None;
+        }
+        let ReadAnswer {
+            generation,
+            window,
+            changes,
+            old,
+            labels,
+            outside,
+            stalled,
+            selected,
+            reset,
+        } = answer;
+        // The tasks as the read found them, for the log, the alerts and
+        // the form, whether or not its rows are shown.
+        let mut fetched: Option<Arc<TaskMap>> = None;
+        match window {
+            Some(Ok((mut w, anchor, order))) => {
+                if reset || self.watch == WatchState::Starting {
+                    self.watch = WatchState::Live;
+                }
+                if generation == self.generation {
+                    if selected != self.selected {
+                        // Moved while the read was under way: the window
+                        // follows the selection as it is now.
+                        let anchors = self.anchors();
+                        w.anchor = anchors
+                            .iter()
+                            .find_map(|id| w.rows.iter().position(|t| &t.task_id == id))
+                            .or(w.anchor);
+                    }
+                    self.take_window(w, &anchor, order, &outside);
+                    fetched = Some(Arc::clone(&self.tasks));
+                } else {
+                    fetched = Some(Arc::new(
+                        w.rows.into_iter().map(|t| (t.task_id.clone(), t)).collect(),
+                    ));
+                }
+            }
+            Some(Err(u)) => self.watch = WatchState::unavailable(&u),
+            None => {}
+        }
+        let new = fetched.unwrap_or_else(|| Arc::clone(&self.tasks));
+        if !changes.is_empty() {
+            self.record_changes(&changes, &old, &new, &labels);
+            self.alerts.see(&changes, &new);
+        }
+        if let Some((_, Ok(n))) = stalled {
+            self.stalled = n;
+        }
+        self.prune_marks();
+        let mut known = outside;
+        for (id, t) in new.iter() {
+            known.entry(id.clone()).or_insert_with(|| t.clone());
+        }
+        self.check_form(&known);
+        if matches!(self.reads, Reads::Background { .. }) {
+            self.ask();
+        }
     }
 
     /// Log the transitions of `list` and flash the rows with news; `old`
-    /// is the window before the changes.
-    fn record_changes(&mut self, list: &[TaskChange], old: &TaskMap) {
+    /// is the window before the changes, `new` the tasks read after them,
+    /// `labels` those of changed tasks in neither.
+    fn record_changes(
+        &mut self,
+        list: &[TaskChange],
+        old: &TaskMap,
+        new: &TaskMap,
+        labels: &HashMap<String, String>,
+    ) {
         let until = self.now + FLASH;
-        let mut lookups = 0;
         for c in list {
-            let new = self.tasks.get(&c.task_id);
             let before = old.get(&c.task_id);
+            let new = new.get(&c.task_id);
             // A flash means news: a new task, a transition, a new title or
             // message. A heartbeat alone changes none of these.
             let news = match (before, new) {
@@ -621,20 +770,10 @@ impl App {
             if !c.is_transition() {
                 continue;
             }
-            let mut label = new.or(before).and_then(|t| t.label()).map(str::to_string);
-            if label.is_none()
-                && new.is_none()
-                && before.is_none()
-                && lookups < LABEL_LOOKUPS
-                && let Some(source) = &self.source
-            {
-                lookups += 1;
-                label = source
-                    .task(&c.task_id)
-                    .ok()
-                    .flatten()
-                    .and_then(|t| t.label().map(str::to_string));
-            }
+            let label = new
+                .or(before)
+                .and_then(|t| t.label())
+                .or_else(|| labels.get(&c.task_id).map(String::as_str));
             // The entry that recorded this transition: the task's last,
             // when it is still at the status the change went to.
             let by = new
@@ -654,7 +793,7 @@ impl App {
             self.log.push_front(LogEntry {
                 at: c.at.unwrap_or(self.now),
                 task_id: c.task_id.clone(),
-                label: crate::shown::shown(label.as_deref().unwrap_or("")),
+                label: crate::shown::shown(label.unwrap_or("")),
                 from: c.from,
                 to: c.to,
                 by,
@@ -691,126 +830,148 @@ impl App {
     /// Fetch the window again in the table's order, keeping the selected
     /// row on the same line of the screen (the person asked for it: a
     /// filter, a sort, `g`/`G`).
-    fn refetch(&mut self, anchor: Anchor) {
-        self.fetch_window(anchor, Order::Fresh);
+    fn refetch(&mut self, aim: Aim) {
+        self.want_window(aim, Order::Fresh, Asker::Person);
     }
 
-    /// Fetch the window again, keeping the selected row on the same line
-    /// of the screen; with [`Order::Held`], the rows already shown keep
-    /// their order.
-    fn fetch_window(&mut self, anchor: Anchor, order: Order) {
+    /// Want the window fetched again at `aim`: what the person asks for
+    /// replaces what was wanted before (and makes a read under way for
+    /// another view or place stale); anything else adds to it.
+    fn want_window(&mut self, aim: Aim, order: Order, asker: Asker) {
+        let wanted = WindowWant {
+            aim,
+            order,
+            changes_only: asker == Asker::Changes,
+            for_person: matches!(asker, Asker::Person | Asker::First),
+        };
+        match (&mut self.want.window, asker) {
+            (_, Asker::Person) => {
+                self.generation += 1;
+                self.want.window = Some(wanted);
+            }
+            (Some(w), _) => {
+                w.changes_only &= wanted.changes_only;
+                w.for_person |= wanted.for_person;
+            }
+            (None, _) => self.want.window = Some(wanted),
+        }
+        self.ask();
+    }
+
+    /// Ask for what is wanted: at once on this thread ([`Reads::Inline`]),
+    /// or of the reader when no read is under way (one at a time: what is
+    /// wanted meanwhile is asked when the answer comes, from the state
+    /// then).
+    fn ask(&mut self) {
         let Some(source) = self.source.clone() else {
+            // Nothing to read from: the changes are logged as they are.
+            if let Some(mut request) = self.request() {
+                request.window = None;
+                request.stalled_at = None;
+                self.on_read(crate::reads::answer(&crate::reads::NoStore, &request));
+            }
+            self.stalled = 0;
             return;
         };
-        // At least two pages each side, so that a page key never leaves it.
-        let side = self.window_side.max(2 * self.page.max(1));
-        match window::fetch(&*source, &self.view(), &anchor, side) {
-            Ok(w) => self.take_window(w, &anchor, order),
-            Err(e) => self.watch = WatchState::unavailable(&Unavailable::of(&e)),
+        if let Reads::Background {
+            reading: Some(_), ..
+        } = &self.reads
+        {
+            return;
+        }
+        let person = self.want.window.as_ref().is_some_and(|w| w.for_person);
+        let Some(request) = self.request() else {
+            return;
+        };
+        match &mut self.reads {
+            Reads::Inline => {
+                let answer = crate::reads::answer(&*source, &request);
+                self.on_read(answer);
+            }
+            Reads::Background {
+                ask,
+                reading,
+                for_person,
+            } => {
+                if ask.send(request).is_ok() {
+                    *reading = Some(std::time::Instant::now());
+                    *for_person = person;
+                } else {
+                    self.watch = WatchState::Unreadable(
+                        "the TUI's reader stopped: the rows are no longer read".into(),
+                    );
+                }
+            }
         }
     }
 
-    /// Take in the changes of a text-filtered window without asking the
-    /// store for its rows again: with a text filter a page query reads
-    /// every task to find the few that match, but the feed names the tasks
-    /// that changed, and the window is the slice of the table between its
-    /// first and last rows. So the rows that did not change stay, and each
-    /// changed task is read by its id and kept if the filter shows it
-    /// inside that slice. `false` when this cannot be done (no text
-    /// filter, an empty or overgrown window, no anchor left in it): then
-    /// the window is fetched again.
-    fn take_changes(&mut self, list: &[TaskChange]) -> bool {
-        let Some(source) = self.source.clone() else {
-            return false;
+    /// The read for what is wanted, built from the state as it is now;
+    /// `None` when nothing is wanted.
+    fn request(&mut self) -> Option<ReadRequest> {
+        let want = std::mem::take(&mut self.want);
+        let form = match &self.popup {
+            Popup::Form(form) => Some(form.task_id.clone()),
+            _ => None,
         };
-        if self.filter.text.is_empty() || (self.tasks.is_empty() && !(self.at_start && self.at_end))
-        {
-            return false;
+        if want.window.is_none() && want.changes.is_empty() && !want.stalled && form.is_none() {
+            return None;
         }
-        let view = self.view();
-        let old = Arc::clone(&self.tasks);
-        // The old window held exactly the tasks between these two, in
-        // the order as it was; a task outside them is outside the window.
-        let first = (!self.at_start)
-            .then(|| old.first().map(|(_, t)| t))
-            .flatten();
-        let last = (!self.at_end).then(|| old.last().map(|(_, t)| t)).flatten();
-        let inside = |t: &Task| {
-            first.is_none_or(|f| view.order(f, t).is_le())
-                && last.is_none_or(|l| view.order(t, l).is_le())
-        };
-        let changed: std::collections::HashSet<&str> =
-            list.iter().map(|c| c.task_id.as_str()).collect();
-        let mut rows: Vec<Task> = old
-            .values()
-            .filter(|t| !changed.contains(t.task_id.as_str()))
-            .cloned()
-            .collect();
-        for id in &changed {
-            match source.task(id) {
-                Ok(Some(t)) if view.shows(&t) && inside(&t) => rows.push(t),
-                // The selection follows its task out of the window: a
-                // fetch anchored at it.
-                Ok(Some(t)) if view.shows(&t) && self.selected.as_deref() == Some(id) => {
-                    return false;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    self.watch = WatchState::unavailable(&Unavailable::of(&e));
-                    return true;
-                }
-            }
-        }
-        // Grown past a fetch's size: a fetch trims it around the selection.
+        // At least two pages each side, so that a page key never leaves it.
         let side = self.window_side.max(2 * self.page.max(1));
-        if rows.len() > 4 * side + 2 {
-            return false;
-        }
-        rows.sort_by(|a, b| view.order(a, b));
-        let anchors = self.anchors();
-        let Some(at) = anchors
-            .iter()
-            .find_map(|id| rows.iter().position(|t| &t.task_id == id))
-        else {
-            return false;
-        };
-        // The counts change only when a task appears, vanishes or changes
-        // status.
-        let counts = if list.iter().any(|c| c.is_transition()) {
-            match source.counts() {
-                Ok(c) => c,
-                Err(e) => {
-                    self.watch = WatchState::unavailable(&Unavailable::of(&e));
-                    return true;
-                }
+        let window = want.window.map(|w| {
+            let anchor = match w.aim {
+                Aim::Here => Anchor::Tasks(self.anchors()),
+                Aim::Selected => Anchor::Tasks(self.selected.iter().cloned().collect()),
+                Aim::Start => Anchor::Start,
+                Aim::End => Anchor::End,
+            };
+            // Only changes moved it, under a text filter: they are taken
+            // into the rows held, without a page query.
+            let held = (w.changes_only
+                && w.aim == Aim::Here
+                && !self.filter.text.is_empty()
+                && !want.changes.is_empty())
+            .then(|| Held {
+                changed: want.changes.clone(),
+                rows: Arc::clone(&self.tasks),
+                at_start: self.at_start,
+                at_end: self.at_end,
+                selected: self.selected.clone(),
+                counts: self.counts,
+            });
+            WindowAsk {
+                view: self.view(),
+                anchor,
+                order: w.order,
+                side,
+                held,
             }
-        } else {
-            StatusCounts(
-                Status::ALL
-                    .iter()
-                    .zip(self.counts)
-                    .filter(|(_, n)| *n > 0)
-                    .map(|(s, n)| (*s, n))
-                    .collect(),
-            )
+        });
+        // Marks follow their tasks outside the window too.
+        let mut extra: Vec<String> = match window {
+            Some(_) => self.marks.ids().cloned().collect(),
+            None => Vec::new(),
         };
-        let w = window::Window {
-            rows,
-            anchor: Some(at),
-            at_start: self.at_start,
-            at_end: self.at_end,
-            counts,
-        };
-        self.take_window(w, &Anchor::Tasks(anchors), Order::Held);
-        true
+        extra.extend(form);
+        let stalled_at = want.stalled.then(|| {
+            self.stalled_at = Some(self.now);
+            self.now
+        });
+        Some(ReadRequest {
+            generation: self.generation,
+            window,
+            old: want.old.unwrap_or_else(|| Arc::clone(&self.tasks)),
+            changes: want.changes,
+            extra,
+            stalled_at,
+            selected: self.selected.clone(),
+            reset: want.reset,
+        })
     }
 
     /// Show the window `w` fetched at `anchor`, keeping the selected row on
     /// the same line of the screen.
-    fn take_window(&mut self, w: window::Window, anchor: &Anchor, order: Order) {
-        let Some(source) = self.source.clone() else {
-            return;
-        };
+    fn take_window(&mut self, w: window::Window, anchor: &Anchor, order: Order, outside: &TaskMap) {
         let line = self.cursor.saturating_sub(self.offset);
         let mut counts = [0; 5];
         for (status, n) in &w.counts.0 {
@@ -841,8 +1002,8 @@ impl App {
             .marks
             .ids()
             .filter(|id| !tasks.contains_key(*id))
-            .filter_map(|id| source.task(id).ok().flatten())
-            .map(|t| (t.task_id.clone(), t))
+            .filter_map(|id| outside.get(id))
+            .map(|t| (t.task_id.clone(), t.clone()))
             .collect();
         self.tasks = Arc::new(tasks);
         // The anchor's place in the window, then on the screen.
@@ -912,15 +1073,13 @@ impl App {
     }
 
     /// Tell an open form that its task moved on (it keeps what was typed).
-    fn check_form(&mut self) {
+    /// `read` holds the tasks a read found, the window's and those beside
+    /// it.
+    fn check_form(&mut self, read: &TaskMap) {
         let Popup::Form(form) = &mut self.popup else {
             return;
         };
-        let looked_up = match (self.tasks.get(&form.task_id), &self.source) {
-            (None, Some(source)) => source.task(&form.task_id).ok().flatten(),
-            _ => None,
-        };
-        form.moved_on = match self.tasks.get(&form.task_id).or(looked_up.as_ref()) {
+        form.moved_on = match read.get(&form.task_id) {
             None => Some("this task is no longer in the store".into()),
             Some(t) if t.revision != form.revision => Some(format!(
                 "this task changed since the form was opened (now {}, revision {}); submitting will be refused",
@@ -932,30 +1091,110 @@ impl App {
 
     /// Advance the clock and drop expired flashes; count the stalled
     /// tasks again once a second has passed since the last count (a lease
-    /// lapses without any write to the store, so no change tells of it).
+    /// lapses without any write to the store, so no change tells of it);
+    /// say how long a read has been under way once that is long.
     pub fn tick(&mut self, now: DateTime<Utc>) {
         self.now = now;
         self.flashes.retain(|_, until| *until > now);
+        if let Reads::Background {
+            reading: Some(at), ..
+        } = &self.reads
+        {
+            self.slow_read = Some(at.elapsed()).filter(|d| *d >= SLOW_READ);
+        }
         if self
             .stalled_at
             .is_none_or(|at| now < at || now - at >= TimeDelta::seconds(1))
         {
-            self.count_stalled();
+            // One count query; a store that cannot answer keeps the last
+            // count, and the next fetch says why.
+            self.want.stalled = true;
+            self.ask();
         }
     }
 
-    /// Count the stalled tasks of the whole store at `now` (one count
-    /// query); a store that cannot answer keeps the last count, and the
-    /// next fetch says why.
-    fn count_stalled(&mut self) {
-        self.stalled_at = Some(self.now);
-        let Some(source) = &self.source else {
-            self.stalled = 0;
-            return;
+    /// Read the store on a thread of its own from now on ([`crate::reads::Reader`]):
+    /// the loop hands each answer to [`App::on_read`].
+    pub fn read_with(&mut self, ask: std::sync::mpsc::Sender<ReadRequest>) {
+        self.reads = Reads::Background {
+            ask,
+            reading: None,
+            for_person: false,
         };
-        if let Ok(n) = source.stalled(self.now) {
-            self.stalled = n;
+    }
+
+    /// Whether rows the person asked for (a filter, a sort, `g`/`G`, the
+    /// first rows) are being read: keys and clicks then wait for them
+    /// ([`App::hold`]), so that a key acts on the rows the keys before it
+    /// asked for (`/INC-10` Enter `c` cancels INC-10, not the task
+    /// selected before the filter).
+    pub fn awaits_rows(&self) -> bool {
+        self.want.window.as_ref().is_some_and(|w| w.for_person)
+            || matches!(
+                self.reads,
+                Reads::Background {
+                    for_person: true,
+                    ..
+                }
+            )
+    }
+
+    /// Hold `event` until the rows the person asked for are shown, when it
+    /// must wait for them (see [`App::awaits_rows`]); `false` when it is
+    /// to be taken now. Quitting never waits.
+    pub fn hold(&mut self, event: &crossterm::event::Event) -> bool {
+        use crossterm::event::Event;
+        let waits = self.awaits_rows() || !self.held.is_empty();
+        if !waits || !matches!(event, Event::Key(_) | Event::Mouse(_)) || self.quits(event) {
+            return false;
         }
+        if self.held.len() >= HELD_EVENTS {
+            self.say(
+                Tone::Warning,
+                "keys typed while waiting for the store were dropped: too many",
+            );
+        } else {
+            self.held.push_back(event.clone());
+        }
+        true
+    }
+
+    /// The next key or click held, once the rows it waited for are shown.
+    pub fn next_held(&mut self) -> Option<crossterm::event::Event> {
+        if self.awaits_rows() {
+            return None;
+        }
+        self.held.pop_front()
+    }
+
+    /// Whether `event` quits the TUI (Ctrl-C, or the quit key on the
+    /// table with nothing open).
+    fn quits(&self, event: &crossterm::event::Event) -> bool {
+        use crossterm::event::{Event, KeyCode, KeyModifiers};
+        let Event::Key(key) = event else {
+            return false;
+        };
+        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+            return true;
+        }
+        matches!(self.popup, Popup::None)
+            && self.filter.editing.is_none()
+            && self.keys.action(
+                crate::keys::Scope::List,
+                self.worker.is_some(),
+                crate::keys::Key::of(*key),
+            ) == Some(crate::keys::Action::Quit)
+    }
+
+    /// Whether a read is under way (asked of the reader, not yet answered).
+    pub fn reading(&self) -> bool {
+        matches!(
+            self.reads,
+            Reads::Background {
+                reading: Some(_),
+                ..
+            }
+        )
     }
 
     /// Whether `task_id` is flashing.
@@ -968,17 +1207,17 @@ impl App {
     /// Fetch the rows again (the filter or the sort changed), keeping the
     /// selection on the same task id, or on the row that took its place.
     pub fn rebuild(&mut self) {
-        self.refetch(Anchor::Tasks(self.anchors()));
+        self.refetch(Aim::Here);
     }
 
     /// Move the cursor to `row` (clamped) and select its task.
     pub fn select_row(&mut self, row: usize) {
         // The top and the bottom of the table may be outside the window.
         if row == usize::MAX && !self.at_end {
-            return self.refetch(Anchor::End);
+            return self.refetch(Aim::End);
         }
         if row == 0 && !self.at_start {
-            return self.refetch(Anchor::Start);
+            return self.refetch(Aim::Start);
         }
         if self.rows.is_empty() {
             self.cursor = 0;
@@ -1002,10 +1241,7 @@ impl App {
         if near_top || near_bottom {
             // Moving is not asking for a re-sort: the rows shown keep
             // their order.
-            self.fetch_window(
-                Anchor::Tasks(self.selected.iter().cloned().collect()),
-                Order::Held,
-            );
+            self.want_window(Aim::Selected, Order::Held, Asker::Scroll);
         }
     }
 
@@ -1020,25 +1256,6 @@ impl App {
         let max_offset = self.rows.len().saturating_sub(page);
         self.offset = self.offset.min(max_offset);
     }
-}
-
-/// The position of `status` in [`Status::ALL`].
-pub fn status_index(status: Status) -> usize {
-    Status::ALL
-        .iter()
-        .position(|s| *s == status)
-        .unwrap_or_default()
-}
-
-/// Whether a window fetched again keeps the order the rows were shown in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Order {
-    /// The table's order (the person asked for the rows).
-    Fresh,
-    /// The rows shown keep their order; a row new to the window, or whose
-    /// task changed status group, takes the place the table's order gives
-    /// it after the rows around it.
-    Held,
 }
 
 /// The rows of `tasks` (in the table's order) in the order of `shown`
@@ -1112,7 +1329,7 @@ fn in_order(rows: &[usize]) -> Vec<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rudder_store::query::PageQuery;
+    use rudder_store::query::{PageQuery, StatusCounts};
     use rudder_store::{StoreError, Transaction};
     use std::sync::RwLock;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -1309,5 +1526,231 @@ mod tests {
         assert_eq!(out_of_order(&[]), 0);
         assert_eq!(in_order(&[1, 2, 0, 3]), [true, true, false, true]);
         assert_eq!(in_order(&[0, 3, 1, 2]), [true, false, true, true]);
+    }
+
+    /// An app whose reads go to a reader the test plays: each request
+    /// waits in the receiver until the test answers it ([`answer_next`]).
+    fn reading_app(source: &Arc<Counted>) -> (App, std::sync::mpsc::Receiver<ReadRequest>) {
+        let mut app = App::new(std::path::Path::new("/tmp/t.json"), false, base())
+            .with_source(Arc::clone(source) as Arc<dyn RowSource>);
+        let (ask, asked) = std::sync::mpsc::channel();
+        app.read_with(ask);
+        (app, asked)
+    }
+
+    /// Answer the read under way from `source`, as the reader thread does.
+    fn answer_next(
+        app: &mut App,
+        source: &Counted,
+        asked: &std::sync::mpsc::Receiver<ReadRequest>,
+    ) {
+        let request = asked.try_recv().expect("a read was asked");
+        app.on_read(crate::reads::answer(source, &request));
+    }
+
+    /// Answer reads until none is asked.
+    fn settle(app: &mut App, source: &Counted, asked: &std::sync::mpsc::Receiver<ReadRequest>) {
+        while let Ok(request) = asked.try_recv() {
+            app.on_read(crate::reads::answer(source, &request));
+        }
+    }
+
+    fn source_of(n: usize) -> Arc<Counted> {
+        let source = Arc::new(Counted::default());
+        *source.tasks.write().expect("lock") =
+            (0..n).map(|i| (format!("t{i:04}"), task(i))).collect();
+        source
+    }
+
+    fn start() -> StoreUpdate {
+        StoreUpdate::Feed(FeedEvent::Reset(rudder_store::watch::ResetReason::Start))
+    }
+
+    /// Change `id` in `source` to `status` and say so as the feed would.
+    fn change(source: &Counted, id: &str, status: Option<Status>) -> StoreUpdate {
+        let mut tasks = source.tasks.write().expect("lock");
+        let before = tasks.get(id).cloned();
+        let revision = before.as_ref().map_or(1, |t| t.revision + 1);
+        match status {
+            Some(s) => {
+                let mut t = before.clone().unwrap_or_else(|| {
+                    let mut t = task(1);
+                    t.task_id = id.to_string();
+                    t.title = Some(format!("new {id}"));
+                    t
+                });
+                t.status = s;
+                t.revision = revision;
+                tasks.insert(id.to_string(), t);
+            }
+            None => {
+                tasks.shift_remove(id);
+            }
+        }
+        StoreUpdate::Feed(FeedEvent::Changes(vec![TaskChange {
+            task_id: id.to_string(),
+            revision,
+            from: before.map(|t| t.status),
+            to: status,
+            at: None,
+        }]))
+    }
+
+    /// Issue 31: the TUI never blocks on the store. A read under way
+    /// holds the next one back (one at a time, whatever the feed says
+    /// meanwhile); the screen is live only once the rows are read; the
+    /// changes that came meanwhile are asked in one read when the answer
+    /// comes, and every transition is logged.
+    #[test]
+    fn a_read_under_way_holds_the_next_back_and_the_log_misses_no_transition() {
+        let source = source_of(30);
+        let (mut app, asked) = reading_app(&source);
+        app.on_feed(start());
+        assert!(app.reading());
+        assert_eq!(
+            app.watch,
+            WatchState::Starting,
+            "live once the rows are read"
+        );
+        assert!(app.rows.is_empty());
+        app.on_feed(change(&source, "t0003", Some(Status::Failed)));
+        app.on_feed(change(&source, "t0030", Some(Status::Working)));
+        app.tick(base());
+        answer_next(&mut app, &source, &asked);
+        assert_eq!(app.watch, WatchState::Live);
+        assert!(!app.rows.is_empty());
+        // What was wanted meanwhile, in one read.
+        let request = asked.try_recv().expect("the changes asked in one read");
+        assert!(asked.try_recv().is_err(), "one read at a time");
+        assert_eq!(request.changes.len(), 2);
+        assert!(request.stalled_at.is_some());
+        app.on_read(crate::reads::answer(&*source, &request));
+        assert!(!app.reading());
+        let logged: Vec<_> = app.log.iter().map(|e| (e.task_id.as_str(), e.to)).collect();
+        assert_eq!(
+            logged,
+            [
+                ("t0030", Some(Status::Working)),
+                ("t0003", Some(Status::Failed))
+            ]
+        );
+        assert_eq!(app.log[0].label, "new t0030");
+        assert!(app.flashing("t0003"));
+        assert_eq!(app.store_len(), 31);
+    }
+
+    /// Rows read for a view the person has left since are not shown (the
+    /// view they asked for is read next), but the transitions that read
+    /// was asked to log are logged.
+    #[test]
+    fn rows_read_for_a_view_the_person_left_are_dropped_and_their_changes_logged() {
+        let source = source_of(30);
+        let (mut app, asked) = reading_app(&source);
+        app.on_feed(start());
+        settle(&mut app, &source, &asked);
+        assert_eq!(app.rows.len(), 30);
+        app.on_feed(change(&source, "t0030", Some(Status::InputRequired)));
+        let under_way = asked.try_recv().expect("the change's read");
+        assert_eq!(under_way.changes.len(), 1);
+        // While that read is under way, the person filters.
+        app.filter.text = "incident 3".into();
+        app.rebuild();
+        assert!(asked.try_recv().is_err(), "one read at a time");
+        let stale = crate::reads::answer(&*source, &under_way);
+        app.on_read(stale);
+        assert_eq!(app.rows.len(), 30, "the old view's rows are not shown");
+        assert_eq!(app.log[0].task_id, "t0030", "its change is logged");
+        // The filtered view is read next.
+        answer_next(&mut app, &source, &asked);
+        assert!(app.rows.len() < 30);
+        assert!(
+            (0..app.rows.len())
+                .filter_map(|r| app.row_task(r))
+                .all(|t| t.title.as_deref() == Some("incident 3")),
+        );
+    }
+
+    /// The person moves while a read is under way: its rows arrive and the
+    /// selection stays on the task they moved to.
+    #[test]
+    fn the_selection_stays_where_the_person_moved_while_a_read_was_under_way() {
+        let source = source_of(30);
+        let (mut app, asked) = reading_app(&source);
+        app.page = 5;
+        app.on_feed(start());
+        settle(&mut app, &source, &asked);
+        app.select_row(5);
+        app.on_feed(change(&source, "t0029", Some(Status::Cancelled)));
+        app.select_row(8);
+        let moved_to = app.selected.clone().expect("a selection");
+        answer_next(&mut app, &source, &asked);
+        assert_eq!(app.selected.as_deref(), Some(moved_to.as_str()));
+        assert_eq!(
+            app.row_task(app.cursor).map(|t| t.task_id.clone()),
+            Some(moved_to)
+        );
+    }
+
+    /// A read that does not come back in time is said in the header's
+    /// state, and the keys keep working meanwhile.
+    #[test]
+    fn a_read_that_never_comes_back_leaves_the_keys_working() {
+        let source = source_of(30);
+        let (mut app, asked) = reading_app(&source);
+        app.on_feed(start());
+        settle(&mut app, &source, &asked);
+        app.on_feed(change(&source, "t0001", Some(Status::Cancelled)));
+        let _never = asked.try_recv().expect("a read under way");
+        let before = app.cursor;
+        app.select_row(before + 3);
+        assert_eq!(app.cursor, before + 3);
+        app.filter.text = "incident 2".into();
+        app.rebuild();
+        app.tick(base() + TimeDelta::seconds(5));
+        assert!(
+            asked.try_recv().is_err(),
+            "nothing more is asked until it answers"
+        );
+        assert!(app.reading());
+    }
+
+    /// Keys typed while rows the person asked for are read wait for them
+    /// and are then taken in order (`/INC-10` Enter `c` cancels what the
+    /// filter shows); quitting never waits; keys typed while only the
+    /// feed's rows are read are taken at once.
+    #[test]
+    fn keys_wait_for_the_rows_the_person_asked_for() {
+        use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
+        let key = |c: char| Event::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+        let source = source_of(30);
+        let (mut app, asked) = reading_app(&source);
+        app.on_feed(start());
+        assert!(app.awaits_rows(), "the first rows");
+        assert!(app.hold(&key('c')));
+        settle(&mut app, &source, &asked);
+        assert!(!app.awaits_rows());
+        assert_eq!(app.next_held(), Some(key('c')));
+        assert_eq!(app.next_held(), None);
+        // The feed's rows: keys are taken at once.
+        app.on_feed(change(&source, "t0002", Some(Status::Cancelled)));
+        assert!(app.reading() && !app.awaits_rows());
+        assert!(!app.hold(&key('j')));
+        settle(&mut app, &source, &asked);
+        // A filter: the next keys wait, in order, for its rows; q does not.
+        app.filter.text = "incident 4".into();
+        app.rebuild();
+        assert!(app.hold(&key('c')));
+        assert!(app.hold(&key('v')));
+        assert!(!app.hold(&key('q')), "quitting never waits");
+        assert!(!app.hold(&Event::FocusGained));
+        assert_eq!(app.next_held(), None, "not before the rows");
+        settle(&mut app, &source, &asked);
+        assert!(
+            app.row_task(app.cursor)
+                .is_some_and(|t| t.title.as_deref() == Some("incident 4"))
+        );
+        assert_eq!(app.next_held(), Some(key('c')));
+        assert_eq!(app.next_held(), Some(key('v')));
+        assert_eq!(app.next_held(), None);
     }
 }

@@ -80,6 +80,7 @@ pub mod errors;
 pub mod form;
 pub mod keys;
 pub mod marks;
+pub mod reads;
 pub mod reason;
 mod run;
 pub mod shown;

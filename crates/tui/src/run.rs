@@ -24,6 +24,7 @@ use tokio::sync::{Notify, mpsc};
 
 use super::Options;
 use super::app::{App, StoreUpdate, Tone};
+use super::reads::Reader;
 use super::update::{Effect, EffectResult, execute};
 use super::view::{self, Theme};
 use super::window::RowSource;
@@ -263,7 +264,12 @@ async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
         app.worker = Some(w.state());
     }
     let (source, mut feed) = live(&store);
+    // Reads run on a thread of their own: a slow or stopped store delays
+    // the rows, never the keys or the screen.
+    let (ask, mut answers) =
+        Reader::spawn(Arc::clone(&source)).context("cannot start the TUI's reader thread")?;
     app = app.with_source(source);
+    app.read_with(ask);
     let mut feed_alive = true;
     let (terminal, _guard) = setup(panics)?;
     let mut terminal = terminal;
@@ -310,6 +316,12 @@ async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
                     if let Event::Resize(..) = event {
                         terminal.autoresize()?;
                     }
+                    // Rows the person asked for are being read: a key
+                    // waits for them (taken when they come, below).
+                    if app.hold(&event) {
+                        dirty = true;
+                        continue;
+                    }
                     let effects = app.handle_event(&event);
                     for effect in effects {
                         run_effect(effect, &mut app, &store, &result_tx, worker.as_deref_mut(), &mut terminal)?;
@@ -333,6 +345,17 @@ async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
             },
             Some(result) = results.recv() => {
                 app.apply_result(result);
+                dirty = true;
+            }
+            Some(answer) = answers.recv() => {
+                app.now = Utc::now();
+                app.on_read(answer);
+                // The keys that waited for these rows, in the order typed.
+                while let Some(event) = app.next_held() {
+                    for effect in app.handle_event(&event) {
+                        run_effect(effect, &mut app, &store, &result_tx, worker.as_deref_mut(), &mut terminal)?;
+                    }
+                }
                 dirty = true;
             }
             _ = tick.tick() => {

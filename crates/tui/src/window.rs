@@ -13,10 +13,63 @@ use std::sync::RwLock;
 
 use chrono::{DateTime, Utc};
 
-use crate::app::{SortKey, status_index};
 use rudder_model::task::{Status, Task, TaskMap};
 use rudder_store::query::{self, PageQuery, StatusCounts};
 use rudder_store::{Backend, SortKey as StoreSort, StoreError, StoreOf, Transaction};
+
+/// The order of the table (waiting tasks always come first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    /// Most recently updated first.
+    Updated,
+    /// Most recently created first.
+    Created,
+    /// By title (or key), then id.
+    Title,
+    /// By id.
+    Id,
+}
+
+impl SortKey {
+    /// The next sort in the `s` cycle.
+    pub fn next(self) -> SortKey {
+        match self {
+            SortKey::Updated => SortKey::Created,
+            SortKey::Created => SortKey::Title,
+            SortKey::Title => SortKey::Id,
+            SortKey::Id => SortKey::Updated,
+        }
+    }
+
+    /// The name shown in the header.
+    pub fn label(self) -> &'static str {
+        match self {
+            SortKey::Updated => "last update",
+            SortKey::Created => "created",
+            SortKey::Title => "title",
+            SortKey::Id => "id",
+        }
+    }
+}
+
+/// The position of `status` in [`Status::ALL`].
+pub fn status_index(status: Status) -> usize {
+    Status::ALL
+        .iter()
+        .position(|s| *s == status)
+        .unwrap_or_default()
+}
+
+/// Whether a window fetched again keeps the order the rows were shown in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// The table's order (the person asked for the rows).
+    Fresh,
+    /// The rows shown keep their order; a row new to the window, or whose
+    /// task changed status group, takes the place the table's order gives
+    /// it after the rows around it.
+    Held,
+}
 
 /// Where the TUI reads its rows from.
 pub trait RowSource: Send + Sync {

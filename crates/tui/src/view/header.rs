@@ -140,6 +140,12 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         (WatchState::Unreadable(_), false) => ("✖ unreadable".to_string(), true),
         (WatchState::Unreachable(_), false) => ("✖ unreachable".to_string(), true),
     };
+    // A read that takes long (a slow or stopped database) is said; the
+    // rows shown are the last ones read.
+    let (watch, error) = match app.slow_read {
+        Some(d) if !app.paused => (format!("◌ waiting for the store ({} s)", d.as_secs()), true),
+        _ => (watch, error),
+    };
     second.push(Span::styled(
         watch,
         if error { theme.error() } else { theme.title() },
