@@ -110,7 +110,7 @@ impl Walk<'_> {
                 )));
             }
             if self.open.len() >= MAX_VALUE_DEPTH {
-                return Err(crate::errors::too_deep(v.py(), self.field));
+                return Err(crate::exceptions::too_deep(v.py(), self.field));
             }
             self.open.push(id);
             let out = if is_dict {

@@ -6,32 +6,12 @@
 //! errors about the store itself.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyType};
-use rudder_store::MAX_VALUE_DEPTH;
+use pyo3::types::PyList;
 use rudder_store::StoreError;
 
+use crate::exceptions::class;
+pub use crate::exceptions::{raise, usage};
 use crate::task::PyTask;
-
-/// The exception class `name` of `rudder.errors`.
-fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
-    Ok(py
-        .import("rudder.errors")?
-        .getattr(name)?
-        .cast_into::<PyType>()?)
-}
-
-/// An exception of class `name` with `message` and the attributes `attrs`
-/// (on top of `kind` and `exit_code`, which the class itself declares).
-pub fn raise(py: Python<'_>, name: &str, message: String, attrs: &[(&str, Py<PyAny>)]) -> PyErr {
-    let build = || -> PyResult<PyErr> {
-        let exc = class(py, name)?.call1((message.clone(),))?;
-        for (key, value) in attrs {
-            exc.setattr(*key, value)?;
-        }
-        Ok(PyErr::from_value(exc))
-    };
-    build().unwrap_or_else(|e| e)
-}
 
 /// The class and attributes of a store error.
 pub fn store_error(py: Python<'_>, e: &StoreError) -> PyErr {
@@ -137,22 +117,6 @@ pub fn store_error(py: Python<'_>, e: &StoreError) -> PyErr {
         Ok(raise(py, name, message.clone(), &attrs))
     };
     build().unwrap_or_else(|e| e)
-}
-
-/// A value nested deeper than the store holds, found while converting it.
-pub fn too_deep(py: Python<'_>, field: &str) -> PyErr {
-    store_error(
-        py,
-        &StoreError::TooDeep {
-            field: field.to_string(),
-            limit: MAX_VALUE_DEPTH,
-        },
-    )
-}
-
-/// A usage error (bad URL, bad argument): `UsageError`, a `ValueError`.
-pub fn usage(py: Python<'_>, message: String) -> PyErr {
-    raise(py, "UsageError", message, &[])
 }
 
 /// A worker's error: a [`Stop`](rudder_store::worker::Stop) is `JobStopped` (a

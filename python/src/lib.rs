@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 
 mod convert;
 mod errors;
+mod exceptions;
 mod store;
 mod task;
 mod wait;

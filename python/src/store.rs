@@ -79,10 +79,6 @@ impl PyStore {
         let outcome = self.with(py, f)?;
         PyOutcome::new(py, outcome)
     }
-
-    pub(crate) fn location(&self) -> &str {
-        &self.location
-    }
 }
 
 /// The lease a worker's write renews (`lease=`, else [`DEFAULT_LEASE`]).
@@ -524,6 +520,7 @@ impl PyStore {
             Some(t) if !t.is_none() => Some(duration(t, "timeout")?),
             _ => None,
         };
-        crate::wait::wait(py, self, &task_id, timeout, terminal).map(PyTask::from)
+        let store = self.store(py)?;
+        crate::wait::wait(py, &store, &self.location, &task_id, timeout, terminal).map(PyTask::from)
     }
 }

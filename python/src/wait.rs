@@ -11,13 +11,15 @@ use rudder_store::worker::{Until, WaitError};
 use rudder_store::{StoreError, Work as _};
 
 use crate::errors::{raise, store_error};
-use crate::store::PyStore;
 use crate::task::PyTask;
 use crate::worker::SLICE;
 
+/// Wait on `store` (opened at `location`, as messages name it); the
+/// caller checked the store may be used in this process.
 pub fn wait(
     py: Python<'_>,
-    store: &PyStore,
+    store: &std::sync::Arc<rudder_store::Store>,
+    location: &str,
     id: &str,
     timeout: Option<Duration>,
     terminal: bool,
@@ -30,7 +32,9 @@ pub fn wait(
     let deadline = timeout.map(|t| Instant::now() + t);
     // Resolve a prefix once: a later task with the same prefix cannot make
     // the wait ambiguous.
-    let mut last = store.with(py, |s| s.get(id))?;
+    let get =
+        |py: Python<'_>, id: &str| py.detach(|| store.get(id)).map_err(|e| store_error(py, &e));
+    let mut last = get(py, id)?;
     if until.done(&last) {
         return Ok(last);
     }
@@ -47,10 +51,7 @@ pub fn wait(
             "VanishedError",
             format!(
                 "task {} vanished from {} while it was {} (revision {}): its outcome is unknown",
-                last.task_id,
-                store.location(),
-                last.status,
-                last.revision
+                last.task_id, location, last.status, last.revision
             ),
             &task_attr(py, last)?,
         ))
@@ -60,7 +61,7 @@ pub fn wait(
             Some(d) => d.saturating_duration_since(Instant::now()).min(SLICE),
             None => SLICE,
         };
-        let s = store.store(py)?;
+        let s = std::sync::Arc::clone(store);
         let id = full_id.clone();
         match py.detach(move || s.wait(&id, until, Some(slice))) {
             Ok(task) => return Ok(task),
@@ -82,7 +83,7 @@ pub fn wait(
         }
         py.check_signals()?;
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            if let Ok(now) = store.with(py, |s| s.get(&full_id)) {
+            if let Ok(now) = get(py, &full_id) {
                 last = now;
             }
             return Err(raise(

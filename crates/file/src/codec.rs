@@ -164,6 +164,15 @@ pub(super) fn write_task(out: &mut Vec<u8>, task: &Task) {
 }
 
 /// One task's part of the file.
+/// How a write ended.
+pub(crate) enum Written {
+    /// Durable, with the store's identity if it is still exactly what was
+    /// written and that identity names one content ([`crate::fs::Identity::settled`]).
+    Done(Option<crate::fs::Identity>),
+    /// The lock was lost just before the rename: nothing was written.
+    LockLost,
+}
+
 #[cfg(test)]
 pub(super) enum Piece<'a> {
     /// Its JSON text, copied as it is.

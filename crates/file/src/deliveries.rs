@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::FileBackend;
-use crate::file::Written;
+use crate::codec::Written;
 use rudder_core::delivery::{Delivery, EventKey, Update};
 use rudder_core::{Location, StoreError};
 

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 
+use super::codec::Written;
 use super::codec::{self, MAX_STORE_BYTES};
 use super::fs::{FileMeta, Fs, Identity, LockFailure, LockGuard, ReadFile, ReadSeek, RealFs};
 use super::scan;
@@ -675,14 +676,6 @@ fn trusts(read: &ReadFile, recorded: Option<Identity>) -> bool {
 enum Run<'a> {
     Write(Encoded<'a>),
     Nothing,
-}
-
-/// How a write ended.
-pub(super) enum Written {
-    /// Durable, with the store's identity if it is still exactly what was
-    /// written and that identity names one content ([`Identity::settled`]).
-    Done(Option<Identity>),
-    LockLost,
 }
 
 impl FileBackend {

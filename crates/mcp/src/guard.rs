@@ -43,3 +43,9 @@ pub(crate) fn error(status: StatusCode, code: i64, message: &str) -> Response<Bo
     );
     r
 }
+
+/// The `reason` of an HTTP `tasks/cancel` request, in its extensions:
+/// rmcp 3.11's `CancelTaskParams` drops fields it does not know, and the
+/// trail records why a task was cancelled.
+#[derive(Debug, Clone)]
+pub struct CancelReason(pub String);

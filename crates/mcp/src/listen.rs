@@ -304,11 +304,7 @@ pub fn stdio(requested: Requested) -> (impl AsyncRead, impl AsyncWrite) {
 #[derive(Debug, Clone)]
 pub struct HttpTaskIds(pub Vec<String>);
 
-/// The `reason` of an HTTP `tasks/cancel` request, in its extensions:
-/// rmcp 3.11's `CancelTaskParams` drops fields it does not know, and the
-/// trail records why a task was cancelled.
-#[derive(Debug, Clone)]
-pub struct CancelReason(pub String);
+pub use crate::guard::CancelReason;
 
 /// Look at an HTTP listen request (a POST whose `Mcp-Method` is
 /// `subscriptions/listen`, or that names no method), reading at most

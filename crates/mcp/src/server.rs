@@ -932,7 +932,7 @@ impl ServerHandler for RudderMcp {
         let reason = cx
             .extensions
             .get::<axum::http::request::Parts>()
-            .and_then(|p| p.extensions.get::<crate::listen::CancelReason>())
+            .and_then(|p| p.extensions.get::<crate::guard::CancelReason>())
             .map(|r| r.0.clone())
             .or_else(|| {
                 let id = serde_json::to_value(&cx.id).unwrap_or(Value::Null);

@@ -11,9 +11,9 @@ pub mod form_spec;
 pub mod mcp;
 pub mod secret;
 
-pub use form_spec::{Choice, FieldSpec, FormSpec, Kind, Scalar, form_spec};
+pub use form_spec::{Choice, FieldSpec, FormSpec, Kind, Scalar};
 pub use mcp::{McpFit, mcp_fit};
-pub use secret::{MASK, mask_task, masked_input, masked_task, secret_fields};
+pub use secret::{MASK, form_spec, mask_task, masked_input, masked_task, secret_fields};
 
 /// One way in which a value fails its schema.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

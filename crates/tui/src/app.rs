@@ -7,16 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
+use indexmap::IndexSet;
 use ratatui::layout::Rect;
 use tui_input::Input;
 
 use crate::WorkerState;
 use crate::form::Form;
 use crate::keys::KeyMap;
-use crate::marks::Marks;
 use crate::reads::{Held, ReadAnswer, ReadRequest, WindowAsk};
 use crate::shown::ShownCache;
-use crate::task_view::TaskView;
 use crate::window::{self, Anchor, Order, RowSource, View};
 pub use crate::window::{SortKey, status_index};
 use rudder_model::task::{Status, Task, TaskMap};
@@ -114,6 +113,100 @@ enum Asker {
     Changes,
     /// The feed's first reading of the store: the first rows.
     First,
+}
+
+/// What a refused write says when `--read-only` was given.
+pub(crate) const READ_ONLY: &str = "read-only: started with --read-only, nothing is written";
+
+/// The marked task ids, in the order they were marked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Marks {
+    pub(crate) ids: IndexSet<String>,
+}
+
+impl Marks {
+    /// Whether `id` is marked.
+    pub fn contains(&self, id: &str) -> bool {
+        self.ids.contains(id)
+    }
+
+    /// How many tasks are marked.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether no task is marked.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// The marked ids, in the order they were marked.
+    pub fn ids(&self) -> impl Iterator<Item = &String> {
+        self.ids.iter()
+    }
+
+    /// Mark `id`, or unmark it if marked; returns whether it is marked now.
+    pub fn toggle(&mut self, id: &str) -> bool {
+        if self.ids.shift_remove(id) {
+            false
+        } else {
+            self.ids.insert(id.to_string());
+            true
+        }
+    }
+
+    /// Unmark everything.
+    pub fn clear(&mut self) {
+        self.ids.clear();
+    }
+}
+
+/// The full-screen task view's state.
+#[derive(Debug, Clone)]
+pub struct TaskView {
+    /// The task shown: the one selected when `v` was pressed.
+    pub task_id: String,
+    /// The first row drawn.
+    pub scroll: usize,
+    /// The search being typed (`/`), if any.
+    pub search: Option<Input>,
+    /// The search in force.
+    pub query: String,
+    /// Which match is the current one (taken modulo the matches).
+    pub current: usize,
+    /// Scroll to the current match at the next frame.
+    pub jump: bool,
+    /// How many matches the last frame found.
+    pub matches: usize,
+    /// How many rows the last frame had, and how many fit.
+    pub rows: usize,
+    /// See `rows`.
+    pub height: usize,
+}
+
+impl TaskView {
+    /// The view of task `task_id`, from the top.
+    pub fn new(task_id: String) -> TaskView {
+        TaskView {
+            task_id,
+            scroll: 0,
+            search: None,
+            query: String::new(),
+            current: 0,
+            jump: false,
+            matches: 0,
+            rows: 0,
+            height: 10,
+        }
+    }
+
+    pub(crate) fn max_scroll(&self) -> usize {
+        if self.rows == 0 {
+            // Not drawn yet: the first frame clamps.
+            return usize::MAX;
+        }
+        self.rows.saturating_sub(self.height)
+    }
 }
 
 /// What the TUI learns about the store, as [`crate::live`] delivers
@@ -534,7 +627,7 @@ impl App {
     pub(crate) fn read_only_note(&self) -> String {
         match &self.read_only_why {
             Some(why) => format!("read-only: {why}; nothing is written"),
-            None => crate::update::READ_ONLY.to_string(),
+            None => READ_ONLY.to_string(),
         }
     }
 

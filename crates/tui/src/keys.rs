@@ -843,6 +843,20 @@ pub fn markdown() -> String {
     out
 }
 
+/// What a key does to a text input. Characters that cannot be drawn
+/// (control, C1 and bidi characters, which a paste can deliver as keys) are
+/// not taken, so a field only ever holds what is shown.
+pub(crate) fn text_request(key: KeyEvent) -> Option<tui_input::InputRequest> {
+    if let KeyCode::Char(c) = key.code {
+        let mut buf = [0u8; 4];
+        let one: &str = c.encode_utf8(&mut buf);
+        if rudder_model::text::sanitize(one) != one {
+            return None;
+        }
+    }
+    tui_input::backend::crossterm::to_input_request(&crossterm::event::Event::Key(key))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,52 +2,8 @@
 //! Marks follow task ids, so they survive re-sorting and filtering; a mark
 //! whose task vanished from the store is dropped.
 
-use indexmap::IndexSet;
-
+pub use crate::app::Marks;
 use crate::app::{App, Tone};
-
-/// The marked task ids, in the order they were marked.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Marks {
-    ids: IndexSet<String>,
-}
-
-impl Marks {
-    /// Whether `id` is marked.
-    pub fn contains(&self, id: &str) -> bool {
-        self.ids.contains(id)
-    }
-
-    /// How many tasks are marked.
-    pub fn len(&self) -> usize {
-        self.ids.len()
-    }
-
-    /// Whether no task is marked.
-    pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
-    }
-
-    /// The marked ids, in the order they were marked.
-    pub fn ids(&self) -> impl Iterator<Item = &String> {
-        self.ids.iter()
-    }
-
-    /// Mark `id`, or unmark it if marked; returns whether it is marked now.
-    pub fn toggle(&mut self, id: &str) -> bool {
-        if self.ids.shift_remove(id) {
-            false
-        } else {
-            self.ids.insert(id.to_string());
-            true
-        }
-    }
-
-    /// Unmark everything.
-    pub fn clear(&mut self) {
-        self.ids.clear();
-    }
-}
 
 impl App {
     /// The task `id` as last seen, if it is still in the store. (Marks and
@@ -232,46 +188,4 @@ impl App {
             lines,
         };
     }
-}
-
-/// The reclaim preview cut down to the marked tasks `ids`: the others are
-/// left out, and each marked task the dry run would not reclaim is listed
-/// with why (finished, updated too recently, gone).
-pub(crate) fn only_marked(
-    mut p: crate::update::Previewed,
-    ids: &[String],
-    app: &App,
-) -> crate::update::Previewed {
-    let now = app.now;
-    use rudder_store::Skipped;
-    let marked = |id: &String| ids.contains(id);
-    p.report.reclaimed.retain(|r| marked(&r.task_id));
-    p.report.skipped.retain(|s| marked(&s.task_id));
-    p.tasks.retain(|(id, _)| marked(id));
-    p.report.active = 0;
-    for id in ids {
-        let listed = p.report.reclaimed.iter().any(|r| &r.task_id == id)
-            || p.report.skipped.iter().any(|s| &s.task_id == id);
-        if listed {
-            continue;
-        }
-        let Some(t) = app.task_by_id(id) else {
-            continue;
-        };
-        let reason = if t.status.is_terminal() {
-            format!("it is {}: a finished task is never reclaimed", t.status)
-        } else {
-            let since = t
-                .updated_at
-                .map(|u| rudder_store::human_duration(rudder_store::ms(now - u)))
-                .unwrap_or_else(|| "?".into());
-            format!("updated {since} ago: not idle long enough")
-        };
-        p.report.skipped.push(Skipped {
-            task_id: id.clone(),
-            status: t.status,
-            reason,
-        });
-    }
-    p
 }

@@ -5,7 +5,7 @@
 use crossterm::event::{KeyCode, KeyEvent};
 use tui_input::Input;
 
-use crate::update::text_request;
+use crate::keys::text_request;
 
 /// The longest reason taken, in characters (a reason is a line, not a
 /// report: the rest of a paste is dropped).

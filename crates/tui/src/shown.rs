@@ -382,6 +382,40 @@ impl ShownCache {
     }
 }
 
+/// A compact relative time: `12s`, `5m`, `3h`, `4d` (`-` when unknown).
+pub fn relative(
+    now: chrono::DateTime<chrono::Utc>,
+    at: Option<chrono::DateTime<chrono::Utc>>,
+) -> String {
+    let Some(at) = at else {
+        return "-".into();
+    };
+    let s = (now - at).num_seconds().max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..172_800 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// An absolute time as shown in the detail pane.
+pub fn absolute(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+/// A status's symbol, as every pane draws it.
+pub fn symbol(status: rudder_model::task::Status) -> &'static str {
+    use rudder_model::task::Status;
+    match status {
+        Status::InputRequired => "◆",
+        Status::Working => "▶",
+        Status::Completed => "✔",
+        Status::Failed => "✖",
+        Status::Cancelled => "⊘",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ use crossterm::event::KeyEvent;
 use tui_input::Input;
 use unicode_width::UnicodeWidthChar;
 
+pub use crate::app::TaskView;
 use crate::app::{App, Popup, Tone};
 use crate::keys::{Action, Key, KeyMap, Scope};
 use crate::shown::ShownDetail;
@@ -79,8 +80,8 @@ fn when(now: DateTime<Utc>, at: Option<DateTime<Utc>>) -> String {
     match at {
         Some(t) => format!(
             "{} ({} ago)",
-            crate::view::absolute(t),
-            crate::view::relative(now, Some(t))
+            crate::shown::absolute(t),
+            crate::shown::relative(now, Some(t))
         ),
         None => "-".into(),
     }
@@ -99,11 +100,7 @@ pub fn document(
     out.push(DocLine {
         prefix: String::new(),
         prefix_look: Look::Plain,
-        text: format!(
-            "{} {}",
-            crate::view::Theme::symbol(task.status),
-            task.status
-        ),
+        text: format!("{} {}", crate::shown::symbol(task.status), task.status),
         look: Look::Status(task.status),
         hang: 2,
     });
@@ -158,7 +155,7 @@ pub fn document(
             let lease = match task.lease_expires_at {
                 Some(until) if until > now => format!(
                     "until {} (live, {} left)",
-                    crate::view::absolute(until),
+                    crate::shown::absolute(until),
                     human_duration(ms(until - now))
                 ),
                 Some(until) => format!("expired {} ago", human_duration(ms(now - until))),
@@ -217,7 +214,7 @@ pub fn document(
                 .map(|n| format!(" · {n}"))
                 .unwrap_or_default();
             out.push(DocLine {
-                prefix: format!("{} ", crate::view::Theme::symbol(h.status)),
+                prefix: format!("{} ", crate::shown::symbol(h.status)),
                 prefix_look: Look::Status(h.status),
                 text: format!(
                     "{} {:<14} {:<14}{note}",
@@ -347,54 +344,6 @@ pub fn row_of(rows: &[Row], line: usize, at: usize) -> usize {
         .unwrap_or(0)
 }
 
-/// The full-screen task view's state.
-#[derive(Debug, Clone)]
-pub struct TaskView {
-    /// The task shown: the one selected when `v` was pressed.
-    pub task_id: String,
-    /// The first row drawn.
-    pub scroll: usize,
-    /// The search being typed (`/`), if any.
-    pub search: Option<Input>,
-    /// The search in force.
-    pub query: String,
-    /// Which match is the current one (taken modulo the matches).
-    pub current: usize,
-    /// Scroll to the current match at the next frame.
-    pub jump: bool,
-    /// How many matches the last frame found.
-    pub matches: usize,
-    /// How many rows the last frame had, and how many fit.
-    pub rows: usize,
-    /// See `rows`.
-    pub height: usize,
-}
-
-impl TaskView {
-    /// The view of task `task_id`, from the top.
-    pub fn new(task_id: String) -> TaskView {
-        TaskView {
-            task_id,
-            scroll: 0,
-            search: None,
-            query: String::new(),
-            current: 0,
-            jump: false,
-            matches: 0,
-            rows: 0,
-            height: 10,
-        }
-    }
-
-    fn max_scroll(&self) -> usize {
-        if self.rows == 0 {
-            // Not drawn yet: the first frame clamps.
-            return usize::MAX;
-        }
-        self.rows.saturating_sub(self.height)
-    }
-}
-
 impl App {
     /// `v`, or Enter on a task that is not waiting: open the task view.
     pub fn open_view(&mut self) {
@@ -415,7 +364,7 @@ impl App {
                     view.query.clear();
                 }
                 _ => {
-                    if let Some(req) = crate::update::text_request(key) {
+                    if let Some(req) = crate::keys::text_request(key) {
                         input.handle(req);
                     }
                     if input.value() != view.query {

@@ -8,8 +8,7 @@ use std::time::Duration;
 use crossterm::event::{
     Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
-use tui_input::backend::crossterm::to_input_request;
-use tui_input::{Input, InputRequest};
+use tui_input::Input;
 
 use crate::app::{App, DEFAULT_RECLAIM_AGE, Popup, Tone};
 use crate::errors::error_line;
@@ -181,21 +180,7 @@ pub fn execute(store: &Store, effect: Effect) -> Option<EffectResult> {
     })
 }
 
-/// What a key does to a text input. Characters that cannot be drawn
-/// (control, C1 and bidi characters, which a paste can deliver as keys) are
-/// not taken, so a field only ever holds what is shown.
-pub(crate) fn text_request(key: KeyEvent) -> Option<InputRequest> {
-    if let KeyCode::Char(c) = key.code {
-        let mut buf = [0u8; 4];
-        let one: &str = c.encode_utf8(&mut buf);
-        if sanitize(one) != one {
-            return None;
-        }
-    }
-    to_input_request(&Event::Key(key))
-}
-
-pub(crate) const READ_ONLY: &str = "read-only: started with --read-only, nothing is written";
+pub(crate) use crate::keys::text_request;
 
 impl App {
     /// Handle one terminal event; returns what the loop must do.
@@ -777,7 +762,7 @@ impl App {
                     return;
                 };
                 match result.map(|p| match &only {
-                    Some(ids) => crate::marks::only_marked(p, ids, self),
+                    Some(ids) => only_marked(p, ids, self),
                     None => p,
                 }) {
                     Ok(Previewed { report, tasks }) => {
@@ -936,4 +921,42 @@ impl App {
             ),
         }
     }
+}
+
+/// The reclaim preview cut down to the marked tasks `ids`: the others are
+/// left out, and each marked task the dry run would not reclaim is listed
+/// with why (finished, updated too recently, gone).
+pub(crate) fn only_marked(mut p: Previewed, ids: &[String], app: &App) -> Previewed {
+    let now = app.now;
+    use rudder_store::Skipped;
+    let marked = |id: &String| ids.contains(id);
+    p.report.reclaimed.retain(|r| marked(&r.task_id));
+    p.report.skipped.retain(|s| marked(&s.task_id));
+    p.tasks.retain(|(id, _)| marked(id));
+    p.report.active = 0;
+    for id in ids {
+        let listed = p.report.reclaimed.iter().any(|r| &r.task_id == id)
+            || p.report.skipped.iter().any(|s| &s.task_id == id);
+        if listed {
+            continue;
+        }
+        let Some(t) = app.task_by_id(id) else {
+            continue;
+        };
+        let reason = if t.status.is_terminal() {
+            format!("it is {}: a finished task is never reclaimed", t.status)
+        } else {
+            let since = t
+                .updated_at
+                .map(|u| rudder_store::human_duration(rudder_store::ms(now - u)))
+                .unwrap_or_else(|| "?".into());
+            format!("updated {since} ago: not idle long enough")
+        };
+        p.report.skipped.push(Skipped {
+            task_id: id.clone(),
+            status: t.status,
+            reason,
+        });
+    }
+    p
 }

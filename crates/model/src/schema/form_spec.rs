@@ -1,6 +1,6 @@
 //! From a JSON Schema to a form: which fields to ask for and how.
 //!
-//! [`form_spec`] is pure and bounded: it never fetches anything, follows at
+//! [`super::secret::form_spec`] is pure and bounded: it never fetches anything, follows at
 //! most [`MAX_REF_HOPS`] local `$ref`s per property (a cycle ends as a JSON
 //! field), inlines nested objects at most [`MAX_INLINE_DEPTH`] levels deep and
 //! gives up on forms of more than [`MAX_FIELDS`] fields (one JSON field for
@@ -129,22 +129,9 @@ impl FormSpec {
     }
 }
 
-/// The form for `schema`.
-pub fn form_spec(schema: &Value) -> FormSpec {
-    let mut spec = unmarked_form_spec(schema);
-    // Marked here, from the one list of secrets, so a field inside a
-    // secret object or a JSON field holding a secret is masked too.
-    let secrets = super::secret::secret_pointers(schema);
-    if !secrets.is_empty() {
-        for f in &mut spec.fields {
-            f.secret = super::secret::touches_secret(&secrets, &f.pointer);
-        }
-    }
-    spec
-}
-
-/// [`form_spec`] before its secret fields are marked.
-fn unmarked_form_spec(schema: &Value) -> FormSpec {
+/// The form for `schema` before its secret fields are marked
+/// ([`super::secret::form_spec`] marks them: the form every reader uses).
+pub(crate) fn unmarked_form_spec(schema: &Value) -> FormSpec {
     let mut b = Builder {
         root: schema,
         fields: Vec::new(),

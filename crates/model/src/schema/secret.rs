@@ -8,7 +8,9 @@
 
 use serde_json::Value;
 
-use super::form_spec::{MAX_FIELDS, MAX_INLINE_DEPTH, pointer, resolve};
+use super::form_spec::{
+    FormSpec, MAX_FIELDS, MAX_INLINE_DEPTH, pointer, resolve, unmarked_form_spec,
+};
 use crate::task::Task;
 
 /// What is shown in place of a secret value.
@@ -137,6 +139,20 @@ pub fn touches_secret(secrets: &[String], at: &str) -> bool {
 /// with the typed text of a secret replaced by [`MASK`].
 pub fn unquoted(message: &str, raw: &str) -> String {
     message.replace(&format!("{raw:?}"), MASK)
+}
+
+/// The form for `schema` ([`super::form_spec`]), its secret fields
+/// marked from the one list of secrets, so a field inside a secret object
+/// or a JSON field holding a secret is masked too.
+pub fn form_spec(schema: &Value) -> FormSpec {
+    let mut spec = unmarked_form_spec(schema);
+    let secrets = secret_pointers(schema);
+    if !secrets.is_empty() {
+        for f in &mut spec.fields {
+            f.secret = touches_secret(&secrets, &f.pointer);
+        }
+    }
+    spec
 }
 
 #[cfg(test)]

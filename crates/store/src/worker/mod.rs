@@ -20,6 +20,7 @@
 
 mod asynch;
 mod job;
+mod lease;
 mod renewers;
 mod wait;
 

@@ -15,7 +15,7 @@
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::job::Shared;
+use super::lease::Shared;
 
 /// A worker's renewer (see the module comment); dropped with the worker.
 pub(crate) struct Renewers {

@@ -13,7 +13,6 @@ mod table;
 mod task_view;
 pub mod theme;
 
-use chrono::{DateTime, Utc};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -171,21 +170,4 @@ pub(crate) fn clear(frame: &mut Frame, area: Rect) {
     frame.render_widget(Clear, area);
 }
 
-/// A compact relative time: `12s`, `5m`, `3h`, `4d` (`-` when unknown).
-pub fn relative(now: DateTime<Utc>, at: Option<DateTime<Utc>>) -> String {
-    let Some(at) = at else {
-        return "-".into();
-    };
-    let s = (now - at).num_seconds().max(0);
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m", s / 60),
-        3600..172_800 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86_400),
-    }
-}
-
-/// An absolute time as shown in the detail pane.
-pub fn absolute(at: DateTime<Utc>) -> String {
-    at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
-}
+pub use crate::shown::{absolute, relative};

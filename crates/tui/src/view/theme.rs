@@ -91,13 +91,7 @@ impl Theme {
 
     /// The symbol of a status (distinct without colour).
     pub fn symbol(status: Status) -> &'static str {
-        match status {
-            Status::InputRequired => "◆",
-            Status::Working => "▶",
-            Status::Completed => "✔",
-            Status::Failed => "✖",
-            Status::Cancelled => "⊘",
-        }
+        crate::shown::symbol(status)
     }
 
     /// The style of a status.
