@@ -110,12 +110,18 @@ fn main() -> ExitCode {
         _ => None,
     };
     let interactive = match command {
-        Command::Watch(_) => rudder::tui::run(rudder::tui::Options {
-            store,
-            read_only: cli.read_only,
-            author,
-            worker: None,
-        }),
+        // The store is opened here, once; a URL this build cannot open is
+        // refused before the terminal is taken.
+        Command::Watch(_) => rudder::store::Store::connect(&store)
+            .map_err(anyhow::Error::from)
+            .and_then(|store| {
+                rudder::tui::run(rudder::tui::Options {
+                    store,
+                    read_only: cli.read_only,
+                    author,
+                    worker: None,
+                })
+            }),
         Command::Demo(a) => rudder::demo::run_demo(rudder::demo::DemoOptions {
             store: demo_store(a.store.store),
             fresh: a.fresh,

@@ -127,7 +127,7 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
         .map(|program| Notifier::start(&exe, &options.store, program))
         .transpose()?;
     let shown = tui::run(tui::Options {
-        store: options.store.clone(),
+        store,
         read_only: false,
         author: options.author.clone(),
         worker: Some(Box::new(control)),

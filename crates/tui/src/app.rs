@@ -527,10 +527,20 @@ impl App {
     /// A fresh state for the store at `store` (a store URL or path; shown
     /// as its location, passwords redacted).
     pub fn new(store: &std::path::Path, read_only: bool, now: DateTime<Utc>) -> App {
-        let (label, file) = match rudder_store::StoreUrl::parse(store) {
-            Ok(url) => (url.to_string(), url.path().to_path_buf()),
-            Err(e) => (e.to_string(), store.to_path_buf()),
-        };
+        match rudder_store::StoreUrl::parse(store) {
+            Ok(url) => App::at(&url, read_only, now),
+            Err(e) => App::labelled(e.to_string(), store, read_only, now),
+        }
+    }
+
+    /// A fresh state for the store at `url` (shown with its password
+    /// redacted).
+    pub fn at(url: &rudder_store::StoreUrl, read_only: bool, now: DateTime<Utc>) -> App {
+        App::labelled(url.to_string(), url.path(), read_only, now)
+    }
+
+    /// A fresh state for a store shown as `label`, in `file`.
+    fn labelled(label: String, file: &std::path::Path, read_only: bool, now: DateTime<Utc>) -> App {
         App {
             store_label: rudder_model::text::sanitize(&label).into_owned(),
             store_name: file

@@ -92,12 +92,11 @@ pub mod window;
 
 pub use run::live;
 
-use std::path::PathBuf;
-
 /// How the TUI is started.
 pub struct Options {
-    /// The store file to watch and steer.
-    pub store: PathBuf,
+    /// The store to watch and steer, opened by the caller (once: the TUI
+    /// asks it for its rows and its feed).
+    pub store: rudder_store::Store,
     /// Refuse every write with a message.
     pub read_only: bool,
     /// Who the person at the TUI is: recorded on every answer, cancel and

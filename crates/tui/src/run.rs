@@ -242,14 +242,12 @@ async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
     // the defaults stand in for what could not be taken.
     let config = super::config::load();
     let theme = Theme::from_env_with(config.palette);
-    // A URL this build cannot open is refused here, before the terminal
-    // is taken.
-    let store = Store::connect(&options.store)?;
+    let url = options.store.backend().url();
     let store = Arc::new(match options.author.clone() {
-        Some(author) => store.by(author),
-        None => store,
+        Some(author) => options.store.by(author),
+        None => options.store,
     });
-    let mut app = App::new(&options.store, options.read_only, Utc::now());
+    let mut app = App::at(&url, options.read_only, Utc::now());
     // A store this user cannot write (a read-only mount, another user's
     // directory) is shown read only, rather than refusing each write.
     if !options.read_only
