@@ -26,6 +26,15 @@ impl Location {
         }
     }
 
+    /// A store in memory ([`crate::memory::MemoryBackend`]): shown as
+    /// `memory:NAME`.
+    pub fn memory(name: &str) -> Location {
+        Location {
+            shown: format!("memory:{name}"),
+            path: None,
+        }
+    }
+
     /// A SQLite store at `path`: shown as `sqlite:PATH`.
     pub fn sqlite(path: impl Into<PathBuf>) -> Location {
         let path = path.into();

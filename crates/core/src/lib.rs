@@ -14,6 +14,7 @@ pub mod delivery;
 mod error;
 pub mod limits;
 pub mod lock_timeout;
+pub mod memory;
 pub mod notice;
 pub mod query;
 mod report;
@@ -384,30 +385,21 @@ impl<B: Backend> Store<B> {
         if !self.backend.exists()? {
             return Ok(Vec::new());
         }
-        let mut found = Vec::new();
-        self.backend.snapshot(&mut |tasks| {
-            found = tasks.trail(q)?;
-            Ok(())
-        })?;
-        Ok(found)
+        self.read(|tasks| tasks.trail(q))
     }
 
     /// One task by full id or unique prefix.
     pub fn get(&self, id: &str) -> Result<Task, StoreError> {
-        let mut task = None;
-        self.backend.snapshot(&mut |tasks| {
+        self.read(|tasks| {
             // A whole id (a handle: what workers and MCP clients pass) is
             // one read; only a miss looks for the id as a prefix.
             if let Some(t) = tasks.get(id)? {
-                task = Some(t);
-                return Ok(());
+                return Ok(t);
             }
             let key = resolve_prefix(tasks, id)?;
             // Removed between the lookup and the read (see `vanished`).
-            task = Some(tasks.get(&key)?.ok_or_else(|| vanished(&key))?);
-            Ok(())
-        })?;
-        task.ok_or_else(|| vanished(id))
+            tasks.get(&key)?.ok_or_else(|| vanished(&key))
+        })
     }
 
     /// Tasks whose status is one of `statuses` (all tasks when empty), in
@@ -424,12 +416,7 @@ impl<B: Backend> Store<B> {
 
     /// One page of tasks: a filter, an order, a start and a limit.
     pub fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
-        let mut list = Vec::new();
-        self.backend.snapshot(&mut |tasks| {
-            list = tasks.page(q)?;
-            Ok(())
-        })?;
-        Ok(list)
+        self.read(|tasks| tasks.page(q))
     }
 
     /// Call `each` on every task of the page `q` asks for, in order, from
@@ -474,23 +461,13 @@ impl<B: Backend> Store<B> {
 
     /// How many tasks have each status.
     pub fn counts(&self) -> Result<StatusCounts, StoreError> {
-        let mut counts = StatusCounts::default();
-        self.backend.snapshot(&mut |tasks| {
-            counts = tasks.counts()?;
-            Ok(())
-        })?;
-        Ok(counts)
+        self.read(|tasks| tasks.counts())
     }
 
     /// How many tasks are stalled at `now` in the whole store: working,
     /// with a lease that lapsed ([`rudder_model::task::Task::stalled`]).
     pub fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
-        let mut n = 0;
-        self.backend.snapshot(&mut |tasks| {
-            n = tasks.stalled(now)?;
-            Ok(())
-        })?;
-        Ok(n)
+        self.read(|tasks| tasks.stalled(now))
     }
 
     /// Claim the event `key` for the notifier `name` as `holder` for
@@ -613,7 +590,31 @@ impl<B: Backend> Store<B> {
             answer = Some(value);
             Ok(write)
         })?;
-        Ok(answer.expect("the operation ran"))
+        answer.ok_or_else(|| self.skipped("run a transaction"))
+    }
+
+    /// What `f` reads from one snapshot of the store.
+    fn read<T>(
+        &self,
+        mut f: impl FnMut(&dyn Transaction) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut answer = None;
+        self.backend.snapshot(&mut |tasks| {
+            answer = Some(f(tasks)?);
+            Ok(())
+        })?;
+        answer.ok_or_else(|| self.skipped("read a snapshot"))
+    }
+
+    /// A backend that answered without running the policy's function (it
+    /// breaks the seam's contract): an error that says so, never a panic.
+    fn skipped(&self, action: &'static str) -> StoreError {
+        StoreError::Database {
+            location: self.backend.location(),
+            action,
+            message: "the backend answered without running the operation (a bug in the backend)"
+                .into(),
+        }
     }
 
     /// Create a task. With an idempotency key already in use, return that task
@@ -898,12 +899,8 @@ impl<B: Backend> Store<B> {
         // with nothing to claim is never locked, and its writers never wait,
         // for a poll. A task that turns claimable just after the look is
         // found by the next poll.
-        let mut any = false;
-        self.backend.snapshot(&mut |tasks| {
-            let now = self.now();
-            any = tasks.next_claimable(now, kinds, wanted)?.is_some();
-            Ok(())
-        })?;
+        let any =
+            self.read(|tasks| Ok(tasks.next_claimable(self.now(), kinds, wanted)?.is_some()))?;
         if !any {
             return Ok(None);
         }
@@ -958,13 +955,7 @@ impl<B: Backend> Store<B> {
             reason,
         };
         if dry_run {
-            let mut plan = None;
-            self.backend.snapshot(&mut |tasks| {
-                let now = self.now();
-                plan = Some(plan_reclaim(tasks, older_than, now, true)?);
-                Ok(())
-            })?;
-            return Ok(plan.expect("the snapshot was read"));
+            return self.read(|tasks| plan_reclaim(tasks, older_than, self.now(), true));
         }
         let Some(batch) = self.batch_size() else {
             return self.transact(false, |tasks, now| {
@@ -1055,7 +1046,8 @@ impl<B: Backend> Store<B> {
             report.reclaimed.extend(step.reclaimed);
             report.skipped.extend(step.skipped);
         }
-        Ok(report.expect("one transaction ran"))
+        // One chunk at least (an empty preview is one empty chunk).
+        report.ok_or_else(|| self.skipped("reclaim"))
     }
 
     /// Remove terminal tasks past their retention: `ttl_ms` when set, else
@@ -1075,18 +1067,15 @@ impl<B: Backend> Store<B> {
         };
         // In batches, like `reclaim`: plan from a snapshot, then remove
         // `batch` tasks per transaction, each checked again under the lock.
-        let mut plan = None;
-        self.backend.snapshot(&mut |tasks| {
+        let mut plan = self.read(|tasks| {
             let now = self.now();
             let found = tasks.prunable(now, older_than)?;
-            plan = Some(report::plan_prune(
+            Ok(report::plan_prune(
                 found.iter().map(|t| t.summary()),
                 older_than,
                 now,
-            ));
-            Ok(())
+            ))
         })?;
-        let mut plan = plan.expect("the snapshot was read");
         let planned = std::mem::take(&mut plan.removed);
         for chunk in planned.chunks(batch) {
             let removed = self.transact(false, |tasks, now| {
