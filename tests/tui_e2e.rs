@@ -383,21 +383,34 @@ fn a_seed_task_is_answered_by_typing_the_name() {
     tui.wait_exit();
 }
 
-#[test]
-fn over_postgres_another_process_shows_and_an_outage_is_survived() {
+/// A TUI (with `env`) over a new store with one task, alpha-on-postgres,
+/// on a PostgreSQL cluster of its own (the test stops its server), once it
+/// shows the task, live; `None` when no PostgreSQL can be run here.
+fn tui_on_a_cluster_of_its_own(
+    env: &[(&str, &str)],
+) -> Option<(common::pg::Cluster, std::path::PathBuf, Tui)> {
     if !common::pg::available() {
-        return;
+        return None;
     }
-    // A cluster of its own: this test stops its server.
     let cluster = common::pg::Cluster::start().expect("a test cluster");
     let db = cluster.create_database();
     let url = std::path::PathBuf::from(cluster.url(&db));
     cli(&url, &["create", "--title", "alpha-on-postgres"]);
-    // A write waits for a restarting server up to the lock timeout: a short
-    // one, so that the refused cancel below is refused soon.
-    let mut tui = Tui::start_with(&url, &[("RUDDER_LOCK_TIMEOUT", "2s")]);
+    let tui = Tui::start_with(&url, env);
     tui.wait_for("alpha-on-postgres");
     tui.wait_for("live");
+    Some((cluster, url, tui))
+}
+
+#[test]
+fn over_postgres_another_process_shows_and_an_outage_is_survived() {
+    // A write waits for a restarting server up to the lock timeout: a short
+    // one, so that the refused cancel below is refused soon.
+    let Some((cluster, url, mut tui)) =
+        tui_on_a_cluster_of_its_own(&[("RUDDER_LOCK_TIMEOUT", "2s")])
+    else {
+        return;
+    };
     // Another process's change appears (LISTEN wakes the feed).
     cli(&url, &["create", "--title", "beta-from-elsewhere"]);
     tui.wait_for("beta-from-elsewhere");
@@ -435,17 +448,9 @@ fn over_postgres_another_process_shows_and_an_outage_is_survived() {
 /// the server does, and `q` quits at once while it hangs.
 #[test]
 fn over_postgres_a_server_that_stops_answering_leaves_the_keys_working() {
-    if !common::pg::available() {
+    let Some((cluster, url, mut tui)) = tui_on_a_cluster_of_its_own(&[]) else {
         return;
-    }
-    // A cluster of its own: this test stops its server.
-    let cluster = common::pg::Cluster::start().expect("a test cluster");
-    let db = cluster.create_database();
-    let url = std::path::PathBuf::from(cluster.url(&db));
-    cli(&url, &["create", "--title", "alpha-on-postgres"]);
-    let mut tui = Tui::start(&url);
-    tui.wait_for("alpha-on-postgres");
-    tui.wait_for("live");
+    };
     {
         let _frozen = cluster.freeze();
         // The once-a-second count of stalled tasks now waits on the
