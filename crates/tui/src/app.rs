@@ -800,7 +800,11 @@ impl App {
         let mut fetched: Option<Arc<TaskMap>> = None;
         match window {
             Some(Ok((mut w, anchor, order))) => {
-                if reset || self.watch == WatchState::Starting {
+                if generation != self.generation && reset {
+                    // Stale (the person asked for another view, or the
+                    // store went missing since): the next read says it.
+                    self.want.reset = true;
+                } else if reset || self.watch == WatchState::Starting {
                     self.watch = WatchState::Live;
                 }
                 if generation == self.generation {
@@ -1855,5 +1859,27 @@ mod tests {
         assert_eq!(app.next_held(), Some(key('c')));
         assert_eq!(app.next_held(), Some(key('v')));
         assert_eq!(app.next_held(), None);
+    }
+
+    /// A store that went missing while its rows were read stays missing:
+    /// the rows read before are not shown, and the screen is not live.
+    #[test]
+    fn rows_read_before_the_store_went_missing_are_not_shown() {
+        let source = source_of(30);
+        let (mut app, asked) = reading_app(&source);
+        app.on_feed(start());
+        let first = asked.try_recv().expect("the first read");
+        app.on_feed(StoreUpdate::Feed(FeedEvent::Unavailable(
+            Unavailable::Missing,
+        )));
+        app.on_read(crate::reads::answer(&*source, &first));
+        settle(&mut app, &source, &asked);
+        assert_eq!(app.watch, WatchState::Missing);
+        assert!(app.rows.is_empty());
+        // It comes back: the feed says so, and the rows are read.
+        app.on_feed(start());
+        settle(&mut app, &source, &asked);
+        assert_eq!(app.watch, WatchState::Live);
+        assert_eq!(app.rows.len(), 30);
     }
 }
