@@ -345,6 +345,75 @@ impl<'a> FileTxn<'a> {
         }
     }
 
+    /// The first task of a trusted file (not split yet) whose idempotency
+    /// key is `key`, without reading the others: in the layout the encoder
+    /// writes, every line that starts like a top-level key starts a task,
+    /// so the tasks are cut at those lines; a task can hold the key only if
+    /// its text holds it between quotes as it is, or holds an escape (a
+    /// string without one is its own text), and only those are read (as
+    /// the index reads them). `None`: not a trusted file not yet split, or
+    /// one that turned out not to be as written (poisoned).
+    fn find_key_trusted(&self, key: &str) -> Option<Option<String>> {
+        if !self.trusted || self.all.get().is_some() || self.poisoned() {
+            return None;
+        }
+        let b = self.bytes;
+        if b == b"{}\n" {
+            return Some(None);
+        }
+        // Where each task's key line starts (its `\n`), in file order.
+        let lines: Vec<usize> = memchr::memmem::find_iter(b, KEY_LINE).collect();
+        let plain_key = key.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
+        let quoted = format!("\"{key}\"");
+        let mut hits = plain_key
+            .then(|| memchr::memmem::find_iter(b, quoted.as_bytes()))
+            .into_iter()
+            .flatten()
+            .peekable();
+        let mut escapes = memchr::memchr_iter(b'\\', b).peekable();
+        for (i, &line) in lines.iter().enumerate() {
+            // The task's text ends before the `,` of the next key line, or
+            // before the file's closing `\n}\n`.
+            let end = match lines.get(i + 1) {
+                Some(&next) => next - 1,
+                None => b.len() - 3,
+            };
+            /// Whether the next of the ascending positions `at` from
+            /// `start` on is before `end`.
+            fn any_in<I: Iterator<Item = usize>>(
+                at: &mut std::iter::Peekable<I>,
+                start: usize,
+                end: usize,
+            ) -> bool {
+                while at.next_if(|&p| p < start).is_some() {}
+                at.peek().is_some_and(|&p| p < end)
+            }
+            let hit = any_in(&mut hits, line, end);
+            if !hit && !any_in(&mut escapes, line, end) {
+                continue;
+            }
+            let text = std::str::from_utf8(&b[line + KEY_LINE.len() - 1..end]).ok();
+            let found = text.and_then(|text| {
+                // `"<id>": {...}` with a key that needs no escape (every
+                // key of a trusted file: see `canonical_lead`).
+                let (id, value) = text.strip_prefix('"')?.split_once("\": ")?;
+                let (index, len) = scan::parse_one::<TaskIndex>(value)?;
+                (len == value.len() && index.task_id == id).then(|| {
+                    (index.idempotency_key.as_deref() == Some(key)).then(|| id.to_string())
+                })
+            });
+            match found {
+                Some(Some(id)) => return Some(Some(id)),
+                Some(None) => {}
+                None => {
+                    self.poison();
+                    return None;
+                }
+            }
+        }
+        Some(None)
+    }
+
     /// Whether `id` is a task of the file that is still there.
     fn live_in_file(&self, id: &str) -> bool {
         !self.cleared && !self.removed.contains(id) && self.span(id).is_some()
@@ -575,6 +644,27 @@ impl Transaction for FileTxn<'_> {
 
     fn contains(&self, id: &str) -> Result<bool, StoreError> {
         Ok(self.added.contains_key(id) || self.live_in_file(id))
+    }
+
+    /// On a trusted file, only the tasks that may hold the key are read
+    /// ([`FileTxn::find_key_trusted`]); else every task's summary.
+    fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {
+        if self.changed.is_empty()
+            && self.removed.is_empty()
+            && !self.cleared
+            && let Some(in_file) = self.find_key_trusted(key)
+        {
+            return Ok(in_file.or_else(|| {
+                self.added
+                    .values()
+                    .find(|t| t.idempotency_key.as_deref() == Some(key))
+                    .map(|t| t.task_id.clone())
+            }));
+        }
+        Ok(self
+            .summaries()?
+            .find(|t| t.idempotency_key == Some(key))
+            .map(|t| t.task_id.to_string()))
     }
 
     fn summaries(&self) -> Result<Box<dyn Iterator<Item = Summary<'_>> + '_>, StoreError> {
@@ -823,6 +913,23 @@ pub fn check_quick_paths(path: &Path, bytes: &[u8]) {
     let from_tasks: Vec<Summary> = tasks.values().map(Summary::of).collect();
     assert_eq!(summaries, from_tasks);
     assert_eq!(trusted.len().ok(), Some(tasks.len()));
+    // A key is found on the trusted path without the split, as the
+    // checked path finds it (the first task that holds it).
+    let keys = tasks
+        .values()
+        .filter_map(|t| t.idempotency_key.as_deref())
+        .chain(["no such key", "", "\"", "\\"]);
+    for key in keys {
+        let trusted = FileTxn::trusted(path, &written).expect("shape");
+        let found = trusted.find_key(key).expect("a trusted find");
+        assert!(!trusted.poisoned(), "{key:?}");
+        let checked = FileTxn::parse(path, &written).expect("checked above");
+        assert_eq!(
+            found,
+            checked.find_key(key).expect("a checked find"),
+            "{key:?}"
+        );
+    }
 }
 
 /// The transaction holds exactly these tasks, in this order.
@@ -860,6 +967,47 @@ mod tests {
         );
         std::fs::write(&path, &text).unwrap();
         (dir, crate::open_store(&path), text)
+    }
+
+    /// On a trusted file a key is found by reading only the tasks that may
+    /// hold it: one whose text holds the key elsewhere (a title) is read and
+    /// passed over, one whose key is escaped is found, a missing key is
+    /// missing, and the first of two tasks with one key is the answer.
+    #[test]
+    fn a_key_is_found_on_the_trusted_path_without_the_split() {
+        use rudder_core::Transaction;
+        use rudder_model::task::Task;
+        let task = |id: &str, key: &str, title: &str| {
+            let mut t = Task::new(id, Status::Working);
+            t.idempotency_key = Some(key.into());
+            t.title = Some(title.into());
+            t
+        };
+        let tasks: rudder_model::task::TaskMap = [
+            task("t1", "k1", "mentions \"k2\" and \"k3\\\"\""),
+            task("t2", "k2", "plain"),
+            task("t3", "k3\"", "escaped key"),
+            task("t4", "k4/\u{e9}", "a path \\ and an accent"),
+            task("t5", "k2", "the same key again"),
+        ]
+        .into_iter()
+        .map(|t| (t.task_id.clone(), t))
+        .collect();
+        let bytes = crate::encode(&tasks, 0);
+        let path = std::path::Path::new("t.json");
+        for (key, want) in [
+            ("k1", Some("t1")),
+            ("k2", Some("t2")),
+            ("k3\"", Some("t3")),
+            ("k4/\u{e9}", Some("t4")),
+            ("k3", None),
+            ("missing", None),
+        ] {
+            let txn = super::FileTxn::trusted(path, &bytes).expect("as written");
+            assert_eq!(txn.find_key(key).unwrap().as_deref(), want, "{key:?}");
+            assert!(!txn.poisoned(), "{key:?}");
+            assert!(txn.all.get().is_none(), "{key:?}: the file was split");
+        }
     }
 
     #[test]
