@@ -520,6 +520,35 @@ impl<'a> FileTxn<'a> {
     }
 }
 
+/// A task a read picked: in the file, or this transaction's.
+enum Pick<'t> {
+    Raw(&'t str, Span),
+    Ready(&'t Task),
+}
+
+impl FileTxn<'_> {
+    /// The `chosen` tasks in full, in order, read on all cores.
+    fn read_picks(&self, chosen: &[Pick]) -> Result<Vec<Task>, StoreError> {
+        let weight = |p: &Pick| match p {
+            Pick::Raw(_, span) => span.end - span.start,
+            Pick::Ready(_) => 1,
+        };
+        let (path, bytes) = (self.path, self.bytes);
+        let read = |p: &Pick| {
+            Some(match p {
+                Pick::Raw(key, span) => read_task(path, bytes, key, *span),
+                Pick::Ready(task) => Ok(Task::clone(task)),
+            })
+        };
+        let tasks = scan::par_map(chosen, weight, read).expect("every pick reads");
+        let tasks: Result<Vec<Task>, StoreError> = tasks.into_iter().collect();
+        if tasks.is_err() && self.trusted {
+            self.poison();
+        }
+        tasks
+    }
+}
+
 /// The task at `span` of the file, in full; an error names the file's line
 /// and column.
 fn read_task(path: &Path, bytes: &[u8], key: &str, span: Span) -> Result<Task, StoreError> {
@@ -723,10 +752,6 @@ impl Transaction for FileTxn<'_> {
 
     /// The tasks are read on all cores.
     fn get_where(&self, keep: &dyn Fn(&Summary) -> bool) -> Result<Vec<Task>, StoreError> {
-        enum Pick<'t> {
-            Raw(&'t str, Span),
-            Ready(&'t Task),
-        }
         let mut chosen: Vec<Pick> = Vec::new();
         if let (false, Some(all), Some(index)) = (self.cleared, self.all(), self.index()) {
             for ((key, orig), index) in all.entries.iter().zip(index) {
@@ -747,23 +772,44 @@ impl Transaction for FileTxn<'_> {
                 .filter(|t| keep(&Summary::of(t)))
                 .map(|t| Pick::Ready(t)),
         );
-        let weight = |p: &Pick| match p {
-            Pick::Raw(_, span) => span.end - span.start,
-            Pick::Ready(_) => 1,
-        };
-        let (path, bytes) = (self.path, self.bytes);
-        let read = |p: &Pick| {
-            Some(match p {
-                Pick::Raw(key, span) => read_task(path, bytes, key, *span),
-                Pick::Ready(task) => Ok(Task::clone(task)),
-            })
-        };
-        let tasks = scan::par_map(&chosen, weight, read).expect("every pick reads");
-        let tasks: Result<Vec<Task>, StoreError> = tasks.into_iter().collect();
-        if tasks.is_err() && self.trusted {
-            self.poison();
+        self.read_picks(&chosen)
+    }
+
+    /// A page of every task in store order (a plain `list`) is read without
+    /// the summaries, which nothing here asks for: on a trusted file, only
+    /// the split and the tasks themselves (at most the page's, on all
+    /// cores). Any other page filters and sorts the tasks in full.
+    fn page(&self, q: &rudder_core::query::PageQuery) -> Result<Vec<Task>, StoreError> {
+        let everything = q.statuses.is_empty()
+            && q.kinds.is_empty()
+            && q.text.is_none()
+            && q.after.is_none()
+            && q.sort == rudder_core::query::SortKey::Store
+            && !q.descending;
+        if !everything {
+            // The anchor too, wherever the filter leaves it: the page
+            // starts after it (as the trait's own `page`).
+            let tasks = self.get_where(&|t| {
+                (q.statuses.is_empty() || q.statuses.contains(&t.status)) && q.wants_kind(t.kind)
+                    || q.after.as_deref() == Some(t.task_id)
+            })?;
+            return Ok(rudder_core::query::page_in_memory(tasks, q));
         }
-        tasks
+        let mut chosen: Vec<Pick> = Vec::new();
+        if let (false, Some(all)) = (self.cleared, self.all()) {
+            for (key, orig) in &all.entries {
+                if self.removed.contains(key.as_ref()) {
+                    continue;
+                }
+                chosen.push(match self.changed.get(key.as_ref()) {
+                    Some(task) => Pick::Ready(task),
+                    None => Pick::Raw(key, orig.span),
+                });
+            }
+        }
+        chosen.extend(self.added.values().map(|t| Pick::Ready(t)));
+        chosen.truncate(q.limit.unwrap_or(usize::MAX));
+        self.read_picks(&chosen)
     }
 
     fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError> {
@@ -972,9 +1018,10 @@ mod tests {
     /// On a trusted file a key is found by reading only the tasks that may
     /// hold it: one whose text holds the key elsewhere (a title) is read and
     /// passed over, one whose key is escaped is found, a missing key is
-    /// missing, and the first of two tasks with one key is the answer.
+    /// missing, and the first of two tasks with one key is the answer. A
+    /// plain list (every task, store order) builds no summaries.
     #[test]
-    fn a_key_is_found_on_the_trusted_path_without_the_split() {
+    fn a_key_and_a_plain_list_are_read_on_the_trusted_path_without_the_index() {
         use rudder_core::Transaction;
         use rudder_model::task::Task;
         let task = |id: &str, key: &str, title: &str| {
@@ -1008,6 +1055,23 @@ mod tests {
             assert!(!txn.poisoned(), "{key:?}");
             assert!(txn.all.get().is_none(), "{key:?}: the file was split");
         }
+        // A plain list reads the tasks without their summaries.
+        let txn = super::FileTxn::trusted(path, &bytes).expect("as written");
+        let every = rudder_core::query::PageQuery::default();
+        let listed = txn.page(&every).unwrap();
+        assert_eq!(listed, tasks.values().cloned().collect::<Vec<_>>());
+        assert!(txn.index.get().is_none() && !txn.poisoned());
+        let two = rudder_core::query::PageQuery {
+            limit: Some(2),
+            ..every
+        };
+        let ids: Vec<String> = txn
+            .page(&two)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.task_id)
+            .collect();
+        assert_eq!(ids, ["t1", "t2"]);
     }
 
     #[test]
