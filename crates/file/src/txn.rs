@@ -233,37 +233,8 @@ impl<'a> FileTxn<'a> {
 
     /// Every task of the file (split on first need when trusted).
     fn all(&self) -> Option<&Originals<'a>> {
-        let all = self.all.get_or_init(|| {
-            let text = std::str::from_utf8(self.bytes).ok()?;
-            let runs = scan::split_map(text, |_, rest| {
-                Some(((), scan::skip_container(rest.as_bytes(), 0)?))
-            })?;
-            let mut entries = IndexMap::with_capacity(runs.iter().map(Vec::len).sum());
-            let mut lead = 0;
-            for (key, json, ()) in runs.into_iter().flatten() {
-                let start = json.as_ptr() as usize - self.bytes.as_ptr() as usize;
-                let span = Span {
-                    lead,
-                    start,
-                    end: start + json.len(),
-                };
-                let canonical = canonical_lead(self.bytes, &key, span, entries.is_empty());
-                let orig = Orig {
-                    span,
-                    canonical,
-                    plain: true,
-                };
-                if !canonical || entries.insert(key, orig).is_some() {
-                    return None;
-                }
-                lead = span.end;
-            }
-            let canonical_tail = self.bytes.get(lead..) == Some(b"\n}\n");
-            (canonical_tail || entries.is_empty()).then_some(Originals {
-                entries,
-                canonical_tail,
-            })
-        });
+        // Only a trusted file is split here (a checked one was at once).
+        let all = self.all.get_or_init(|| split_trusted(self.bytes));
         if all.is_none() {
             self.poison();
         }
@@ -518,6 +489,58 @@ impl<'a> FileTxn<'a> {
         out.push_new(|b| b.extend_from_slice(if first { b"{}\n" } else { b"\n}\n" }));
         out
     }
+}
+
+/// The tasks of a trusted file, cut at its key lines: in the layout the
+/// encoder writes, with no other line that starts like a top-level key
+/// (what the writer's record says), each `\n  "` starts a key, and the
+/// task's value runs from after its `": ` to the `,` before the next key
+/// line (the last one to the file's `\n}\n`). One `memmem` over the file,
+/// where walking every value's brackets and strings read every byte. The
+/// values are not looked into: whoever reads a task parses its span, which
+/// must be exactly one task (serde_json refuses anything after it), and a
+/// file that does not cut this way is `None` (the transaction is then run
+/// on the checked path).
+fn split_trusted(bytes: &[u8]) -> Option<Originals<'_>> {
+    if bytes == b"{}\n" {
+        return Some(Originals {
+            entries: IndexMap::new(),
+            canonical_tail: false,
+        });
+    }
+    let lines: Vec<usize> = memchr::memmem::find_iter(bytes, KEY_LINE).collect();
+    let mut entries = IndexMap::with_capacity(lines.len());
+    let mut lead = 0;
+    for (i, &line) in lines.iter().enumerate() {
+        let key_start = line + KEY_LINE.len();
+        let end = match lines.get(i + 1) {
+            Some(&next) => next.checked_sub(1)?,
+            None => bytes.len().checked_sub(3)?,
+        };
+        let rest = bytes.get(key_start..end)?;
+        let close = memchr::memmem::find(rest, b"\": ")?;
+        let key = std::str::from_utf8(&rest[..close]).ok()?;
+        let start = key_start + close + 3;
+        let span = Span { lead, start, end };
+        let object = start < end && bytes[start] == b'{' && bytes[end - 1] == b'}';
+        if !object || !canonical_lead(bytes, key, span, i == 0) {
+            return None;
+        }
+        let orig = Orig {
+            span,
+            canonical: true,
+            plain: true,
+        };
+        if entries.insert(Cow::Borrowed(key), orig).is_some() {
+            return None;
+        }
+        lead = end;
+    }
+    let canonical_tail = bytes.get(lead..) == Some(b"\n}\n");
+    (canonical_tail && !entries.is_empty()).then_some(Originals {
+        entries,
+        canonical_tail,
+    })
 }
 
 /// A task a read picked: in the file, or this transaction's.
