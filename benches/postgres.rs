@@ -70,11 +70,17 @@ fn postgres(c: &mut Criterion) {
         "UPDATE rudder_tasks SET revision = revision + 1, updated_at = now()::text \
          WHERE task_id = '{target}'"
     );
-    // Over TCP, as another machine connects: 20 runs of each, interleaved
-    // (psql, then rudder), so that the machine's load falls on both alike.
+    // Over TCP, as another machine connects: 60 runs of each (or
+    // $RUDDER_BENCH_PG_ROUNDS), interleaved (psql, then rudder), so that the
+    // machine's load falls on both alike.
     let tcp = cluster.tcp_url(&db);
+    let rounds: usize = std::env::var("RUDDER_BENCH_PG_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n >= 2)
+        .unwrap_or(60);
     let (mut floor, mut ours) = (Vec::new(), Vec::new());
-    for _ in 0..20 {
+    for _ in 0..rounds {
         let started = Instant::now();
         let status = Command::new(&psql)
             .args(["-q", "-X", "-d", &tcp, "-c", &update])
@@ -89,9 +95,9 @@ fn postgres(c: &mut Criterion) {
     }
     floor.sort();
     ours.sort();
-    let median = |v: &[Duration]| (v[9] + v[10]) / 2;
+    let median = |v: &[Duration]| (v[(v.len() - 1) / 2] + v[v.len() / 2]) / 2;
     println!(
-        "postgres/over TCP, 20 interleaved runs: psql -c UPDATE median {:.2?}, \
+        "postgres/over TCP, {rounds} interleaved runs: psql -c UPDATE median {:.2?}, \
          rudder heartbeat median {:.2?} ({:.2}x psql)",
         median(&floor),
         median(&ours),

@@ -5,6 +5,11 @@
 //! `cargo bench --bench store`. Targets on a 2-core machine: a durable
 //! operation at 10k tasks ≤ 30 ms median, loading 10k tasks ≤ 20 ms.
 //!
+//! `cargo bench --bench store -- read-floor` prints whole `rudder` reads
+//! (`get`, an existing-key `create`, `list --json`) of a store of 10k
+//! tasks against a minimal reader of the same file, interleaved in the
+//! same run (`RUDDER_BENCH_READ_ROUNDS`, default 30, runs of each).
+//!
 //! The store file of each size is generated once (`common/tasks.rs`'s rich
 //! tasks: titles, requests, schemas, histories, results) and restored, untimed, whenever a
 //! benchmark has used up its pool of suitable tasks, so that every measured
@@ -331,12 +336,167 @@ fn against_the_floor(c: &mut Criterion) {
     }
 }
 
+/// Env var that makes this benchmark binary do [`floor_read`] and exit:
+/// `find:NEEDLE:PATH` or `cat:PATH`.
+const READ_FLOOR_ENV: &str = "RUDDER_BENCH_READ_FLOOR";
+
+/// The floor of a whole process that reads a store file: read it whole,
+/// then `find:NEEDLE` looks for the needle's line (`memmem`) and writes
+/// the text from there to the next task's line, `cat` writes it all out.
+/// No rudder read can cost less than its mode: `get` and an existing-key
+/// `create` against `find`, `list --json` against `cat`.
+fn floor_read(spec: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Some(rest) = spec.strip_prefix("find:") {
+        let (needle, path) = rest.rsplit_once(':').unwrap();
+        let bytes = std::fs::read(path).unwrap();
+        let at = memchr::memmem::find(&bytes, needle.as_bytes()).unwrap();
+        let end =
+            memchr::memmem::find(&bytes[at + 1..], b"\n  \"").map_or(bytes.len(), |e| at + 1 + e);
+        out.write_all(&bytes[at..end]).unwrap();
+    } else {
+        let path = spec.strip_prefix("cat:").unwrap();
+        out.write_all(&std::fs::read(path).unwrap()).unwrap();
+    }
+    out.flush().unwrap();
+}
+
+/// The median of `v` (sorted here).
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    let n = v.len();
+    (v[(n - 1) / 2] + v[n / 2]) / 2
+}
+
+/// Whole `rudder` reads of a store file of 10k tasks, as rudder writes
+/// them (the seed's layout, and rich tasks), against [`floor_read`]
+/// processes of the same file, interleaved in the same run (printed, with
+/// the ratios): `get ID`, `create --key K` of an existing key (which
+/// writes nothing) and `list --json`.
+fn reads_against_the_floor() {
+    let me = std::env::current_exe().unwrap();
+    let rounds: usize = std::env::var("RUDDER_BENCH_READ_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let n = 10_000;
+    for (layout, tasks) in [
+        ("seed", tasks::generate(n)),
+        ("rich", tasks::generate_rich(n)),
+    ] {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let path = dir.path().join("tasks.json");
+        std::fs::write(&path, encode(&tasks, 0)).unwrap();
+        // A working task (no schema): the create that repeats it gives its
+        // request, as a retried create does.
+        let (id, key, request) = {
+            let t = tasks.values().nth(n / 2).unwrap();
+            assert!(t.input_schema.is_none());
+            let request = serde_json::to_string(t.request.as_ref().unwrap()).unwrap();
+            (
+                t.task_id.clone(),
+                t.idempotency_key.clone().unwrap(),
+                request,
+            )
+        };
+        // As a store rudder wrote: one write through rudder (which checks
+        // the file and records it for the next reader).
+        let working = tasks
+            .values()
+            .find(|t| t.status == Status::Working)
+            .unwrap()
+            .task_id
+            .clone();
+        Store::connect(&path)
+            .unwrap()
+            .heartbeat(&working, None, None, Actor::Anyone)
+            .unwrap();
+        let id_line = format!("\n  \"{id}\": ");
+        let key_text = format!("\"idempotency_key\": \"{key}\"");
+        let run = |cmd: &mut std::process::Command| {
+            let started = Instant::now();
+            let status = cmd.stdout(std::process::Stdio::null()).status().unwrap();
+            assert!(status.success());
+            started.elapsed()
+        };
+        let floor = |spec: String| {
+            let me = me.clone();
+            move || {
+                let mut c = std::process::Command::new(&me);
+                c.env(READ_FLOOR_ENV, &spec);
+                c
+            }
+        };
+        let rudder = |args: Vec<String>| {
+            let path = path.clone();
+            move || {
+                let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
+                c.arg("--store").arg(&path).args(&args);
+                c
+            }
+        };
+        let p = path.display().to_string();
+        type Make = Box<dyn Fn() -> std::process::Command>;
+        let cases: [(&str, Make, Make); 3] = [
+            (
+                "get ID",
+                Box::new(floor(format!("find:{id_line}:{p}"))),
+                Box::new(rudder(vec!["get".into(), id.clone()])),
+            ),
+            (
+                "create --key EXISTING",
+                Box::new(floor(format!("find:{key_text}:{p}"))),
+                Box::new(rudder(vec![
+                    "create".into(),
+                    "--key".into(),
+                    key.clone(),
+                    "--request".into(),
+                    request.clone(),
+                    "--json".into(),
+                ])),
+            ),
+            (
+                "list --json",
+                Box::new(floor(format!("cat:{p}"))),
+                Box::new(rudder(vec!["list".into(), "--json".into()])),
+            ),
+        ];
+        for (name, floor, ours) in &cases {
+            let (mut f, mut o) = (Vec::new(), Vec::new());
+            for _ in 0..rounds {
+                f.push(run(&mut floor()));
+                o.push(run(&mut ours()));
+            }
+            let (f, o) = (median(&mut f), median(&mut o));
+            println!(
+                "read-floor/{layout}/{n}: {name}: floor median {f:.2?}, rudder median {o:.2?} \
+                 ({:.2}x the floor; {rounds} interleaved runs of each)",
+                o.as_secs_f64() / f.as_secs_f64()
+            );
+        }
+    }
+}
+
 criterion_group!(benches, operations, feed_round_trip, against_the_floor);
 
 fn main() {
     if let Some(path) = std::env::var_os(FLOOR_ENV) {
         floor_write(std::path::Path::new(&path));
         return;
+    }
+    if let Ok(spec) = std::env::var(READ_FLOOR_ENV) {
+        floor_read(&spec);
+        return;
+    }
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    if !std::env::args().any(|a| a == "--test")
+        && (args.is_empty() || args.iter().any(|a| "read-floor".contains(a.as_str())))
+    {
+        reads_against_the_floor();
     }
     benches();
     Criterion::default().configure_from_args().final_summary();

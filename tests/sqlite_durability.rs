@@ -368,3 +368,72 @@ fn a_second_store_object_in_a_process_keeps_sqlites_locks() {
         .task_id;
     assert!(list_ids(&store).contains(id.as_str()));
 }
+
+/// Whether `pid` watches a directory (an inotify instance open): what
+/// `rudder wait` makes once it read its task and found it not settled.
+fn watching(pid: u32) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|to| to.to_string_lossy().contains("inotify"))
+    })
+}
+
+/// Issue 30, item 8: a database replaced by `mv` while a `rudder wait`
+/// has it open. SQLite would pair the old file's `-wal` and `-shm` with the
+/// new file; the wait used to read that mix and miss the completion in the
+/// new file, waiting until its timeout. It now stops at once, saying the
+/// file was replaced and what to do (exit 6, a database error), whatever
+/// the completion that follows did.
+#[test]
+fn a_wait_on_a_database_replaced_by_mv_stops_saying_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("t.db");
+    let other = dir.path().join("other.db");
+    let store = url(&db);
+    let id = common::create(&store, &["--title", "replaced under its wait"]);
+    // Another database holding the same task, made while nothing has the
+    // store open.
+    let r = run(
+        &store,
+        &[
+            "copy",
+            url(&db).to_str().unwrap(),
+            url(&other).to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:#?}");
+    let child = rudder()
+        .arg("--store")
+        .arg(&store)
+        .args(["wait", &id, "--json", "--timeout", "60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rudder wait");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !watching(child.id()) {
+        assert!(Instant::now() < deadline, "wait never started watching");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::fs::rename(&other, &db).expect("mv other.db t.db");
+    // The completion in the new file (its outcome is SQLite's: a process
+    // that opens the new file while the old one's WAL is still at the path
+    // may read and write that WAL).
+    let _ = run(&store, &["complete", &id, "--result", "\"done\""]);
+    let started = Instant::now();
+    let r = wait_bounded(child, "wait");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "wait ran on to its timeout"
+    );
+    assert_eq!(r.code, 6, "{r:#?}");
+    let v = r.json();
+    assert_eq!(v["error"], "database", "{v}");
+    let message = v["message"].as_str().expect("a message");
+    assert!(
+        message.contains("was replaced") && message.contains("rudder copy"),
+        "{message}"
+    );
+}

@@ -233,37 +233,8 @@ impl<'a> FileTxn<'a> {
 
     /// Every task of the file (split on first need when trusted).
     fn all(&self) -> Option<&Originals<'a>> {
-        let all = self.all.get_or_init(|| {
-            let text = std::str::from_utf8(self.bytes).ok()?;
-            let runs = scan::split_map(text, |_, rest| {
-                Some(((), scan::skip_container(rest.as_bytes(), 0)?))
-            })?;
-            let mut entries = IndexMap::with_capacity(runs.iter().map(Vec::len).sum());
-            let mut lead = 0;
-            for (key, json, ()) in runs.into_iter().flatten() {
-                let start = json.as_ptr() as usize - self.bytes.as_ptr() as usize;
-                let span = Span {
-                    lead,
-                    start,
-                    end: start + json.len(),
-                };
-                let canonical = canonical_lead(self.bytes, &key, span, entries.is_empty());
-                let orig = Orig {
-                    span,
-                    canonical,
-                    plain: true,
-                };
-                if !canonical || entries.insert(key, orig).is_some() {
-                    return None;
-                }
-                lead = span.end;
-            }
-            let canonical_tail = self.bytes.get(lead..) == Some(b"\n}\n");
-            (canonical_tail || entries.is_empty()).then_some(Originals {
-                entries,
-                canonical_tail,
-            })
-        });
+        // Only a trusted file is split here (a checked one was at once).
+        let all = self.all.get_or_init(|| split_trusted(self.bytes));
         if all.is_none() {
             self.poison();
         }
@@ -343,6 +314,75 @@ impl<'a> FileTxn<'a> {
                 None
             }
         }
+    }
+
+    /// The first task of a trusted file (not split yet) whose idempotency
+    /// key is `key`, without reading the others: in the layout the encoder
+    /// writes, every line that starts like a top-level key starts a task,
+    /// so the tasks are cut at those lines; a task can hold the key only if
+    /// its text holds it between quotes as it is, or holds an escape (a
+    /// string without one is its own text), and only those are read (as
+    /// the index reads them). `None`: not a trusted file not yet split, or
+    /// one that turned out not to be as written (poisoned).
+    fn find_key_trusted(&self, key: &str) -> Option<Option<String>> {
+        if !self.trusted || self.all.get().is_some() || self.poisoned() {
+            return None;
+        }
+        let b = self.bytes;
+        if b == b"{}\n" {
+            return Some(None);
+        }
+        // Where each task's key line starts (its `\n`), in file order.
+        let lines: Vec<usize> = memchr::memmem::find_iter(b, KEY_LINE).collect();
+        let plain_key = key.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
+        let quoted = format!("\"{key}\"");
+        let mut hits = plain_key
+            .then(|| memchr::memmem::find_iter(b, quoted.as_bytes()))
+            .into_iter()
+            .flatten()
+            .peekable();
+        let mut escapes = memchr::memchr_iter(b'\\', b).peekable();
+        for (i, &line) in lines.iter().enumerate() {
+            // The task's text ends before the `,` of the next key line, or
+            // before the file's closing `\n}\n`.
+            let end = match lines.get(i + 1) {
+                Some(&next) => next - 1,
+                None => b.len() - 3,
+            };
+            /// Whether the next of the ascending positions `at` from
+            /// `start` on is before `end`.
+            fn any_in<I: Iterator<Item = usize>>(
+                at: &mut std::iter::Peekable<I>,
+                start: usize,
+                end: usize,
+            ) -> bool {
+                while at.next_if(|&p| p < start).is_some() {}
+                at.peek().is_some_and(|&p| p < end)
+            }
+            let hit = any_in(&mut hits, line, end);
+            if !hit && !any_in(&mut escapes, line, end) {
+                continue;
+            }
+            let text = std::str::from_utf8(&b[line + KEY_LINE.len() - 1..end]).ok();
+            let found = text.and_then(|text| {
+                // `"<id>": {...}` with a key that needs no escape (every
+                // key of a trusted file: see `canonical_lead`).
+                let (id, value) = text.strip_prefix('"')?.split_once("\": ")?;
+                let (index, len) = scan::parse_one::<TaskIndex>(value)?;
+                (len == value.len() && index.task_id == id).then(|| {
+                    (index.idempotency_key.as_deref() == Some(key)).then(|| id.to_string())
+                })
+            });
+            match found {
+                Some(Some(id)) => return Some(Some(id)),
+                Some(None) => {}
+                None => {
+                    self.poison();
+                    return None;
+                }
+            }
+        }
+        Some(None)
     }
 
     /// Whether `id` is a task of the file that is still there.
@@ -448,6 +488,87 @@ impl<'a> FileTxn<'a> {
         }
         out.push_new(|b| b.extend_from_slice(if first { b"{}\n" } else { b"\n}\n" }));
         out
+    }
+}
+
+/// The tasks of a trusted file, cut at its key lines: in the layout the
+/// encoder writes, with no other line that starts like a top-level key
+/// (what the writer's record says), each `\n  "` starts a key, and the
+/// task's value runs from after its `": ` to the `,` before the next key
+/// line (the last one to the file's `\n}\n`). One `memmem` over the file,
+/// where walking every value's brackets and strings read every byte. The
+/// values are not looked into: whoever reads a task parses its span, which
+/// must be exactly one task (serde_json refuses anything after it), and a
+/// file that does not cut this way is `None` (the transaction is then run
+/// on the checked path).
+fn split_trusted(bytes: &[u8]) -> Option<Originals<'_>> {
+    if bytes == b"{}\n" {
+        return Some(Originals {
+            entries: IndexMap::new(),
+            canonical_tail: false,
+        });
+    }
+    let lines: Vec<usize> = memchr::memmem::find_iter(bytes, KEY_LINE).collect();
+    let mut entries = IndexMap::with_capacity(lines.len());
+    let mut lead = 0;
+    for (i, &line) in lines.iter().enumerate() {
+        let key_start = line + KEY_LINE.len();
+        let end = match lines.get(i + 1) {
+            Some(&next) => next.checked_sub(1)?,
+            None => bytes.len().checked_sub(3)?,
+        };
+        let rest = bytes.get(key_start..end)?;
+        let close = memchr::memmem::find(rest, b"\": ")?;
+        let key = std::str::from_utf8(&rest[..close]).ok()?;
+        let start = key_start + close + 3;
+        let span = Span { lead, start, end };
+        let object = start < end && bytes[start] == b'{' && bytes[end - 1] == b'}';
+        if !object || !canonical_lead(bytes, key, span, i == 0) {
+            return None;
+        }
+        let orig = Orig {
+            span,
+            canonical: true,
+            plain: true,
+        };
+        if entries.insert(Cow::Borrowed(key), orig).is_some() {
+            return None;
+        }
+        lead = end;
+    }
+    let canonical_tail = bytes.get(lead..) == Some(b"\n}\n");
+    (canonical_tail && !entries.is_empty()).then_some(Originals {
+        entries,
+        canonical_tail,
+    })
+}
+
+/// A task a read picked: in the file, or this transaction's.
+enum Pick<'t> {
+    Raw(&'t str, Span),
+    Ready(&'t Task),
+}
+
+impl FileTxn<'_> {
+    /// The `chosen` tasks in full, in order, read on all cores.
+    fn read_picks(&self, chosen: &[Pick]) -> Result<Vec<Task>, StoreError> {
+        let weight = |p: &Pick| match p {
+            Pick::Raw(_, span) => span.end - span.start,
+            Pick::Ready(_) => 1,
+        };
+        let (path, bytes) = (self.path, self.bytes);
+        let read = |p: &Pick| {
+            Some(match p {
+                Pick::Raw(key, span) => read_task(path, bytes, key, *span),
+                Pick::Ready(task) => Ok(Task::clone(task)),
+            })
+        };
+        let tasks = scan::par_map(chosen, weight, read).expect("every pick reads");
+        let tasks: Result<Vec<Task>, StoreError> = tasks.into_iter().collect();
+        if tasks.is_err() && self.trusted {
+            self.poison();
+        }
+        tasks
     }
 }
 
@@ -577,6 +698,27 @@ impl Transaction for FileTxn<'_> {
         Ok(self.added.contains_key(id) || self.live_in_file(id))
     }
 
+    /// On a trusted file, only the tasks that may hold the key are read
+    /// ([`FileTxn::find_key_trusted`]); else every task's summary.
+    fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {
+        if self.changed.is_empty()
+            && self.removed.is_empty()
+            && !self.cleared
+            && let Some(in_file) = self.find_key_trusted(key)
+        {
+            return Ok(in_file.or_else(|| {
+                self.added
+                    .values()
+                    .find(|t| t.idempotency_key.as_deref() == Some(key))
+                    .map(|t| t.task_id.clone())
+            }));
+        }
+        Ok(self
+            .summaries()?
+            .find(|t| t.idempotency_key == Some(key))
+            .map(|t| t.task_id.to_string()))
+    }
+
     fn summaries(&self) -> Result<Box<dyn Iterator<Item = Summary<'_>> + '_>, StoreError> {
         let in_file = match (self.cleared, self.all(), self.index()) {
             (false, Some(all), Some(index)) => {
@@ -633,10 +775,6 @@ impl Transaction for FileTxn<'_> {
 
     /// The tasks are read on all cores.
     fn get_where(&self, keep: &dyn Fn(&Summary) -> bool) -> Result<Vec<Task>, StoreError> {
-        enum Pick<'t> {
-            Raw(&'t str, Span),
-            Ready(&'t Task),
-        }
         let mut chosen: Vec<Pick> = Vec::new();
         if let (false, Some(all), Some(index)) = (self.cleared, self.all(), self.index()) {
             for ((key, orig), index) in all.entries.iter().zip(index) {
@@ -657,23 +795,44 @@ impl Transaction for FileTxn<'_> {
                 .filter(|t| keep(&Summary::of(t)))
                 .map(|t| Pick::Ready(t)),
         );
-        let weight = |p: &Pick| match p {
-            Pick::Raw(_, span) => span.end - span.start,
-            Pick::Ready(_) => 1,
-        };
-        let (path, bytes) = (self.path, self.bytes);
-        let read = |p: &Pick| {
-            Some(match p {
-                Pick::Raw(key, span) => read_task(path, bytes, key, *span),
-                Pick::Ready(task) => Ok(Task::clone(task)),
-            })
-        };
-        let tasks = scan::par_map(&chosen, weight, read).expect("every pick reads");
-        let tasks: Result<Vec<Task>, StoreError> = tasks.into_iter().collect();
-        if tasks.is_err() && self.trusted {
-            self.poison();
+        self.read_picks(&chosen)
+    }
+
+    /// A page of every task in store order (a plain `list`) is read without
+    /// the summaries, which nothing here asks for: on a trusted file, only
+    /// the split and the tasks themselves (at most the page's, on all
+    /// cores). Any other page filters and sorts the tasks in full.
+    fn page(&self, q: &rudder_core::query::PageQuery) -> Result<Vec<Task>, StoreError> {
+        let everything = q.statuses.is_empty()
+            && q.kinds.is_empty()
+            && q.text.is_none()
+            && q.after.is_none()
+            && q.sort == rudder_core::query::SortKey::Store
+            && !q.descending;
+        if !everything {
+            // The anchor too, wherever the filter leaves it: the page
+            // starts after it (as the trait's own `page`).
+            let tasks = self.get_where(&|t| {
+                (q.statuses.is_empty() || q.statuses.contains(&t.status)) && q.wants_kind(t.kind)
+                    || q.after.as_deref() == Some(t.task_id)
+            })?;
+            return Ok(rudder_core::query::page_in_memory(tasks, q));
         }
-        tasks
+        let mut chosen: Vec<Pick> = Vec::new();
+        if let (false, Some(all)) = (self.cleared, self.all()) {
+            for (key, orig) in &all.entries {
+                if self.removed.contains(key.as_ref()) {
+                    continue;
+                }
+                chosen.push(match self.changed.get(key.as_ref()) {
+                    Some(task) => Pick::Ready(task),
+                    None => Pick::Raw(key, orig.span),
+                });
+            }
+        }
+        chosen.extend(self.added.values().map(|t| Pick::Ready(t)));
+        chosen.truncate(q.limit.unwrap_or(usize::MAX));
+        self.read_picks(&chosen)
     }
 
     fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError> {
@@ -823,6 +982,23 @@ pub fn check_quick_paths(path: &Path, bytes: &[u8]) {
     let from_tasks: Vec<Summary> = tasks.values().map(Summary::of).collect();
     assert_eq!(summaries, from_tasks);
     assert_eq!(trusted.len().ok(), Some(tasks.len()));
+    // A key is found on the trusted path without the split, as the
+    // checked path finds it (the first task that holds it).
+    let keys = tasks
+        .values()
+        .filter_map(|t| t.idempotency_key.as_deref())
+        .chain(["no such key", "", "\"", "\\"]);
+    for key in keys {
+        let trusted = FileTxn::trusted(path, &written).expect("shape");
+        let found = trusted.find_key(key).expect("a trusted find");
+        assert!(!trusted.poisoned(), "{key:?}");
+        let checked = FileTxn::parse(path, &written).expect("checked above");
+        assert_eq!(
+            found,
+            checked.find_key(key).expect("a checked find"),
+            "{key:?}"
+        );
+    }
 }
 
 /// The transaction holds exactly these tasks, in this order.
@@ -860,6 +1036,65 @@ mod tests {
         );
         std::fs::write(&path, &text).unwrap();
         (dir, crate::open_store(&path), text)
+    }
+
+    /// On a trusted file a key is found by reading only the tasks that may
+    /// hold it: one whose text holds the key elsewhere (a title) is read and
+    /// passed over, one whose key is escaped is found, a missing key is
+    /// missing, and the first of two tasks with one key is the answer. A
+    /// plain list (every task, store order) builds no summaries.
+    #[test]
+    fn a_key_and_a_plain_list_are_read_on_the_trusted_path_without_the_index() {
+        use rudder_core::Transaction;
+        use rudder_model::task::Task;
+        let task = |id: &str, key: &str, title: &str| {
+            let mut t = Task::new(id, Status::Working);
+            t.idempotency_key = Some(key.into());
+            t.title = Some(title.into());
+            t
+        };
+        let tasks: rudder_model::task::TaskMap = [
+            task("t1", "k1", "mentions \"k2\" and \"k3\\\"\""),
+            task("t2", "k2", "plain"),
+            task("t3", "k3\"", "escaped key"),
+            task("t4", "k4/\u{e9}", "a path \\ and an accent"),
+            task("t5", "k2", "the same key again"),
+        ]
+        .into_iter()
+        .map(|t| (t.task_id.clone(), t))
+        .collect();
+        let bytes = crate::encode(&tasks, 0);
+        let path = std::path::Path::new("t.json");
+        for (key, want) in [
+            ("k1", Some("t1")),
+            ("k2", Some("t2")),
+            ("k3\"", Some("t3")),
+            ("k4/\u{e9}", Some("t4")),
+            ("k3", None),
+            ("missing", None),
+        ] {
+            let txn = super::FileTxn::trusted(path, &bytes).expect("as written");
+            assert_eq!(txn.find_key(key).unwrap().as_deref(), want, "{key:?}");
+            assert!(!txn.poisoned(), "{key:?}");
+            assert!(txn.all.get().is_none(), "{key:?}: the file was split");
+        }
+        // A plain list reads the tasks without their summaries.
+        let txn = super::FileTxn::trusted(path, &bytes).expect("as written");
+        let every = rudder_core::query::PageQuery::default();
+        let listed = txn.page(&every).unwrap();
+        assert_eq!(listed, tasks.values().cloned().collect::<Vec<_>>());
+        assert!(txn.index.get().is_none() && !txn.poisoned());
+        let two = rudder_core::query::PageQuery {
+            limit: Some(2),
+            ..every
+        };
+        let ids: Vec<String> = txn
+            .page(&two)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.task_id)
+            .collect();
+        assert_eq!(ids, ["t1", "t2"]);
     }
 
     #[test]

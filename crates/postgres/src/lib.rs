@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use postgres::config::Host;
 use postgres::error::SqlState;
-use postgres::{Client, IsolationLevel, Statement};
+use postgres::{Client, IsolationLevel};
 
 use rudder_core::url::PgUrl;
 use rudder_core::{Backend, ChangeLog, Location, StoreError, Transaction};
@@ -93,7 +93,7 @@ impl Drop for PostgresBackend {
 pub(crate) struct Conn {
     client: Client,
     /// Prepared statements, by their text.
-    statements: HashMap<String, Statement>,
+    statements: txn::Statements,
     /// The schema version seen on this connection (`None`: no tables yet).
     version: Option<i32>,
 }
@@ -102,7 +102,7 @@ pub(crate) struct Conn {
 /// connection.
 struct Begun<'c> {
     tx: postgres::Transaction<'c>,
-    statements: &'c mut HashMap<String, Statement>,
+    statements: &'c mut txn::Statements,
     /// What the connection knows of the schema version (a write that
     /// migrated sets it once committed).
     known: &'c mut Option<i32>,

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use postgres::error::SqlState;
-use postgres::types::ToSql;
+use postgres::types::{ToSql, Type};
 use postgres::{Row, Statement};
 
 use super::schema::{CHANGES_LOCK, CHANNEL};
@@ -43,7 +43,13 @@ use rudder_sql::builder::{self as sql, Anchor, Dialect, PageHints, Placeholder, 
 use rudder_sql::pending::{self, Database, Pending};
 use rudder_sql::{SUMMARY_COLUMNS, SUMMARY_COLUMNS_BEFORE_KINDS, SummaryRow};
 
-type Param = dyn ToSql + Sync;
+/// The statements of a connection, by their text: prepared (`Some`), or
+/// run once unprepared (`None`: prepared at their second use). A
+/// short-lived process (`rudder heartbeat`) runs each statement once, in
+/// one round trip (Parse, Bind and Execute sent together), where preparing
+/// it first would take a round trip more; a long-lived one has it
+/// prepared from its second use on.
+pub(crate) type Statements = HashMap<String, Option<Statement>>;
 
 /// Whether `text` holds a NUL character: as an id or key, one that no row
 /// can have (see [`Columns`]), so a lookup of it finds nothing without
@@ -114,7 +120,7 @@ struct ChangeRow {
 
 pub(crate) struct PgTxn<'c> {
     pub(super) tx: RefCell<postgres::Transaction<'c>>,
-    statements: RefCell<&'c mut HashMap<String, Statement>>,
+    statements: RefCell<&'c mut Statements>,
     pub(super) backend: &'c PostgresBackend,
     /// A write transaction (locks what it changes) or a read.
     write: bool,
@@ -123,6 +129,12 @@ pub(crate) struct PgTxn<'c> {
     /// whether the connection broke.
     failure: Cell<Option<(Retry, bool)>>,
     changes: RefCell<Vec<ChangeRow>>,
+    /// A task that [`Database::exists`] read and locked in a write, kept
+    /// for the read that follows (an operation on one task asks whether it
+    /// exists, then reads it to change it): one round trip instead of two.
+    /// Locked, it cannot change before this transaction ends; this
+    /// transaction changes it only through a read that takes it from here.
+    locked: RefCell<Option<(String, Task, Before)>>,
     /// Trim the change log at commit whatever the write (bulk work).
     trim: Cell<bool>,
     deltas: RefCell<BTreeMap<Status, i64>>,
@@ -180,7 +192,7 @@ fn add_counts(statuses: u8, by: u8) -> String {
 impl<'c> PgTxn<'c> {
     pub fn new(
         tx: postgres::Transaction<'c>,
-        statements: &'c mut HashMap<String, Statement>,
+        statements: &'c mut Statements,
         backend: &'c PostgresBackend,
         write: bool,
     ) -> Self {
@@ -192,6 +204,7 @@ impl<'c> PgTxn<'c> {
             pending: Pending::new(),
             failure: Cell::new(None),
             changes: RefCell::new(Vec::new()),
+            locked: RefCell::new(None),
             trim: Cell::new(false),
             deltas: RefCell::new(BTreeMap::new()),
             found_version: None,
@@ -260,7 +273,7 @@ impl<'c> PgTxn<'c> {
     }
 
     fn statement(&self, sql: &str, action: &'static str) -> Result<Statement, StoreError> {
-        if let Some(s) = self.statements.borrow().get(sql) {
+        if let Some(Some(s)) = self.statements.borrow().get(sql) {
             return Ok(s.clone());
         }
         let s = self
@@ -270,8 +283,83 @@ impl<'c> PgTxn<'c> {
             .map_err(|e| self.fail(action, e))?;
         self.statements
             .borrow_mut()
-            .insert(sql.to_string(), s.clone());
+            .insert(sql.to_string(), Some(s.clone()));
         Ok(s)
+    }
+
+    /// The statement `sql` if this connection has it prepared; else
+    /// prepared now (with the parameters' `types`) if it ran once before,
+    /// or `None`: run it unprepared this once (see [`Statements`]).
+    fn typed_statement(
+        &self,
+        sql: &str,
+        types: impl FnOnce() -> Vec<Type>,
+        action: &'static str,
+    ) -> Result<Option<Statement>, StoreError> {
+        match self.statements.borrow().get(sql) {
+            Some(Some(s)) => return Ok(Some(s.clone())),
+            None => return Ok(None),
+            Some(None) => {}
+        }
+        let s = self
+            .tx
+            .borrow_mut()
+            .prepare_typed(sql, &types())
+            .map_err(|e| self.fail(action, e))?;
+        self.statements
+            .borrow_mut()
+            .insert(sql.to_string(), Some(s.clone()));
+        Ok(Some(s))
+    }
+
+    /// [`PgTxn::query`] with each parameter's type given: one round trip
+    /// the first time this connection runs `sql` (see [`Statements`]).
+    pub(super) fn query_typed(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+        action: &'static str,
+    ) -> Result<Vec<Row>, StoreError> {
+        let types = || params.iter().map(|(_, t)| t.clone()).collect();
+        let rows = match self.typed_statement(sql, types, action)? {
+            Some(s) => {
+                let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|(v, _)| *v).collect();
+                self.tx.borrow_mut().query(&s, &values)
+            }
+            None => {
+                let rows = self.tx.borrow_mut().query_typed(sql, params);
+                if rows.is_ok() {
+                    self.statements.borrow_mut().insert(sql.to_string(), None);
+                }
+                rows
+            }
+        };
+        rows.map_err(|e| self.fail(action, e))
+    }
+
+    /// [`PgTxn::execute`] with the parameters' types given (see
+    /// [`PgTxn::query_typed`]).
+    pub(super) fn execute_typed(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+        action: &'static str,
+    ) -> Result<u64, StoreError> {
+        let types = || params.iter().map(|(_, t)| t.clone()).collect();
+        let n = match self.typed_statement(sql, types, action)? {
+            Some(s) => {
+                let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|(v, _)| *v).collect();
+                self.tx.borrow_mut().execute(&s, &values)
+            }
+            None => {
+                let n = self.tx.borrow_mut().execute_typed(sql, params);
+                if n.is_ok() {
+                    self.statements.borrow_mut().insert(sql.to_string(), None);
+                }
+                n
+            }
+        };
+        n.map_err(|e| self.fail(action, e))
     }
 
     pub(super) fn query(
@@ -460,6 +548,18 @@ impl<'c> PgTxn<'c> {
         ))
     }
 
+    /// The task `id` if [`Database::exists`] read and locked it.
+    fn take_locked(&self, id: &str) -> Option<(Task, Before)> {
+        let mut locked = self.locked.borrow_mut();
+        match locked.take() {
+            Some((held, task, before)) if held == id => Some((task, before)),
+            other => {
+                *locked = other;
+                None
+            }
+        }
+    }
+
     /// The row of `id`; locked for this transaction when `lock`.
     fn read_row(&self, id: &str, lock: bool) -> Result<Option<(Task, Before)>, StoreError> {
         if holds_nul(id) {
@@ -471,7 +571,7 @@ impl<'c> PgTxn<'c> {
         } else {
             "SELECT status, revision, claimed_by, doc FROM rudder_tasks WHERE task_id = $1"
         };
-        let rows = self.query(sql, &[&id], "read a task")?;
+        let rows = self.query_typed(sql, &[(&id, Type::TEXT)], "read a task")?;
         let Some(row) = rows.first() else {
             return Ok(None);
         };
@@ -494,9 +594,9 @@ impl<'c> PgTxn<'c> {
     }
 
     fn write_delete(&self, id: &str, before: &Before) -> Result<(), StoreError> {
-        let n = self.execute(
+        let n = self.execute_typed(
             "DELETE FROM rudder_tasks WHERE task_id = $1 AND revision = $2",
-            &[&id, &before.revision],
+            &[(&id, Type::TEXT), (&before.revision, Type::INT8)],
             "delete a task",
         )?;
         if n != 1 {
@@ -522,28 +622,31 @@ impl<'c> PgTxn<'c> {
         );
         let columns = Columns::of(self, task)?;
         // The row's columns in order: `$1` to `$13` of both statements.
-        let row: [&(dyn ToSql + Sync); 13] = [
-            &id,
-            &status,
-            &task.idempotency_key,
-            &columns.title,
-            &created,
-            &updated,
-            &task.claimed_by,
-            &lease,
-            &ttl,
-            &revision,
-            &doc,
-            &task.kind,
-            &columns.status_message,
+        let row: [(&(dyn ToSql + Sync), Type); 13] = [
+            (&id, Type::TEXT),
+            (&status, Type::TEXT),
+            (&task.idempotency_key, Type::TEXT),
+            (&columns.title, Type::TEXT),
+            (&created, Type::TEXT),
+            (&updated, Type::TEXT),
+            (&task.claimed_by, Type::TEXT),
+            (&lease, Type::TEXT),
+            (&ttl, Type::INT8),
+            (&revision, Type::INT8),
+            (&doc, Type::TEXT),
+            (&task.kind, Type::TEXT),
+            (&columns.status_message, Type::TEXT),
         ];
         let n = match before {
             Some(b) => {
-                let params: Vec<&(dyn ToSql + Sync)> = row
+                let params: Vec<(&(dyn ToSql + Sync), Type)> = row
                     .into_iter()
-                    .chain([&b.revision as &(dyn ToSql + Sync), &b.claimed_by])
+                    .chain([
+                        (&b.revision as &(dyn ToSql + Sync), Type::INT8),
+                        (&b.claimed_by, Type::TEXT),
+                    ])
                     .collect();
-                self.execute(
+                self.execute_typed(
                     "UPDATE rudder_tasks SET status = $2, idempotency_key = $3, title = $4, \
                      created_at = $5, updated_at = $6, claimed_by = $7, lease_expires_at = $8, \
                      ttl_ms = $9, revision = $10, doc = $11, kind = $12, status_message = $13 \
@@ -552,7 +655,7 @@ impl<'c> PgTxn<'c> {
                     "update a task",
                 )?
             }
-            None => self.execute(
+            None => self.execute_typed(
                 "INSERT INTO rudder_tasks (task_id, status, idempotency_key, title, created_at, \
                  updated_at, claimed_by, lease_expires_at, ttl_ms, revision, doc, kind, \
                  status_message) \
@@ -682,9 +785,9 @@ impl<'c> PgTxn<'c> {
             }
             return Ok(());
         }
-        self.execute(
+        self.execute_typed(
             "SELECT pg_advisory_xact_lock($1)",
-            &[&CHANGES_LOCK],
+            &[(&CHANGES_LOCK, Type::INT8)],
             "record the changes",
         )?;
         let ids: Vec<&str> = changes.iter().map(|c| c.task_id.as_str()).collect();
@@ -701,7 +804,7 @@ impl<'c> PgTxn<'c> {
         let deltas = self.deltas.borrow();
         let statuses: Vec<&str> = deltas.keys().map(|s| s.as_str()).collect();
         let by: Vec<i64> = deltas.values().copied().collect();
-        let rows = self.query(
+        let rows = self.query_typed(
             &format!(
                 "WITH ch AS (\
                    INSERT INTO rudder_changes (task_id, revision, status_before, status_after, at) \
@@ -711,7 +814,15 @@ impl<'c> PgTxn<'c> {
                  SELECT min(seq), max(seq), pg_notify('{CHANNEL}', max(seq)::text) FROM ch",
                 add_counts(5, 6)
             ),
-            &[&ids, &revisions, &before, &after, &statuses, &by, &at],
+            &[
+                (&ids, Type::TEXT_ARRAY),
+                (&revisions, Type::INT8_ARRAY),
+                (&before, Type::TEXT_ARRAY),
+                (&after, Type::TEXT_ARRAY),
+                (&statuses, Type::TEXT_ARRAY),
+                (&by, Type::INT8_ARRAY),
+                (&at, Type::TEXT_ARRAY),
+            ],
             "record the changes",
         )?;
         let (first, last): (Option<i64>, Option<i64>) =
@@ -766,15 +877,15 @@ impl<'c> PgTxn<'c> {
 
     /// Run a shared query ([`sql`]).
     fn query_sql(&self, q: &Sql, action: &'static str) -> Result<Vec<Row>, StoreError> {
-        let params: Vec<&Param> = q
+        let params: Vec<(&(dyn ToSql + Sync), Type)> = q
             .params
             .iter()
             .map(|v| match v {
-                Value::Text(t) => t as &Param,
-                Value::Int(i) => i as &Param,
+                Value::Text(t) => (t as &(dyn ToSql + Sync), Type::TEXT),
+                Value::Int(i) => (i as &(dyn ToSql + Sync), Type::INT8),
             })
             .collect();
-        self.query(&q.text, &params, action)
+        self.query_typed(&q.text, &params, action)
     }
 
     /// Summaries of the rows that `q` selects.
@@ -803,10 +914,10 @@ impl<'c> PgTxn<'c> {
     /// Lock the task `id` at `revision` unless another transaction holds
     /// it (a claim never waits for another worker).
     fn try_lock(&self, id: &str, revision: i64) -> Result<bool, StoreError> {
-        let rows = self.query(
+        let rows = self.query_typed(
             "SELECT 1 FROM rudder_tasks WHERE task_id = $1 AND revision = $2 \
              FOR UPDATE SKIP LOCKED",
-            &[&id, &revision],
+            &[(&id, Type::TEXT), (&revision, Type::INT8)],
             "look for a claimable task",
         )?;
         Ok(!rows.is_empty())
@@ -822,20 +933,34 @@ impl Database for PgTxn<'_> {
         &mut self.pending
     }
     fn read(&self, id: &str) -> Result<Option<(Task, Before)>, StoreError> {
+        if let Some(row) = self.take_locked(id) {
+            return Ok(Some(row));
+        }
         self.read_row(id, false)
     }
     /// Locked until the commit in a write: another machine changing the
     /// same task waits for this one, then reads what it wrote.
     fn read_to_change(&self, id: &str) -> Result<Option<(Task, Before)>, StoreError> {
+        if let Some(row) = self.take_locked(id) {
+            return Ok(Some(row));
+        }
         self.read_row(id, self.write)
     }
+    /// In a write, the task is read and locked at once, for the read to
+    /// change it that follows (see `PgTxn::locked`).
     fn exists(&self, id: &str) -> Result<bool, StoreError> {
         if holds_nul(id) {
             return Ok(false);
         }
-        let rows = self.query(
+        if self.write {
+            let row = self.read_row(id, true)?;
+            let found = row.is_some();
+            *self.locked.borrow_mut() = row.map(|(task, before)| (id.to_string(), task, before));
+            return Ok(found);
+        }
+        let rows = self.query_typed(
             "SELECT 1 FROM rudder_tasks WHERE task_id = $1",
-            &[&id],
+            &[(&id, Type::TEXT)],
             "look a task up",
         )?;
         Ok(!rows.is_empty())
@@ -870,9 +995,9 @@ impl Transaction for PgTxn<'_> {
         if holds_nul(key) {
             return Ok(None);
         }
-        let rows = self.query(
+        let rows = self.query_typed(
             "SELECT task_id FROM rudder_tasks WHERE idempotency_key = $1 ORDER BY seq LIMIT 1",
-            &[&key],
+            &[(&key, Type::TEXT)],
             "look an idempotency key up",
         )?;
         Ok(rows.first().map(|r| r.get(0)))
@@ -1026,7 +1151,7 @@ impl Transaction for PgTxn<'_> {
 
     fn counts(&self) -> Result<StatusCounts, StoreError> {
         self.flush()?;
-        let rows = self.query(
+        let rows = self.query_typed(
             "SELECT status, n FROM rudder_counts WHERE n <> 0",
             &[],
             "count the tasks",

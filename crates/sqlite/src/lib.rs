@@ -100,6 +100,11 @@ enum Read<T> {
 /// connection whose file changed under it before that is an error.
 const IMMUTABLE_TRIES: u32 = 5;
 
+/// The databases (by the path the store was given) that this process found
+/// replaced under a connection it had open: every backend of this process
+/// refuses them from then on (see [`SqliteBackend::replaced`]).
+static REPLACED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
 impl Open {
     /// Whether this connection's WAL index is stale (see shm.rs).
     fn index_is_stale(&mut self) -> bool {
@@ -294,7 +299,25 @@ impl SqliteBackend {
             Mode::Read => &self.reader,
             Mode::Write => &self.writer,
         });
+        if self.was_replaced() {
+            *slot = None;
+            return Err(self.replaced());
+        }
         let mut id = self.identity()?;
+        if let (Some(open), Some(now)) = (slot.as_ref(), id)
+            && open.at != now
+        {
+            // Another file at the path, while this connection has the old
+            // one open: refused for good, never reopened (see `replaced`).
+            // This process lets go of the old file at once.
+            *slot = None;
+            self.drop_idle_sibling(mode);
+            REPLACED
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(self.path.clone());
+            return Err(self.replaced());
+        }
         if id.is_none() {
             *slot = None;
             if mode == Mode::Read {
@@ -368,6 +391,39 @@ impl SqliteBackend {
             *slot = None;
         }
         result.map(|v| Read::Done(Some(v)))
+    }
+
+    /// Whether this process found the database at this path replaced.
+    fn was_replaced(&self) -> bool {
+        REPLACED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&self.path)
+    }
+
+    /// The database file was replaced (`mv other.db tasks.db`) while this
+    /// process had the old one open. SQLite finds a database's `-wal` and
+    /// `-shm` by name: the old file's stay at the path while any process
+    /// has the old file open, and whoever opens the new file reads the old
+    /// WAL's pages as its own, and the last to close it checkpoints them
+    /// into it. No reader can undo that, so a process that sees it stops
+    /// using the store (a `wait` ends with this error instead of waiting
+    /// for a change it may never see), and tells what to do. A store
+    /// deleted, seen missing, then made again is opened anew.
+    fn replaced(&self) -> StoreError {
+        StoreError::Database {
+            location: self.location(),
+            action: "read the database",
+            message: format!(
+                "the database file {} was replaced (another file moved or copied over it) \
+                 while this process had it open; SQLite would pair the old file's -wal and \
+                 -shm, kept at the path while any process has the old file open, with the \
+                 new file, so this process stopped using it: stop every process that has \
+                 the store open, then start them again (to replace a store, `rudder copy` \
+                 into it, or use sqlite3's .backup; see docs/stores.md)",
+                self.path.display()
+            ),
+        }
     }
 
     /// Close this backend's other connection (the writer's for `mode`
