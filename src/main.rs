@@ -122,6 +122,9 @@ fn main() -> ExitCode {
                     worker: None,
                 })
             }),
+        Command::Demo(a) if a.serve_upstream.is_some() => {
+            rudder::demo::upstream::serve(a.serve_upstream.as_deref().unwrap_or_default(), a.speed)
+        }
         Command::Demo(a) => rudder::demo::run_demo(rudder::demo::DemoOptions {
             store: demo_store(a.store.store),
             fresh: a.fresh,
@@ -129,6 +132,7 @@ fn main() -> ExitCode {
             python_worker: a.python_worker,
             mcp: a.mcp,
             notify: a.notify,
+            gateway: a.gateway,
             author,
         }),
         Command::Worker(a) => rudder::demo::run_worker(rudder::demo::WorkerOptions {

@@ -305,17 +305,22 @@ fn rudder_gateway_refuses_a_catalogue_it_cannot_use_naming_the_file() {
 
 /// A stdio upstream is another program: it inherits none of the secrets
 /// rudder's environment may hold (the store URL, libpq's password, the MCP
-/// face's token), while the rest of the environment reaches it.
+/// face's token, another upstream's token), while the rest of the
+/// environment reaches it.
 #[test]
 fn a_stdio_upstream_inherits_none_of_rudders_secrets() {
     let dir = tempfile::tempdir().unwrap();
-    let tools = catalogue(dir.path(), &bridge_upstream());
+    // Another upstream, reached with a token from the gateway's
+    // environment (nobody answers there: only its token matters here).
+    let remote = "[[upstream]]\nname = \"remote\"\nurl = \"http://127.0.0.1:9/mcp\"\ntoken_env = \"RUDDER_TEST_REMOTE_TOKEN\"\ntools = [\"remote_only\"]\n";
+    let tools = catalogue(dir.path(), &format!("{}\n{remote}", bridge_upstream()));
     let url = dir.path().join("tasks.db");
     let store = Store::connect(&url).unwrap();
     let names = [
         "RUDDER_STORE",
         "PGPASSWORD",
         "RUDDER_MCP_TOKEN",
+        "RUDDER_TEST_REMOTE_TOKEN",
         "RUDDER_TEST_PLAIN",
     ];
     let id = store
@@ -331,6 +336,7 @@ fn a_stdio_upstream_inherits_none_of_rudders_secrets() {
         .env("RUDDER_STORE", format!("sqlite:{}", url.display()))
         .env("PGPASSWORD", "pg-secret")
         .env("RUDDER_MCP_TOKEN", "mcp-secret-token-0123456789")
+        .env("RUDDER_TEST_REMOTE_TOKEN", "remote-secret-token")
         .env("RUDDER_TEST_PLAIN", "1")
         .args(["gateway", "--tools"])
         .arg(&tools)
@@ -354,4 +360,175 @@ fn a_stdio_upstream_inherits_none_of_rudders_secrets() {
             .and_then(|r| r.pointer("/content/0/text")),
         Some(&json!("RUDDER_TEST_PLAIN"))
     );
+}
+
+/// A client of `rudder mcp` that hears `notifications/tools/list_changed`.
+#[derive(Clone)]
+struct Heard(tokio::sync::mpsc::UnboundedSender<()>);
+
+impl rmcp::ClientHandler for Heard {
+    async fn on_tool_list_changed(&self, _cx: rmcp::service::NotificationContext<RoleClient>) {
+        let _ = self.0.send(());
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("rudder-gateway-test", "1"),
+        )
+    }
+}
+
+/// When an upstream's tools change, `rudder mcp` tells its own clients
+/// (it declares `listChanged`), and lists the new tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rudder_mcp_tells_its_clients_when_an_upstreams_tools_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let trigger = dir.path().join("grow");
+    let script = bridge().with_file_name("changing.py");
+    let tools = catalogue(
+        dir.path(),
+        &format!(
+            "[[upstream]]\nname = \"changing\"\ncommand = [{:?}, {:?}, {:?}]\ntools = \"*\"\n",
+            python().display().to_string(),
+            script.display().to_string(),
+            trigger.display().to_string()
+        ),
+    );
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
+    cmd.env_remove("RUDDER_STORE")
+        .arg("--store")
+        .arg(dir.path().join("tasks.db"))
+        .arg("mcp")
+        .arg("--tools")
+        .arg(&tools);
+    let (tx, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    let client = rmcp::ServiceExt::serve(Heard(tx), TokioChildProcess::new(cmd).unwrap())
+        .await
+        .expect("client connects");
+    let declared = client
+        .peer_info()
+        .and_then(|i| i.capabilities.tools.as_ref().and_then(|t| t.list_changed));
+    assert_eq!(declared, Some(true), "listChanged is declared");
+    let names = async || -> Vec<String> {
+        let listed = client.list_all_tools().await.expect("tools/list");
+        listed.into_iter().map(|t| t.name.to_string()).collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !names().await.contains(&"first".to_string()) {
+        assert!(
+            Instant::now() < deadline,
+            "the upstream's tools were never listed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    std::fs::write(&trigger, "").unwrap();
+    // Told (maybe first of the first listing), until a notice after which
+    // the new tool is listed.
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let told = tokio::time::timeout(left, heard.recv()).await;
+        assert!(
+            matches!(told, Ok(Some(()))),
+            "rudder mcp never said its tools changed"
+        );
+        if names().await.contains(&"second".to_string()) {
+            break;
+        }
+    }
+    let _ = client.cancel().await;
+}
+
+/// The sh blocks between a page's walkthrough markers, as one script.
+fn walkthrough(doc: &str) -> String {
+    let start = doc
+        .find("<!-- walkthrough: begin -->")
+        .expect("the begin marker");
+    let end = doc
+        .find("<!-- walkthrough: end -->")
+        .expect("the end marker");
+    let mut script = String::new();
+    let mut inside = false;
+    for line in doc[start..end].lines() {
+        match line.trim_end() {
+            "```sh" => inside = true,
+            "```" if inside => inside = false,
+            _ if inside => {
+                script.push_str(line);
+                script.push('\n');
+            }
+            _ => {}
+        }
+    }
+    script
+}
+
+/// docs/gateway.md's story, exactly as written, with `rudder` on the PATH
+/// in an empty directory: an MCP server that knows nothing of rudder,
+/// behind `rudder gateway`, killed while its question waits and started
+/// again; the answer given meanwhile reaches the new server, and the
+/// task completes.
+#[test]
+fn the_gateway_story_runs_as_written() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/gateway.md"))
+        .expect("docs/gateway.md");
+    let script = walkthrough(&doc);
+    assert!(script.contains("kill %1"), "{script}");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_rudder")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // The trap ends the servers if a step fails; `timeout` ends a step
+    // that never would.
+    let out = std::process::Command::new("timeout")
+        .args(["120", "bash", "-c"])
+        .arg(format!(
+            "set -eo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{script}"
+        ))
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env_remove("RUDDER_STORE")
+        .env_remove("RUDDER_MCP_TOKEN")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let logs = ["upstream.log", "gateway.log"]
+        .map(|f| std::fs::read_to_string(dir.path().join(f)).unwrap_or_default())
+        .join("\n");
+    assert!(out.status.success(), "{stdout}\n{stderr}\n{logs}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("input_required: Which service should the diagnosis follow?")),
+        "{stdout}"
+    );
+    let done: Value = lines
+        .iter()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .expect("the last JSON line");
+    assert_eq!(done["status"], "completed", "{stdout}\n{logs}");
+    assert!(done["cause"].is_string(), "{done}");
+    // The server was killed mid-call and the call made again; the person
+    // was asked once.
+    let store = Store::connect(dir.path().join("tasks.db")).unwrap();
+    let task = store.list(&[Status::Completed]).unwrap().remove(0);
+    let notes: Vec<String> = task.history.iter().filter_map(|e| e.note.clone()).collect();
+    assert!(
+        notes.iter().any(|n| n.contains("attempt 1 of 20 was lost")),
+        "{notes:#?}"
+    );
+    let asked = task
+        .history
+        .iter()
+        .filter(|e| e.status == Status::InputRequired)
+        .count();
+    assert_eq!(asked, 1, "asked once: {:#?}", task.history);
 }

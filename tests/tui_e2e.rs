@@ -1002,3 +1002,64 @@ fn a_sqlite_store_without_write_access_is_shown_read_only_and_live() {
 fn tls() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
+
+/// `rudder demo --gateway`: the diagnosis is an MCP server behind the
+/// demo's gateway workers. INC-1043's question waits in the store while
+/// K kills the server; the answer is given with the server down; W starts
+/// it again, the gateway calls it again, and the diagnosis completes.
+#[test]
+fn the_demo_through_the_gateway_survives_its_server_killed_while_a_question_waits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("demo.db");
+    let path = store.to_str().expect("a UTF-8 path");
+    let mut tui = Tui::spawn(
+        &["--store", path, "demo", "--gateway", "--speed", "50"],
+        &[],
+        Some(dir.path()),
+    );
+    tui.wait_for("INC-1043");
+    let task = |status: &str| -> Value {
+        let start = Instant::now();
+        loop {
+            let listed: Value =
+                serde_json::from_str(&cli(&store, &["list", "--json"])).expect("JSON");
+            let found = listed
+                .as_array()
+                .expect("an array")
+                .iter()
+                .find(|t| {
+                    t["title"]
+                        .as_str()
+                        .is_some_and(|s| s.starts_with("INC-1043"))
+                })
+                .cloned()
+                .expect("INC-1043");
+            if found["status"] == status {
+                return found;
+            }
+            assert!(start.elapsed() < PATIENCE, "never {status}: {found}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let asked = task("input_required");
+    assert_eq!(asked["kind"], "diagnose", "{asked}");
+    let id = asked["task_id"].as_str().expect("an id").to_string();
+    tui.send("K");
+    tui.wait_for("killed");
+    cli(&store, &["input", &id, "--set", "service=payments"]);
+    tui.send("W");
+    task("completed");
+    let done: Value = serde_json::from_str(&cli(&store, &["get", &id, "--json"])).expect("JSON");
+    assert!(
+        done["result"]["structuredContent"]["root_cause"].is_string(),
+        "{done}"
+    );
+    let log = cli(&store, &["log", &id]);
+    assert!(log.contains("was lost"), "{log}");
+    assert!(
+        log.contains("gateway:diagnosis") || log.contains("demo-gateway:diagnosis"),
+        "{log}"
+    );
+    tui.send("q");
+    tui.wait_exit();
+}

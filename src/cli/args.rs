@@ -127,6 +127,12 @@ pub struct DemoArgs {
     /// Also run `rudder notify --exec PROGRAM` on the demo store: PROGRAM gets each question an incident asks (the event as JSON on its standard input); its log is the store's .notify.log
     #[arg(long, value_name = "PROGRAM")]
     pub notify: Option<PathBuf>,
+    /// Run the diagnosis as an ordinary MCP server behind rudder's gateway (docs/gateway.md) instead of as a rudder worker: the TUI's worker keys kill and restart that server; its log is the store's .worker.log, the gateway's its .gateway.log (with a store seeded without it, add --fresh)
+    #[arg(long, conflicts_with = "python_worker")]
+    pub gateway: bool,
+    /// Only serve the diagnosis as a plain MCP server at http://ADDR/mcp, with no store and no TUI, until killed (the upstream of --gateway; docs/gateway.md)
+    #[arg(long, value_name = "ADDR")]
+    pub serve_upstream: Option<String>,
 }
 
 #[derive(Debug, Args)]

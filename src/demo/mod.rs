@@ -5,13 +5,16 @@
 //! - [`worker`]: `rudder worker`, the process that claims and runs tasks;
 //! - [`seed`]: the demo's incidents, seeded idempotently;
 //! - [`supervisor`]: the worker as a child process the TUI can kill and restart;
-//! - [`mcp`]: `rudder demo --mcp`, the diagnosis as an MCP tool beside the TUI.
+//! - [`mcp`]: `rudder demo --mcp`, the diagnosis as an MCP tool beside the TUI;
+//! - [`upstream`]: the diagnosis as an ordinary MCP server, which `rudder
+//!   demo --gateway` puts behind rudder's gateway.
 
 pub mod diagnosis;
 pub mod mcp;
 pub mod scenarios;
 pub mod seed;
 pub mod supervisor;
+pub mod upstream;
 pub mod worker;
 
 use std::os::unix::process::CommandExt as _;
@@ -52,9 +55,107 @@ pub struct DemoOptions {
     /// Also run a notifier that runs this program for each question
     /// (`--notify PROGRAM`).
     pub notify: Option<PathBuf>,
+    /// Run the diagnosis as an MCP server behind rudder's gateway
+    /// (`--gateway`) instead of as a rudder worker.
+    pub gateway: bool,
     /// Who the presenter at the TUI is (recorded on their answers and
     /// cancels).
     pub author: Option<crate::task::Author>,
+}
+
+/// The task kind of the demo's incidents under `--gateway`: the upstream
+/// tool's name, which the gateway's catalogue serves.
+pub const GATEWAY_KIND: &str = "diagnose";
+
+/// `--gateway`'s catalogue: the diagnosis server at `url`, its one tool
+/// idempotent (a diagnosis may run again) with attempts enough to outlast
+/// a server killed and restarted from the TUI.
+pub fn gateway_catalogue(url: &str) -> String {
+    format!(
+        "[[upstream]]\nname = \"diagnosis\"\nurl = {url:?}\ntools = [\"{GATEWAY_KIND}\"]\n\n[upstream.tool.{GATEWAY_KIND}]\nidempotent = true\nattempts = 100\n"
+    )
+}
+
+/// `rudder demo --gateway`'s gateway workers, in this process on threads
+/// of their own, logging to `STORE.gateway.log`; stopped with the demo.
+struct Gateway {
+    stop: tokio_util::sync::CancellationToken,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Gateway {
+    fn start(store: &Path, url: &str) -> anyhow::Result<Gateway> {
+        use std::sync::Arc;
+        let text = gateway_catalogue(url);
+        let upstreams = Arc::new(
+            crate::gateway::catalogue::parse(Path::new("demo-gateway.toml"), &text)
+                .context("the demo's gateway catalogue")?,
+        );
+        let log = PathBuf::from(
+            Supervisor::log_path_for(store)
+                .to_string_lossy()
+                .replace(".worker.log", ".gateway.log"),
+        );
+        let store = Store::connect(store)?;
+        let say: crate::gateway::Say = Arc::new(move |s: &str| {
+            use std::io::Write as _;
+            use std::os::unix::fs::OpenOptionsExt;
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(&log)
+            {
+                let _ = writeln!(f, "{}", crate::text::sanitize(s));
+            }
+        });
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("cannot start the demo's gateway")?;
+        let stop = tokio_util::sync::CancellationToken::new();
+        let stopping = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("gateway".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let directory =
+                        crate::gateway::Directory::start(Arc::clone(&upstreams), Arc::clone(&say));
+                    let options = crate::gateway::GatewayOptions {
+                        name: "demo-gateway".into(),
+                        ..crate::gateway::GatewayOptions::default()
+                    };
+                    if let Err(e) = crate::gateway::run(
+                        &store,
+                        upstreams,
+                        directory,
+                        options,
+                        Arc::clone(&say),
+                        stopping,
+                    )
+                    .await
+                    {
+                        say(&e.to_string());
+                    }
+                });
+                runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+            })
+            .context("cannot start the demo's gateway")?;
+        Ok(Gateway {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// The Python diagnosis worker of the checkout this binary was built from
@@ -99,7 +200,8 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
     if options.fresh {
         seed::clear(&store).context("cannot start the demo afresh")?;
     }
-    seed::seed(&store).with_context(|| {
+    let kind = options.gateway.then_some(GATEWAY_KIND);
+    seed::seed_as(&store, kind).with_context(|| {
         format!(
             "cannot seed the demo store {}",
             crate::store::url::shown(&options.store)
@@ -115,6 +217,20 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
     if let Some((python, script)) = python {
         supervisor = supervisor.python(python, script.clone());
     }
+    // The diagnosis server keeps one address across its restarts, which
+    // the gateway's catalogue names.
+    let gateway = if options.gateway {
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .context("cannot find a loopback port for the diagnosis server")?;
+        supervisor = supervisor.upstream(addr.to_string());
+        Some(Gateway::start(
+            &options.store,
+            &format!("http://{addr}/mcp"),
+        )?)
+    } else {
+        None
+    };
     let supervisor = supervisor.shared();
     let mut control = supervisor.clone();
     control
@@ -133,6 +249,7 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
         worker: Some(Box::new(control)),
     });
     drop(notifier);
+    drop(gateway);
     // Whether the TUI ended well or not, the worker must not outlive the demo.
     // (Dropping the last handle would stop it too; stopping here makes the
     // order explicit: the worker is gone before we say where the tasks are.)

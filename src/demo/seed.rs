@@ -21,6 +21,12 @@ pub struct SeedReport {
 /// The task `rudder demo` creates for an incident: the request names the
 /// incident and, when the reporter named one, the service.
 pub fn new_task(incident: &Incident) -> NewTask {
+    new_task_as(incident, None)
+}
+
+/// [`new_task`] of the task kind `kind` (`rudder demo --gateway`: the
+/// upstream tool's).
+pub fn new_task_as(incident: &Incident, kind: Option<&str>) -> NewTask {
     let mut request = Map::new();
     request.insert("incident".into(), json!(incident.id));
     if let Some(service) = &incident.reported_service {
@@ -31,6 +37,7 @@ pub fn new_task(incident: &Incident) -> NewTask {
         title: Some(format!("{} {}", incident.id, incident.title)),
         request: Some(Value::Object(request)),
         status_message: Some("waiting for a worker".into()),
+        kind: kind.map(str::to_string),
         ..NewTask::default()
     }
 }
@@ -39,9 +46,14 @@ pub fn new_task(incident: &Incident) -> NewTask {
 /// Idempotent: the idempotency key of an incident returns its existing task,
 /// wherever that task now is, so seeding again never duplicates or resets it.
 pub fn seed(store: &Store) -> Result<SeedReport, StoreError> {
+    seed_as(store, None)
+}
+
+/// [`seed`], the tasks of kind `kind`.
+pub fn seed_as(store: &Store, kind: Option<&str>) -> Result<SeedReport, StoreError> {
     let mut report = SeedReport::default();
     for incident in &Scenarios::get().incidents {
-        match store.create(new_task(incident)) {
+        match store.create(new_task_as(incident, kind)) {
             Ok(outcome) if outcome.change == Change::Applied => {
                 report.created.push(incident.id.clone());
             }

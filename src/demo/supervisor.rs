@@ -33,6 +33,9 @@ pub struct Supervisor {
     /// `(interpreter, script)`: run the Python diagnosis worker
     /// (`rudder demo --python-worker`) instead of `EXE worker`.
     python: Option<(PathBuf, PathBuf)>,
+    /// Run the diagnosis as an MCP server at this address (`rudder demo
+    /// --gateway`: `EXE demo --serve-upstream ADDR`) instead of a worker.
+    upstream: Option<String>,
 }
 
 impl Supervisor {
@@ -47,7 +50,15 @@ impl Supervisor {
             child: None,
             state: WorkerState::NotStarted,
             python: None,
+            upstream: None,
         }
+    }
+
+    /// Run `EXE demo --serve-upstream ADDR --speed SPEED` (the diagnosis
+    /// as an MCP server, which knows no store) instead of a worker.
+    pub fn upstream(mut self, addr: String) -> Self {
+        self.upstream = Some(addr);
+        self
     }
 
     /// Run `python SCRIPT --store STORE --speed SPEED` (the Python
@@ -295,20 +306,30 @@ impl WorkerControl for Supervisor {
         })?;
         // The store goes to the worker in its environment, never on its
         // command line, where `ps` would show a password.
-        let mut command = match &self.python {
-            Some((python, script)) => {
-                let mut c = Command::new(python);
-                c.arg(script);
+        let mut command = match (&self.python, &self.upstream) {
+            (_, Some(addr)) => {
+                // An MCP server knows nothing of the store.
+                let mut c = Command::new(&self.exe);
+                c.args(["demo", "--serve-upstream", addr]);
+                for name in crate::store::WITHHELD_FROM_CHILDREN {
+                    c.env_remove(name);
+                }
                 c
             }
-            None => {
+            (Some((python, script)), None) => {
+                let mut c = Command::new(python);
+                c.arg(script);
+                c.env("RUDDER_STORE", &self.store);
+                c
+            }
+            (None, None) => {
                 let mut c = Command::new(&self.exe);
                 c.arg("worker");
+                c.env("RUDDER_STORE", &self.store);
                 c
             }
         };
         let child = command
-            .env("RUDDER_STORE", &self.store)
             .arg("--speed")
             .arg(self.speed.to_string())
             .env(PARENT_ENV, std::process::id().to_string())

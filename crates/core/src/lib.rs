@@ -221,6 +221,17 @@ pub struct NewTask {
     pub owned_by: Option<String>,
 }
 
+/// A task created already claimed ([`Store::create_held`]): as if the
+/// worker `holder` claimed it for `lease` the moment it was made, with
+/// `note` in its history as that worker's (face `face`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Held {
+    pub holder: String,
+    pub lease: Duration,
+    pub note: Option<String>,
+    pub face: Face,
+}
+
 /// A backend opened from a store URL ([`Store::connect`]): the backend
 /// says which URLs it takes, and refuses the others with why.
 pub trait Connect: Backend + Sized {
@@ -620,7 +631,23 @@ impl<B: Backend> Store<B> {
     /// Create a task. With an idempotency key already in use, return that task
     /// unchanged, or refuse if it was created with another schema, request
     /// or kind.
-    pub fn create(&self, mut new: NewTask) -> Result<Outcome, StoreError> {
+    pub fn create(&self, new: NewTask) -> Result<Outcome, StoreError> {
+        self.create_as(new, None)
+    }
+
+    /// [`Store::create`], the task made already claimed by `held`'s
+    /// worker in the same write: a worker of this process that makes the
+    /// task's call at once (`rudder mcp`'s gateway) neither waits for the
+    /// change feed to learn of it nor writes its claim and first note
+    /// apart. The claim is the state machine's (a task that starts
+    /// `input_required` is refused as its claim would be). A task found
+    /// by its idempotency key is returned unchanged, held by whoever
+    /// holds it.
+    pub fn create_held(&self, new: NewTask, held: &Held) -> Result<Outcome, StoreError> {
+        self.create_as(new, Some(held))
+    }
+
+    fn create_as(&self, mut new: NewTask, held: Option<&Held>) -> Result<Outcome, StoreError> {
         // A `null` request reads back from the file as none: make it none
         // now, so that retrying the same create matches its key.
         new.request = new.request.filter(|r| !r.is_null());
@@ -696,6 +723,26 @@ impl<B: Backend> Store<B> {
                 created.by(author);
             }
             task.history.push(created);
+            if let Some(held) = held {
+                let op = Op::Claim {
+                    holder: held.holder.clone(),
+                    lease: held.lease,
+                };
+                machine::apply(&mut task, &op, Actor::Anyone, now)
+                    .map_err(|r| refusal_error(OpKind::Claim, r, &task))?;
+                // Made and claimed in one write: one revision.
+                task.revision = 1;
+                if let Some(note) = &held.note {
+                    let mut entry = HistoryEntry::new(
+                        task.status,
+                        now,
+                        Some(rudder_model::text::clean(note, 1000)),
+                    );
+                    entry.actor = Some(held.holder.clone());
+                    entry.face = Some(held.face.clone());
+                    task.history.push(entry);
+                }
+            }
             tasks.insert(task.clone())?;
             Ok((
                 Outcome {

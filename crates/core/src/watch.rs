@@ -4,9 +4,10 @@
 //! docs/architecture.md "Watching" and "Stores and backends". A feed reads from a
 //! [`FeedSource`], which knows two things about its store: how to be woken
 //! cheaply when it may have changed, and how to read what changed after its
-//! cursor. The loop here is the same for every backend: wake-ups (coalesced
-//! for a few milliseconds) and a periodic safety-net check lead to a
-//! catch-up; the catch-up's answer becomes events.
+//! cursor. The loop here is the same for every backend: wake-ups (the first
+//! after a quiet spell read at once, a burst at most once per few
+//! milliseconds) and a periodic safety-net check lead to a catch-up; the
+//! catch-up's answer becomes events.
 //!
 //! - JSON file ([`FileSource`]): the store's *directory* is watched
 //!   (`rudder_fs::watch::watch_dir`: inotify on Linux for the events that end a write,
@@ -212,7 +213,8 @@ pub trait FeedSource: Send + 'static {
 /// Tuning of the feed; the defaults suit interactive use.
 #[derive(Debug, Clone)]
 pub struct FeedOptions {
-    /// How long to wait for a burst of wake-ups to end before reading.
+    /// The least time between two reads of a burst of wake-ups (the first
+    /// wake-up after a quiet spell is read at once).
     pub coalesce: Duration,
     /// How often to run the safety-net check in case a wake-up went missing.
     pub stat_interval: Duration,
@@ -353,8 +355,12 @@ async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     let mut due = true;
+    // When the store was last read: a wake-up after a quiet spell is read
+    // at once, a burst at most once per `coalesce`.
+    let mut last_read: Option<tokio::time::Instant> = None;
     loop {
         if due {
+            last_read = Some(tokio::time::Instant::now());
             // Reading a large store takes tens of milliseconds: keep it off
             // the runtime thread, which in the TUI also handles keys.
             let (back, found) = match tokio::task::spawn_blocking(move || {
@@ -377,7 +383,13 @@ async fn run(
         due = tokio::select! {
             poke = poke_rx.recv() => {
                 if poke.is_none() { return; }
-                tokio::time::sleep(options.coalesce).await;
+                // The first change after a quiet spell is told at once (a
+                // worker waiting for a task, a person waiting for a
+                // question); the wake-ups of a burst wait out the rest of
+                // the window and are read together.
+                if let Some(at) = last_read {
+                    tokio::time::sleep_until(at + options.coalesce).await;
+                }
                 while poke_rx.try_recv().is_ok() {}
                 true
             }

@@ -5,7 +5,9 @@
 //!
 //! Its tools: `echo {text}` (a short call), `flood {n}` (`n` progress
 //! notifications, one of them going backwards, then a result), `big
-//! {bytes}` (a text result that long), `sleep {ms}` (a long call).
+//! {bytes}` (a text result that long), `sleep {ms}` (a long call), `ask`
+//! (asks its client a question with `elicitation/create`, then says the
+//! answer; [`ASKED_AT`] keeps when it last asked, for the bench).
 
 use std::sync::Arc;
 
@@ -21,6 +23,10 @@ use serde_json::{Value, json};
 /// The server.
 #[derive(Clone, Default)]
 pub struct RmcpUpstream;
+
+/// When `ask` last sent its `elicitation/create` (the bench measures from
+/// then until the rudder task is seen waiting for input).
+pub static ASKED_AT: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
 
 fn schema(v: Value) -> Arc<JsonObject> {
     Arc::new(v.as_object().cloned().unwrap_or_default())
@@ -44,6 +50,11 @@ fn tools() -> Vec<Tool> {
             "sleep",
             "Answer after the given milliseconds",
             schema(json!({"type": "object", "properties": {"ms": {"type": "integer"}}})),
+        ),
+        Tool::new(
+            "ask",
+            "Ask the client whether to go on, then say the answer",
+            schema(json!({"type": "object", "properties": {}})),
         ),
         Tool::new(
             "big",
@@ -104,6 +115,38 @@ impl ServerHandler for RmcpUpstream {
                 format!("slept {ms} ms")
             }
             "big" => "x".repeat(number("bytes").min(256 * 1024 * 1024) as usize),
+            "ask" => {
+                let form = serde_json::from_value(json!({
+                    "type": "object",
+                    "properties": {"go": {"type": "boolean"}},
+                    "required": ["go"],
+                }))
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                *ASKED_AT.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(std::time::Instant::now());
+                let params = rmcp::model::ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message: "Go on?".into(),
+                    requested_schema: form,
+                };
+                let asked = cx
+                    .peer
+                    .send_request(rmcp::model::ServerRequest::ElicitRequest(
+                        rmcp::model::ElicitRequest::new(params),
+                    ))
+                    .await;
+                match asked {
+                    Ok(rmcp::model::ClientResult::ElicitResult(answer)) => {
+                        format!("{:?} {}", answer.action, json!(answer.content))
+                    }
+                    other => {
+                        return Err(ErrorData::internal_error(
+                            format!("no answer: {other:?}"),
+                            None,
+                        ));
+                    }
+                }
+            }
             other => {
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool {other}"),

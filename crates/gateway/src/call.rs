@@ -59,11 +59,22 @@ async fn give_up(job: &mut AsyncJob, message: String) -> Ended {
     Ended::Done
 }
 
-/// Serve the claimed `job` by calling `tool` of `up`.
+/// The history note of attempt `attempt` of `max`, made by `holder`.
+pub fn attempt_note(attempt: u32, max: u32, tool: &str, up: &Upstream, holder: &str) -> String {
+    format!(
+        "{ATTEMPT_NOTE}{attempt} of {max}: calling {tool} on upstream {:?} (holder {holder})",
+        up.name
+    )
+}
+
+/// Serve the claimed `job` by calling `tool` of `up`; `noted`: the task
+/// was created held by this worker with its first attempt's note
+/// ([`crate::Handoff`]), which is not written again.
 ///
 /// When `stop` is cancelled (the gateway is stopping) the call ends where
 /// it is, writing nothing more: its lease lapses or is given back, and
 /// another gateway worker takes the task over under the same rules.
+#[allow(clippy::too_many_arguments)]
 pub async fn serve(
     mut job: AsyncJob,
     up: &Upstream,
@@ -72,10 +83,12 @@ pub async fn serve(
     changes: Changes,
     say: Say,
     stop: CancellationToken,
+    noted: bool,
 ) {
     let settings = up.settings(tool);
     let max = settings.max_attempts();
-    let before = attempts_made(job.task());
+    // The note made with the task is this attempt's, not an earlier one's.
+    let before = attempts_made(job.task()).saturating_sub(u32::from(noted));
     let id = job.id().to_string();
     if before > 0 {
         // A gateway worker made this call before and lost the task (its
@@ -109,17 +122,19 @@ pub async fn serve(
     let mut answers: HashMap<(String, String), Value> =
         stored_answer(job.task()).into_iter().collect();
     let mut attempt = before;
+    let mut noted = noted;
     loop {
         attempt += 1;
-        let note = format!(
-            "{ATTEMPT_NOTE}{attempt} of {max}: calling {tool} on upstream {:?} (holder {})",
-            up.name,
-            job.holder()
-        );
-        if let Err(e) = job.note(note).await
-            && e.stop().is_some()
-        {
-            return;
+        if !std::mem::take(&mut noted) {
+            let note = attempt_note(attempt, max, tool, up, job.holder());
+            if let Err(e) = job.note(note).await
+                && e.stop().is_some()
+            {
+                return;
+            }
+            // An answer given while no call was open (the upstream was
+            // down between attempts) is the one the retry's question gets.
+            answers.extend(stored_answer(job.task()));
         }
         let attempted = tokio::select! {
             biased;
@@ -330,8 +345,9 @@ async fn attempt_once(
             Err(e) => {
                 close(session).await;
                 return Ended::Lost(format!(
-                    "upstream {:?} could not be sent the call: {e}",
-                    up.name
+                    "upstream {:?} could not be sent the call: {}",
+                    up.name,
+                    upstream::scrubbed(&e)
                 ));
             }
         };
@@ -431,7 +447,8 @@ async fn attempt_once(
     };
     let result = match answered {
         Ok(ServerResult::CallToolResult(r)) => {
-            close(session).await;
+            // The result is kept without waiting for the session's end.
+            tokio::spawn(close(session));
             r
         }
         Ok(ServerResult::CreateTaskResult(created)) => {
@@ -483,8 +500,9 @@ async fn attempt_once(
         }
         Err(e) => {
             return Ended::Lost(format!(
-                "tools/call {tool} on upstream {:?} was lost: {e}",
-                up.name
+                "tools/call {tool} on upstream {:?} was lost: {}",
+                up.name,
+                upstream::scrubbed(&e)
             ));
         }
     };
@@ -598,8 +616,9 @@ async fn mirror(
             }
             Err(e) => {
                 return Ended::Lost(format!(
-                    "the session with upstream {:?} was lost while it worked its task {shown}: {e}",
-                    up.name
+                    "the session with upstream {:?} was lost while it worked its task {shown}: {}",
+                    up.name,
+                    upstream::scrubbed(&e)
                 ));
             }
         };
@@ -658,8 +677,9 @@ async fn mirror(
                 let update = UpdateTaskParams::new(id.clone(), responses);
                 if let Err(e) = session.peer().update_task(update).await {
                     return Ended::Lost(format!(
-                        "the answer could not be sent to upstream {:?}'s task {shown}: {e}",
-                        up.name
+                        "the answer could not be sent to upstream {:?}'s task {shown}: {}",
+                        up.name,
+                        upstream::scrubbed(&e)
                     ));
                 }
                 continue;

@@ -28,7 +28,7 @@
 //! The `[[tool]]` tables of the same file belong to `rudder mcp`'s own
 //! catalogue; this module reads `[[upstream]]` only.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -67,13 +67,17 @@ pub enum Transport {
         env: BTreeMap<String, String>,
         /// Its working directory (relative paths are the catalogue's).
         cwd: Option<PathBuf>,
+        /// Variables of the gateway's environment the child must not see:
+        /// every `token_env` of the catalogue (another upstream's token is
+        /// not this program's to read), unless `env` sets it itself.
+        withheld: Vec<String>,
     },
     /// A server over Streamable HTTP.
     Http {
         /// The endpoint (`http://` or `https://`).
         url: String,
-        /// Extra headers sent with every request.
-        headers: BTreeMap<String, String>,
+        /// Extra headers sent with every request, checked and parsed once.
+        headers: HashMap<http::HeaderName, http::HeaderValue>,
         /// Where the bearer token comes from, if any.
         token: Option<TokenSource>,
     },
@@ -320,6 +324,27 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Upstream>, CatalogueError> {
             }
         }
     }
+    // Every token variable of the catalogue is withheld from every stdio
+    // child (a child that sets one in its own `env` gets that value).
+    let tokens: Vec<String> = upstreams
+        .iter()
+        .filter_map(|u| match &u.transport {
+            Transport::Http {
+                token: Some(TokenSource::Env(var)),
+                ..
+            } => Some(var.clone()),
+            _ => None,
+        })
+        .collect();
+    for up in &mut upstreams {
+        if let Transport::Stdio { env, withheld, .. } = &mut up.transport {
+            *withheld = tokens
+                .iter()
+                .filter(|t| !env.contains_key(*t))
+                .cloned()
+                .collect();
+        }
+    }
     Ok(upstreams)
 }
 
@@ -402,6 +427,8 @@ fn check(
                 command: program.clone(),
                 env,
                 cwd: raw.cwd.as_ref().map(|c| base.join(c.get_ref())),
+                // Filled in once every upstream is read (see `parse`).
+                withheld: Vec::new(),
             }
         }
         (None, Some(url)) => {
@@ -430,25 +457,27 @@ fn check(
                     "not an http:// or https:// URL".to_string(),
                 ));
             }
-            let headers = raw
+            // Parsed once here, as the transport sends them, rather than at
+            // every call (where a bad one could only fail the call).
+            let mut headers = HashMap::new();
+            let raw_headers = raw
                 .headers
                 .as_ref()
                 .map(|h| h.get_ref().clone())
                 .unwrap_or_default();
-            for (k, v) in &headers {
+            for (k, v) in &raw_headers {
                 let span = raw.headers.as_ref().map(Spanned::span);
-                if k.is_empty()
-                    || !k
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-                {
-                    return Err(fail(
-                        span,
-                        "headers",
-                        format!("{k:?} is not an HTTP header name"),
-                    ));
-                }
-                if k.eq_ignore_ascii_case("authorization") {
+                let name = match http::HeaderName::from_bytes(k.as_bytes()) {
+                    Ok(n) if !k.is_empty() => n,
+                    _ => {
+                        return Err(fail(
+                            span,
+                            "headers",
+                            format!("{k:?} is not an HTTP header name"),
+                        ));
+                    }
+                };
+                if name == http::header::AUTHORIZATION {
                     return Err(fail(
                         span,
                         "headers",
@@ -462,6 +491,14 @@ fn check(
                         format!("the value of header {k:?} holds a control character"),
                     ));
                 }
+                let Ok(value) = http::HeaderValue::from_str(v) else {
+                    return Err(fail(
+                        span,
+                        "headers",
+                        format!("the value of header {k:?} cannot be sent in an HTTP header"),
+                    ));
+                };
+                headers.insert(name, value);
             }
             let token = match (&raw.token_env, &raw.token_file) {
                 (Some(_), Some(f)) => {
@@ -697,6 +734,7 @@ ttl = "1h"
                 command: vec!["python3".into(), "bridge.py".into()],
                 env: [("A".to_string(), "1".to_string())].into(),
                 cwd: Some(PathBuf::from("/cat/srv")),
+                withheld: Vec::new(),
             }
         );
         assert_eq!(b.kind_of("diagnose"), "diag");
@@ -726,7 +764,12 @@ tools = "*"
                     token,
                     &Some(TokenSource::File(PathBuf::from("/cat/remote.token")))
                 );
-                assert_eq!(headers.get("X-Team").map(String::as_str), Some("oncall"));
+                assert_eq!(
+                    headers
+                        .get(&http::HeaderName::from_static("x-team"))
+                        .and_then(|v| v.to_str().ok()),
+                    Some("oncall")
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -736,6 +779,41 @@ tools = "*"
         );
         assert_eq!(e.field.as_deref(), Some("headers"));
         assert!(e.reason.contains("token_env or token_file"), "{e}");
+    }
+
+    #[test]
+    fn every_token_variable_is_withheld_from_every_stdio_child() {
+        let u = ok(r#"
+[[upstream]]
+name = "local"
+command = ["server"]
+tools = "*"
+
+[[upstream]]
+name = "own"
+command = ["server"]
+env = { B_TOKEN = "its own" }
+tools = "*"
+
+[[upstream]]
+name = "a"
+url = "https://a.example.com/mcp"
+token_env = "A_TOKEN"
+tools = "*"
+
+[[upstream]]
+name = "b"
+url = "https://b.example.com/mcp"
+token_env = "B_TOKEN"
+tools = "*"
+"#);
+        let withheld = |i: usize| match &u[i].transport {
+            Transport::Stdio { withheld, .. } => withheld.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(withheld(0), ["A_TOKEN", "B_TOKEN"]);
+        // A variable the upstream's own env sets is that value, not ours.
+        assert_eq!(withheld(1), ["A_TOKEN"]);
     }
 
     #[test]

@@ -127,8 +127,9 @@ async fn follow(up: &Upstream, say: &Say, publish: &(dyn Fn(Vec<UpstreamTool>) +
                 Err(e) => {
                     if !told_down {
                         say(&format!(
-                            "gateway: upstream {:?} did not list its tools ({e}); listing again later",
-                            up.name
+                            "gateway: upstream {:?} did not list its tools ({}); listing again later",
+                            up.name,
+                            upstream::scrubbed(&e)
                         ));
                         told_down = true;
                     }

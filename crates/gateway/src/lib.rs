@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 pub use catalogue::{CatalogueError, Upstream};
 pub use directory::{Directory, UpstreamTool};
-pub use worker::{GatewayOptions, run};
+pub use worker::{GatewayOptions, Handoff, Offer, run};
 
 /// Where the gateway tells its operator what happened (an upstream that
 /// does not answer, one that answers again): `rudder mcp` and `rudder

@@ -6,7 +6,6 @@
 // of earlier protocol versions: the gateway answers them with an error.
 #![allow(deprecated)]
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use rmcp::model::{
@@ -40,9 +39,6 @@ pub enum ConnectError {
     /// The token could not be read (the message never holds the token).
     #[error("cannot read its token: {0}")]
     Token(String),
-    /// A header the transport cannot send.
-    #[error("header {0:?} cannot be sent")]
-    Header(String),
     /// The MCP handshake failed (the server died, or does not speak MCP).
     #[error("the MCP handshake failed: {0}")]
     Handshake(String),
@@ -226,11 +222,21 @@ async fn open(
     lifecycle: rmcp::service::ClientLifecycleMode,
 ) -> Result<Session, ConnectError> {
     match &upstream.transport {
-        Transport::Stdio { command, env, cwd } => {
+        Transport::Stdio {
+            command,
+            env,
+            cwd,
+            withheld,
+        } => {
             let program = command.first().cloned().unwrap_or_default();
             let mut cmd = tokio::process::Command::new(&program);
-            // The upstream is another program: none of rudder's secrets.
-            for name in rudder_store::WITHHELD_FROM_CHILDREN {
+            // The upstream is another program: none of rudder's secrets,
+            // nor the tokens of the catalogue's other upstreams.
+            for name in rudder_store::WITHHELD_FROM_CHILDREN
+                .iter()
+                .copied()
+                .chain(withheld.iter().map(String::as_str))
+            {
                 cmd.env_remove(name);
             }
             cmd.args(command.iter().skip(1))
@@ -253,30 +259,37 @@ async fn open(
             headers,
             token,
         } => {
-            // reqwest panics making a client when rustls has no crypto
-            // provider (a build whose features leave the choice to the
-            // program): ring's, unless the program installed one.
-            let _ = rustls::crypto::ring::default_provider().install_default();
+            crypto_provider();
             use rmcp::transport::StreamableHttpClientTransport;
             use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-            let mut custom = HashMap::new();
-            for (k, v) in headers {
-                let name = http::HeaderName::from_bytes(k.as_bytes())
-                    .map_err(|_| ConnectError::Header(k.clone()))?;
-                let value =
-                    http::HeaderValue::from_str(v).map_err(|_| ConnectError::Header(k.clone()))?;
-                custom.insert(name, value);
-            }
             let mut config =
                 StreamableHttpClientTransportConfig::with_uri(Arc::<str>::from(url.as_str()))
-                    .custom_headers(custom);
+                    .custom_headers(headers.clone());
             config.max_json_response_size = MAX_HTTP_ANSWER;
+            // A call's stream that breaks is resumed a few times (a blip),
+            // then the call is lost: a server that died or restarted has
+            // forgotten it, and the gateway's own retry (idempotent tools)
+            // or failure says so, where rmcp would retry forever.
+            config.retry_config = Arc::new(FewRetries);
+            config.reinit_on_expired_session = false;
             if let Some(source) = token {
                 config = config.auth_header(read_token(source)?);
             }
             let transport = StreamableHttpClientTransport::from_config(config);
             handshake(handler, transport, lifecycle).await
         }
+    }
+}
+
+/// How often a broken event stream of an HTTP upstream is resumed: 4
+/// times, 250 ms doubling (about 4 s), then the call is lost.
+#[derive(Debug)]
+struct FewRetries;
+
+impl rmcp::transport::common::client_side_sse::SseRetryPolicy for FewRetries {
+    fn retry(&self, current_times: usize) -> Option<std::time::Duration> {
+        (current_times < 4)
+            .then(|| std::time::Duration::from_millis(250u64 << current_times.min(4)))
     }
 }
 
@@ -294,7 +307,60 @@ where
     handler
         .serve_with_lifecycle(transport, lifecycle)
         .await
-        .map_err(|e| ConnectError::Handshake(e.to_string()))
+        .map_err(|e| ConnectError::Handshake(scrubbed(&e)))
+}
+
+/// reqwest panics making a client when rustls has no crypto provider (a
+/// build whose features leave the choice to the program): ring's, unless
+/// the program installed one. Once per process, not per session.
+fn crypto_provider() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// The text of an upstream's error as rudder shows it (task history,
+/// stderr): every URL in it without its user info, query and fragment,
+/// which may carry a password or a key (reqwest names the URL it failed
+/// to reach).
+pub fn scrubbed(error: &dyn std::fmt::Display) -> String {
+    scrub_urls(&error.to_string())
+}
+
+/// `text` with every `http://` or `https://` URL in it cut to its scheme,
+/// host, port and path.
+pub fn scrub_urls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    loop {
+        let found = ["http://", "https://"]
+            .iter()
+            .filter_map(|scheme| {
+                rest.to_ascii_lowercase()
+                    .find(scheme)
+                    .map(|at| (at, scheme.len()))
+            })
+            .min();
+        let Some((at, scheme)) = found else {
+            out.push_str(rest);
+            return out;
+        };
+        out.push_str(&rest[..at + scheme]);
+        let url = &rest[at + scheme..];
+        let end = url
+            .find(|c: char| c.is_whitespace() || matches!(c, ')' | '"' | '\'' | '<' | '>' | '`'))
+            .unwrap_or(url.len());
+        let (whole, after) = url.split_at(end);
+        // The authority ends at the first '/', '?' or '#'.
+        let authority_end = whole.find(['/', '?', '#']).unwrap_or(whole.len());
+        let (authority, path) = whole.split_at(authority_end);
+        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let path = path.split(['?', '#']).next().unwrap_or_default();
+        out.push_str(host);
+        out.push_str(path);
+        rest = after;
+    }
 }
 
 /// The bearer token, read when a session is opened (so a rotated file is
@@ -313,4 +379,24 @@ fn read_token(source: &TokenSource) -> Result<String, ConnectError> {
         ));
     }
     Ok(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scrub_urls;
+
+    #[test]
+    fn urls_lose_their_user_info_query_and_fragment() {
+        assert_eq!(
+            scrub_urls(
+                "error sending request for url (http://u:pw@127.0.0.1:9/mcp?key=k#f): refused"
+            ),
+            "error sending request for url (http://127.0.0.1:9/mcp): refused"
+        );
+        assert_eq!(
+            scrub_urls("HTTPS://tok@h.example/a/b?x=1 and https://h2/?y"),
+            "HTTPS://h.example/a/b and https://h2/"
+        );
+        assert_eq!(scrub_urls("no url here"), "no url here");
+    }
 }

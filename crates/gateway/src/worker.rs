@@ -7,10 +7,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use rudder_store::Work;
-use rudder_store::task::{Author, Face};
+use rudder_store::task::{Author, Face, Task};
+use rudder_store::worker::Adopter;
+use rudder_store::{Held, Work};
 use rudder_store::{Store, worker::DEFAULT_LEASE};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::catalogue::{Selection, Upstream};
@@ -30,6 +31,9 @@ pub struct GatewayOptions {
     /// tool of a `tools = "*"` upstream of one of these kinds is not
     /// worked (its tasks are another worker's).
     pub reserved_kinds: Vec<String>,
+    /// The door the process that makes the tasks (`rudder mcp`) hands
+    /// them to these workers by: see [`Handoff`].
+    pub handoff: Handoff,
 }
 
 impl Default for GatewayOptions {
@@ -39,7 +43,126 @@ impl Default for GatewayOptions {
             max_calls: 16,
             lease: DEFAULT_LEASE,
             reserved_kinds: Vec::new(),
+            handoff: Handoff::default(),
         }
+    }
+}
+
+/// The door of this process's gateway workers for the process's own
+/// tasks (`rudder mcp` and its gateway in one process): a task of an
+/// upstream's tool is created already held by the worker that calls it
+/// ([`Store::create_held`]), its claim and first attempt note in the
+/// create's write, and its call made at once, with no wait for the change
+/// feed. Without a free place ([`GatewayOptions::max_calls`]) the task is
+/// made as any other and claimed when one frees. Cheap to clone; empty
+/// until [`run`] opens its doors.
+#[derive(Clone, Default)]
+pub struct Handoff {
+    doors: Arc<RwLock<Vec<Door>>>,
+}
+
+impl std::fmt::Debug for Handoff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let doors = self.doors.read().unwrap_or_else(|p| p.into_inner()).len();
+        f.debug_struct("Handoff").field("doors", &doors).finish()
+    }
+}
+
+/// One upstream's worker, as the handoff reaches it.
+#[derive(Clone)]
+struct Door {
+    index: usize,
+    kinds: Kinds,
+    adopter: Adopter,
+    upstreams: Arc<Vec<Upstream>>,
+    slots: Arc<Semaphore>,
+    store: Arc<Store>,
+    changes: crate::call::Changes,
+    say: Say,
+    stop: CancellationToken,
+}
+
+/// A place for one call, kept until the task is started or the offer
+/// dropped.
+pub struct Offer {
+    door: Door,
+    tool: String,
+    held: Held,
+    place: OwnedSemaphorePermit,
+}
+
+impl Handoff {
+    /// A place for a task of `kind` with the worker of the upstream that
+    /// serves it, if there is one in this process and it has room.
+    pub fn offer(&self, kind: &str) -> Option<Offer> {
+        let doors = self.doors.read().unwrap_or_else(|p| p.into_inner());
+        let (door, tool) = doors.iter().find_map(|d| {
+            let tool = d
+                .kinds
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(kind)
+                .cloned()?;
+            Some((d, tool))
+        })?;
+        if door.stop.is_cancelled() {
+            return None;
+        }
+        let place = Arc::clone(&door.slots).try_acquire_owned().ok()?;
+        let up = &door.upstreams[door.index];
+        let max = up.settings(&tool).max_attempts();
+        let holder = door.adopter.holder().to_string();
+        let held = Held {
+            note: Some(crate::call::attempt_note(1, max, &tool, up, &holder)),
+            holder,
+            lease: door.adopter.lease(),
+            face: Face::Gateway,
+        };
+        Some(Offer {
+            door: door.clone(),
+            tool,
+            held,
+            place,
+        })
+    }
+}
+
+impl Offer {
+    /// What to create the task with: [`Store::create_held`].
+    pub fn held(&self) -> &Held {
+        &self.held
+    }
+
+    /// Make the call of `task`, created with [`Offer::held`], at once on a
+    /// tokio task of its own: `None` when this worker does not hold it (one
+    /// found by its idempotency key), which is left to whoever holds it;
+    /// else what resolves once the call is over, its last write made (the
+    /// task's end, or the gateway stopping), so that the process waiting
+    /// for the result reads it at once rather than when its change feed
+    /// tells. Call from within a runtime.
+    pub fn start(self, task: Task) -> Option<tokio::sync::oneshot::Receiver<()>> {
+        let Offer {
+            door, tool, place, ..
+        } = self;
+        let job = door.adopter.adopt(task)?;
+        let (over, told) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let up = &door.upstreams[door.index];
+            crate::call::serve(
+                job,
+                up,
+                &tool,
+                door.store,
+                door.changes,
+                door.say,
+                door.stop,
+                true,
+            )
+            .await;
+            drop(place);
+            let _ = over.send(());
+        });
+        Some(told)
     }
 }
 
@@ -98,6 +221,23 @@ pub async fn run(
             upstream: up.name.clone(),
             reason: e.to_string(),
         })?;
+        let store = Arc::new(store);
+        options
+            .handoff
+            .doors
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Door {
+                index,
+                kinds: Arc::clone(&kinds),
+                adopter: worker.adopter(),
+                upstreams: Arc::clone(&upstreams),
+                slots: Arc::clone(&slots),
+                store: Arc::clone(&store),
+                changes: changes.clone(),
+                say: Arc::clone(&say),
+                stop: stop.clone(),
+            });
         if up.tools == Selection::All {
             // The kinds of `"*"` tools are known once they are listed.
             let (kinds, mut listed, upstream, stop, reserved) = (
@@ -132,7 +272,7 @@ pub async fn run(
             Arc::clone(&slots),
             Arc::clone(&say),
             stop.clone(),
-            Arc::new(store),
+            store,
             changes.clone(),
         );
         loops.spawn(async move {
@@ -170,7 +310,8 @@ pub async fn run(
                         );
                         tokio::spawn(async move {
                             let up = &upstreams[index];
-                            crate::call::serve(job, up, &tool, store, changes, say, stop).await;
+                            crate::call::serve(job, up, &tool, store, changes, say, stop, false)
+                                .await;
                             drop(slot);
                         });
                     }

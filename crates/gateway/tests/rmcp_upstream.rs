@@ -93,3 +93,31 @@ fn a_result_over_the_limit_fails_the_task_saying_so() {
     let next = wait_for(&store, &other, "completed", |t| t.status.is_terminal());
     assert_eq!(text_of(&next), "next");
 }
+
+/// An upstream URL may carry a password or a key (user info, a query): an
+/// error reaching it names the server without them, in the task's history
+/// and on stderr alike.
+#[test]
+fn an_unreachable_upstreams_password_and_key_are_not_told() {
+    let dir = tempfile::tempdir().unwrap();
+    // A loopback port nobody listens on any more.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let url = format!("http://operator:s3cretpass@127.0.0.1:{port}/mcp?api_key=k3ykey#frag");
+    let (store, gw) = start(dir.path(), &url);
+    let id = call(&store, "echo", json!({"text": "hi"}));
+    let done = wait_for(&store, &id, "failed", |t| t.status.is_terminal());
+    assert_eq!(done.status, Status::Failed);
+    let message = done.error_message().unwrap_or_default().to_string();
+    assert!(message.contains("could not be reached"), "{message}");
+    let history = serde_json::to_string(&done).unwrap();
+    let said = gw.said.lock().unwrap().join("\n");
+    for text in [&message, &history, &said] {
+        assert!(
+            !text.contains("s3cretpass") && !text.contains("k3ykey") && !text.contains("operator"),
+            "{text}"
+        );
+    }
+}

@@ -112,7 +112,7 @@ pub fn run(options: McpOptions) -> i32 {
         }
     };
     runtime.block_on(async move {
-        let directory = gateway_store.map(|gateway_store| {
+        let gateway = gateway_store.map(|gateway_store| {
             let upstreams = std::sync::Arc::new(catalogue.upstreams.clone());
             let told: rudder_gateway::Say = std::sync::Arc::new(|s: &str| say(s));
             let directory = rudder_gateway::Directory::start(
@@ -120,9 +120,11 @@ pub fn run(options: McpOptions) -> i32 {
                 std::sync::Arc::clone(&told),
             );
             let listed = directory.clone();
+            let handoff = rudder_gateway::Handoff::default();
             let options = rudder_gateway::GatewayOptions {
                 max_calls: options.gateway_max_calls,
                 reserved_kinds: catalogue.tools.iter().map(|t| t.kind.clone()).collect(),
+                handoff: handoff.clone(),
                 ..rudder_gateway::GatewayOptions::default()
             };
             tokio::spawn(async move {
@@ -134,7 +136,7 @@ pub fn run(options: McpOptions) -> i32 {
                     say(&e.to_string());
                 }
             });
-            directory
+            (directory, handoff)
         });
         match &options.http {
             Some(addr) => {
@@ -143,12 +145,12 @@ pub fn run(options: McpOptions) -> i32 {
                 } else {
                     Access::Open
                 };
-                let server = RudderMcp::serving(store, catalogue, access, directory);
+                let server = RudderMcp::serving(store, catalogue, access, gateway);
                 http::serve(server, addr, auth, &options.allow_origins).await
             }
             None => {
                 let server =
-                    RudderMcp::serving(store, catalogue, Access::Local(local_user()), directory);
+                    RudderMcp::serving(store, catalogue, Access::Local(local_user()), gateway);
                 stdio(server).await
             }
         }

@@ -416,8 +416,9 @@ fn patch_event(event: &str, ids: &[String]) -> (String, bool) {
 
 impl RudderMcp {
     /// A listen rmcp acknowledged: for task ids, follow them until the
-    /// request is cancelled or the client is gone; else (list-changed
-    /// notifications, none of which this server sends) just stay open.
+    /// request is cancelled or the client is gone; tool list changes
+    /// (upstreams' tools) are sent when it asked for them; else just stay
+    /// open.
     pub(crate) async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let cx = context.request_context();
         let subscription = serde_json::to_value(&cx.id).unwrap_or(Value::Null);
@@ -427,8 +428,19 @@ impl RudderMcp {
             .and_then(|p| p.extensions.get::<HttpTaskIds>())
             .map(|ids| ids.0.clone());
         let Some(wanted) = http.or_else(|| self.requested().get(&subscription)) else {
-            context.cancelled().await;
-            return Ok(());
+            let mut tools = self.tools_changes();
+            tools.borrow_and_update();
+            loop {
+                tokio::select! {
+                    _ = context.cancelled() => return Ok(()),
+                    changed = tools.changed() => {
+                        if changed.is_err() || !self.tell_tools_changed(&context).await {
+                            context.cancelled().await;
+                            return Ok(());
+                        }
+                    }
+                }
+            }
         };
         let caller = self.caller(cx);
         let result = self.listen_to_tasks(&context, wanted, &caller).await;
@@ -446,6 +458,8 @@ impl RudderMcp {
         // one before it is in what is read. Each task is sent as it is now,
         // then again on every change (the revision it was last sent at).
         let mut changes = self.changes();
+        let mut tools = self.tools_changes();
+        tools.borrow_and_update();
         let mut shown: BTreeMap<String, Option<u64>> = BTreeMap::new();
         for id in wanted {
             // Another principal's task is never sent, as an unknown one.
@@ -461,6 +475,12 @@ impl RudderMcp {
             let changed = tokio::select! {
                 _ = context.cancelled() => return Ok(()),
                 c = changes.recv() => c,
+                t = tools.changed(), if tools.has_changed().is_ok() => {
+                    if t.is_ok() {
+                        self.tell_tools_changed(context).await;
+                    }
+                    continue;
+                }
             };
             let ids: Vec<String> = match changed {
                 Ok(Changed::Tasks(ids)) => ids
@@ -495,6 +515,16 @@ impl RudderMcp {
                 }
             }
         }
+    }
+
+    /// Send `notifications/tools/list_changed` on the subscription if it
+    /// asked for it; whether it may be sent again (the client asked and is
+    /// still there).
+    async fn tell_tools_changed(&self, context: &SubscriptionContext) -> bool {
+        if context.accepted().tools_list_changed != Some(true) {
+            return false;
+        }
+        context.sink().notify_tool_list_changed().await.is_ok()
     }
 
     /// Send `task` as `notifications/tasks` on the subscription; whether

@@ -60,6 +60,18 @@ struct Inner {
     /// The upstreams' tools as last listed (docs/gateway.md), after the
     /// catalogue's own.
     gateway: std::sync::RwLock<Arc<Vec<(ToolSpec, Tool)>>>,
+    /// The door of this process's gateway workers: an upstream's call is
+    /// created held by the worker that makes it (docs/gateway.md).
+    handoff: Option<rudder_gateway::Handoff>,
+    /// Whether upstreams' tools are served: their list may change, which
+    /// clients are told (`listChanged`).
+    upstreams: bool,
+    /// The sessions of clients that initialized (up to 2025-11-25): told
+    /// `notifications/tools/list_changed` when an upstream's tools change.
+    peers: Mutex<Vec<rmcp::Peer<RoleServer>>>,
+    /// Bumped when the tools served change: a 2026 client's listen that
+    /// asked for tool list changes is told then.
+    tools_changed: watch::Sender<u64>,
     /// Who may reach which task and tool.
     access: Access,
 }
@@ -147,6 +159,25 @@ pub const MAX_INLINE_WAITS: usize = 128;
 /// inline (a server error, in the range JSON-RPC leaves to servers).
 pub const BUSY: i32 = -32000;
 
+impl Inner {
+    /// The tools served changed: tell every client that can hear it
+    /// (`notifications/tools/list_changed`); a client gone is forgotten.
+    async fn tools_listed_anew(&self) {
+        self.tools_changed.send_modify(|g| *g += 1);
+        let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut gone = Vec::new();
+        for (i, peer) in peers.iter().enumerate() {
+            if peer.is_transport_closed() || peer.notify_tool_list_changed().await.is_err() {
+                gone.push(i);
+            }
+        }
+        if !gone.is_empty() {
+            let mut kept = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+            kept.retain(|p| !p.is_transport_closed());
+        }
+    }
+}
+
 /// Why an answer was refused, kept in the task's message.
 const REFUSED: &str = "\n(the last answer was refused: ";
 
@@ -164,14 +195,16 @@ impl RudderMcp {
 
     /// [`RudderMcp::new`], its requests authorized as `access` says, also
     /// serving the tools `directory` lists (the catalogue's upstreams),
-    /// kept current as they change. A tool of an upstream named as one of
+    /// kept current as they change, their calls handed to this process's
+    /// gateway workers by `handoff`. A tool of an upstream named as one of
     /// the catalogue's `[[tool]]`s is not served (stderr says so).
     pub fn serving(
         store: Store,
         catalogue: Catalogue,
         access: Access,
-        directory: Option<rudder_gateway::Directory>,
+        gateway: Option<(rudder_gateway::Directory, rudder_gateway::Handoff)>,
     ) -> RudderMcp {
+        let (directory, handoff) = gateway.unzip();
         let (gen_tx, generation) = watch::channel(0u64);
         let (changes, _) = broadcast::channel(256);
         let tx = changes.clone();
@@ -201,6 +234,10 @@ impl RudderMcp {
                 requested: Requested::default(),
                 inline_waits: Arc::new(tokio::sync::Semaphore::new(MAX_INLINE_WAITS)),
                 gateway: std::sync::RwLock::default(),
+                upstreams: directory.is_some(),
+                handoff,
+                peers: Mutex::default(),
+                tools_changed: watch::channel(0).0,
                 access,
             }),
         };
@@ -233,7 +270,16 @@ impl RudderMcp {
                             Some((spec, tool))
                         })
                         .collect();
-                    *inner.gateway.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(served);
+                    let changed = {
+                        let mut now = inner.gateway.write().unwrap_or_else(|p| p.into_inner());
+                        let changed = now.len() != served.len()
+                            || now.iter().zip(&served).any(|((_, a), (_, b))| a != b);
+                        *now = Arc::new(served);
+                        changed
+                    };
+                    if changed {
+                        inner.tools_listed_anew().await;
+                    }
                     drop(inner);
                     if listed.changed().await.is_err() {
                         return;
@@ -242,6 +288,11 @@ impl RudderMcp {
             });
         }
         server
+    }
+
+    /// Subscribe to changes of the tools served (2026 listens).
+    pub(crate) fn tools_changes(&self) -> watch::Receiver<u64> {
+        self.inner.tools_changed.subscribe()
     }
 
     /// The tool `name`: the catalogue's, else an upstream's.
@@ -383,13 +434,15 @@ impl RudderMcp {
     }
 
     /// Wait until `done` holds for the task, `limit` passes or `cancel`
-    /// fires; the task as last read.
+    /// fires; the task as last read. `over`, when given, also wakes the
+    /// wait (the gateway's call of the task ended in this process).
     async fn wait_for(
         &self,
         by: &Caller,
         id: &str,
         limit: Duration,
         cancel: &tokio_util::sync::CancellationToken,
+        over: &mut Option<tokio::sync::oneshot::Receiver<()>>,
         done: impl Fn(&Task) -> bool,
     ) -> Result<Task, ErrorData> {
         let deadline = tokio::time::Instant::now() + limit;
@@ -407,6 +460,11 @@ impl RudderMcp {
                 _ = generation.changed() => {}
                 _ = tokio::time::sleep_until(deadline.min(tick)) => {}
                 _ = cancel.cancelled() => return Ok(task),
+                _ = async {
+                    if let Some(o) = over.as_mut() {
+                        let _ = o.await;
+                    }
+                }, if over.is_some() => *over = None,
             }
         }
     }
@@ -515,9 +573,46 @@ impl RudderMcp {
                 .map(|p| format!("{p}{}", uuid::Uuid::new_v4())),
             ..NewTask::default()
         };
-        // Durable once `create` returns: every backend commits (fsync,
-        // synchronous=FULL, a committed transaction) before it answers.
-        let created = self.blocking(&caller, move |s| s.create(new)).await?.task;
+        // An upstream's call is made held by the gateway worker of this
+        // process that calls it, which starts at once (no claim, no wait
+        // for the change feed).
+        let offer = self
+            .inner
+            .handoff
+            .as_ref()
+            .and_then(|h| h.offer(&spec.kind));
+        let (created, mut over) = match offer {
+            None => {
+                // Durable once `create` returns: every backend commits
+                // (fsync, synchronous=FULL, a committed transaction)
+                // before it answers.
+                let created = self.blocking(&caller, move |s| s.create(new)).await?;
+                (created.task, None)
+            }
+            Some(offer) => {
+                // Made and started on a task of its own: a task made held
+                // is started even if this request goes away meanwhile
+                // (else it would wait for its lease to lapse).
+                let store = self.inner.store.by(caller.author.clone());
+                let made = tokio::spawn(async move {
+                    let held = offer.held().clone();
+                    let created =
+                        tokio::task::spawn_blocking(move || store.create_held(new, &held))
+                            .await
+                            .map_err(|e| {
+                                ErrorData::internal_error(format!("store call: {e}"), None)
+                            })?
+                            .map_err(store_error)?
+                            .task;
+                    // Told when the gateway's call is over: the result is
+                    // read then, not when the change feed gets to it.
+                    let over = offer.start(created.clone());
+                    Ok::<_, ErrorData>((created, over))
+                });
+                made.await
+                    .map_err(|e| ErrorData::internal_error(format!("store call: {e}"), None))??
+            }
+        };
         let id = created.task_id.clone();
         if place.is_some() {
             release_slot(&cx);
@@ -526,7 +621,7 @@ impl RudderMcp {
             let task = if place.is_none() {
                 created
             } else {
-                self.wait_for(&caller, &id, spec.wait, &cx.ct, |t| {
+                self.wait_for(&caller, &id, spec.wait, &cx.ct, &mut over, |t| {
                     t.status.is_terminal() || t.status == Status::InputRequired
                 })
                 .await?
@@ -538,7 +633,7 @@ impl RudderMcp {
             return Ok(CreateTaskResult::new(base).into());
         }
         let task = self
-            .wait_for(&caller, &id, spec.sync_wait, &cx.ct, |t| {
+            .wait_for(&caller, &id, spec.sync_wait, &cx.ct, &mut over, |t| {
                 t.status.is_terminal()
             })
             .await?;
@@ -854,11 +949,32 @@ fn cancel_answer<T>(r: Result<T, StoreError>) -> Result<(), ErrorData> {
 
 impl ServerHandler for RudderMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
+        let capabilities = if self.inner.upstreams {
+            // An upstream's tools come and go with it.
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_tasks()
+                .build()
+        } else {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build()
+        };
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("rudder", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Tools start durable rudder tasks: poll them with tasks/get, answer their questions with tasks/update.",
             )
+    }
+
+    async fn on_initialized(&self, cx: rmcp::service::NotificationContext<RoleServer>) {
+        if self.inner.upstreams {
+            let mut peers = self.inner.peers.lock().unwrap_or_else(|p| p.into_inner());
+            peers.retain(|p| !p.is_transport_closed());
+            peers.push(cx.peer);
+        }
     }
 
     async fn list_tools(
@@ -941,9 +1057,9 @@ impl ServerHandler for RudderMcp {
         self.cancel(request.task_id, reason, &cx).await
     }
 
-    // A listen is acknowledged with what this server has (no list-changed
-    // notifications; the transports add the task ids, which rmcp drops:
-    // see `listen`).
+    // A listen is acknowledged with what this server has (tool list
+    // changes when it serves upstreams' tools; the transports add the task
+    // ids, which rmcp drops: see `listen`).
     fn accepted_subscription_filter(
         &self,
         requested: &SubscriptionFilter,

@@ -181,6 +181,57 @@ impl AsyncWorker {
     }
 }
 
+/// Takes as this worker's job a task created already held by its holder
+/// ([`crate::Store::create_held`]), as if [`AsyncWorker::next`] had
+/// claimed it: a process that makes a task for its own worker hands it
+/// over without a claim or a wait for the change feed. Cheap to clone.
+#[derive(Clone)]
+pub struct Adopter {
+    settings: Arc<Settings>,
+    store: Arc<Store>,
+    calls: Arc<Executor>,
+}
+
+impl Adopter {
+    /// The lease holder a task must be created held by.
+    pub fn holder(&self) -> &str {
+        &self.settings.holder
+    }
+
+    /// The lease it must be created held for.
+    pub fn lease(&self) -> Duration {
+        self.settings.lease
+    }
+
+    /// The job of `task`, if this worker holds it (`None`: another holder
+    /// has it, or nobody; the task is not this worker's to work). Call
+    /// from within a runtime (the job renews its lease on it).
+    pub fn adopt(&self, task: Task) -> Option<AsyncJob> {
+        if task.claimed_by.as_deref() != Some(self.settings.holder.as_str())
+            || task.status.is_terminal()
+        {
+            return None;
+        }
+        Some(AsyncJob::start(
+            Arc::clone(&self.settings),
+            Arc::clone(&self.store),
+            Arc::clone(&self.calls),
+            task,
+        ))
+    }
+}
+
+impl AsyncWorker {
+    /// What takes tasks created held by this worker as its jobs.
+    pub fn adopter(&self) -> Adopter {
+        Adopter {
+            settings: Arc::clone(&self.core.settings),
+            store: Arc::clone(&self.core.store),
+            calls: Arc::clone(&self.calls),
+        }
+    }
+}
+
 /// [`super::Job`] for tokio code: its lease is renewed by a tokio task
 /// while it is alive; dropping it gives the lease back (on a store thread,
 /// without waiting).

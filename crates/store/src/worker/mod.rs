@@ -27,7 +27,7 @@ mod wait;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use asynch::{AsyncAnswer, AsyncJob, AsyncWorker};
+pub use asynch::{Adopter, AsyncAnswer, AsyncJob, AsyncWorker};
 pub use job::{Answer, Job};
 pub use wait::{REMOVED, Until, WaitError, WaitNote, removed_after_ending};
 

@@ -193,3 +193,58 @@ fn wait_until(mut f: impl FnMut() -> bool) -> bool {
     }
     f()
 }
+
+/// A task created held by a worker's holder is that worker's job at once
+/// (claim and note in the create's one write); one held by nobody else's
+/// is not adopted, and a task that starts waiting for input cannot be
+/// created held.
+#[tokio::test]
+async fn a_task_created_held_is_adopted_as_a_job_without_a_claim() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::connect(format!("sqlite:{}", dir.path().join("t.db").display())).unwrap();
+    let worker = store
+        .worker("w")
+        .lease(Duration::from_secs(30))
+        .start_async()
+        .unwrap();
+    let adopter = worker.adopter();
+    let held = crate::Held {
+        holder: adopter.holder().to_string(),
+        lease: adopter.lease(),
+        note: Some("attempt 1".into()),
+        face: crate::task::Face::Gateway,
+    };
+    let made = store
+        .create_held(crate::NewTask::default(), &held)
+        .unwrap()
+        .task;
+    assert_eq!(made.revision, 1, "one write");
+    assert_eq!(made.claimed_by.as_deref(), Some(adopter.holder()));
+    let note = made.history.last().unwrap();
+    assert_eq!(note.note.as_deref(), Some("attempt 1"));
+    assert_eq!(note.actor.as_deref(), Some(adopter.holder()));
+    // Nobody else claims it while the lease lives.
+    let other = store
+        .claim_next("other", Duration::from_secs(30), &[])
+        .unwrap();
+    assert!(other.is_none());
+    let mut job = adopter.adopt(made).expect("its own task");
+    let done = job.complete(serde_json::json!({"ok": true})).await.unwrap();
+    assert_eq!(done.status, Status::Completed);
+    // Another holder's task is not adopted.
+    let theirs = crate::Held {
+        holder: "someone#else".into(),
+        ..held.clone()
+    };
+    let made = store
+        .create_held(crate::NewTask::default(), &theirs)
+        .unwrap()
+        .task;
+    assert!(adopter.adopt(made).is_none());
+    // A task that starts waiting for a person is not a worker's.
+    let waiting = crate::NewTask {
+        input_schema: Some(serde_json::json!({"type": "object"})),
+        ..crate::NewTask::default()
+    };
+    assert!(store.create_held(waiting, &held).is_err());
+}
