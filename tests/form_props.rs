@@ -6,10 +6,6 @@
 //! - every value that validates can be entered in the fields (the form is
 //!   filled from it and sends the same value back).
 
-#[path = "tui_common/mod.rs"]
-mod common;
-
-use common::*;
 use crossterm::event::KeyCode;
 use proptest::prelude::*;
 use rudder::schema;
@@ -17,6 +13,7 @@ use rudder::task::{Status, TaskMap};
 use rudder::tui::app::{App, Popup};
 use rudder::tui::form::{Form, same};
 use rudder::tui::update::Effect;
+use rudder_testkit::tui::*;
 use serde_json::{Map, Value, json};
 
 const FORMATS: &[(&str, &[&str])] = &[

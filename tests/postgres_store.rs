@@ -1,4 +1,4 @@
-//! PostgreSQL specifics against a real server (see tests/common/pg.rs):
+//! PostgreSQL specifics against a real server (see crates/testkit/src/pg.rs):
 //! schema creation and refusal of a newer one, readers of an empty
 //! database, byte-for-byte round trips, errors that name the server and
 //! never show the password, many processes on one database, and faults

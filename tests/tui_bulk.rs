@@ -1,18 +1,16 @@
 //! Marks and bulk actions, stalled tasks and the task view, driven through
 //! the update function (real stores where the store answers).
 
-#[path = "tui_common/mod.rs"]
-mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
-use common::*;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use rudder::store::{NewTask, Store};
 use rudder::task::{Status, TaskMap};
 use rudder::tui::app::{App, Popup, Tone};
 use rudder::tui::update::{Effect, execute};
+use rudder_testkit::tui::*;
 
 fn marked(app: &App) -> Vec<String> {
     app.marks.ids().cloned().collect()

@@ -2,16 +2,13 @@
 //! toggled, unchosen required fields refused, the raw JSON mode, and the
 //! value that is sent.
 
-#[path = "tui_common/mod.rs"]
-mod common;
-
-use common::*;
 use crossterm::event::KeyCode;
 use rudder::schema::Scalar;
 use rudder::task::{Status, TaskMap};
 use rudder::tui::app::{App, Popup};
 use rudder::tui::form::{FieldKind, Form};
 use rudder::tui::update::Effect;
+use rudder_testkit::tui::*;
 use serde_json::{Value, json};
 
 fn form(app: &App) -> &Form {

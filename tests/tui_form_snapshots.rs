@@ -2,16 +2,13 @@
 //! ratatui's `TestBackend` (fixed clock and ids, so stable), compared with
 //! `insta` snapshots.
 
-#[path = "tui_common/mod.rs"]
-mod common;
-
-use common::*;
 use crossterm::event::KeyCode;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use rudder::task::{Status, TaskMap};
 use rudder::tui::app::App;
 use rudder::tui::view::{self, Theme};
+use rudder_testkit::tui::*;
 use serde_json::{Value, json};
 
 fn screen(app: &mut App, width: u16, height: u16) -> String {

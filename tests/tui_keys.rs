@@ -2,12 +2,8 @@
 //! the key table and the user's config file (rebindings, theme), and a bad
 //! config file is reported, never fatal.
 
-#[path = "tui_common/mod.rs"]
-mod common;
-
 use std::path::Path;
 
-use common::*;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use rudder::tui::app::{App, Popup, Tone};
@@ -15,6 +11,7 @@ use rudder::tui::config;
 use rudder::tui::keys::{Action, Key, KeyMap, LIST_HINTS, Scope, TABLE, fit};
 use rudder::tui::view::theme::Palette;
 use rudder::tui::view::{self, Theme};
+use rudder_testkit::tui::*;
 
 fn draw(app: &mut App, w: u16, h: u16) -> String {
     let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test terminal");

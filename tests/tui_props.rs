@@ -1,16 +1,13 @@
 //! Any key sequence, store change and terminal size: the TUI never panics and
 //! its selection always names a task on screen.
 
-#[path = "tui_common/mod.rs"]
-mod common;
-
-use common::*;
 use crossterm::event::{KeyCode, KeyEvent};
 use proptest::prelude::*;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use rudder::task::Status;
 use rudder::tui::view::{self, Theme};
+use rudder_testkit::tui::*;
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -62,7 +59,7 @@ fn steps() -> impl Strategy<Value = Step> {
 /// Run `seq` over a store of `kind`: the app never panics and its
 /// selection is always a row it shows.
 fn check(kind: Kind, seq: Vec<Step>) -> Result<(), TestCaseError> {
-    common::stores::set_kind(kind);
+    rudder_testkit::stores::set_kind(kind);
     let mut tasks = fixture();
     let fx = Fixture::new(tasks.clone());
     let mut app = fx.app();

@@ -1,10 +1,6 @@
 //! What the screen looks like, drawn on ratatui's `TestBackend` at a fixed
 //! clock with fixed ids, compared with `insta` snapshots.
 
-#[path = "tui_common/mod.rs"]
-mod common;
-
-use common::*;
 use crossterm::event::KeyCode;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -13,6 +9,7 @@ use rudder::store::{ReclaimReport, Reclaimed, Skipped};
 use rudder::task::Status;
 use rudder::tui::app::{App, Popup};
 use rudder::tui::view::{self, Theme};
+use rudder_testkit::tui::*;
 
 const COLOR: Theme = Theme::DEFAULT;
 

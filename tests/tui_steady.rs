@@ -3,14 +3,11 @@
 //! help closes on any key without quitting, cancel on a finished task is
 //! refused at once, and `y` never copies an id that is not what it shows.
 
-#[path = "tui_common/mod.rs"]
-mod common;
-
 use chrono::TimeDelta;
-use common::*;
 use rudder::task::{Status, TaskMap};
 use rudder::tui::app::{App, Popup, Tone};
 use rudder::tui::update::Effect;
+use rudder_testkit::tui::*;
 
 fn order(app: &App) -> Vec<String> {
     (0..app.rows.len())

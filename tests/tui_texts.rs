@@ -3,10 +3,6 @@
 //! in the transition log cut at a word, the help overlay scrolled, and
 //! errors that lead with the reason and end with the path.
 
-#[path = "tui_common/mod.rs"]
-mod common;
-
-use common::*;
 use crossterm::event::KeyCode;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -16,6 +12,7 @@ use rudder::tui::WorkerState;
 use rudder::tui::app::{App, Popup};
 use rudder::tui::update::EffectResult;
 use rudder::tui::view::{self, Theme};
+use rudder_testkit::tui::*;
 
 fn at_80x24(app: &mut App) -> String {
     let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("test terminal");

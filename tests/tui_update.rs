@@ -1,20 +1,18 @@
 //! The TUI's update function driven by key sequences, without a terminal:
 //! the state it ends in and the store calls it asks for.
 
-#[path = "tui_common/mod.rs"]
-mod common;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
-use common::*;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use rudder::store::{NewTask, Store};
 use rudder::task::{Actor, Status, TaskMap};
 use rudder::tui::app::{App, Popup, SortKey, Tone, WatchState};
 use rudder::tui::form::FieldKind;
 use rudder::tui::update::{Effect, EffectResult, execute};
+use rudder_testkit::tui::*;
 use serde_json::json;
 
 fn selected(app: &App) -> Option<&str> {

@@ -3,7 +3,6 @@
 //! real stores (a JSON file and SQLite). Checked against an app whose
 //! window holds the whole table: same rows, same order, same screen.
 
-mod tui_common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -17,7 +16,7 @@ use rudder::tui::app::{App, SortKey, StoreUpdate};
 use rudder::tui::view::{self, Theme};
 use rudder::tui::window::RowSource;
 use rudder::watch::{FeedEvent, ResetReason};
-use tui_common::{Fixture, ch, each_store, fixture, key, now, screen_text, task};
+use rudder_testkit::tui::{Fixture, ch, each_store, fixture, key, now, screen_text, task};
 
 /// A real store (a JSON file or SQLite, see [`each_store`]), counting the
 /// page queries made.
@@ -204,7 +203,7 @@ fn a_filter_with_fewer_matches_than_a_page() {
         let mut windowed = windowed_app(source(tasks), 15);
         for app in [&mut whole, &mut windowed] {
             app.handle_key(ch('/'));
-            tui_common::type_text(app, "inc-0000");
+            rudder_testkit::tui::type_text(app, "inc-0000");
             app.handle_key(key(KeyCode::Enter));
         }
         // "INC-00000 0" and "INC-0000x" titles only.

@@ -1,39 +1,22 @@
 //! Fixtures shared by the TUI tests: fixed ids, fixed times, a fixed clock,
 //! so snapshots are stable; real stores (a JSON file, SQLite) in temp
-//! dirs that the app fetches its rows from, as `rudder watch` does.
-#![allow(dead_code)]
+//! dirs that the app fetches its rows from, as `rudder watch` does; keys.
 
-#[path = "../common/mod.rs"]
-pub mod stores;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use rudder::store::query::{PageQuery, StatusCounts};
-use rudder::store::{AnyBackend, Backend, FileRows, Store, StoreError};
-use rudder::task::{HistoryEntry, Progress, Status, Task, TaskMap};
-use rudder::tui::app::{App, StoreUpdate};
-use rudder::tui::window::RowSource;
-use rudder::watch::{FeedEvent, ResetReason, TaskChange, Unavailable};
+use rudder_model::task::{HistoryEntry, Progress, Status, Task, TaskMap};
+use rudder_store::query::{PageQuery, StatusCounts};
+use rudder_store::watch::{FeedEvent, ResetReason, TaskChange, Unavailable};
+use rudder_store::{AnyBackend, Backend, FileRows, Store, StoreError};
+use rudder_tui::app::{App, StoreUpdate};
+use rudder_tui::window::RowSource;
 use serde_json::json;
-pub use stores::Kind;
 
-/// The screen of a `TestBackend` terminal as text, one line per row,
-/// trailing spaces trimmed.
-pub fn screen_text(terminal: &ratatui::Terminal<ratatui::backend::TestBackend>) -> String {
-    let buf = terminal.backend().buffer();
-    let mut out = String::new();
-    for y in 0..buf.area.height {
-        let mut line = String::new();
-        for x in 0..buf.area.width {
-            line.push_str(buf[(x, y)].symbol());
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
+pub use crate::screen::screen_text;
+pub use crate::stores::{self, Kind};
 
 /// The fixed "now" of every fixture.
 pub fn now() -> DateTime<Utc> {

@@ -2,8 +2,8 @@
 //! they are not (and `RUDDER_REQUIRE_PG` is not set), the per-backend
 //! PostgreSQL tests are built `#[ignore]`d, so `cargo test` lists them as
 //! ignored instead of reporting them passed having run nothing
-//! (tests/common/mod.rs `backend_tests!`). The lookup is the tests' own
-//! (tests/common/pg.rs `bindir`).
+//! (`backend_tests!`, src/stores.rs). The lookup is the tests' own
+//! (src/pg.rs `bindir`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -30,10 +30,12 @@ pub fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 /// The role the tests connect as (the cluster's superuser).
 pub const SUPERUSER: &str = "rudder";
 
-/// `scripts/pg-local.sh` (the repository's, whichever crate includes
-/// this file).
+/// `scripts/pg-local.sh`, the repository's (two folders above this crate).
 fn script() -> Command {
-    Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg-local.sh"))
+    Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/pg-local.sh"
+    ))
 }
 
 /// Where PostgreSQL's server programs are, if anywhere, as
