@@ -8,12 +8,12 @@
 
 use crossterm::event::KeyCode;
 use proptest::prelude::*;
-use rudder::schema;
-use rudder::task::{Status, TaskMap};
-use rudder::tui::app::{App, Popup};
-use rudder::tui::form::{Form, same};
-use rudder::tui::update::Effect;
+use rudder_model::schema;
+use rudder_model::task::{Status, TaskMap};
 use rudder_testkit::tui::*;
+use rudder_tui::app::{App, Popup};
+use rudder_tui::form::{Form, same};
+use rudder_tui::update::Effect;
 use serde_json::{Map, Value, json};
 
 const FORMATS: &[(&str, &[&str])] = &[

@@ -9,14 +9,13 @@
 //! by revision for the shared task, by store order (position in the file, a database's sequence) for creates.
 //! It runs once per backend (`$RUDDER_TEST_STORE` narrows to one).
 
-mod common;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rudder::store::{NewTask, Store};
-use rudder::task::Actor;
+use rudder_model::task::Actor;
+use rudder_store::{NewTask, Store};
 use serde_json::{Value, json};
 
 const CHILDREN: usize = 4;
@@ -62,7 +61,7 @@ fn child_role() {
 
 fn acknowledged_operations_are_present_and_in_real_time_order_once() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = common::store_in(dir.path());
+    let path = rudder_testkit::stores::store_in(dir.path());
     let store = Store::connect(&path).expect("a store URL");
     let shared = store
         .create(NewTask::default())
@@ -158,6 +157,6 @@ fn acknowledged_operations_are_present_and_in_real_time_order_once() {
     assert!(pairs > 1000, "only {pairs} ordered pairs were checked");
 }
 
-common::backend_tests! {
+rudder_testkit::backend_tests! {
     acknowledged_operations_are_present_and_in_real_time_order: acknowledged_operations_are_present_and_in_real_time_order_once,
 }

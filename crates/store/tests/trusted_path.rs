@@ -8,9 +8,9 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rudder::store::fs::SimFs;
-use rudder::store::{FileBackend, NewTask, Store, StoreError};
-use rudder::task::{Actor, Status};
+use rudder_model::task::{Actor, Status};
+use rudder_store::fs::SimFs;
+use rudder_store::{FileBackend, NewTask, Store, StoreError};
 
 fn new_store(dir: &Path) -> (Store, PathBuf) {
     let path = dir.join("tasks.json");
@@ -216,7 +216,7 @@ fn a_hand_written_store_is_checked_until_rudder_wrote_it_in_its_own_layout() {
 fn on_the_simulated_file_system_an_edit_in_place_is_caught_too() {
     let fs = SimFs::new();
     let path = PathBuf::from("/sim/tasks.json");
-    let store = Store::with_backend(rudder::store::AnyBackend::File(FileBackend::with_fs(
+    let store = Store::with_backend(rudder_store::AnyBackend::File(FileBackend::with_fs(
         &path,
         Arc::new(fs.clone()),
     )));

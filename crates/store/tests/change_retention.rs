@@ -5,20 +5,18 @@
 //! trimmed away gets `reset` and then the changes after it. The bound is
 //! made small here (the same code runs with the real constants).
 
-mod common;
-
 use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
-use common::pg;
-use rudder::NewTask;
-use rudder::store::StoreOf;
-use rudder::store::postgres::PostgresSource;
-use rudder::store::sqlite::SqliteSource;
-use rudder::store::watch::{Catchup, FeedSource, ResetReason};
-use rudder::store::{ChangeLog, PostgresBackend, SqliteBackend, StoreUrl};
-use rudder::task::{Status, Task};
+use rudder_model::task::{Status, Task};
 use rudder_sql::retention::Retention;
+use rudder_store::NewTask;
+use rudder_store::StoreOf;
+use rudder_store::postgres::PostgresSource;
+use rudder_store::sqlite::SqliteSource;
+use rudder_store::watch::{Catchup, FeedSource, ResetReason};
+use rudder_store::{ChangeLog, PostgresBackend, SqliteBackend, StoreUrl};
+use rudder_testkit::pg;
 
 /// Keep the last 50 changes, and nothing older for its age.
 const SMALL: Retention = Retention {
@@ -99,7 +97,7 @@ fn create(db: Db, n: usize) {
     }
 }
 
-fn create_in<B: rudder::store::Backend>(store: &StoreOf<B>, n: usize) {
+fn create_in<B: rudder_store::Backend>(store: &StoreOf<B>, n: usize) {
     for i in 0..n {
         store
             .create(NewTask {
@@ -250,7 +248,7 @@ fn a_load_into_an_empty_postgres_store_leaves_the_log_a_trim_would() {
         assert_whole(&log);
         assert_eq!(feed.catch_up(), Catchup::Reset(ResetReason::CursorLost));
         // A young change before the load stops the trim: nothing skipped.
-        let (log, _) = emptied(&rudder::store::query::time_text(Utc::now()));
+        let (log, _) = emptied(&rudder_store::query::time_text(Utc::now()));
         assert_eq!((log.first, log.last), (Some(1), 3001), "no hole");
         assert_whole(&log);
     });

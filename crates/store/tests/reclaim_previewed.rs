@@ -4,8 +4,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use rudder::store::{NewTask, Store};
-use rudder::task::{Actor, Status};
+use rudder_model::task::{Actor, Status};
+use rudder_store::{NewTask, Store};
 
 type Clock = Arc<Mutex<DateTime<Utc>>>;
 

@@ -3,17 +3,14 @@
 //! the answer is the same as one step over everything gives — on every
 //! backend.
 
-mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use rudder::StoreError;
-use rudder::store::{
-    AnyBackend, Backend, NewTask, PageQuery, SortKey, Store, StoreOf, Transaction,
-};
-use rudder::task::{Actor, Status, TaskMap};
+use rudder_model::task::{Actor, Status, TaskMap};
+use rudder_store::StoreError;
+use rudder_store::{AnyBackend, Backend, NewTask, PageQuery, SortKey, Store, StoreOf, Transaction};
 
 /// A backend that counts its transactions and, after each, how many tasks
 /// it changed (by comparing the whole store before and after).
@@ -32,7 +29,7 @@ impl Counting {
 }
 
 impl Backend for Counting {
-    fn location(&self) -> rudder::store::Location {
+    fn location(&self) -> rudder_store::Location {
         self.inner.location()
     }
     fn path(&self) -> &std::path::Path {
@@ -53,15 +50,15 @@ impl Backend for Counting {
     fn batch_size(&self) -> Option<usize> {
         self.inner.batch_size()
     }
-    fn feed_source(&self, task: Option<String>) -> Box<dyn rudder::store::watch::FeedSource> {
+    fn feed_source(&self, task: Option<String>) -> Box<dyn rudder_store::watch::FeedSource> {
         self.inner.feed_source(task)
     }
 
     fn delivery(
         &self,
         name: &str,
-        key: &rudder::store::delivery::EventKey,
-        f: &mut rudder::store::delivery::Update<'_>,
+        key: &rudder_store::delivery::EventKey,
+        f: &mut rudder_store::delivery::Update<'_>,
     ) -> Result<(), StoreError> {
         self.inner.delivery(name, key, f)
     }
@@ -92,9 +89,9 @@ fn clocked(store: StoreOf<Counting>, clock: &Clock) -> StoreOf<Counting> {
 
 fn counting(path: &std::path::Path) -> StoreOf<Counting> {
     StoreOf::with_backend(Counting {
-        inner: <AnyBackend as rudder::store::Connect>::connect(
-            &rudder::store::StoreUrl::parse(path).expect("a store URL"),
-            &rudder::store::Settings::of_process(),
+        inner: <AnyBackend as rudder_store::Connect>::connect(
+            &rudder_store::StoreUrl::parse(path).expect("a store URL"),
+            &rudder_store::Settings::of_process(),
         )
         .expect("a store this build opens"),
         transactions: AtomicUsize::new(0),
@@ -146,11 +143,11 @@ fn populate(store: &StoreOf<Counting>, clock: &Clock) {
 fn twin_stores(dir: &std::path::Path) -> (StoreOf<Counting>, StoreOf<Counting>, Clock) {
     let start: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
     let clock = Arc::new(Mutex::new(start));
-    let one_path = common::store_in(&dir.join("one"));
+    let one_path = rudder_testkit::stores::store_in(&dir.join("one"));
     let one = clocked(counting(&one_path), &clock).with_batch_size(usize::MAX);
     populate(&one, &clock);
-    let batched_path = common::store_in(&dir.join("batched"));
-    rudder::store::copy::copy(
+    let batched_path = rudder_testkit::stores::store_in(&dir.join("batched"));
+    rudder_store::copy::copy(
         &Store::connect(&one_path).expect("a store URL"),
         &Store::connect(&batched_path).expect("a store URL"),
         |_| {},
@@ -312,7 +309,7 @@ fn a_streamed_page_is_the_page_case() {
     assert_eq!(seen, 4);
 }
 
-common::backend_tests! {
+rudder_testkit::backend_tests! {
     reclaim_in_batches_gives_the_same_report_and_store: reclaim_in_batches_gives_the_same_report_and_store_case,
     a_previewed_reclaim_in_batches_gives_the_same_report_and_store: a_previewed_reclaim_in_batches_gives_the_same_report_and_store_case,
     prune_in_batches_gives_the_same_report_and_store: prune_in_batches_gives_the_same_report_and_store_case,
