@@ -3,15 +3,16 @@
 //! from a renewal, the lease given back on drop, ask and wait, a killed
 //! worker process resumed by another, the async form, `Store::connect`.
 
-mod common;
-use rudder::store::Work as _;
+use rudder_store::Work as _;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{store_in, wait_for};
-use rudder::store::NewTask;
-use rudder::worker::{Stop, WorkError};
-use rudder::{Status, Store, Task};
+use rudder_model::task::{Status, Task};
+use rudder_store::NewTask;
+use rudder_store::Store;
+use rudder_store::worker::{Stop, WorkError};
+use rudder_testkit::stores::store_in;
+use rudder_testkit::wait_for;
 use serde_json::json;
 
 const LONG: Duration = Duration::from_secs(30);
@@ -407,11 +408,11 @@ async fn the_async_form_claims_reports_asks_and_completes() {
 /// for it, and claims once it is back.
 #[test]
 fn next_reports_an_unreachable_store_and_recovers_when_it_is_back() {
-    if !common::pg::available() {
+    if !rudder_testkit::pg::available() {
         eprintln!("PostgreSQL is not installed: skipped");
         return;
     }
-    let cluster = common::pg::Cluster::start().expect("a cluster");
+    let cluster = rudder_testkit::pg::Cluster::start().expect("a cluster");
     let url = cluster.url(&cluster.create_database());
     let store = Store::connect(&url).expect("url");
     let mut worker = store.worker("w").start().expect("start");
@@ -445,12 +446,12 @@ fn next_reports_an_unreachable_store_and_recovers_when_it_is_back() {
 /// thread: every call goes through the worker's store threads.
 #[tokio::test(flavor = "current_thread")]
 async fn the_async_form_works_on_postgresql_from_a_single_threaded_runtime() {
-    if !common::pg::available() {
+    if !rudder_testkit::pg::available() {
         eprintln!("PostgreSQL is not installed: skipped");
         return;
     }
     let url = tokio::task::spawn_blocking(|| {
-        let url = common::pg::store_url();
+        let url = rudder_testkit::pg::store_url();
         create(&Store::connect(&url).expect("url"), Some("pg"));
         url
     })
@@ -471,7 +472,7 @@ async fn the_async_form_works_on_postgresql_from_a_single_threaded_runtime() {
     assert_eq!(done.progress.map(|p| p.current), Some(3));
 }
 
-common::backend_tests! {
+rudder_testkit::backend_tests! {
     next_times_out_with_nothing_to_claim_and_takes_only_its_kinds: next_times_out_with_nothing_to_claim_and_takes_only_its_kinds_case,
     next_wakes_on_the_feed_when_another_writer_creates_a_task: next_wakes_on_the_feed_when_another_writer_creates_a_task_case,
     a_job_renews_its_lease_reports_and_completes: a_job_renews_its_lease_reports_and_completes_case,
