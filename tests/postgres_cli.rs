@@ -1,15 +1,19 @@
-//! PostgreSQL specifics against a real server (see crates/testkit/src/pg.rs):
-//! schema creation and refusal of a newer one, readers of an empty
-//! database, byte-for-byte round trips, errors that name the server and
-//! never show the password, many processes on one database, and faults
-//! (the server stopped mid-burst, backends terminated mid-transaction).
+//! The binary over PostgreSQL against a real server (see
+//! crates/testkit/src/pg.rs): a newer schema refused, errors that name the
+//! server and never show the password, exit codes for bad credentials, a
+//! missing database and a denied permission, a zombie worker refused, the
+//! least-privileged role, TLS and client certificates, the text index and
+//! `migrate`, `wait` and writes through a restart of the server, `copy`
+//! into PostgreSQL (byte-for-byte round trips, NUL characters), the demo
+//! worker's log. The backend's own tests (through
+//! the store) are in crates/store/tests/postgres_store.rs.
 
 mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{CliKind, pg};
-use rudder::store::{Backend, PostgresBackend, StoreUrl};
+use rudder::store::{PostgresBackend, StoreUrl};
 use rudder::task::{Actor, Status};
 use rudder::{NewTask, Store};
 use serde_json::json;
@@ -30,122 +34,50 @@ fn backend(url: &str) -> PostgresBackend {
     }
 }
 
-/// Says, in `cargo test`'s output, whether the PostgreSQL tests run and on
-/// what: `pg::available` prints where the server binaries are (or that the
-/// tests are skipped) on the process's stderr, which the harness does not
-/// capture; here the shared cluster answers and its version is printed too.
-/// With `RUDDER_REQUIRE_PG=1` a missing server fails this test by name.
-#[test]
-fn postgres_server_found_or_skipped() {
-    use std::io::Write;
-    if !pg::available() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "postgres_server_found_or_skipped: SKIPPED, no PostgreSQL server"
-        );
-        return;
+/// docs/stores.md's least-privilege set-up ("Many machines"), as written there: the owner
+/// migrates, the application role only reads and writes rows.
+const APP_ROLE_SQL: &str = "
+CREATE ROLE rudder_app LOGIN;
+GRANT CONNECT ON DATABASE {db} TO rudder_app;
+GRANT USAGE ON SCHEMA public TO rudder_app;
+GRANT SELECT, INSERT, UPDATE, DELETE ON rudder_tasks, rudder_counts, rudder_changes, rudder_deliveries, rudder_trail TO rudder_app;
+GRANT SELECT ON rudder_schema TO rudder_app;
+";
+
+/// A certificate authority made for one test.
+struct Ca {
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    /// Its certificate (PEM).
+    pem: String,
+}
+
+impl Ca {
+    fn new() -> Ca {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let pem = params.self_signed(&key).unwrap().pem();
+        Ca {
+            issuer: rcgen::Issuer::new(params, key),
+            pem,
+        }
     }
-    let cluster = pg::shared();
-    let version: String = cluster
-        .admin()
-        .query_one("SELECT version()", &[])
-        .expect("the test cluster answers")
-        .get(0);
-    let _ = writeln!(
-        std::io::stderr(),
-        "postgres_server_found_or_skipped: FOUND, {version} (binaries in {}, cluster in {})",
-        cluster.bin().display(),
-        cluster.dir().display()
-    );
-    assert!(version.starts_with("PostgreSQL"), "{version}");
-}
 
-#[test]
-fn a_new_database_reads_empty_and_the_first_write_creates_the_schema() {
-    need_pg!();
-    let url = pg::store_url();
-    let store = Store::connect(&url).expect("a store URL");
-    assert!(store.load().unwrap().is_empty());
-    assert!(!store.backend().exists().unwrap());
-    assert_eq!(backend(&url).last_change().unwrap(), None);
-    let created = store
-        .create(NewTask {
-            title: Some("first".into()),
-            idempotency_key: Some("k1".into()),
-            ..NewTask::default()
-        })
-        .unwrap();
-    assert!(store.backend().exists().unwrap());
-    let again = store
-        .create(NewTask {
-            title: Some("first".into()),
-            idempotency_key: Some("k1".into()),
-            ..NewTask::default()
-        })
-        .unwrap();
-    assert_eq!(again.task.task_id, created.task.task_id);
-    let id = created.task.task_id.clone();
-    let claimed = store
-        .claim_next("w1", Duration::from_secs(60), &[])
-        .unwrap()
-        .expect("a claimable task");
-    assert_eq!(claimed.task_id, id);
-    assert!(
-        store
-            .claim_next("w2", Duration::from_secs(60), &[])
-            .unwrap()
-            .is_none()
-    );
-    store
-        .complete(
-            &id[..8],
-            json!({"ok": true}),
-            Actor::Worker {
-                holder: "w1",
-                lease: Some(Duration::from_secs(60)),
-            },
-        )
-        .unwrap();
-    let counts = store.counts().unwrap();
-    assert_eq!(counts.get(Status::Completed), 1);
-    assert_eq!(counts.total(), 1);
-    assert!(backend(&url).last_change().unwrap().unwrap() >= 3);
-}
-
-#[test]
-fn unknown_fields_and_number_spelling_round_trip_through_copy() {
-    need_pg!();
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tasks.json");
-    let text = r#"{
-  "a1": {"task_id": "a1", "status": "working", "revision": 3, "x-extra": {"z": 1, "a": 1.50}, "title": "t", "kind": "diagnose"}
-}
-"#;
-    std::fs::write(&file, text).unwrap();
-    let url = pg::store_url();
-    let r = common::run_plain(&["copy", file.to_str().unwrap(), &url]);
-    assert_eq!(r.code, 0, "{r:#?}");
-    // The kind is in the indexed column too: a claim by kind finds it.
-    let claimed = Store::connect(&url)
-        .expect("a store URL")
-        .claim_next("w", Duration::from_secs(60), &["diagnose".into()])
-        .unwrap();
-    assert_eq!(claimed.map(|t| t.task_id).as_deref(), Some("a1"));
-    let text = text.replace(r#""revision": 3"#, r#""revision": 4"#);
-    std::fs::write(&file, &text).unwrap();
-    let r = common::run_plain(&["copy", file.to_str().unwrap(), &url]);
-    assert_eq!(r.code, 0, "{r:#?}");
-    let back = dir.path().join("back.json");
-    let r = common::run_plain(&["copy", &url, back.to_str().unwrap()]);
-    assert_eq!(r.code, 0, "{r:#?}");
-    let original = rudder::store::decode(&file, text.as_bytes()).unwrap();
-    let copied = Store::connect(&back).expect("a store URL").load().unwrap();
-    assert_eq!(
-        serde_json::to_string(&original).unwrap(),
-        serde_json::to_string(&copied).unwrap()
-    );
-    let doc = serde_json::to_string(&copied["a1"]).unwrap();
-    assert!(doc.contains(r#""x-extra":{"z":1,"a":1.50}"#), "{doc}");
+    /// A certificate it signed for the host `names` (or, for a client,
+    /// common name `cn`): PEM certificate and key.
+    fn sign(&self, names: &[&str], cn: Option<&str>) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        if let Some(cn) = cn {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, cn);
+        }
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
 }
 
 #[test]
@@ -211,309 +143,6 @@ fn errors_name_the_server_and_never_show_the_password() {
     }
 }
 
-/// Not a test of its own: one "machine" of
-/// `many_machines_lose_nothing_and_run_nothing_twice`. Creates the shared
-/// jobs (keys every machine uses: one task per key), then claims and
-/// completes until nothing is left, printing what it won.
-#[test]
-fn child_machine() {
-    let (Some(url), Ok(name)) = (
-        std::env::var_os("RUDDER_TEST_MACHINE_STORE"),
-        std::env::var("RUDDER_TEST_MACHINE_NAME"),
-    ) else {
-        return;
-    };
-    let store = Store::connect(url).expect("a store URL");
-    let jobs: usize = std::env::var("RUDDER_TEST_MACHINE_JOBS")
-        .unwrap()
-        .parse()
-        .unwrap();
-    let mut out = String::new();
-    for i in 0..jobs {
-        let o = store
-            .create(NewTask {
-                idempotency_key: Some(format!("job-{i}")),
-                title: Some(format!("job {i}")),
-                ..NewTask::default()
-            })
-            .expect("create");
-        if o.change == rudder::task::Change::Applied {
-            out.push_str(&format!("CREATED {}\n", o.task.task_id));
-        }
-    }
-    let lease = Duration::from_secs(600);
-    while let Some(task) = store.claim_next(&name, lease, &[]).expect("claim") {
-        let done = store
-            .complete(
-                &task.task_id,
-                json!({"by": name}),
-                Actor::Worker {
-                    holder: &name,
-                    lease: Some(lease),
-                },
-            )
-            .expect("complete what this machine holds");
-        assert_eq!(done.change, rudder::task::Change::Applied);
-        out.push_str(&format!("COMPLETED {}\n", task.task_id));
-    }
-    print!("{out}");
-}
-
-fn spawn_child(test: &str, env: &[(&str, &str)]) -> std::process::Child {
-    let mut c = std::process::Command::new(std::env::current_exe().unwrap());
-    c.args([test, "--exact", "--nocapture", "--test-threads=1", "-q"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.spawn().unwrap()
-}
-
-fn lines_with<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
-    text.lines()
-        .filter_map(|l| l.strip_prefix(prefix))
-        .collect()
-}
-
-#[test]
-fn many_machines_lose_nothing_and_run_nothing_twice() {
-    need_pg!();
-    const MACHINES: usize = 6;
-    const JOBS: usize = 40;
-    let url = pg::store_url();
-    let children: Vec<_> = (0..MACHINES)
-        .map(|m| {
-            let name = format!("machine-{m}");
-            spawn_child(
-                "child_machine",
-                &[
-                    ("RUDDER_TEST_MACHINE_STORE", &url),
-                    ("RUDDER_TEST_MACHINE_NAME", &name),
-                    ("RUDDER_TEST_MACHINE_JOBS", &JOBS.to_string()),
-                ],
-            )
-        })
-        .collect();
-    let mut created = Vec::new();
-    let mut completed = Vec::new();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        assert!(
-            out.status.success(),
-            "a machine failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        created.extend(
-            lines_with(&stdout, "CREATED ")
-                .into_iter()
-                .map(String::from),
-        );
-        completed.extend(
-            lines_with(&stdout, "COMPLETED ")
-                .into_iter()
-                .map(String::from),
-        );
-    }
-    // One winner per key: exactly one create of each job was applied.
-    assert_eq!(created.len(), JOBS, "{created:?}");
-    let tasks = Store::connect(&url).expect("a store URL").load().unwrap();
-    assert_eq!(tasks.len(), JOBS);
-    // Every job run exactly once, by the machine that says it ran it.
-    completed.sort();
-    let mut unique = completed.clone();
-    unique.dedup();
-    assert_eq!(unique, completed, "a task was completed twice");
-    assert_eq!(completed.len(), JOBS);
-    for task in tasks.values() {
-        assert_eq!(task.status, Status::Completed, "{task:?}");
-        let by = task.result.as_ref().unwrap()["by"].as_str().unwrap();
-        assert!(by.starts_with("machine-"), "{task:?}");
-        let completes = task
-            .history
-            .iter()
-            .filter(|h| h.status == Status::Completed)
-            .count();
-        assert_eq!(completes, 1, "{task:?}");
-    }
-    assert_eq!(
-        Store::connect(&url)
-            .expect("a store URL")
-            .counts()
-            .unwrap()
-            .get(Status::Completed),
-        JOBS
-    );
-}
-
-/// Not a test of its own: creates tasks until it is stopped or its store
-/// fails, printing each acknowledged create.
-#[test]
-fn child_create_loop() {
-    let Some(url) = std::env::var_os("RUDDER_TEST_CREATE_STORE") else {
-        return;
-    };
-    use std::io::Write;
-    let store = Store::connect(url).expect("a store URL");
-    let mut out = std::io::stdout().lock();
-    for i in 0.. {
-        match store.create(NewTask {
-            title: Some(format!("burst {i}")),
-            ..NewTask::default()
-        }) {
-            Ok(o) => {
-                writeln!(out, "CREATED {}", o.task.task_id).unwrap();
-                out.flush().unwrap();
-            }
-            Err(e) => {
-                writeln!(out, "ERROR {e}").unwrap();
-                return;
-            }
-        }
-    }
-}
-
-/// The counts and the changes agree with the tasks: nothing half-applied.
-fn assert_whole(url: &str) {
-    let store = Store::connect(url).expect("a store URL");
-    let tasks = store.load().unwrap();
-    let mut expect = std::collections::BTreeMap::new();
-    for t in tasks.values() {
-        *expect.entry(t.status).or_insert(0usize) += 1;
-    }
-    assert_eq!(
-        store.counts().unwrap().0,
-        expect,
-        "counts disagree with the tasks"
-    );
-    let StoreUrl::Postgres(u) = StoreUrl::parse(url).unwrap() else {
-        unreachable!()
-    };
-    let changes: i64 = pg::off_runtime(|| {
-        postgres::Client::connect(u.secret_text(), postgres::NoTls)?
-            .query_one("SELECT count(*) FROM rudder_changes", &[])
-    })
-    .unwrap()
-    .get(0);
-    // Only creates ran: one change each.
-    assert_eq!(
-        changes as usize,
-        tasks.len(),
-        "changes disagree with the tasks"
-    );
-}
-
-#[test]
-fn a_server_stopped_mid_burst_keeps_every_acknowledged_write() {
-    need_pg!();
-    let cluster = pg::Cluster::start().expect("a cluster of its own");
-    let db = cluster.create_database();
-    let url = cluster.url(&db);
-    // The lock timeout bounds how long the writer waits for the server
-    // it lost before it reports it.
-    let child = spawn_child(
-        "child_create_loop",
-        &[
-            ("RUDDER_TEST_CREATE_STORE", &url),
-            ("RUDDER_LOCK_TIMEOUT", "2s"),
-        ],
-    );
-    // Wait until the burst is under way, then crash the server.
-    let store = Store::connect(&url).expect("a store URL");
-    common::wait_for(Duration::from_secs(60), || {
-        (store.counts().ok()?.total() >= 50).then_some(())
-    })
-    .expect("the burst started");
-    drop(store);
-    cluster.stop_immediate();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let acknowledged = lines_with(&stdout, "CREATED ");
-    let error = lines_with(&stdout, "ERROR ");
-    assert_eq!(error.len(), 1, "the writer saw the server go: {stdout}");
-    assert!(!error[0].contains("s3cret"));
-    cluster.start_server().expect("restart");
-    let tasks = Store::connect(&url).expect("a store URL").load().unwrap();
-    for id in &acknowledged {
-        assert!(tasks.contains_key(*id), "acknowledged create {id} was lost");
-    }
-    // At most the one create under way when the server went may be in
-    // without having been acknowledged.
-    assert!(tasks.len() <= acknowledged.len() + 1);
-    assert_whole(&url);
-    // And the store takes writes again.
-    Store::connect(&url)
-        .expect("a store URL")
-        .create(NewTask::default())
-        .unwrap();
-}
-
-#[test]
-fn backends_terminated_mid_transaction_are_retried_or_reported_never_doubled() {
-    need_pg!();
-    let cluster = pg::shared();
-    let db = cluster.create_database();
-    let url = cluster.url(&db);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    // Creates answered so far (applied or refused).
-    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let writer = {
-        let url = url.clone();
-        let stop = stop.clone();
-        let answered = answered.clone();
-        std::thread::spawn(move || {
-            let store = Store::connect(&url).expect("a store URL");
-            let (mut ok, mut failed) = (Vec::new(), Vec::new());
-            let mut i = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) || ok.len() < 50 {
-                let title = format!("t{i}");
-                match store.create(NewTask {
-                    title: Some(title.clone()),
-                    ..NewTask::default()
-                }) {
-                    Ok(_) => ok.push(title),
-                    Err(e) => failed.push((title, e.to_string())),
-                }
-                answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                i += 1;
-            }
-            (ok, failed)
-        })
-    };
-    let mut killed = 0;
-    for _ in 0..30 {
-        // One termination per create at most: a create whose every
-        // attempt is terminated (ten, under a loaded machine) would be
-        // reported as the termination, which is not what this tests.
-        let before = answered.load(std::sync::atomic::Ordering::Relaxed);
-        killed += cluster.terminate_backends(&db);
-        let next = common::wait_for(Duration::from_secs(20), || {
-            (answered.load(std::sync::atomic::Ordering::Relaxed) > before).then_some(())
-        });
-        assert!(next.is_some(), "the writer stopped answering");
-    }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (ok, failed) = writer.join().unwrap();
-    assert!(killed > 0, "no backend was terminated");
-    let tasks = Store::connect(&url).expect("a store URL").load().unwrap();
-    let mut titles: Vec<String> = tasks.values().filter_map(|t| t.title.clone()).collect();
-    titles.sort();
-    let mut unique = titles.clone();
-    unique.dedup();
-    assert_eq!(unique, titles, "a create was applied twice");
-    for t in &ok {
-        assert!(titles.contains(t), "acknowledged {t} was lost");
-    }
-    // A failure is reported only when the commit's fate is unknown, and
-    // says so; everything else was run again.
-    for (t, e) in &failed {
-        assert!(e.contains("may or may not"), "{t}: {e}");
-    }
-    assert!(titles.len() <= ok.len() + failed.len());
-    assert_whole(&url);
-}
-
 #[test]
 fn a_zombie_worker_whose_claim_was_taken_over_is_refused() {
     need_pg!();
@@ -548,16 +177,6 @@ fn a_zombie_worker_whose_claim_was_taken_over_is_refused() {
     assert_eq!(task.status, Status::Working);
     assert_eq!(task.claimed_by.as_deref(), Some("rescuer"));
 }
-
-/// docs/stores.md's least-privilege set-up ("Many machines"), as written there: the owner
-/// migrates, the application role only reads and writes rows.
-const APP_ROLE_SQL: &str = "
-CREATE ROLE rudder_app LOGIN;
-GRANT CONNECT ON DATABASE {db} TO rudder_app;
-GRANT USAGE ON SCHEMA public TO rudder_app;
-GRANT SELECT, INSERT, UPDATE, DELETE ON rudder_tasks, rudder_counts, rudder_changes, rudder_deliveries, rudder_trail TO rudder_app;
-GRANT SELECT ON rudder_schema TO rudder_app;
-";
 
 #[test]
 fn a_least_privileged_role_runs_everything_once_the_owner_migrated() {
@@ -615,42 +234,6 @@ fn a_least_privileged_role_runs_everything_once_the_owner_migrated() {
     let dir = tempfile::tempdir().unwrap();
     let r = common::run(&dir.path().join("t.json"), &["migrate"]);
     assert_eq!(r.code, 2, "{r:#?}");
-}
-
-/// A certificate authority made for one test.
-struct Ca {
-    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
-    /// Its certificate (PEM).
-    pem: String,
-}
-
-impl Ca {
-    fn new() -> Ca {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let pem = params.self_signed(&key).unwrap().pem();
-        Ca {
-            issuer: rcgen::Issuer::new(params, key),
-            pem,
-        }
-    }
-
-    /// A certificate it signed for the host `names` (or, for a client,
-    /// common name `cn`): PEM certificate and key.
-    fn sign(&self, names: &[&str], cn: Option<&str>) -> (String, String) {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params =
-            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-                .unwrap();
-        if let Some(cn) = cn {
-            params
-                .distinguished_name
-                .push(rcgen::DnType::CommonName, cn);
-        }
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
 }
 
 /// A CA, and a server certificate it signed for `names` (PEM: CA cert,
@@ -758,86 +341,6 @@ fn a_lock_held_elsewhere_is_waited_for_at_most_the_lock_timeout() {
     tx.rollback().unwrap();
     let r = common::run(&PathBuf::from(&url), &["heartbeat", &id]);
     assert_eq!(r.code, 0, "{r:#?}");
-}
-
-/// Drop the store at `url`: `feed` says it is missing (within 20 s).
-async fn removed_is_missing(feed: &mut rudder::watch::ChangeFeed, url: &str) {
-    let path = PathBuf::from(url);
-    pg::off_runtime(|| common::remove_store(&path));
-    let ev = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
-    assert!(
-        matches!(
-            ev,
-            Ok(Some(rudder::watch::FeedEvent::Unavailable(
-                rudder::watch::Unavailable::Missing
-            )))
-        ),
-        "{ev:?}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_feed_of_one_task_reports_its_changes() {
-    if !pg::available() {
-        return;
-    }
-    let url = pg::off_runtime(pg::store_url);
-    let store = Store::connect(&url).expect("a store URL");
-    let id = store.create(NewTask::default()).unwrap().task.task_id;
-    let other = store.create(NewTask::default()).unwrap().task.task_id;
-    let mut feed =
-        rudder::Store::connect(&url)
-            .expect("a store URL")
-            .feed(rudder::watch::FeedOptions {
-                task: Some(id.clone()),
-                ..Default::default()
-            });
-    let first = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
-    assert!(
-        matches!(first, Ok(Some(rudder::watch::FeedEvent::Reset(_)))),
-        "{first:?}"
-    );
-    store.heartbeat(&other, None, None, Actor::Anyone).unwrap();
-    store.heartbeat(&id, None, None, Actor::Anyone).unwrap();
-    let ev = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
-    let Ok(Some(rudder::watch::FeedEvent::Changes(changes))) = ev else {
-        panic!("{ev:?}")
-    };
-    assert_eq!(changes.len(), 1, "{changes:?}");
-    assert_eq!(changes[0].task_id, id);
-    removed_is_missing(&mut feed, &url).await;
-}
-
-/// `rudder wait`'s case: a store dropped right after the feed's first read
-/// (before its safety net ever looked) is reported missing. The safety net
-/// used to compare each look with the one before, and "no store" before
-/// the first look equalled "no store" after the drop: `wait` waited to its
-/// timeout. A current-thread runtime, as `wait`'s; no `LISTEN` wake-ups
-/// (a drop sends none anyway), so only the safety net can tell.
-#[tokio::test(flavor = "current_thread")]
-async fn a_store_dropped_before_the_feeds_first_look_is_reported_missing() {
-    if !pg::available() {
-        return;
-    }
-    let url = pg::off_runtime(pg::store_url);
-    let store = Store::connect(&url).expect("a store URL");
-    let id = store.create(NewTask::default()).unwrap().task.task_id;
-    let mut feed =
-        rudder::Store::connect(&url)
-            .expect("a store URL")
-            .feed(rudder::watch::FeedOptions {
-                task: Some(id),
-                notify: false,
-                // Long enough for the drop to be done before the first look.
-                stat_interval: Duration::from_secs(2),
-                ..Default::default()
-            });
-    let first = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
-    assert!(
-        matches!(first, Ok(Some(rudder::watch::FeedEvent::Reset(_)))),
-        "{first:?}"
-    );
-    removed_is_missing(&mut feed, &url).await;
 }
 
 /// docs/architecture.md, issue 11: bad credentials, a missing database and a permission
@@ -1234,128 +737,6 @@ fn without_pg_trgm_the_text_filter_is_unindexed_and_migrate_says_so() {
     assert_eq!(r.json()["text_index_missing"], json!(null), "{r:#?}");
 }
 
-/// A store of schema version 2 (no `status_message` column, no trigram
-/// index, indexes `NULLS LAST`): a reader's text filter still answers from
-/// the tasks; the first write migrates it to version 3, the column filled
-/// from the documents already there.
-#[test]
-fn a_version_2_store_is_read_and_then_migrated_by_the_first_write() {
-    need_pg!();
-    let url = pg::store_url();
-    let store = Store::connect(&url).expect("a store URL");
-    let id = store.create(NewTask::default()).unwrap().task.task_id;
-    store
-        .heartbeat(
-            &id,
-            Some("looking for the needle".into()),
-            None,
-            Actor::Anyone,
-        )
-        .unwrap();
-    drop(store);
-    let StoreUrl::Postgres(u) = StoreUrl::parse(&url).unwrap() else {
-        unreachable!()
-    };
-    let mut admin = postgres::Client::connect(u.secret_text(), postgres::NoTls).expect("connect");
-    admin
-        .batch_execute(
-            // A store of version 2 had neither the text index nor kinds.
-            "DROP INDEX rudder_tasks_by_text; \
-             ALTER TABLE rudder_tasks DROP COLUMN status_message; \
-             DROP INDEX rudder_tasks_by_status_kind; \
-             ALTER TABLE rudder_tasks DROP COLUMN kind; \
-             UPDATE rudder_schema SET version = 2",
-        )
-        .unwrap();
-    let needle = rudder::store::query::PageQuery {
-        text: Some("NEEDLE".into()),
-        ..Default::default()
-    };
-    let store = Store::connect(&url).expect("a store URL");
-    let found = store.page(&needle).unwrap();
-    assert_eq!(found.len(), 1);
-    assert_eq!(found[0].task_id, id);
-    store.create(NewTask::default()).unwrap();
-    let (version, message): (i32, Option<String>) = {
-        let v = admin
-            .query_one("SELECT version FROM rudder_schema", &[])
-            .unwrap()
-            .get(0);
-        let m = admin
-            .query_one(
-                "SELECT status_message FROM rudder_tasks WHERE task_id = $1",
-                &[&id],
-            )
-            .unwrap()
-            .get(0);
-        (v, m)
-    };
-    assert_eq!(version, rudder::store::postgres::SCHEMA_VERSION);
-    assert_eq!(message.as_deref(), Some("looking for the needle"));
-    let found = Store::connect(&url)
-        .expect("a store URL")
-        .page(&needle)
-        .unwrap();
-    assert_eq!(found.len(), 1);
-}
-
-/// A store of the schema before kinds (no `kind` column, no index of it):
-/// a reader's kind filter answers from the tasks in full; the first write
-/// migrates it, the column filled from the documents already there, and
-/// claims by kind then find the task.
-#[test]
-fn a_store_from_before_kinds_is_read_and_then_migrated_by_the_first_write() {
-    need_pg!();
-    let url = pg::store_url();
-    let store = Store::connect(&url).expect("a store URL");
-    let new = |kind: &str| NewTask {
-        kind: Some(kind.into()),
-        ..NewTask::default()
-    };
-    let id = store.create(new("diagnose")).unwrap().task.task_id;
-    store.create(new("backup")).unwrap();
-    drop(store);
-    let StoreUrl::Postgres(u) = StoreUrl::parse(&url).unwrap() else {
-        unreachable!()
-    };
-    let mut admin = postgres::Client::connect(u.secret_text(), postgres::NoTls).expect("connect");
-    let before = rudder::store::postgres::KIND_VERSION - 1;
-    admin
-        .batch_execute(&format!(
-            "ALTER TABLE rudder_tasks DROP COLUMN kind; \
-             UPDATE rudder_schema SET version = {before}"
-        ))
-        .unwrap();
-    let diagnose = rudder::store::query::PageQuery {
-        kinds: vec!["diagnose".into()],
-        ..Default::default()
-    };
-    let store = Store::connect(&url).expect("a store URL");
-    let found = store.page(&diagnose).unwrap();
-    assert_eq!(found.len(), 1);
-    assert_eq!(found[0].task_id, id);
-    assert_eq!(store.list(&[]).unwrap().len(), 2);
-    store.create(NewTask::default()).unwrap();
-    let (version, kind): (i32, Option<String>) = {
-        let v = admin
-            .query_one("SELECT version FROM rudder_schema", &[])
-            .unwrap()
-            .get(0);
-        let k = admin
-            .query_one("SELECT kind FROM rudder_tasks WHERE task_id = $1", &[&id])
-            .unwrap()
-            .get(0);
-        (v, k)
-    };
-    assert!(version >= rudder::store::postgres::KIND_VERSION);
-    assert_eq!(kind.as_deref(), Some("diagnose"));
-    assert_eq!(store.page(&diagnose).unwrap().len(), 1);
-    let claimed = store
-        .claim_next("w", Duration::from_secs(60), &["diagnose".into()])
-        .unwrap();
-    assert_eq!(claimed.map(|t| t.task_id), Some(id));
-}
-
 /// `rudder wait` on a PostgreSQL store outlives the server's restart (a
 /// deploy restarting the database is waited out, and said on stderr):
 /// once the server is back, the task's completion ends the wait with 0.
@@ -1602,82 +983,6 @@ fn dropping_one_stores_schema_keeps_another_stores_text_index() {
     assert_eq!(indexes(), ["first", "second"]);
     cluster.sql(&db, "DROP SCHEMA first CASCADE");
     assert_eq!(indexes(), ["second"]);
-}
-
-/// A row whose status no rudder writes (a hand-edited table) is reported
-/// as corrupt, as SQLite reports it (`tests/sqlite_store.rs`), never read
-/// as `failed`.
-#[test]
-fn an_unknown_status_in_a_row_is_reported_as_corrupt() {
-    need_pg!();
-    let url = pg::store_url();
-    let store = Store::connect(&url).expect("a store URL");
-    let id = store.create(NewTask::default()).unwrap().task.task_id;
-    let StoreUrl::Postgres(u) = StoreUrl::parse(&url).unwrap() else {
-        unreachable!()
-    };
-    let mut admin = postgres::Client::connect(u.secret_text(), postgres::NoTls).expect("connect");
-    admin
-        .batch_execute(
-            "UPDATE rudder_tasks SET status = 'bogus'; \
-             INSERT INTO rudder_counts (status, n) VALUES ('bogus', 1)",
-        )
-        .unwrap();
-    for result in [
-        store.get(&id).map(|_| ()),
-        store.cancel(&id, None).map(|_| ()),
-        store.counts().map(|_| ()),
-    ] {
-        match result {
-            Err(rudder::StoreError::Corrupt { message, .. }) => {
-                assert!(message.contains("unknown status \"bogus\""), "{message}")
-            }
-            other => panic!("expected a corrupt store, got {other:?}"),
-        }
-    }
-}
-
-/// PostgreSQL's `text` cannot hold a NUL character. In a task's values
-/// (JSON's `\u0000`) and free text it is kept, through `copy`'s bulk path
-/// too; an identifier holding one is refused with what and why, nothing
-/// written.
-#[test]
-fn nul_characters_through_copy_and_in_identifiers() {
-    need_pg!();
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tasks.json");
-    let text = r#"{
-  "n1": {"task_id": "n1", "status": "working", "revision": 1, "title": "a\u0000b", "status_message": "m\u0000", "kind": "diagnose", "request": {"x": "\u0000"}}
-}
-"#;
-    std::fs::write(&file, text).unwrap();
-    let url = pg::store_url();
-    let r = common::run_plain(&["copy", file.to_str().unwrap(), &url]);
-    assert_eq!(r.code, 0, "{r:#?}");
-    let store = Store::connect(&url).expect("a store URL");
-    let task = store.get("n1").unwrap();
-    assert_eq!(task.title.as_deref(), Some("a\u{0}b"));
-    assert_eq!(task.status_message.as_deref(), Some("m\u{0}"));
-    assert_eq!(task.request, Some(serde_json::json!({"x": "\u{0}"})));
-    // The kind column is the writer's now: a claim by kind finds it.
-    let claimed = store
-        .claim_next("w", Duration::from_secs(60), &["diagnose".into()])
-        .unwrap();
-    assert_eq!(claimed.map(|t| t.task_id).as_deref(), Some("n1"));
-    let before = store.load().unwrap();
-    let e = store
-        .create(rudder::NewTask {
-            idempotency_key: Some("key\u{0}".into()),
-            ..rudder::NewTask::default()
-        })
-        .unwrap_err();
-    let message = e.to_string();
-    assert!(
-        message.contains("idempotency_key holds a NUL character")
-            && message.contains("nothing was written"),
-        "{message}"
-    );
-    assert_eq!(store.load().unwrap(), before);
 }
 
 /// `copy` into PostgreSQL merges the text index's new entries once per
@@ -1983,4 +1288,83 @@ fn copy_again_into_a_postgres_store_in_use_waits_for_no_reader() {
         assert_eq!(r.json()["unchanged"], 20, "{r:#?}");
         tx.rollback().unwrap();
     });
+}
+
+#[test]
+fn unknown_fields_and_number_spelling_round_trip_through_copy() {
+    need_pg!();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tasks.json");
+    let text = r#"{
+  "a1": {"task_id": "a1", "status": "working", "revision": 3, "x-extra": {"z": 1, "a": 1.50}, "title": "t", "kind": "diagnose"}
+}
+"#;
+    std::fs::write(&file, text).unwrap();
+    let url = pg::store_url();
+    let r = common::run_plain(&["copy", file.to_str().unwrap(), &url]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    // The kind is in the indexed column too: a claim by kind finds it.
+    let claimed = Store::connect(&url)
+        .expect("a store URL")
+        .claim_next("w", Duration::from_secs(60), &["diagnose".into()])
+        .unwrap();
+    assert_eq!(claimed.map(|t| t.task_id).as_deref(), Some("a1"));
+    let text = text.replace(r#""revision": 3"#, r#""revision": 4"#);
+    std::fs::write(&file, &text).unwrap();
+    let r = common::run_plain(&["copy", file.to_str().unwrap(), &url]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let back = dir.path().join("back.json");
+    let r = common::run_plain(&["copy", &url, back.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let original = rudder::store::decode(&file, text.as_bytes()).unwrap();
+    let copied = Store::connect(&back).expect("a store URL").load().unwrap();
+    assert_eq!(
+        serde_json::to_string(&original).unwrap(),
+        serde_json::to_string(&copied).unwrap()
+    );
+    let doc = serde_json::to_string(&copied["a1"]).unwrap();
+    assert!(doc.contains(r#""x-extra":{"z":1,"a":1.50}"#), "{doc}");
+}
+
+/// PostgreSQL's `text` cannot hold a NUL character. In a task's values
+/// (JSON's `\u0000`) and free text it is kept, through `copy`'s bulk path
+/// too; an identifier holding one is refused with what and why, nothing
+/// written.
+#[test]
+fn nul_characters_through_copy_and_in_identifiers() {
+    need_pg!();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tasks.json");
+    let text = r#"{
+  "n1": {"task_id": "n1", "status": "working", "revision": 1, "title": "a\u0000b", "status_message": "m\u0000", "kind": "diagnose", "request": {"x": "\u0000"}}
+}
+"#;
+    std::fs::write(&file, text).unwrap();
+    let url = pg::store_url();
+    let r = common::run_plain(&["copy", file.to_str().unwrap(), &url]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let store = Store::connect(&url).expect("a store URL");
+    let task = store.get("n1").unwrap();
+    assert_eq!(task.title.as_deref(), Some("a\u{0}b"));
+    assert_eq!(task.status_message.as_deref(), Some("m\u{0}"));
+    assert_eq!(task.request, Some(serde_json::json!({"x": "\u{0}"})));
+    // The kind column is the writer's now: a claim by kind finds it.
+    let claimed = store
+        .claim_next("w", Duration::from_secs(60), &["diagnose".into()])
+        .unwrap();
+    assert_eq!(claimed.map(|t| t.task_id).as_deref(), Some("n1"));
+    let before = store.load().unwrap();
+    let e = store
+        .create(rudder::NewTask {
+            idempotency_key: Some("key\u{0}".into()),
+            ..rudder::NewTask::default()
+        })
+        .unwrap_err();
+    let message = e.to_string();
+    assert!(
+        message.contains("idempotency_key holds a NUL character")
+            && message.contains("nothing was written"),
+        "{message}"
+    );
+    assert_eq!(store.load().unwrap(), before);
 }
