@@ -1,19 +1,20 @@
-//! The change feed sees what other processes write (through an atomic
+//! The change feed sees what is written to the store (through an atomic
 //! rename, or a database commit) as changes with their revision, from and
-//! to, a deleted and re-created store, unparsable writes (keeping the last
-//! good state), and tells its reader to re-read everything when it must.
+//! to, unparsable writes (keeping the last good state), one task's feed,
+//! and tells its reader to re-read everything when it must. What other
+//! processes (the binary) write, a deleted and re-created store, and the
+//! stat check alone are the root's tests/change_feed_cli.rs.
 //! Every test that does not write a file by hand runs on every backend.
 
-mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::run;
-use rudder::task::Status;
-use rudder::watch::{
+use rudder_model::task::Actor;
+use rudder_model::task::Status;
+use rudder_store::watch::{
     ChangeFeed, FeedEvent, FeedOptions, MAX_BATCH, ResetReason, TaskChange, Unavailable,
 };
-use rudder::{Actor, NewTask, Store};
+use rudder_store::{NewTask, Store};
 use serde_json::json;
 
 /// Generous: this waits for an event, it does not measure anything.
@@ -67,18 +68,6 @@ fn is_sqlite(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "db")
 }
 
-/// Run the binary from an async test without blocking the runtime.
-async fn cli(store: &Path, args: &[&str]) -> common::Run {
-    let store = store.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        run(&store, &args)
-    })
-    .await
-    .unwrap()
-}
-
 /// Replace `path` with `bytes` the way every writer must: temp file + rename.
 fn write_atomically(path: &Path, bytes: &[u8]) {
     let tmp = path.with_extension("json.test-tmp");
@@ -89,154 +78,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) {
 /// The store in `dir`: a JSON file, or a database in the tests that run
 /// on every backend.
 fn store_in(dir: &Path) -> PathBuf {
-    common::store_in(dir)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reports_changes_written_by_other_processes() {
-    for kind in common::kinds() {
-        common::set_kind(kind);
-        reports_changes_written_by_other_processes_once().await;
-    }
-}
-
-async fn reports_changes_written_by_other_processes_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = store_in(dir.path());
-    let store = Store::connect(&path).expect("a store URL");
-    let id = store
-        .create(NewTask {
-            input_schema: Some(json!({"type": "object", "required": ["service"]})),
-            ..NewTask::default()
-        })
-        .unwrap()
-        .task
-        .task_id;
-    let mut feed = rudder::Store::connect(&path)
-        .expect("a store URL")
-        .feed(FeedOptions::default());
-    assert_eq!(
-        next(&mut feed, "the start").await,
-        FeedEvent::Reset(ResetReason::Start)
-    );
-
-    let r = cli(&path, &["input", &id, "--set", "service=payments"]).await;
-    assert_eq!(r.code, 0, "{r:#?}");
-    let ev = until(&mut feed, "input_required -> working", is_changes).await;
-    assert_eq!(
-        changes(&ev),
-        [(
-            id.clone(),
-            Some(Status::InputRequired),
-            Some(Status::Working)
-        )]
-    );
-
-    // A change that is not a transition is still reported, with its revision.
-    assert_eq!(
-        cli(&path, &["heartbeat", &id, "--message", "step 3/7"])
-            .await
-            .code,
-        0
-    );
-    let ev = until(&mut feed, "the heartbeat", is_changes).await;
-    let FeedEvent::Changes(list) = &ev else {
-        unreachable!()
-    };
-    let now = store.get(&id).unwrap();
-    assert_eq!(list.len(), 1, "{list:?}");
-    assert!(!list[0].is_transition());
-    assert_eq!(
-        (list[0].task_id.as_str(), list[0].revision),
-        (id.as_str(), now.revision)
-    );
-
-    assert_eq!(
-        cli(&path, &["complete", &id, "--result", "{\"ok\": true}"])
-            .await
-            .code,
-        0
-    );
-    let ev = until(&mut feed, "working -> completed", is_changes).await;
-    assert_eq!(
-        changes(&ev),
-        [(id.clone(), Some(Status::Working), Some(Status::Completed))]
-    );
-    // The change carries the writer's timestamp.
-    let FeedEvent::Changes(list) = &ev else {
-        unreachable!()
-    };
-    assert_eq!(list[0].at, store.get(&id).unwrap().updated_at);
-    assert!(list[0].at.is_some());
-
-    // A prune is a removal.
-    let pruned = cli(&path, &["prune", "--older-than", "0s"]).await;
-    assert_eq!(pruned.code, 0, "{pruned:#?}");
-    let ev = until(&mut feed, "the removal", is_changes).await;
-    assert_eq!(changes(&ev), [(id, Some(Status::Completed), None)]);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reports_deletion_and_recreation() {
-    for kind in common::kinds() {
-        common::set_kind(kind);
-        reports_deletion_and_recreation_once().await;
-    }
-}
-
-async fn reports_deletion_and_recreation_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = store_in(dir.path());
-    let mut feed = rudder::Store::connect(&path)
-        .expect("a store URL")
-        .feed(FeedOptions::default());
-    assert_eq!(
-        next(&mut feed, "missing at start").await,
-        FeedEvent::Unavailable(Unavailable::Missing)
-    );
-
-    let first = cli(&path, &["create", "--json"]).await.json()["task"]["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    // Waiting for the store is over: read everything.
-    assert_eq!(
-        next(&mut feed, "the store to appear").await,
-        FeedEvent::Reset(ResetReason::Recovered)
-    );
-
-    common::remove_store(&path);
-    assert_eq!(
-        until(&mut feed, "the deletion", |e| !is_changes(e)).await,
-        FeedEvent::Unavailable(Unavailable::Missing)
-    );
-
-    let second = cli(
-        &path,
-        &["create", "--json", "--schema", "{\"type\": \"object\"}"],
-    )
-    .await
-    .json()["task"]["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_eq!(
-        next(&mut feed, "the re-creation").await,
-        FeedEvent::Reset(ResetReason::Recovered)
-    );
-    if !is_sqlite(&path) && !common::is_postgres(&path) {
-        // The file is compared with the last good read: the old task is
-        // gone, the new one appeared. (A new database starts a new list of
-        // changes: the reset alone says it all.)
-        let ev = next(&mut feed, "what changed meanwhile").await;
-        assert_eq!(
-            changes(&ev),
-            [
-                (second, None, Some(Status::InputRequired)),
-                (first, Some(Status::Working), None)
-            ]
-        );
-    }
+    rudder_testkit::stores::store_in(dir)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -256,7 +98,7 @@ async fn an_unparsable_write_is_reported_and_the_last_state_kept() {
         .unwrap();
     let completed = std::fs::read(&elsewhere).unwrap();
 
-    let mut feed = rudder::Store::connect(&path)
+    let mut feed = rudder_store::Store::connect(&path)
         .expect("a store URL")
         .feed(FeedOptions::default());
     assert_eq!(
@@ -309,48 +151,14 @@ async fn an_unparsable_write_is_reported_and_the_last_state_kept() {
     assert_eq!(changes(&ev), [(created, None, Some(Status::Working))]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_stat_check_alone_sees_changes() {
-    for kind in common::kinds() {
-        common::set_kind(kind);
-        the_stat_check_alone_sees_changes_once().await;
-    }
-}
-
-async fn the_stat_check_alone_sees_changes_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = store_in(dir.path());
-    let id = Store::connect(&path)
-        .expect("a store URL")
-        .create(NewTask::default())
-        .unwrap()
-        .task
-        .task_id;
-    let options = FeedOptions {
-        notify: false,
-        stat_interval: Duration::from_millis(50),
-        ..FeedOptions::default()
-    };
-    let mut feed = rudder::Store::connect(&path)
-        .expect("a store URL")
-        .feed(options);
-    next(&mut feed, "the start").await;
-    assert_eq!(cli(&path, &["cancel", &id]).await.code, 0);
-    let ev = until(&mut feed, "the cancel", is_changes).await;
-    assert_eq!(
-        changes(&ev),
-        [(id, Some(Status::Working), Some(Status::Cancelled))]
-    );
-}
-
 /// The wake-up alone, with a safety net too slow to matter: what a writer
 /// that keeps the store open (a worker, `rudder mcp`) writes reaches the
 /// feed through the watch (SQLite: its lock file, closed after each commit,
 /// while its `-wal` stays open; the file: its rename).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watch_alone_sees_changes() {
-    for kind in common::kinds() {
-        common::set_kind(kind);
+    for kind in rudder_testkit::stores::kinds() {
+        rudder_testkit::stores::set_kind(kind);
         the_watch_alone_sees_changes_once().await;
     }
 }
@@ -364,7 +172,7 @@ async fn the_watch_alone_sees_changes_once() {
         stat_interval: Duration::from_secs(3600),
         ..FeedOptions::default()
     };
-    let mut feed = rudder::Store::connect(&path)
+    let mut feed = rudder_store::Store::connect(&path)
         .expect("a store URL")
         .feed(options);
     next(&mut feed, "the start").await;
@@ -394,8 +202,8 @@ async fn the_watch_alone_sees_changes_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_writes_ends_in_the_final_state() {
-    for kind in common::kinds() {
-        common::set_kind(kind);
+    for kind in rudder_testkit::stores::kinds() {
+        rudder_testkit::stores::set_kind(kind);
         a_burst_of_writes_ends_in_the_final_state_once().await;
     }
 }
@@ -405,7 +213,7 @@ async fn a_burst_of_writes_ends_in_the_final_state_once() {
     let path = store_in(dir.path());
     let store = Store::connect(&path).expect("a store URL");
     let id = store.create(NewTask::default()).unwrap().task.task_id;
-    let mut feed = rudder::Store::connect(&path)
+    let mut feed = rudder_store::Store::connect(&path)
         .expect("a store URL")
         .feed(FeedOptions::default());
     next(&mut feed, "the start").await;
@@ -433,8 +241,8 @@ async fn a_burst_of_writes_ends_in_the_final_state_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_feed_for_one_task_reports_only_that_task() {
-    for kind in common::kinds() {
-        common::set_kind(kind);
+    for kind in rudder_testkit::stores::kinds() {
+        rudder_testkit::stores::set_kind(kind);
         a_feed_for_one_task_reports_only_that_task_once().await;
     }
 }
@@ -449,7 +257,7 @@ async fn a_feed_for_one_task_reports_only_that_task_once() {
         task: Some(id.clone()),
         ..FeedOptions::default()
     };
-    let mut feed = rudder::Store::connect(&path)
+    let mut feed = rudder_store::Store::connect(&path)
         .expect("a store URL")
         .feed(options);
     next(&mut feed, "the start").await;
@@ -469,19 +277,19 @@ async fn a_feed_for_one_task_reports_only_that_task_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_changes_at_once_than_a_batch_are_a_reset() {
-    for kind in common::kinds() {
-        common::set_kind(kind);
+    for kind in rudder_testkit::stores::kinds() {
+        rudder_testkit::stores::set_kind(kind);
         more_changes_at_once_than_a_batch_are_a_reset_once().await;
     }
 }
 
 async fn more_changes_at_once_than_a_batch_are_a_reset_once() {
-    use rudder::store::Backend;
+    use rudder_store::Backend;
     let dir = tempfile::tempdir().unwrap();
     let path = store_in(dir.path());
     let store = Store::connect(&path).expect("a store URL");
     store.create(NewTask::default()).unwrap();
-    let mut feed = rudder::Store::connect(&path)
+    let mut feed = rudder_store::Store::connect(&path)
         .expect("a store URL")
         .feed(FeedOptions::default());
     next(&mut feed, "the start").await;
@@ -489,7 +297,7 @@ async fn more_changes_at_once_than_a_batch_are_a_reset_once() {
         .backend()
         .transaction(&mut |txn| {
             for i in 0..=MAX_BATCH {
-                let mut t = rudder::task::Task::new(format!("bulk-{i}"), Status::Working);
+                let mut t = rudder_model::task::Task::new(format!("bulk-{i}"), Status::Working);
                 t.revision = 1;
                 txn.insert(t)?;
             }
@@ -511,7 +319,7 @@ async fn a_database_whose_changes_were_reset_is_a_reset() {
     let store = Store::connect(&path).expect("a store URL");
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     store.heartbeat(&id, None, None, Actor::Anyone).unwrap();
-    let mut feed = rudder::Store::connect(&path)
+    let mut feed = rudder_store::Store::connect(&path)
         .expect("a store URL")
         .feed(FeedOptions::default());
     next(&mut feed, "the start").await;
@@ -548,8 +356,8 @@ async fn a_database_whose_changes_were_reset_is_a_reset() {
 /// open / close-nowrite events on the store's name) must not count as changes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_feed_does_not_reread_the_store() {
-    for kind in common::kinds() {
-        common::set_kind(kind);
+    for kind in rudder_testkit::stores::kinds() {
+        rudder_testkit::stores::set_kind(kind);
         an_idle_feed_does_not_reread_the_store_once().await;
     }
 }
@@ -563,9 +371,9 @@ async fn an_idle_feed_does_not_reread_the_store_once() {
     // PostgreSQL notifies per database, and the shared test database
     // holds the other tests' stores (a schema each): their writes would
     // wake this feed. A database of its own keeps it idle.
-    let path = match common::kind() {
-        common::Kind::Postgres => {
-            let cluster = common::pg::shared();
+    let path = match rudder_testkit::stores::kind() {
+        rudder_testkit::stores::Kind::Postgres => {
+            let cluster = rudder_testkit::pg::shared();
             std::path::PathBuf::from(cluster.url(&cluster.create_database()))
         }
         _ => store_in(dir.path()),
@@ -619,7 +427,7 @@ async fn an_idle_feed_does_not_reread_the_store_once() {
         }
     };
 
-    let mut feed = rudder::Store::connect(&path)
+    let mut feed = rudder_store::Store::connect(&path)
         .expect("a store URL")
         .feed(FeedOptions::default());
     next(&mut feed, "the start").await;
@@ -662,7 +470,7 @@ async fn the_feed_reads_the_store_with_the_settings_it_was_opened_with() {
             .unwrap();
     }
     let size = std::fs::metadata(&path).unwrap().len();
-    let settings = rudder::store::Settings {
+    let settings = rudder_store::Settings {
         lock_timeout: Duration::from_secs(5),
         max_store_bytes: Some(size / 2),
     };
