@@ -2,16 +2,16 @@
 //! entry (actor, face, reason, the fields an answer gave), read back
 //! oldest first through the seam, filtered by task, time and actor, paged
 //! without loss, and agreeing with the in-memory reference read from the
-//! tasks themselves. Pruning a task removes its trail; a copy carries it.
+//! tasks themselves. Pruning a task removes its trail. That `rudder copy`
+//! carries it is the root's tests/trail_cli.rs.
 
-mod common;
 use std::time::Duration;
 
 use chrono::Utc;
-use rudder::store::trail;
-use rudder::store::{TrailEntry, TrailQuery};
-use rudder::task::{Actor, Author, Face, Status};
-use rudder::{NewTask, Store};
+use rudder_model::task::{Actor, Author, Face, Status};
+use rudder_store::trail;
+use rudder_store::{NewTask, Store};
+use rudder_store::{TrailEntry, TrailQuery};
 use serde_json::json;
 
 fn schema() -> serde_json::Value {
@@ -67,7 +67,7 @@ fn night(store: &Store) -> (String, String, String) {
 
 fn every_write_records_its_author_once() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::connect(common::store_in(dir.path())).unwrap();
+    let store = Store::connect(rudder_testkit::stores::store_in(dir.path())).unwrap();
     let (asked, cancelled, worked) = night(&store);
 
     let all = store.trail(&TrailQuery::default()).unwrap();
@@ -104,7 +104,7 @@ fn every_write_records_its_author_once() {
 
 fn the_trail_filters_and_pages_like_the_reference_once() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::connect(common::store_in(dir.path())).unwrap();
+    let store = Store::connect(rudder_testkit::stores::store_in(dir.path())).unwrap();
     let (asked, ..) = night(&store);
     let mid = store.load().unwrap()[&asked].history[1].at;
     for q in [
@@ -148,7 +148,7 @@ fn the_trail_filters_and_pages_like_the_reference_once() {
 
 fn a_reclaim_records_who_and_why_and_a_prune_removes_the_trail_once() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::connect(common::store_in(dir.path())).unwrap();
+    let store = Store::connect(rudder_testkit::stores::store_in(dir.path())).unwrap();
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     let carol = store.by(person("carol", Face::Tui));
     let report = carol
@@ -178,7 +178,7 @@ fn a_reclaim_records_who_and_why_and_a_prune_removes_the_trail_once() {
 
 fn a_store_without_authors_reads_as_unknown_actors_once() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::connect(common::store_in(dir.path())).unwrap();
+    let store = Store::connect(rudder_testkit::stores::store_in(dir.path())).unwrap();
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     store.cancel(&id, None).unwrap();
     let all = store.trail(&TrailQuery::default()).unwrap();
@@ -193,7 +193,7 @@ fn a_store_without_authors_reads_as_unknown_actors_once() {
 /// exactly one answer is taken, and the trail says whose.
 fn two_people_answering_at_once_one_wins_and_the_trail_says_whose_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = common::store_in(dir.path());
+    let path = rudder_testkit::stores::store_in(dir.path());
     let store = Store::connect(&path).unwrap();
     for round in 0..5 {
         let made = store
@@ -204,31 +204,33 @@ fn two_people_answering_at_once_one_wins_and_the_trail_says_whose_once() {
             .unwrap()
             .task;
         let barrier = std::sync::Barrier::new(2);
-        let results: Vec<(String, Result<rudder::store::Outcome, rudder::StoreError>)> =
-            std::thread::scope(|s| {
-                let racers: Vec<_> = ["ann", "bob"]
-                    .into_iter()
-                    .map(|name| {
-                        let (path, id, barrier) = (&path, &made.task_id, &barrier);
-                        s.spawn(move || {
-                            // A process of its own, as two people's are.
-                            let mine = Store::connect(path).unwrap().by(person(name, Face::Tui));
-                            barrier.wait();
-                            let value = json!({"service": format!("{name}-{round}")});
-                            (
-                                name.to_string(),
-                                mine.provide_input(id, value, Some(made.revision)),
-                            )
-                        })
+        let results: Vec<(
+            String,
+            Result<rudder_store::Outcome, rudder_store::StoreError>,
+        )> = std::thread::scope(|s| {
+            let racers: Vec<_> = ["ann", "bob"]
+                .into_iter()
+                .map(|name| {
+                    let (path, id, barrier) = (&path, &made.task_id, &barrier);
+                    s.spawn(move || {
+                        // A process of its own, as two people's are.
+                        let mine = Store::connect(path).unwrap().by(person(name, Face::Tui));
+                        barrier.wait();
+                        let value = json!({"service": format!("{name}-{round}")});
+                        (
+                            name.to_string(),
+                            mine.provide_input(id, value, Some(made.revision)),
+                        )
                     })
-                    .collect();
-                racers.into_iter().map(|r| r.join().unwrap()).collect()
-            });
+                })
+                .collect();
+            racers.into_iter().map(|r| r.join().unwrap()).collect()
+        });
         let won: Vec<&String> = results
             .iter()
             .filter(|(_, r)| {
                 r.as_ref()
-                    .is_ok_and(|o| o.change == rudder::task::Change::Applied)
+                    .is_ok_and(|o| o.change == rudder_model::task::Change::Applied)
             })
             .map(|(n, _)| n)
             .collect();
@@ -252,57 +254,12 @@ fn two_people_answering_at_once_one_wins_and_the_trail_says_whose_once() {
     }
 }
 
-/// `copy` carries each task's history, so the copy's trail is the
-/// original's, whatever the two backends; a reason holding a NUL (which
-/// PostgreSQL's text cannot hold) is kept.
-fn a_copy_carries_the_trail_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let from = common::store_in(dir.path());
-    let store = Store::connect(&from).unwrap();
-    night(&store);
-    let odd = store.create(NewTask::default()).unwrap().task.task_id;
-    store
-        .by(person("dee", Face::Python))
-        .cancel(&odd, Some("nul \u{0} here".into()))
-        .unwrap();
-    let all = store.trail(&TrailQuery::default()).unwrap();
-    assert_eq!(all, reference(&store, &TrailQuery::default()));
-    for to in [dir.path().join("copy.json"), dir.path().join("copy.db")] {
-        let r = common::run_plain(&["copy", from.to_str().unwrap(), to.to_str().unwrap()]);
-        assert_eq!(r.code, 0, "{r:#?}");
-        let copied = Store::connect(&to).unwrap();
-        assert_eq!(
-            copied.trail(&TrailQuery::default()).unwrap(),
-            all,
-            "{}",
-            to.display()
-        );
-        // And back onto the first store's kind: a new store of it.
-        let sub = dir.path().join(format!(
-            "back-{}",
-            to.extension().unwrap().to_str().unwrap()
-        ));
-        std::fs::create_dir_all(&sub).unwrap();
-        let back = common::store_in(&sub);
-        let r = common::run_plain(&["copy", to.to_str().unwrap(), back.to_str().unwrap()]);
-        assert_eq!(r.code, 0, "{r:#?}");
-        assert_eq!(
-            Store::connect(&back)
-                .unwrap()
-                .trail(&TrailQuery::default())
-                .unwrap(),
-            all
-        );
-    }
-}
-
-common::backend_tests! {
+rudder_testkit::backend_tests! {
     every_write_records_its_author: every_write_records_its_author_once,
     the_trail_filters_and_pages_like_the_reference: the_trail_filters_and_pages_like_the_reference_once,
     a_reclaim_records_who_and_why_and_a_prune_removes_the_trail: a_reclaim_records_who_and_why_and_a_prune_removes_the_trail_once,
     a_store_without_authors_reads_as_unknown_actors: a_store_without_authors_reads_as_unknown_actors_once,
     two_people_answering_at_once_one_wins_and_the_trail_says_whose: two_people_answering_at_once_one_wins_and_the_trail_says_whose_once,
-    a_copy_carries_the_trail: a_copy_carries_the_trail_once,
 }
 
 /// A SQLite store from before the trail (schema version 5) is read as it
@@ -350,15 +307,15 @@ fn a_sqlite_store_from_before_the_trail_is_read_then_migrated_and_filled() {
 /// is read from the tasks; a write migrates it to 7 and fills the table.
 #[test]
 fn a_postgres_store_from_before_the_trail_is_read_then_migrated_and_filled() {
-    if !common::pg::available() {
+    if !rudder_testkit::pg::available() {
         return;
     }
-    let url = common::pg::store_url();
+    let url = rudder_testkit::pg::store_url();
     let store = Store::connect(&url).unwrap();
     night(&store);
     let all = store.trail(&TrailQuery::default()).unwrap();
     drop(store);
-    let rudder::store::StoreUrl::Postgres(u) = rudder::store::StoreUrl::parse(&url).unwrap() else {
+    let rudder_store::StoreUrl::Postgres(u) = rudder_store::StoreUrl::parse(&url).unwrap() else {
         unreachable!()
     };
     let mut admin = ::postgres::Client::connect(u.secret_text(), ::postgres::NoTls).unwrap();
