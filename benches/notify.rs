@@ -19,9 +19,7 @@
 //! `cargo bench --bench notify` prints one line per store, then the idle
 //! figures (`RUDDER_BENCH_NOTIFY=idle` runs the idle part alone).
 
-#[path = "../tests/common/pg.rs"]
-#[allow(dead_code)]
-mod pg;
+use rudder_testkit::pg;
 #[path = "common/tasks.rs"]
 #[allow(dead_code)]
 mod tasks;

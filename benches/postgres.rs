@@ -16,9 +16,7 @@
 //! `cargo bench --bench postgres` (needs PostgreSQL's server programs, as
 //! the tests do; skipped with a message without them).
 
-#[path = "../tests/common/pg.rs"]
-#[allow(dead_code)]
-mod pg;
+use rudder_testkit::pg;
 use std::hint::black_box;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

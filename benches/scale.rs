@@ -26,9 +26,7 @@ use rudder::task::Status;
 use rudder::watch::{FeedEvent, FeedOptions};
 use rudder::{Actor, Store};
 
-#[path = "../tests/common/pg.rs"]
-#[allow(dead_code)]
-mod pg;
+use rudder_testkit::pg;
 #[path = "common/tasks.rs"]
 mod tasks;
 

@@ -19,9 +19,7 @@
 //!
 //! `cargo bench --bench trail` (`-- "author cost"` or `-- log` for one).
 
-#[path = "../tests/common/pg.rs"]
-#[allow(dead_code)]
-mod pg;
+use rudder_testkit::pg;
 #[path = "common/tasks.rs"]
 #[allow(dead_code)]
 mod tasks;

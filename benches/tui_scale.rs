@@ -38,9 +38,7 @@ use rudder::tui::window::RowSource;
 use rudder::watch::{FeedEvent, FeedOptions, ResetReason};
 use rudder::{Store, StoreError};
 
-#[path = "../tests/common/pg.rs"]
-#[allow(dead_code)]
-mod pg;
+use rudder_testkit::pg;
 #[path = "common/pty.rs"]
 mod pty;
 #[path = "common/tasks.rs"]

@@ -18,10 +18,8 @@
 //!
 //! `cargo bench --bench worker` prints one line per figure.
 
-#[path = "../tests/common/pg.rs"]
-#[allow(dead_code)]
-mod pg;
 use rudder::store::Work as _;
+use rudder_testkit::pg;
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
 #!/bin/sh
 # A PostgreSQL cluster of your own in one directory, for trying rudder on
-# one machine and for the tests' throwaway clusters (tests/common/pg.rs runs
+# one machine and for the tests' throwaway clusters (crates/testkit/src/pg.rs runs
 # the server's programs through this script). Works as a normal user and as
 # root: PostgreSQL refuses to run as root (`initdb: cannot be run as root`),
 # so as root the server's programs run as the `postgres` user that Debian's

@@ -359,7 +359,7 @@ fn exit_5_for_input_that_does_not_match_the_schema_once() {
 
 #[test]
 fn exit_6_for_a_corrupt_store() {
-    // A JSON file's own problem (a database's are in sqlite_store.rs).
+    // A JSON file's own problem (a database's are in sqlite_cli.rs).
     let d = tempfile::tempdir().unwrap();
     let path = d.path().join("tasks.json");
     std::fs::write(

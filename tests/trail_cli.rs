@@ -1,0 +1,112 @@
+//! The trail through the binary: `rudder copy` carries each task's
+//! history, so the copy's trail is the original's, whatever the two
+//! backends, on every backend. The trail's own tests (through the store)
+//! are in crates/store/tests/trail.rs.
+
+mod common;
+use std::time::Duration;
+
+use rudder::store::trail;
+use rudder::store::{TrailEntry, TrailQuery};
+use rudder::task::{Actor, Author, Face};
+use rudder::{NewTask, Store};
+use serde_json::json;
+
+fn schema() -> serde_json::Value {
+    json!({"type": "object", "required": ["service"],
+           "properties": {"service": {"type": "string"}, "note": {"type": "string"}}})
+}
+
+fn person(name: &str, face: Face) -> Author {
+    Author::new(name, face).expect("a valid name")
+}
+
+/// The reference: the trail read from the tasks in full.
+fn reference(store: &Store, q: &TrailQuery) -> Vec<TrailEntry> {
+    let tasks = store.load().expect("load");
+    trail::in_memory(tasks.values(), q)
+}
+
+/// A night on call: a task asked, answered by ann in the TUI, another
+/// cancelled by bob with a reason, a third completed by a worker.
+fn night(store: &Store) -> (String, String, String) {
+    let ops = store.by(person("ops-bot", Face::Cli));
+    let asked = ops
+        .create(NewTask {
+            title: Some("diagnose payments".into()),
+            input_schema: Some(schema()),
+            ..NewTask::default()
+        })
+        .unwrap()
+        .task
+        .task_id;
+    let cancelled = ops.create(NewTask::default()).unwrap().task.task_id;
+    let worked = ops.create(NewTask::default()).unwrap().task.task_id;
+    store
+        .by(person("ann", Face::Tui))
+        .provide_input(&asked, json!({"service": "payments", "note": "p1"}), None)
+        .unwrap();
+    store
+        .by(person("bob", Face::Cli))
+        .cancel(&cancelled, Some("duplicate of INC-7".into()))
+        .unwrap();
+    store
+        .claim(&worked, "w#1", Duration::from_secs(60))
+        .unwrap();
+    let holder = Actor::Worker {
+        holder: "w#1",
+        lease: None,
+    };
+    store
+        .complete(&worked, json!({"ok": true}), holder)
+        .unwrap();
+    (asked, cancelled, worked)
+}
+
+/// `copy` carries each task's history, so the copy's trail is the
+/// original's, whatever the two backends; a reason holding a NUL (which
+/// PostgreSQL's text cannot hold) is kept.
+fn a_copy_carries_the_trail_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = common::store_in(dir.path());
+    let store = Store::connect(&from).unwrap();
+    night(&store);
+    let odd = store.create(NewTask::default()).unwrap().task.task_id;
+    store
+        .by(person("dee", Face::Python))
+        .cancel(&odd, Some("nul \u{0} here".into()))
+        .unwrap();
+    let all = store.trail(&TrailQuery::default()).unwrap();
+    assert_eq!(all, reference(&store, &TrailQuery::default()));
+    for to in [dir.path().join("copy.json"), dir.path().join("copy.db")] {
+        let r = common::run_plain(&["copy", from.to_str().unwrap(), to.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{r:#?}");
+        let copied = Store::connect(&to).unwrap();
+        assert_eq!(
+            copied.trail(&TrailQuery::default()).unwrap(),
+            all,
+            "{}",
+            to.display()
+        );
+        // And back onto the first store's kind: a new store of it.
+        let sub = dir.path().join(format!(
+            "back-{}",
+            to.extension().unwrap().to_str().unwrap()
+        ));
+        std::fs::create_dir_all(&sub).unwrap();
+        let back = common::store_in(&sub);
+        let r = common::run_plain(&["copy", to.to_str().unwrap(), back.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{r:#?}");
+        assert_eq!(
+            Store::connect(&back)
+                .unwrap()
+                .trail(&TrailQuery::default())
+                .unwrap(),
+            all
+        );
+    }
+}
+
+common::backend_tests! {
+    a_copy_carries_the_trail: a_copy_carries_the_trail_once,
+}
