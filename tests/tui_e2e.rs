@@ -1044,6 +1044,8 @@ fn the_demo_through_the_gateway_survives_its_server_killed_while_a_question_wait
     let asked = task("input_required");
     assert_eq!(asked["kind"], "diagnose", "{asked}");
     let id = asked["task_id"].as_str().expect("an id").to_string();
+    // The header names what K and W control: the diagnosis server.
+    tui.wait_for("upstream: pid");
     tui.send("K");
     tui.wait_for("killed");
     cli(&store, &["input", &id, "--set", "service=payments"]);

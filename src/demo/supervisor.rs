@@ -248,6 +248,13 @@ fn wait_until_exited(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
 }
 
 impl WorkerControl for Supervisor {
+    fn role(&self) -> &'static str {
+        match self.upstream {
+            Some(_) => "upstream",
+            None => "worker",
+        }
+    }
+
     fn state(&mut self) -> WorkerState {
         if let Some(child) = &mut self.child {
             let pid = child.id();
@@ -379,6 +386,10 @@ impl WorkerControl for SharedSupervisor {
 
     fn start(&mut self) -> Result<(), String> {
         self.lock().start()
+    }
+
+    fn role(&self) -> &'static str {
+        self.lock().role()
     }
 }
 

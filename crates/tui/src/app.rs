@@ -436,6 +436,8 @@ pub struct App {
     pub detail_scroll: u16,
     /// In demo mode: the worker's last known state.
     pub worker: Option<WorkerState>,
+    /// What the header calls the demo's worker ([`crate::WorkerControl::role`]).
+    pub worker_role: &'static str,
     /// Set when the user asked to quit.
     pub quit: bool,
     /// Where the table's rows were last drawn (for mouse clicks).
@@ -567,6 +569,7 @@ impl App {
             status: None,
             detail_scroll: 0,
             worker: None,
+            worker_role: "worker",
             quit: false,
             table_area: Rect::default(),
             detail_area: Rect::default(),

@@ -146,6 +146,12 @@ pub trait WorkerControl: Send {
     fn kill(&mut self) -> Result<(), String>;
     /// Start a new worker (if none is running).
     fn start(&mut self) -> Result<(), String>;
+    /// What the header calls it: `worker`, or `upstream` when the demo's
+    /// diagnosis runs as an MCP server behind the gateway (`rudder demo
+    /// --gateway`: K and W kill and restart that server).
+    fn role(&self) -> &'static str {
+        "worker"
+    }
 }
 
 /// Run the TUI until the user quits (`q`, Ctrl-C or SIGTERM).

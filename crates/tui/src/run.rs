@@ -260,6 +260,7 @@ async fn run_loop(mut options: Options, panics: &Panics) -> anyhow::Result<()> {
     let mut worker = options.worker.take();
     if let Some(w) = worker.as_mut() {
         app.worker = Some(w.state());
+        app.worker_role = w.role();
     }
     let (source, mut feed) = live(&store);
     // Reads run on a thread of their own: a slow or stopped store delays

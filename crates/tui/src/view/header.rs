@@ -22,7 +22,7 @@ pub(super) fn draw(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     }
     let worker_at = first.len() + 1;
     if let Some(w) = &app.worker {
-        first.push(Span::raw("  worker: "));
+        first.push(Span::raw(format!("  {}: ", app.worker_role)));
         first.push(Span::styled(worker_text(w, &app.keys), theme.title()));
     }
     let sort_at = first.len();
