@@ -12,6 +12,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::pg::children;
 use common::{pg, rudder, run, wait_for};
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 
@@ -19,28 +20,6 @@ use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 const PATIENCE: Duration = Duration::from_secs(60);
 
 const PASSWORD: &str = "S3cr3t-pw-5e1d";
-
-/// The processes whose parent is `pid` (from /proc).
-fn children(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // `PID (comm) STATE PPID ...`; comm may hold spaces and `)`.
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(pid) {
-            out.push(child);
-        }
-    }
-    out
-}
 
 fn cmdline(pid: u32) -> String {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();

@@ -275,26 +275,7 @@ impl Cluster {
             .expect("a pid on postmaster.pid's first line");
         // The postmaster first, so that it starts no other process.
         let mut pids = vec![postmaster];
-        for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-                continue;
-            };
-            // pid (comm) state ppid ...: the name may hold spaces.
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                .and_then(|p| p.parse::<u32>().ok());
-            if ppid == Some(postmaster) {
-                pids.push(pid);
-            }
-        }
+        pids.extend(children(postmaster));
         signal(&pids, "-STOP");
         Frozen(pids)
     }
@@ -517,4 +498,26 @@ fn signal(pids: &[u32], sig: &str) {
         .status()
         .expect("run kill");
     assert!(status.success(), "kill {sig} {pids:?}: {status}");
+}
+
+/// The processes whose parent is `pid` (from /proc).
+pub fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `PID (comm) STATE PPID ...`; comm may hold spaces and `)`.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
 }
