@@ -17,7 +17,38 @@ use serde::de::{self, Deserializer, Visitor};
 /// fraction digits: text whose byte order is time order (a history
 /// entry's time is ordered as text by the databases' trail indexes).
 pub fn fixed<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(&t.format("%Y-%m-%dT%H:%M:%S%.9fZ"))
+    match fixed_bytes(t) {
+        // Written digit by digit: chrono's `format` reads its format string
+        // again for every time, a visible share of `list --json`.
+        Some(b) => s.serialize_str(std::str::from_utf8(&b).map_err(serde::ser::Error::custom)?),
+        // A year outside 0..=9999 or a leap second: chrono says how.
+        None => s.collect_str(&t.format(FIXED)),
+    }
+}
+
+/// [`fixed`]'s format, as chrono spells it.
+const FIXED: &str = "%Y-%m-%dT%H:%M:%S%.9fZ";
+
+/// `t` as [`fixed`] writes it, for a year in 0..=9999 and no leap second.
+fn fixed_bytes(t: &DateTime<Utc>) -> Option<[u8; 30]> {
+    use chrono::{Datelike, Timelike};
+    let year = u32::try_from(t.year()).ok().filter(|y| *y <= 9999)?;
+    let nanos = Some(t.nanosecond()).filter(|n| *n < 1_000_000_000)?;
+    let mut b = *b"0000-00-00T00:00:00.000000000Z";
+    let mut put = |at: std::ops::Range<usize>, mut v: u32| {
+        for d in b[at].iter_mut().rev() {
+            *d = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0..4, year);
+    put(5..7, t.month());
+    put(8..10, t.day());
+    put(11..13, t.hour());
+    put(14..16, t.minute());
+    put(17..19, t.second());
+    put(20..29, nanos);
+    Some(b)
 }
 
 /// `YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z` with every field in range; `None` for
@@ -92,6 +123,45 @@ pub fn opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::
 
 #[cfg(test)]
 mod tests {
+    /// The digit-by-digit writer says exactly what chrono's format says.
+    #[test]
+    fn fixed_is_chronos_format_digit_by_digit() {
+        use proptest::prelude::*;
+        let mut runner = proptest::test_runner::TestRunner::default();
+        // Years 0000 to 9999, any nanosecond.
+        let range = (-62_167_219_200_i64..253_402_300_800, 0u32..1_000_000_000);
+        runner
+            .run(&range, |(secs, nanos)| {
+                let t = DateTime::from_timestamp(secs, nanos).expect("in range");
+                let b = fixed_bytes(&t).expect("a year in range");
+                prop_assert_eq!(
+                    std::str::from_utf8(&b).expect("ASCII"),
+                    t.format(FIXED).to_string()
+                );
+                Ok(())
+            })
+            .expect("the same text");
+        for t in [
+            DateTime::from_timestamp(0, 0),
+            DateTime::from_timestamp(253_402_300_799, 999_999_999),
+            DateTime::from_timestamp(-62_167_219_200, 0),
+        ] {
+            let t = t.expect("in range");
+            assert_eq!(
+                std::str::from_utf8(&fixed_bytes(&t).expect("in range")).expect("ASCII"),
+                t.format(FIXED).to_string()
+            );
+        }
+        // Out of its range it leaves the time to chrono.
+        let far = DateTime::from_timestamp(253_402_300_800, 0).expect("year 10000");
+        assert!(fixed_bytes(&far).is_none());
+        let leap = chrono::NaiveDate::from_ymd_opt(2016, 12, 31)
+            .and_then(|d| d.and_hms_nano_opt(23, 59, 59, 1_500_000_000))
+            .expect("a leap second")
+            .and_utc();
+        assert!(fixed_bytes(&leap).is_none());
+    }
+
     use super::*;
 
     /// chrono's verdict, as `DateTime<Utc>`'s `Deserialize` gives it.
