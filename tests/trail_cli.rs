@@ -4,64 +4,11 @@
 //! are in crates/store/tests/trail.rs.
 
 mod common;
-use std::time::Duration;
 
-use rudder::store::trail;
-use rudder::store::{TrailEntry, TrailQuery};
-use rudder::task::{Actor, Author, Face};
+use rudder::store::TrailQuery;
+use rudder::task::Face;
 use rudder::{NewTask, Store};
-use serde_json::json;
-
-fn schema() -> serde_json::Value {
-    json!({"type": "object", "required": ["service"],
-           "properties": {"service": {"type": "string"}, "note": {"type": "string"}}})
-}
-
-fn person(name: &str, face: Face) -> Author {
-    Author::new(name, face).expect("a valid name")
-}
-
-/// The reference: the trail read from the tasks in full.
-fn reference(store: &Store, q: &TrailQuery) -> Vec<TrailEntry> {
-    let tasks = store.load().expect("load");
-    trail::in_memory(tasks.values(), q)
-}
-
-/// A night on call: a task asked, answered by ann in the TUI, another
-/// cancelled by bob with a reason, a third completed by a worker.
-fn night(store: &Store) -> (String, String, String) {
-    let ops = store.by(person("ops-bot", Face::Cli));
-    let asked = ops
-        .create(NewTask {
-            title: Some("diagnose payments".into()),
-            input_schema: Some(schema()),
-            ..NewTask::default()
-        })
-        .unwrap()
-        .task
-        .task_id;
-    let cancelled = ops.create(NewTask::default()).unwrap().task.task_id;
-    let worked = ops.create(NewTask::default()).unwrap().task.task_id;
-    store
-        .by(person("ann", Face::Tui))
-        .provide_input(&asked, json!({"service": "payments", "note": "p1"}), None)
-        .unwrap();
-    store
-        .by(person("bob", Face::Cli))
-        .cancel(&cancelled, Some("duplicate of INC-7".into()))
-        .unwrap();
-    store
-        .claim(&worked, "w#1", Duration::from_secs(60))
-        .unwrap();
-    let holder = Actor::Worker {
-        holder: "w#1",
-        lease: None,
-    };
-    store
-        .complete(&worked, json!({"ok": true}), holder)
-        .unwrap();
-    (asked, cancelled, worked)
-}
+use rudder_testkit::trail::{night, person, reference};
 
 /// `copy` carries each task's history, so the copy's trail is the
 /// original's, whatever the two backends; a reason holding a NUL (which

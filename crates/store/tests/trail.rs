@@ -8,62 +8,11 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use rudder_model::task::{Actor, Author, Face, Status};
-use rudder_store::trail;
+use rudder_model::task::{Face, Status};
+use rudder_store::TrailQuery;
 use rudder_store::{NewTask, Store};
-use rudder_store::{TrailEntry, TrailQuery};
+use rudder_testkit::trail::{night, person, reference, schema};
 use serde_json::json;
-
-fn schema() -> serde_json::Value {
-    json!({"type": "object", "required": ["service"],
-           "properties": {"service": {"type": "string"}, "note": {"type": "string"}}})
-}
-
-fn person(name: &str, face: Face) -> Author {
-    Author::new(name, face).expect("a valid name")
-}
-
-/// The reference: the trail read from the tasks in full.
-fn reference(store: &Store, q: &TrailQuery) -> Vec<TrailEntry> {
-    let tasks = store.load().expect("load");
-    trail::in_memory(tasks.values(), q)
-}
-
-/// A night on call: a task asked, answered by ann in the TUI, another
-/// cancelled by bob with a reason, a third completed by a worker.
-fn night(store: &Store) -> (String, String, String) {
-    let ops = store.by(person("ops-bot", Face::Cli));
-    let asked = ops
-        .create(NewTask {
-            title: Some("diagnose payments".into()),
-            input_schema: Some(schema()),
-            ..NewTask::default()
-        })
-        .unwrap()
-        .task
-        .task_id;
-    let cancelled = ops.create(NewTask::default()).unwrap().task.task_id;
-    let worked = ops.create(NewTask::default()).unwrap().task.task_id;
-    store
-        .by(person("ann", Face::Tui))
-        .provide_input(&asked, json!({"service": "payments", "note": "p1"}), None)
-        .unwrap();
-    store
-        .by(person("bob", Face::Cli))
-        .cancel(&cancelled, Some("duplicate of INC-7".into()))
-        .unwrap();
-    store
-        .claim(&worked, "w#1", Duration::from_secs(60))
-        .unwrap();
-    let holder = Actor::Worker {
-        holder: "w#1",
-        lease: None,
-    };
-    store
-        .complete(&worked, json!({"ok": true}), holder)
-        .unwrap();
-    (asked, cancelled, worked)
-}
 
 fn every_write_records_its_author_once() {
     let dir = tempfile::tempdir().unwrap();

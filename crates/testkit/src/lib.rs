@@ -20,6 +20,8 @@ pub mod pg;
 pub mod screen;
 #[cfg(feature = "stores")]
 pub mod stores;
+#[cfg(feature = "stores")]
+pub mod trail;
 #[cfg(feature = "tui")]
 pub mod tui;
 
