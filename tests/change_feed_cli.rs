@@ -11,60 +11,10 @@ use std::time::Duration;
 
 use common::run;
 use rudder::task::Status;
-use rudder::watch::{ChangeFeed, FeedEvent, FeedOptions, ResetReason, TaskChange, Unavailable};
+use rudder::watch::{FeedEvent, FeedOptions, ResetReason, Unavailable};
 use rudder::{NewTask, Store};
+use rudder_testkit::feed::{changes, is_changes, is_sqlite, next, until};
 use serde_json::json;
-
-/// Generous: this waits for an event, it does not measure anything.
-const DEADLINE: Duration = Duration::from_secs(15);
-
-async fn next(feed: &mut ChangeFeed, what: &str) -> FeedEvent {
-    tokio::time::timeout(DEADLINE, feed.next())
-        .await
-        .unwrap_or_else(|_| panic!("no event while waiting for {what}"))
-        .expect("the feed stopped")
-}
-
-/// Skip events until one matches; returns it.
-async fn until(
-    feed: &mut ChangeFeed,
-    what: &str,
-    mut f: impl FnMut(&FeedEvent) -> bool,
-) -> FeedEvent {
-    let give_up = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        let ev = tokio::time::timeout_at(give_up, feed.next())
-            .await
-            .unwrap_or_else(|_| panic!("no event while waiting for {what}"))
-            .expect("the feed stopped");
-        if f(&ev) {
-            return ev;
-        }
-    }
-}
-
-/// The (task, from, to) of each change of a `Changes` event.
-fn changes(ev: &FeedEvent) -> Vec<(String, Option<Status>, Option<Status>)> {
-    match ev {
-        FeedEvent::Changes(changes) => changes
-            .iter()
-            .map(
-                |TaskChange {
-                     task_id, from, to, ..
-                 }| (task_id.clone(), *from, *to),
-            )
-            .collect(),
-        other => panic!("expected changes, got {other:?}"),
-    }
-}
-
-fn is_changes(ev: &FeedEvent) -> bool {
-    matches!(ev, FeedEvent::Changes(_))
-}
-
-fn is_sqlite(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "db")
-}
 
 /// The store in `dir`: a JSON file, or a database in the tests that run
 /// on every backend.

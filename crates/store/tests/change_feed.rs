@@ -11,62 +11,10 @@ use std::time::Duration;
 
 use rudder_model::task::Actor;
 use rudder_model::task::Status;
-use rudder_store::watch::{
-    ChangeFeed, FeedEvent, FeedOptions, MAX_BATCH, ResetReason, TaskChange, Unavailable,
-};
+use rudder_store::watch::{FeedEvent, FeedOptions, MAX_BATCH, ResetReason, Unavailable};
 use rudder_store::{NewTask, Store};
+use rudder_testkit::feed::{DEADLINE, changes, is_changes, is_sqlite, next, until};
 use serde_json::json;
-
-/// Generous: this waits for an event, it does not measure anything.
-const DEADLINE: Duration = Duration::from_secs(15);
-
-async fn next(feed: &mut ChangeFeed, what: &str) -> FeedEvent {
-    tokio::time::timeout(DEADLINE, feed.next())
-        .await
-        .unwrap_or_else(|_| panic!("no event while waiting for {what}"))
-        .expect("the feed stopped")
-}
-
-/// Skip events until one matches; returns it.
-async fn until(
-    feed: &mut ChangeFeed,
-    what: &str,
-    mut f: impl FnMut(&FeedEvent) -> bool,
-) -> FeedEvent {
-    let give_up = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        let ev = tokio::time::timeout_at(give_up, feed.next())
-            .await
-            .unwrap_or_else(|_| panic!("no event while waiting for {what}"))
-            .expect("the feed stopped");
-        if f(&ev) {
-            return ev;
-        }
-    }
-}
-
-/// The (task, from, to) of each change of a `Changes` event.
-fn changes(ev: &FeedEvent) -> Vec<(String, Option<Status>, Option<Status>)> {
-    match ev {
-        FeedEvent::Changes(changes) => changes
-            .iter()
-            .map(
-                |TaskChange {
-                     task_id, from, to, ..
-                 }| (task_id.clone(), *from, *to),
-            )
-            .collect(),
-        other => panic!("expected changes, got {other:?}"),
-    }
-}
-
-fn is_changes(ev: &FeedEvent) -> bool {
-    matches!(ev, FeedEvent::Changes(_))
-}
-
-fn is_sqlite(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "db")
-}
 
 /// Replace `path` with `bytes` the way every writer must: temp file + rename.
 fn write_atomically(path: &Path, bytes: &[u8]) {

@@ -13,6 +13,8 @@
 
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "stores")]
+pub mod feed;
 pub mod fuzzing;
 #[cfg(feature = "stores")]
 pub mod pg;
