@@ -8,36 +8,12 @@ mod common;
 use std::collections::HashSet;
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use common::{create, one_json_value, rudder, run, temp_files};
 use rudder::Store;
 use rudder::task::Status;
-
-/// A tiny deterministic generator (the seed is printed, so a failure can be replayed).
-struct Rng(u64);
-
-impl Rng {
-    fn from_env_or_time() -> Rng {
-        let seed = std::env::var("RUDDER_TEST_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap()
-                    .as_nanos() as u64
-            });
-        eprintln!("RUDDER_TEST_SEED={seed}");
-        Rng(seed | 1)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
+use rudder_testkit::rng::Rng;
 
 fn check_store(path: &Path, reported: &[String], ctx: &str) -> usize {
     let tasks = Store::connect(path)

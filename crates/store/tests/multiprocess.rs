@@ -8,35 +8,11 @@ use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rudder_store::{NewTask, Store};
+use rudder_testkit::rng::Rng;
 use rudder_testkit::stores::temp_files;
-
-/// A tiny deterministic generator (the seed is printed, so a failure can be replayed).
-struct Rng(u64);
-
-impl Rng {
-    fn from_env_or_time() -> Rng {
-        let seed = std::env::var("RUDDER_TEST_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap()
-                    .as_nanos() as u64
-            });
-        eprintln!("RUDDER_TEST_SEED={seed}");
-        Rng(seed | 1)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
 
 /// Not a test of its own: the child process of `sigkill_never_tears_the_store`.
 /// It does nothing unless started by that test.

@@ -18,6 +18,7 @@ pub mod feed;
 pub mod fuzzing;
 #[cfg(feature = "stores")]
 pub mod pg;
+pub mod rng;
 #[cfg(feature = "tui")]
 pub mod screen;
 #[cfg(feature = "stores")]
