@@ -762,7 +762,7 @@ impl App {
                 self.offset = 0;
                 self.selected = None;
                 self.prune_marks();
-                self.check_form(&TaskMap::new());
+                self.check_form(None);
             }
             FeedEvent::Unavailable(u) => self.watch = WatchState::unavailable(&u),
         }
@@ -840,11 +840,14 @@ impl App {
             self.stalled = n;
         }
         self.prune_marks();
-        let mut known = outside;
-        for (id, t) in new.iter() {
-            known.entry(id.clone()).or_insert_with(|| t.clone());
+        let form = match &self.popup {
+            Popup::Form(form) => Some(form.task_id.clone()),
+            _ => None,
+        };
+        if let Some(id) = form {
+            let found = new.get(&id).or_else(|| outside.get(&id)).cloned();
+            self.check_form(found.as_ref());
         }
-        self.check_form(&known);
         if matches!(self.reads, Reads::Background { .. }) {
             self.ask();
         }
@@ -1183,13 +1186,12 @@ impl App {
     }
 
     /// Tell an open form that its task moved on (it keeps what was typed).
-    /// `read` holds the tasks a read found, the window's and those beside
-    /// it.
-    fn check_form(&mut self, read: &TaskMap) {
+    /// `found` is its task as the last read found it (`None`: gone).
+    fn check_form(&mut self, found: Option<&Task>) {
         let Popup::Form(form) = &mut self.popup else {
             return;
         };
-        form.moved_on = match read.get(&form.task_id) {
+        form.moved_on = match found {
             None => Some("this task is no longer in the store".into()),
             Some(t) if t.revision != form.revision => Some(format!(
                 "this task changed since the form was opened (now {}, revision {}); submitting will be refused",
