@@ -103,7 +103,7 @@ pub fn check_demo_store(store: &Store) -> Result<(), FreshError> {
         Ok(())
     } else {
         Err(FreshError::NotADemoStore {
-            path: store.path().display().to_string(),
+            path: store.location(),
             foreign,
         })
     }
@@ -131,7 +131,7 @@ pub fn clear(store: &Store) -> Result<usize, FreshError> {
         Ok(removed)
     } else {
         Err(FreshError::NotADemoStore {
-            path: store.path().display().to_string(),
+            path: store.location(),
             foreign: found,
         })
     }

@@ -264,7 +264,8 @@ pub enum StoreError {
 
 /// `: FILE` when an I/O error's file is not the store's own.
 fn other_file(location: &Location, file: &Path) -> String {
-    if location.path() == Some(file) {
+    // An empty path: the call was on no file (a database server's store).
+    if location.path() == Some(file) || file.as_os_str().is_empty() {
         String::new()
     } else {
         format!(": {}", file.display())

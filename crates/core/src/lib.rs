@@ -30,7 +30,6 @@ pub mod watch;
 #[doc(hidden)]
 pub use rudder_model as model;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,7 +48,7 @@ pub use settings::{
 pub use shared::{ChangeLog, CopyCounts, NewerInStore, RecordedChange};
 pub use summary::Summary;
 pub use trail::{TrailEntry, TrailKey, TrailQuery};
-pub use txn::{Transaction, trail_of_tasks};
+pub use txn::{Transaction, scan};
 pub use url::{StoreUrl, ToStoreUrl, UrlError};
 
 /// How long a writer waits for the store lock before giving up by default.
@@ -73,21 +72,13 @@ pub trait Backend: Send + Sync {
         self.location().to_string()
     }
 
-    /// The file the store lives in; for a database server, the URL as
-    /// shown (password redacted).
-    fn path(&self) -> &Path;
-
-    /// Read all tasks without taking the lock (a consistent snapshot).
-    fn load(&self) -> Result<TaskMap, StoreError>;
-
     /// Call `f` on a consistent snapshot of the tasks without taking the
-    /// lock, for readers that need only some tasks in full.
+    /// lock (an empty store when there is none yet): every read of the
+    /// policy, each asking only for the tasks it needs.
     fn snapshot(
         &self,
         f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
-        f(&self.load()?)
-    }
+    ) -> Result<(), StoreError>;
 
     /// Whether the store exists yet. Operations that can only change
     /// existing tasks answer from an empty store without taking the lock
@@ -257,12 +248,6 @@ pub struct Store<B: Backend> {
 }
 
 impl<B: Backend> Store<B> {
-    /// The file the store lives in (for a database server, the URL as
-    /// shown, password redacted).
-    pub fn path(&self) -> &Path {
-        self.backend.path()
-    }
-
     /// Where the store is, as messages show it.
     pub fn location(&self) -> String {
         self.backend.shown_location()
@@ -385,9 +370,13 @@ impl<B: Backend> Store<B> {
         Arc::clone(&self.clock)
     }
 
-    /// All tasks, in file order.
+    /// All tasks, in store order, from one snapshot.
     pub fn load(&self) -> Result<TaskMap, StoreError> {
-        self.backend.load()
+        Ok(self
+            .list(&[])?
+            .into_iter()
+            .map(|t| (t.task_id.clone(), t))
+            .collect())
     }
 
     /// The page of the store's trail `q` asks for, oldest first (an
@@ -416,9 +405,6 @@ impl<B: Backend> Store<B> {
     /// Tasks whose status is one of `statuses` (all tasks when empty), in
     /// store order.
     pub fn list(&self, statuses: &[Status]) -> Result<Vec<Task>, StoreError> {
-        if statuses.is_empty() {
-            return Ok(self.load()?.into_values().collect());
-        }
         self.page(&PageQuery {
             statuses: statuses.to_vec(),
             ..PageQuery::default()

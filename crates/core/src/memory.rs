@@ -8,7 +8,6 @@
 //! write appends what changed to a change log that the feed follows.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rudder_model::task::TaskMap;
@@ -54,14 +53,6 @@ impl MemoryBackend {
 impl Backend for MemoryBackend {
     fn location(&self) -> Location {
         Location::memory(&self.name)
-    }
-
-    fn path(&self) -> &Path {
-        Path::new("")
-    }
-
-    fn load(&self) -> Result<TaskMap, StoreError> {
-        Ok(self.state().tasks.clone())
     }
 
     fn snapshot(
@@ -303,12 +294,6 @@ mod tests {
         impl Backend for Skips {
             fn location(&self) -> Location {
                 self.0.location()
-            }
-            fn path(&self) -> &Path {
-                self.0.path()
-            }
-            fn load(&self) -> Result<TaskMap, StoreError> {
-                self.0.load()
             }
             fn snapshot(
                 &self,

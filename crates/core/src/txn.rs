@@ -35,22 +35,9 @@ pub trait Transaction {
     fn summary(&self, id: &str) -> Result<Option<Summary<'_>>, StoreError>;
     /// The task `id` in full.
     fn get(&self, id: &str) -> Result<Option<Task>, StoreError>;
-    /// Every task whose summary `keep` accepts, in full, in store order.
-    fn get_where(&self, keep: &dyn Fn(&Summary) -> bool) -> Result<Vec<Task>, StoreError> {
-        let ids: Vec<&str> = self
-            .summaries()?
-            .filter(|t| keep(t))
-            .map(|t| t.task_id)
-            .collect();
-        // A task gone since the listing (removed by another machine, on a
-        // database whose statements each see the latest commit) is left
-        // out: it is not a task of this read any more.
-        let mut tasks = Vec::with_capacity(ids.len());
-        for id in ids {
-            tasks.extend(self.get(id)?);
-        }
-        Ok(tasks)
-    }
+    /// Every task whose summary `keep` accepts, in full, in store order
+    /// ([`scan::get_where`] reads them one by one).
+    fn get_where(&self, keep: &dyn Fn(&Summary) -> bool) -> Result<Vec<Task>, StoreError>;
     /// The task `id`, to change in place: written back if the transaction commits.
     fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError>;
     /// Add a task under its `task_id` (at the end), or replace the task with
@@ -61,26 +48,15 @@ pub trait Transaction {
     /// Remove every task.
     fn clear(&mut self) -> Result<(), StoreError>;
 
-    // The indexed operations the policy uses. The defaults scan the
-    // summaries (the JSON file backend); a database answers from its
-    // indexes. See `query.rs` for what each answer may contain.
+    // The indexed operations the policy uses: every backend answers each
+    // one, a database from its indexes, a store read whole by scanning
+    // its summaries with the reference answers of [`scan`]. See
+    // `query.rs` for what each answer may contain.
 
     /// The id of the task created with idempotency key `key`.
-    fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {
-        Ok(self
-            .summaries()?
-            .find(|t| t.idempotency_key == Some(key))
-            .map(|t| t.task_id.to_string()))
-    }
+    fn find_key(&self, key: &str) -> Result<Option<String>, StoreError>;
     /// At most `limit` ids that start with `prefix`, in any order.
-    fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError> {
-        Ok(self
-            .ids()?
-            .filter(|k| k.starts_with(prefix))
-            .take(limit)
-            .map(str::to_string)
-            .collect())
-    }
+    fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError>;
     /// The first claimable task in store order (see [`query::claimable`])
     /// of one of `kinds` (any task, with a kind or not, when empty) that
     /// `wanted` accepts. A database answers from its (status, kind, store
@@ -91,17 +67,102 @@ pub trait Transaction {
         now: DateTime<Utc>,
         kinds: &[String],
         wanted: &dyn Fn(&Summary) -> bool,
+    ) -> Result<Option<String>, StoreError>;
+    /// The unfinished tasks reclaim must look at, in store order (at least
+    /// those [`query::reclaim_candidate`] accepts).
+    fn stale(&self, now: DateTime<Utc>, older_than: Duration) -> Result<Stale, StoreError>;
+    /// The finished tasks prune must look at, in store order (at least
+    /// those [`query::prune_candidate`] accepts).
+    fn prunable(
+        &self,
+        now: DateTime<Utc>,
+        older_than: Duration,
+    ) -> Result<Vec<SummaryBuf>, StoreError>;
+    /// One page of tasks in full.
+    fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError>;
+    /// How many tasks have each status.
+    fn counts(&self) -> Result<StatusCounts, StoreError>;
+    /// The page of the store's trail `q` asks for ([`trail::in_memory`]
+    /// says what; a database reads it from its trail's indexes).
+    fn trail(&self, q: &TrailQuery) -> Result<Vec<TrailEntry>, StoreError>;
+    /// How many tasks are stalled at `now` ([`query::stalled`]: working,
+    /// with a lease that lapsed), in the whole store.
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError>;
+}
+
+/// The reference answers of [`Transaction`]'s indexed operations, by
+/// scanning the summaries and reading tasks in full one by one: what a
+/// store read whole answers with (the JSON file, a [`TaskMap`]), and what
+/// the tests compare a database's indexed answers against.
+pub mod scan {
+    use super::*;
+
+    /// [`Transaction::get_where`] by scanning.
+    pub fn get_where<T: Transaction + ?Sized>(
+        tasks: &T,
+        keep: &dyn Fn(&Summary) -> bool,
+    ) -> Result<Vec<Task>, StoreError> {
+        let ids: Vec<&str> = tasks
+            .summaries()?
+            .filter(|t| keep(t))
+            .map(|t| t.task_id)
+            .collect();
+        // A task gone since the listing (removed by another machine, on a
+        // database whose statements each see the latest commit) is left
+        // out: it is not a task of this read any more.
+        let mut found = Vec::with_capacity(ids.len());
+        for id in ids {
+            found.extend(tasks.get(id)?);
+        }
+        Ok(found)
+    }
+
+    /// [`Transaction::find_key`] by scanning.
+    pub fn find_key<T: Transaction + ?Sized>(
+        tasks: &T,
+        key: &str,
     ) -> Result<Option<String>, StoreError> {
-        Ok(self
+        Ok(tasks
+            .summaries()?
+            .find(|t| t.idempotency_key == Some(key))
+            .map(|t| t.task_id.to_string()))
+    }
+
+    /// [`Transaction::ids_with_prefix`] by scanning.
+    pub fn ids_with_prefix<T: Transaction + ?Sized>(
+        tasks: &T,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(tasks
+            .ids()?
+            .filter(|k| k.starts_with(prefix))
+            .take(limit)
+            .map(str::to_string)
+            .collect())
+    }
+
+    /// [`Transaction::next_claimable`] by scanning.
+    pub fn next_claimable<T: Transaction + ?Sized>(
+        tasks: &T,
+        now: DateTime<Utc>,
+        kinds: &[String],
+        wanted: &dyn Fn(&Summary) -> bool,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(tasks
             .summaries()?
             .find(|t| query::claimable(t, now) && query::wants_kind(kinds, t.kind) && wanted(t))
             .map(|t| t.task_id.to_string()))
     }
-    /// The unfinished tasks reclaim must look at, in store order (at least
-    /// those [`query::reclaim_candidate`] accepts).
-    fn stale(&self, now: DateTime<Utc>, older_than: Duration) -> Result<Stale, StoreError> {
+
+    /// [`Transaction::stale`] by scanning.
+    pub fn stale<T: Transaction + ?Sized>(
+        tasks: &T,
+        now: DateTime<Utc>,
+        older_than: Duration,
+    ) -> Result<Stale, StoreError> {
         let mut stale = Stale::default();
-        for t in self.summaries()?.filter(|t| !t.status.is_terminal()) {
+        for t in tasks.summaries()?.filter(|t| !t.status.is_terminal()) {
             stale.unfinished += 1;
             if query::reclaim_candidate(&t, now, older_than) {
                 stale.candidates.push(SummaryBuf::of(&t));
@@ -109,60 +170,67 @@ pub trait Transaction {
         }
         Ok(stale)
     }
-    /// The finished tasks prune must look at, in store order (at least
-    /// those [`query::prune_candidate`] accepts).
-    fn prunable(
-        &self,
+
+    /// [`Transaction::prunable`] by scanning.
+    pub fn prunable<T: Transaction + ?Sized>(
+        tasks: &T,
         now: DateTime<Utc>,
         older_than: Duration,
     ) -> Result<Vec<SummaryBuf>, StoreError> {
-        Ok(self
+        Ok(tasks
             .summaries()?
             .filter(|t| query::prune_candidate(t, now, older_than))
             .map(|t| SummaryBuf::of(&t))
             .collect())
     }
-    /// One page of tasks in full.
-    fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
+
+    /// [`Transaction::page`] by filtering every task in full.
+    pub fn page<T: Transaction + ?Sized>(
+        tasks: &T,
+        q: &PageQuery,
+    ) -> Result<Vec<Task>, StoreError> {
         // The anchor too, wherever the filter leaves it: the page starts
         // after it.
-        let tasks = self.get_where(&|t| {
+        let found = tasks.get_where(&|t| {
             (q.statuses.is_empty() || q.statuses.contains(&t.status)) && q.wants_kind(t.kind)
                 || q.after.as_deref() == Some(t.task_id)
         })?;
-        Ok(query::page_in_memory(tasks, q))
+        Ok(query::page_in_memory(found, q))
     }
-    /// How many tasks have each status.
-    fn counts(&self) -> Result<StatusCounts, StoreError> {
+
+    /// [`Transaction::counts`] by scanning.
+    pub fn counts<T: Transaction + ?Sized>(tasks: &T) -> Result<StatusCounts, StoreError> {
         let mut counts = StatusCounts::default();
-        for t in self.summaries()? {
+        for t in tasks.summaries()? {
             *counts.0.entry(t.status).or_default() += 1;
         }
         Ok(counts)
     }
-    /// The page of the store's trail `q` asks for ([`trail::in_memory`]
-    /// says what; a database reads it from its trail's indexes).
-    fn trail(&self, q: &TrailQuery) -> Result<Vec<TrailEntry>, StoreError> {
-        trail_of_tasks(self, q)
-    }
-    /// How many tasks are stalled at `now` ([`query::stalled`]: working,
-    /// with a lease that lapsed), in the whole store.
-    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
-        Ok(self.summaries()?.filter(|t| query::stalled(t, now)).count())
-    }
-}
 
-/// The trail `q` asks for, read from the tasks in full: the file store's
-/// answer, and a database's whose tables no writer has given a trail yet.
-pub fn trail_of_tasks<T: Transaction + ?Sized>(
-    tasks: &T,
-    q: &TrailQuery,
-) -> Result<Vec<TrailEntry>, StoreError> {
-    let found = match &q.task {
-        Some(id) => tasks.get(id)?.into_iter().collect(),
-        None => tasks.get_where(&|_| true)?,
-    };
-    Ok(trail::in_memory(&found, q))
+    /// [`Transaction::stalled`] by scanning.
+    pub fn stalled<T: Transaction + ?Sized>(
+        tasks: &T,
+        now: DateTime<Utc>,
+    ) -> Result<usize, StoreError> {
+        Ok(tasks
+            .summaries()?
+            .filter(|t| query::stalled(t, now))
+            .count())
+    }
+
+    /// [`Transaction::trail`] from the tasks in full: the file store's
+    /// answer, and a database's whose tables no writer has given a trail
+    /// yet.
+    pub fn trail<T: Transaction + ?Sized>(
+        tasks: &T,
+        q: &TrailQuery,
+    ) -> Result<Vec<TrailEntry>, StoreError> {
+        let found = match &q.task {
+            Some(id) => tasks.get(id)?.into_iter().collect(),
+            None => tasks.get_where(&|_| true)?,
+        };
+        Ok(trail::in_memory(&found, q))
+    }
 }
 
 impl Transaction for TaskMap {
@@ -184,6 +252,9 @@ impl Transaction for TaskMap {
     fn get(&self, id: &str) -> Result<Option<Task>, StoreError> {
         Ok(IndexMap::get(self, id).cloned())
     }
+    fn get_where(&self, keep: &dyn Fn(&Summary) -> bool) -> Result<Vec<Task>, StoreError> {
+        scan::get_where(self, keep)
+    }
     fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError> {
         Ok(IndexMap::get_mut(self, id))
     }
@@ -197,5 +268,41 @@ impl Transaction for TaskMap {
     fn clear(&mut self) -> Result<(), StoreError> {
         IndexMap::clear(self);
         Ok(())
+    }
+    fn find_key(&self, key: &str) -> Result<Option<String>, StoreError> {
+        scan::find_key(self, key)
+    }
+    fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        scan::ids_with_prefix(self, prefix, limit)
+    }
+    fn next_claimable(
+        &self,
+        now: DateTime<Utc>,
+        kinds: &[String],
+        wanted: &dyn Fn(&Summary) -> bool,
+    ) -> Result<Option<String>, StoreError> {
+        scan::next_claimable(self, now, kinds, wanted)
+    }
+    fn stale(&self, now: DateTime<Utc>, older_than: Duration) -> Result<Stale, StoreError> {
+        scan::stale(self, now, older_than)
+    }
+    fn prunable(
+        &self,
+        now: DateTime<Utc>,
+        older_than: Duration,
+    ) -> Result<Vec<SummaryBuf>, StoreError> {
+        scan::prunable(self, now, older_than)
+    }
+    fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError> {
+        scan::page(self, q)
+    }
+    fn counts(&self) -> Result<StatusCounts, StoreError> {
+        scan::counts(self)
+    }
+    fn trail(&self, q: &TrailQuery) -> Result<Vec<TrailEntry>, StoreError> {
+        scan::trail(self, q)
+    }
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        scan::stalled(self, now)
     }
 }

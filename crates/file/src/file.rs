@@ -568,12 +568,6 @@ impl Backend for FileBackend {
     fn feed_source(&self, task: Option<String>) -> Box<dyn rudder_core::watch::FeedSource> {
         Box::new(crate::FileSource::of(self.clone(), task))
     }
-    fn path(&self) -> &Path {
-        FileBackend::path(self)
-    }
-    fn load(&self) -> Result<TaskMap, StoreError> {
-        Ok(self.load_existing()?.unwrap_or_default())
-    }
     fn cannot_write(&self) -> Option<String> {
         // Writes land beside the link's target, not the link.
         crate::fs::cannot_write(&self.target)

@@ -10,7 +10,12 @@ use std::path::Path;
 use indexmap::IndexMap;
 
 use crate::index::TaskIndex;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 use rudder_core::Summary;
+use rudder_core::query::{Stale, StatusCounts, SummaryBuf};
+use rudder_core::trail::{TrailEntry, TrailQuery};
 use rudder_core::{StoreError, Transaction, limits};
 use rudder_model::task::{Task, TaskMap};
 
@@ -810,13 +815,7 @@ impl Transaction for FileTxn<'_> {
             && q.sort == rudder_core::query::SortKey::Store
             && !q.descending;
         if !everything {
-            // The anchor too, wherever the filter leaves it: the page
-            // starts after it (as the trait's own `page`).
-            let tasks = self.get_where(&|t| {
-                (q.statuses.is_empty() || q.statuses.contains(&t.status)) && q.wants_kind(t.kind)
-                    || q.after.as_deref() == Some(t.task_id)
-            })?;
-            return Ok(rudder_core::query::page_in_memory(tasks, q));
+            return rudder_core::scan::page(self, q);
         }
         let mut chosen: Vec<Pick> = Vec::new();
         if let (false, Some(all)) = (self.cleared, self.all()) {
@@ -833,6 +832,39 @@ impl Transaction for FileTxn<'_> {
         chosen.extend(self.added.values().map(|t| Pick::Ready(t)));
         chosen.truncate(q.limit.unwrap_or(usize::MAX));
         self.read_picks(&chosen)
+    }
+
+    // What the file answers by scanning its summaries (a database answers
+    // from its indexes).
+    fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        rudder_core::scan::ids_with_prefix(self, prefix, limit)
+    }
+    fn next_claimable(
+        &self,
+        now: DateTime<Utc>,
+        kinds: &[String],
+        wanted: &dyn Fn(&Summary) -> bool,
+    ) -> Result<Option<String>, StoreError> {
+        rudder_core::scan::next_claimable(self, now, kinds, wanted)
+    }
+    fn stale(&self, now: DateTime<Utc>, older_than: Duration) -> Result<Stale, StoreError> {
+        rudder_core::scan::stale(self, now, older_than)
+    }
+    fn prunable(
+        &self,
+        now: DateTime<Utc>,
+        older_than: Duration,
+    ) -> Result<Vec<SummaryBuf>, StoreError> {
+        rudder_core::scan::prunable(self, now, older_than)
+    }
+    fn counts(&self) -> Result<StatusCounts, StoreError> {
+        rudder_core::scan::counts(self)
+    }
+    fn trail(&self, q: &TrailQuery) -> Result<Vec<TrailEntry>, StoreError> {
+        rudder_core::scan::trail(self, q)
+    }
+    fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        rudder_core::scan::stalled(self, now)
     }
 
     fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError> {
@@ -1105,7 +1137,7 @@ mod tests {
         store
             .heartbeat(B, Some("step 2".into()), None, Actor::Anyone)
             .unwrap();
-        let text = std::fs::read_to_string(store.path()).unwrap();
+        let text = std::fs::read_to_string(store.backend().path()).unwrap();
         assert!(text.starts_with(&format!(
             "{{\n  \"{A}\": {a},\n  \"{B}\": {{\n    \"task_id\""
         )));
@@ -1123,14 +1155,14 @@ mod tests {
         // A create appends; A is still untouched; a prune removes B only.
         store.cancel(B, None).unwrap();
         let created = store.create(rudder_core::NewTask::default()).unwrap();
-        let text = std::fs::read_to_string(store.path()).unwrap();
+        let text = std::fs::read_to_string(store.backend().path()).unwrap();
         assert!(text.contains(&a));
         let ids: Vec<String> = store.load().unwrap().into_keys().collect();
         assert_eq!(ids, [A, B, created.task.task_id.as_str()]);
         let pruned = store.prune(std::time::Duration::ZERO).unwrap();
         assert_eq!(pruned.removed.len(), 1);
         assert_eq!(pruned.removed[0].task_id, B);
-        let text = std::fs::read_to_string(store.path()).unwrap();
+        let text = std::fs::read_to_string(store.backend().path()).unwrap();
         assert!(text.contains(&a) && !text.contains(B));
         let ids: Vec<String> = store.load().unwrap().into_keys().collect();
         assert_eq!(ids, [A, created.task.task_id.as_str()]);
@@ -1223,7 +1255,10 @@ mod tests {
                     }
                     other => panic!("{line}: {other:?}"),
                 }
-                assert_eq!(std::fs::read_to_string(store.path()).unwrap(), text);
+                assert_eq!(
+                    std::fs::read_to_string(store.backend().path()).unwrap(),
+                    text
+                );
             }
             assert!(store.load().is_err());
             assert_eq!(store.get(A).map(|t| t.status).ok(), None::<Status>);

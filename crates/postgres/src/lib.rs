@@ -975,12 +975,6 @@ impl Backend for PostgresBackend {
         let backend = PostgresBackend::new(self.url.clone()).with_lock_timeout(self.lock_timeout);
         Box::new(crate::PostgresSource::of(backend, task))
     }
-    fn path(&self) -> &std::path::Path {
-        std::path::Path::new(self.url().shown())
-    }
-    fn load(&self) -> Result<TaskMap, StoreError> {
-        off_runtime(|| Ok(self.read(&mut |txn| txn.load_all())?.unwrap_or_default()))
-    }
 
     fn snapshot(
         &self,

@@ -1066,7 +1066,7 @@ impl Transaction for PgTxn<'_> {
         if self.schema < super::schema::TRAIL_VERSION {
             // Tables no writer has migrated yet have no trail: read from
             // the tasks, as the file store does.
-            return rudder_core::trail_of_tasks(self, q);
+            return rudder_core::scan::trail(self, q);
         }
         self.flush()?;
         let s = rudder_sql::trail::query(Placeholder::Dollar, "rudder_trail", q);

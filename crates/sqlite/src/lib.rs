@@ -682,19 +682,6 @@ impl Backend for SqliteBackend {
         let backend = SqliteBackend::new(self.path.clone()).with_lock_timeout(self.lock_timeout);
         Box::new(crate::SqliteSource::of(backend, task))
     }
-    fn path(&self) -> &Path {
-        SqliteBackend::path(self)
-    }
-    fn load(&self) -> Result<TaskMap, StoreError> {
-        let tasks = self.with_conn(Mode::Read, true, |conn| {
-            let tx = conn
-                .transaction()
-                .map_err(|e| self.error("begin a read", e))?;
-            let txn = SqlTxn::new(&tx, self);
-            txn.load_all()
-        })?;
-        Ok(tasks.unwrap_or_default())
-    }
 
     fn snapshot(
         &self,

@@ -451,7 +451,7 @@ impl Transaction for SqlTxn<'_> {
         if self.version()? < TRAIL_VERSION {
             // A store no writer has migrated yet has no trail table: read
             // from the tasks, as the file store does.
-            return rudder_core::trail_of_tasks(self, q);
+            return rudder_core::scan::trail(self, q);
         }
         self.flush()?;
         let s = rudder_sql::trail::query(Placeholder::Question, "trail", q);

@@ -1,8 +1,6 @@
 //! [`AnyBackend`]: the backend a [`StoreUrl`] names, chosen at run time
 //! among the backends this build has (a Cargo feature each).
 
-use std::path::Path;
-
 use rudder_core::watch::FeedSource;
 use rudder_core::{
     Backend, ChangeLog, Connect, Location, Settings, StoreError, StoreUrl, Transaction, UrlError,
@@ -11,7 +9,6 @@ use rudder_core::{
 use rudder_core::{CopyCounts, NewerInStore};
 #[cfg(all(feature = "file", feature = "sqlite", feature = "postgres"))]
 use rudder_model::task::Task;
-use rudder_model::task::TaskMap;
 
 #[cfg(feature = "file")]
 use rudder_file::{FileBackend, FileRows, FileSource};
@@ -227,12 +224,6 @@ impl Backend for AnyBackend {
     }
     fn shown_location(&self) -> String {
         self.inner().shown_location()
-    }
-    fn path(&self) -> &Path {
-        self.inner().path()
-    }
-    fn load(&self) -> Result<TaskMap, StoreError> {
-        self.inner().load()
     }
     fn snapshot(
         &self,

@@ -32,12 +32,6 @@ impl Backend for Counting {
     fn location(&self) -> rudder_store::Location {
         self.inner.location()
     }
-    fn path(&self) -> &std::path::Path {
-        self.inner.path()
-    }
-    fn load(&self) -> Result<TaskMap, StoreError> {
-        self.inner.load()
-    }
     fn snapshot(
         &self,
         f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
@@ -66,9 +60,9 @@ impl Backend for Counting {
         &self,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        let before = self.inner.load()?;
+        let before = everything(&self.inner)?;
         self.inner.transaction(f)?;
-        let after = self.inner.load()?;
+        let after = everything(&self.inner)?;
         let changed = before
             .iter()
             .filter(|(id, t)| after.get(*id) != Some(t))
@@ -78,6 +72,18 @@ impl Backend for Counting {
         self.largest_change.fetch_max(changed, Ordering::SeqCst);
         Ok(())
     }
+}
+
+/// Every task of `backend`, from one snapshot.
+fn everything(backend: &AnyBackend) -> Result<TaskMap, StoreError> {
+    let mut all = TaskMap::new();
+    backend.snapshot(&mut |txn| {
+        for task in txn.get_where(&|_| true)? {
+            all.insert(task.task_id.clone(), task);
+        }
+        Ok(())
+    })?;
+    Ok(all)
 }
 
 type Clock = Arc<Mutex<DateTime<Utc>>>;

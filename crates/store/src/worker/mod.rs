@@ -24,6 +24,7 @@ mod lease;
 mod renewers;
 mod wait;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -245,11 +246,14 @@ pub(crate) fn feed_runtime(store: &Store) -> Result<tokio::runtime::Runtime, Sto
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| StoreError::Io {
-            location: store.backend().store_location(),
-            file: store.path().to_path_buf(),
-            action: "start the change feed",
-            source: e,
+        .map_err(|e| {
+            let location = store.backend().store_location();
+            StoreError::Io {
+                file: location.path().map(Path::to_path_buf).unwrap_or_default(),
+                location,
+                action: "start the change feed",
+                source: e,
+            }
         })
 }
 
