@@ -70,6 +70,7 @@ impl From<&super::StoreUrl> for Location {
             super::StoreUrl::File(p) => Location::file(p),
             super::StoreUrl::Sqlite(p) => Location::sqlite(p),
             super::StoreUrl::Postgres(u) => Location::remote(u.shown()),
+            super::StoreUrl::Memory(name) => Location::memory(name),
         }
     }
 }

@@ -34,6 +34,14 @@ struct State {
     wakes: Vec<Wake>,
 }
 
+impl std::fmt::Debug for MemoryBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryBackend")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
 impl MemoryBackend {
     /// An empty store, shown as `memory:NAME`.
     pub fn new(name: impl Into<String>) -> MemoryBackend {
@@ -41,6 +49,24 @@ impl MemoryBackend {
             name: name.into(),
             state: Arc::default(),
         }
+    }
+
+    /// The store `memory:NAME` of this process: the same tasks for every
+    /// call with the same name, for as long as the process lives (a test's
+    /// second "process" is a second store of the same name).
+    pub fn named(name: &str) -> MemoryBackend {
+        static STORES: Mutex<Option<HashMap<String, MemoryBackend>>> = Mutex::new(None);
+        let mut stores = STORES.lock().unwrap_or_else(|e| e.into_inner());
+        stores
+            .get_or_insert_with(HashMap::new)
+            .entry(name.to_string())
+            .or_insert_with(|| MemoryBackend::new(name))
+            .clone()
+    }
+
+    /// The name it is shown by (`memory:NAME`).
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     fn state(&self) -> MutexGuard<'_, State> {

@@ -5,6 +5,7 @@
 //! | `PATH`, `file:PATH` | the JSON file |
 //! | `sqlite:PATH`, or a `PATH` ending in `.db`, `.sqlite`, `.sqlite3` | SQLite |
 //! | `postgres://…`, `postgresql://…` | PostgreSQL (libpq-style URL: user, password, host, port, dbname, `?host=/socket/dir`, `sslmode`, `sslrootcert`) |
+//! | `memory:NAME` | a store in this process's memory: the backend contract's smallest backend, for tests (feature `memory` of `rudder-store`; the binary is built without it) |
 //!
 //! `file://PATH` and `sqlite://PATH` are read like `file:PATH` and
 //! `sqlite:PATH` (so `sqlite:///var/lib/rudder.db` is the absolute path).
@@ -28,6 +29,11 @@ pub enum StoreUrl {
     Sqlite(PathBuf),
     /// A PostgreSQL database.
     Postgres(PgUrl),
+    /// A store in this process's memory (`memory:NAME`), shared by every
+    /// store of the process opened with the same name and gone with the
+    /// process: the backend contract's smallest backend, for tests
+    /// ([`crate::memory`]); the binary is built without it.
+    Memory(String),
 }
 
 /// A PostgreSQL connection URL, checked when parsed. Its `Display` (and
@@ -147,6 +153,8 @@ pub enum UrlError {
 }
 
 /// The schemes [`StoreUrl::parse`] knows, as they are written.
+// `memory:` is left out: no user is pointed at a store that dies with its
+// process (and the binary is built without it).
 const KNOWN_SCHEMES: [&str; 4] = ["postgres://", "postgresql://", "sqlite:", "file:"];
 
 /// The scheme of `WORD:...` (RFC 3986: a letter, then letters, digits,
@@ -258,6 +266,9 @@ impl StoreUrl {
         if let Some(path) = rest("file:") {
             return path.map(StoreUrl::File);
         }
+        if let Some(name) = rest("memory:") {
+            return name.map(|n| StoreUrl::Memory(n.to_string_lossy().into_owned()));
+        }
         if let Some(scheme) = scheme_word(bytes)
             && std::fs::symlink_metadata(Path::new(text)).is_err()
         {
@@ -290,6 +301,7 @@ impl StoreUrl {
         match self {
             StoreUrl::File(p) | StoreUrl::Sqlite(p) => p,
             StoreUrl::Postgres(u) => Path::new(u.shown()),
+            StoreUrl::Memory(name) => Path::new(name),
         }
     }
 
@@ -299,6 +311,7 @@ impl StoreUrl {
             StoreUrl::File(_) => "file",
             StoreUrl::Sqlite(_) => "sqlite",
             StoreUrl::Postgres(_) => "postgres",
+            StoreUrl::Memory(_) => "memory",
         }
     }
 
@@ -323,6 +336,7 @@ impl fmt::Display for StoreUrl {
             StoreUrl::File(p) => write!(f, "{}", p.display()),
             StoreUrl::Sqlite(p) => write!(f, "sqlite:{}", p.display()),
             StoreUrl::Postgres(u) => f.write_str(&u.redacted()),
+            StoreUrl::Memory(name) => write!(f, "memory:{name}"),
         }
     }
 }
@@ -434,6 +448,11 @@ mod tests {
         assert!(
             matches!(parse("postgres://u:pw@h/db"), Ok(StoreUrl::Postgres(u)) if u.shown() == "postgres://u:***@h/db")
         );
+        let memory = parse("memory:/tmp/a test").unwrap();
+        assert_eq!(memory, StoreUrl::Memory("/tmp/a test".into()));
+        assert_eq!(memory.to_string(), "memory:/tmp/a test");
+        assert_eq!(StoreUrl::parse(memory.to_arg()).unwrap(), memory);
+        assert!(matches!(parse("memory:"), Err(UrlError::Empty { .. })));
     }
 
     #[test]

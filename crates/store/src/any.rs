@@ -27,6 +27,9 @@ pub enum AnyBackend {
     Sqlite(SqliteBackend),
     #[cfg(feature = "postgres")]
     Postgres(PostgresBackend),
+    /// A store in this process's memory (`memory:NAME`, feature `memory`).
+    #[cfg(feature = "memory")]
+    Memory(rudder_core::memory::MemoryBackend),
 }
 
 /// What `rudder migrate` did to a PostgreSQL store ([`AnyBackend::migrate`]).
@@ -59,6 +62,10 @@ impl Connect for AnyBackend {
                     PostgresBackend::new(u.clone()).with_settings(s),
                 ))
             }
+            #[cfg(feature = "memory")]
+            StoreUrl::Memory(name) => Ok(AnyBackend::Memory(
+                rudder_core::memory::MemoryBackend::named(name),
+            )),
             #[allow(unreachable_patterns)]
             other => Err(UrlError::NotBuilt {
                 url: other.to_string(),
@@ -90,6 +97,8 @@ impl AnyBackend {
             AnyBackend::Sqlite(b) => StoreUrl::Sqlite(b.path().to_path_buf()),
             #[cfg(feature = "postgres")]
             AnyBackend::Postgres(b) => StoreUrl::Postgres(b.url().clone()),
+            #[cfg(feature = "memory")]
+            AnyBackend::Memory(b) => StoreUrl::Memory(b.name().to_string()),
         }
     }
 
@@ -106,6 +115,8 @@ impl AnyBackend {
             AnyBackend::Sqlite(b) => b,
             #[cfg(feature = "postgres")]
             AnyBackend::Postgres(b) => b,
+            #[cfg(feature = "memory")]
+            AnyBackend::Memory(b) => b,
         }
     }
 
@@ -127,6 +138,8 @@ impl AnyBackend {
             AnyBackend::Sqlite(db) => Ok(db.changes_after(after, task, limit)?.map(|(_, l)| l)),
             #[cfg(feature = "postgres")]
             AnyBackend::Postgres(db) => Ok(db.changes_after(after, task, limit)?.map(|(_, l)| l)),
+            #[cfg(feature = "memory")]
+            AnyBackend::Memory(_) => Ok(None),
         }
     }
 
@@ -213,7 +226,8 @@ impl AnyBackend {
         match self {
             AnyBackend::Sqlite(db) => Some(db.copy_batch(batch)),
             AnyBackend::Postgres(db) => Some(db.copy_batch(batch)),
-            AnyBackend::File(_) => None,
+            #[allow(unreachable_patterns)]
+            _ => None,
         }
     }
 }

@@ -218,7 +218,7 @@ fn workers_in_separate_processes_never_share_a_task_once() {
     assert_eq!(tasks[&waiting].claimed_by, None);
 }
 
-rudder_testkit::backend_tests! {
+rudder_testkit::shared_backend_tests! {
     sigkill_never_tears_the_store: sigkill_never_tears_the_store_once,
     workers_in_separate_processes_never_share_a_task: workers_in_separate_processes_never_share_a_task_once,
 }

@@ -157,6 +157,6 @@ fn acknowledged_operations_are_present_and_in_real_time_order_once() {
     assert!(pairs > 1000, "only {pairs} ordered pairs were checked");
 }
 
-rudder_testkit::backend_tests! {
+rudder_testkit::shared_backend_tests! {
     acknowledged_operations_are_present_and_in_real_time_order: acknowledged_operations_are_present_and_in_real_time_order_once,
 }

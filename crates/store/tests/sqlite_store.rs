@@ -248,7 +248,7 @@ fn the_stalled_count_agrees_with_the_tasks_once() {
     assert_eq!(store.stalled(base).unwrap(), before - 2);
     // A store that does not exist has none (and is not created).
     let empty = tempfile::tempdir().unwrap();
-    if rudder_testkit::stores::kind() != rudder_testkit::stores::Kind::Postgres {
+    if rudder_testkit::stores::kind().has_files() {
         let missing =
             Store::connect(rudder_testkit::stores::store_in(empty.path())).expect("a store URL");
         assert_eq!(missing.stalled(base).unwrap(), 0);

@@ -60,6 +60,17 @@ pub enum Kind {
     Sqlite,
     /// A schema of its own on the test process's PostgreSQL cluster.
     Postgres,
+    /// A store in the test process's memory (`memory:NAME`): the contract's
+    /// smallest backend, in [`backend_tests!`] only (it is no store
+    /// another process can share).
+    Memory,
+}
+
+impl Kind {
+    /// Whether the store lives in a file of the test's directory.
+    pub fn has_files(self) -> bool {
+        matches!(self, Kind::File | Kind::Sqlite)
+    }
 }
 
 thread_local! {
@@ -120,14 +131,35 @@ pub fn on_backend(kind: Kind, case: impl FnOnce()) {
 }
 
 /// The backend contract: `NAME: CASE, ...` makes one test per backend
-/// and case, `file::NAME`, `sqlite::NAME` and `postgres::NAME`, each
-/// running `CASE` (a function of the invoking module) on a store of that
-/// backend ([`on_backend`]; `cargo test -- sqlite::` runs one backend's).
+/// and case, `file::NAME`, `sqlite::NAME`, `postgres::NAME` and
+/// `memory::NAME`, each running `CASE` (a function of the invoking module)
+/// on a store of that backend ([`on_backend`]; `cargo test -- sqlite::`
+/// runs one backend's). Cases that share a store between processes use
+/// [`shared_backend_tests!`], which leaves the memory backend out.
 /// The PostgreSQL ones are ignored, and listed as such, where the build
 /// found no PostgreSQL server programs (this crate's build.rs); with
 /// `RUDDER_REQUIRE_PG=1` they are never ignored, and fail there.
 #[macro_export]
 macro_rules! backend_tests {
+    ($($name:ident: $case:ident),* $(,)?) => {
+        $crate::shared_backend_tests! { $($name: $case),* }
+        mod memory {
+            $(
+                #[test]
+                fn $name() {
+                    $crate::stores::on_backend($crate::stores::Kind::Memory, super::$case)
+                }
+            )*
+        }
+    };
+}
+
+/// [`backend_tests!`] for cases that share a store between processes (a
+/// child process, a store opened by another program): the backends a
+/// store can be shared through, `file::NAME`, `sqlite::NAME` and
+/// `postgres::NAME`.
+#[macro_export]
+macro_rules! shared_backend_tests {
     ($($name:ident: $case:ident),* $(,)?) => {
         mod file {
             $(
@@ -195,14 +227,18 @@ pub fn store_file() -> &'static str {
         Kind::File => "tasks.json",
         Kind::Sqlite => "tasks.db",
         Kind::Postgres => panic!("a PostgreSQL store has no file name: use store_in"),
+        Kind::Memory => panic!("a store in memory has no file name: use store_in"),
     }
 }
 
 /// A new store of the current backend: a file in `dir`, or a new empty
-/// PostgreSQL store (a URL, carried in a path as `--store` takes it).
+/// PostgreSQL or memory store (a URL, carried in a path as `--store`
+/// takes it).
 pub fn store_in(dir: &Path) -> PathBuf {
     match kind() {
         Kind::Postgres => PathBuf::from(pg::store_url()),
+        // Named after the test's own directory: a store of its own.
+        Kind::Memory => PathBuf::from(format!("memory:{}", dir.display())),
         _ => dir.join(store_file()),
     }
 }
