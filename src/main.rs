@@ -9,7 +9,7 @@ use rudder::cli::exit::{
     self, EXIT_REFUSED, EXIT_STORE, EXIT_USAGE, clap_error_json, environment_error_json,
 };
 use rudder::cli::output::{emit, emit_line, note};
-use rudder::cli::{Cli, Command, args::WatchArgs, store_path, wants_json};
+use rudder::cli::{Cli, Command, args::WatchArgs, wants_json};
 use rudder::text::sanitize;
 
 #[allow(unsafe_code)] // each unsafe block below has its SAFETY comment
@@ -72,30 +72,49 @@ fn main() -> ExitCode {
     // store would be a nasty surprise. `rudder worker` takes the store the
     // user gave like every other command (and only ever claims demo
     // incidents); the demo hands its own store to its worker that way.
-    let demo_store = |own: Option<std::path::PathBuf>| {
-        own.or_else(|| cli.store.clone())
-            .unwrap_or_else(|| std::path::PathBuf::from("rudder-demo.json"))
+    let demo_url = || rudder::store::StoreUrl::from_path(std::path::Path::new("rudder-demo.json"));
+    let demo_store = |own: Option<rudder::store::StoreUrl>| {
+        own.or_else(|| cli.store.clone()).unwrap_or_else(demo_url)
     };
-    let worker_store = |own: Option<std::path::PathBuf>| {
-        rudder::cli::store_given(own.or_else(|| cli.store.clone()))
-            .unwrap_or_else(|| std::path::PathBuf::from("rudder-demo.json"))
-    };
-    let store = store_path(cli.store.clone());
     let command = cli.command.unwrap_or(Command::Watch(WatchArgs {}));
-    // The scriptable commands report this themselves (as JSON with --json).
-    let interactive_store = match &command {
-        Command::Watch(_) => Some(store.clone()),
-        Command::Demo(a) => Some(demo_store(a.store.store.clone())),
-        Command::Worker(a) => Some(worker_store(a.store.clone())),
-        _ => None,
-    };
-    if let Some(Err(e)) = interactive_store
-        .as_ref()
-        .map(rudder::store::StoreUrl::parse)
-    {
-        note(&format!("rudder: {e}"));
-        return ExitCode::from(EXIT_USAGE as u8);
+    // The store, typed once: `--store` by clap, `$RUDDER_STORE` here. The
+    // scriptable commands report a bad one themselves (as JSON with
+    // --json); the others here, before anything starts.
+    let serves = matches!(
+        command,
+        Command::Watch(_)
+            | Command::Demo(_)
+            | Command::Worker(_)
+            | Command::Mcp(_)
+            | Command::Gateway(_)
+    );
+    if !serves {
+        return ExitCode::from(
+            rudder::cli::run(cli.store, cli.read_only, cli.actor, command) as u8,
+        );
     }
+    let store = match &command {
+        Command::Demo(a) => Ok(demo_store(a.store.store.clone())),
+        Command::Worker(a) => rudder::cli::store_given(a.store.clone().or(cli.store.clone()))
+            .map(|given| given.unwrap_or_else(demo_url)),
+        _ => rudder::cli::store_url(cli.store.clone()),
+    };
+    let store = match store {
+        Ok(url) => url,
+        Err(e) => {
+            note(&format!("rudder: {}", sanitize(&e.to_string())));
+            return ExitCode::from(EXIT_USAGE as u8);
+        }
+    };
+    // Opened here, once, for the commands that serve a store; a URL this
+    // build cannot open is a usage error, before the terminal is taken.
+    let open = || match rudder::store::Store::connect(&store) {
+        Ok(opened) => Ok(opened),
+        Err(e) => {
+            note(&format!("rudder: {}", sanitize(&e.to_string())));
+            Err(ExitCode::from(EXIT_USAGE as u8))
+        }
+    };
     // The person at the TUI (and the demo's) writes as an author.
     let author = match &command {
         Command::Watch(_) | Command::Demo(_) => {
@@ -112,21 +131,20 @@ fn main() -> ExitCode {
     let interactive = match command {
         // The store is opened here, once; a URL this build cannot open is
         // refused before the terminal is taken.
-        Command::Watch(_) => rudder::store::Store::connect(&store)
-            .map_err(anyhow::Error::from)
-            .and_then(|store| {
-                rudder::tui::run(rudder::tui::Options {
-                    store,
-                    read_only: cli.read_only,
-                    author,
-                    worker: None,
-                })
+        Command::Watch(_) => match open() {
+            Ok(store) => rudder::tui::run(rudder::tui::Options {
+                store,
+                read_only: cli.read_only,
+                author,
+                worker: None,
             }),
+            Err(code) => return code,
+        },
         Command::Demo(a) if a.serve_upstream.is_some() => {
             rudder::demo::upstream::serve(a.serve_upstream.as_deref().unwrap_or_default(), a.speed)
         }
         Command::Demo(a) => rudder::demo::run_demo(rudder::demo::DemoOptions {
-            store: demo_store(a.store.store),
+            store,
             fresh: a.fresh,
             speed: a.speed,
             python_worker: a.python_worker,
@@ -136,31 +154,39 @@ fn main() -> ExitCode {
             author,
         }),
         Command::Worker(a) => rudder::demo::run_worker(rudder::demo::WorkerOptions {
-            store: worker_store(a.store),
+            store,
             speed: a.speed,
             name: a.name,
         }),
         Command::Mcp(a) => {
-            return ExitCode::from(rudder::mcp::run(rudder::mcp::McpOptions {
+            let Ok(store) = open() else {
+                return ExitCode::from(EXIT_USAGE as u8);
+            };
+            return ExitCode::from(rudder::mcp::run(
                 store,
-                tools: a.tools,
-                http: a.http,
-                token_file: a.token_file,
-                tokens: a.tokens,
-                jwt: a.jwks.map(|jwks| rudder::mcp::auth::JwtOptions {
-                    jwks,
-                    // clap requires both with --jwks.
-                    issuer: a.issuer.unwrap_or_default(),
-                    resource: a.resource.unwrap_or_default(),
-                    audience: a.audience,
-                }),
-                allow_origins: a.allow_origin,
-                gateway_max_calls: a.max_calls as usize,
-            }) as u8);
+                rudder::mcp::McpOptions {
+                    tools: a.tools,
+                    http: a.http,
+                    token_file: a.token_file,
+                    tokens: a.tokens,
+                    jwt: a.jwks.map(|jwks| rudder::mcp::auth::JwtOptions {
+                        jwks,
+                        // clap requires both with --jwks.
+                        issuer: a.issuer.unwrap_or_default(),
+                        resource: a.resource.unwrap_or_default(),
+                        audience: a.audience,
+                    }),
+                    allow_origins: a.allow_origin,
+                    gateway_max_calls: a.max_calls as usize,
+                },
+            ) as u8);
         }
         Command::Gateway(a) => {
+            let Ok(store) = open() else {
+                return ExitCode::from(EXIT_USAGE as u8);
+            };
             return ExitCode::from(rudder::gateway::standalone(
-                &store,
+                store,
                 &a.tools,
                 rudder::gateway::GatewayOptions {
                     max_calls: a.max_calls as usize,
@@ -170,7 +196,7 @@ fn main() -> ExitCode {
         }
         other => {
             return ExitCode::from(
-                rudder::cli::run(cli.store, cli.read_only, cli.actor, other) as u8
+                rudder::cli::run(Some(store), cli.read_only, cli.actor, other) as u8,
             );
         }
     };

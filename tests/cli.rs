@@ -1561,7 +1561,7 @@ fn a_task_at_the_largest_revision_is_refused_not_wrapped() {
     assert_eq!(fingerprint(&path), before);
 }
 
-common::backend_tests! {
+common::shared_backend_tests! {
     exit_0_for_success_and_for_a_safe_repeat: exit_0_for_success_and_for_a_safe_repeat_once,
     retrying_with_a_null_result_or_request_is_a_safe_repeat: retrying_with_a_null_result_or_request_is_a_safe_repeat_once,
     kinds_are_created_listed_and_shown: kinds_are_created_listed_and_shown_once,

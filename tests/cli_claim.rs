@@ -228,7 +228,7 @@ fn a_holders_write_renews_the_lease_for_the_length_it_was_claimed_with_case() {
     assert!(r.json()["task"].get("lease_ms").is_none(), "{r:#?}");
 }
 
-common::backend_tests! {
+common::shared_backend_tests! {
     claim_prints_the_task_and_its_holder_and_a_successor_refuses_the_zombie: claim_prints_the_task_and_its_holder_and_a_successor_refuses_the_zombie_case,
     a_holders_write_renews_the_lease_for_the_length_it_was_claimed_with: a_holders_write_renews_the_lease_for_the_length_it_was_claimed_with_case,
 }

@@ -1142,7 +1142,7 @@ fn paging_while_another_process_creates_tasks_has_no_gaps_and_no_repeats_case() 
     }
 }
 
-common::backend_tests! {
+common::shared_backend_tests! {
     every_command_prints_its_documented_shape: every_command_prints_its_documented_shape_once,
     read_only_refuses_every_write_before_and_after_the_subcommand: read_only_refuses_every_write_once,
     list_on_a_store_that_does_not_exist_says_so: list_on_a_store_that_does_not_exist_says_so_case,

@@ -142,7 +142,7 @@ fn follow_prints_what_others_write_once_each_once() {
     assert!(rx.try_recv().is_err(), "nothing more, nothing twice");
 }
 
-common::backend_tests! {
+common::shared_backend_tests! {
     filters_and_authors: filters_and_authors_once,
     follow_prints_what_others_write_once_each: follow_prints_what_others_write_once_each_once,
 }

@@ -300,6 +300,6 @@ fn a_corrupt_source_is_refused_with_its_place_and_nothing_written() {
     );
 }
 
-common::backend_tests! {
+common::shared_backend_tests! {
     a_destination_holding_other_tasks_is_refused_untouched: a_destination_holding_other_tasks_is_refused_untouched_once,
 }

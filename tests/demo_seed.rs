@@ -149,7 +149,12 @@ fn the_demo_seeds_once_and_leaves_no_worker_behind() {
 fn supervisor(dir: &tempfile::TempDir, path: &Path, speed: f64) -> (Supervisor, PathBuf) {
     let log = dir.path().join("worker.log");
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_rudder"));
-    let supervisor = Supervisor::new(exe, path.to_path_buf(), speed, Some(log.clone()));
+    let supervisor = Supervisor::new(
+        exe,
+        rudder::store::StoreUrl::from_path(path),
+        speed,
+        Some(log.clone()),
+    );
     (supervisor, log)
 }
 
@@ -374,7 +379,7 @@ fn the_demo_refuses_a_store_with_real_tasks() {
         assert_eq!(common::fingerprint(&path), before, "the store was written");
     }
     assert!(
-        !Supervisor::log_path_for(&path).exists(),
+        !Supervisor::log_path_for(&rudder::store::StoreUrl::from_path(&path)).exists(),
         "a worker was started"
     );
     assert!(
@@ -452,7 +457,7 @@ fn a_python_worker_without_its_package_is_a_set_up_error() {
         assert!(!stderr.contains("panicked"), "{stderr}");
         assert!(!store.exists(), "the demo store was seeded: {stderr}");
         assert!(
-            !Supervisor::log_path_for(&store).exists(),
+            !Supervisor::log_path_for(&rudder::store::StoreUrl::from_path(&store)).exists(),
             "a worker was started"
         );
     }

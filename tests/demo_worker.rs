@@ -616,7 +616,7 @@ fn a_stalled_worker_is_refused_once_a_worker_of_the_same_name_took_over() {
     assert_eq!(after.revision, done.revision, "nothing was written");
 }
 
-common::backend_tests! {
+common::shared_backend_tests! {
     two_workers_on_one_store_run_every_task_exactly_once: two_workers_on_one_store_run_every_task_exactly_once_once,
     sigterm_gives_the_lease_back_and_exits: sigterm_gives_the_lease_back_and_exits_once,
 }

@@ -208,7 +208,7 @@ fn sigkill_of_the_cli_never_tears_the_store_once() {
     assert_eq!(run(&path, &["list"]).code, 0);
 }
 
-common::backend_tests! {
+common::shared_backend_tests! {
     concurrent_creates_lose_nothing: concurrent_creates_lose_nothing_once,
     concurrent_creates_with_one_key_make_one_task: concurrent_creates_with_one_key_make_one_task_once,
     racing_completes_apply_exactly_once: racing_completes_apply_exactly_once_once,

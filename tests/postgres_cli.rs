@@ -295,7 +295,8 @@ fn sslmode_encrypts_and_verifies_as_libpq_does() {
 
 #[test]
 fn the_demo_worker_log_of_a_postgres_store_is_a_plain_file_without_the_url() {
-    let url = PathBuf::from("postgres://alice:s3cret@db.example/rudder");
+    let url = rudder::store::StoreUrl::parse("postgres://alice:s3cret@db.example/rudder")
+        .expect("a store URL");
     let log = rudder::demo::supervisor::Supervisor::log_path_for(&url);
     assert_eq!(log, PathBuf::from("rudder-demo.worker.log"));
 }

@@ -133,7 +133,7 @@ fn the_demo_runs_the_python_worker_through_a_kill_and_a_restart() {
     let log = dir.path().join("worker.log");
     let mut worker = Supervisor::new(
         PathBuf::from(env!("CARGO_BIN_EXE_rudder")),
-        path.clone(),
+        rudder::store::StoreUrl::from_path(&path),
         100.0,
         Some(log.clone()),
     )

@@ -358,6 +358,6 @@ fn a_reader_without_write_access_to_the_directory_reads_the_store() {
     common::assert_store_untouched(&before, &db, "a write without access");
 }
 
-common::backend_tests! {
+common::shared_backend_tests! {
     list_pages_with_sort_limit_and_after: list_pages_with_sort_limit_and_after_once,
 }

@@ -54,6 +54,6 @@ fn a_copy_carries_the_trail_once() {
     }
 }
 
-common::backend_tests! {
+common::shared_backend_tests! {
     a_copy_carries_the_trail: a_copy_carries_the_trail_once,
 }

@@ -4,15 +4,44 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::store::StoreUrl;
 use crate::task::Status;
+
+/// How clap reads `--store`: into a [`StoreUrl`], once, here. A value that
+/// names no store is a usage error in rudder's words, `--store: WHY` (the
+/// URL's password redacted: clap's own message would quote the raw value).
+#[derive(Debug, Clone, Copy)]
+pub struct StoreUrlParser;
+
+impl clap::builder::TypedValueParser for StoreUrlParser {
+    type Value = StoreUrl;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<StoreUrl, clap::Error> {
+        use clap::error::{ContextKind, ContextValue, ErrorKind};
+        StoreUrl::parse(value).map_err(|e| {
+            let mut err = clap::Error::raw(ErrorKind::ValueValidation, format!("--store: {e}\n"))
+                .with_cmd(cmd);
+            err.insert(
+                ContextKind::InvalidArg,
+                ContextValue::String("--store".into()),
+            );
+            err
+        })
+    }
+}
 
 /// Watch and steer long-running tasks kept in a durable store (a JSON file, SQLite or PostgreSQL).
 #[derive(Debug, Parser)]
 #[command(name = "rudder", version, about, long_about = None)]
 pub struct Cli {
     /// The store: a path or URL (a JSON file: PATH or file:PATH; SQLite: sqlite:PATH, or a PATH ending in .db, .sqlite or .sqlite3; PostgreSQL: postgres://USER@HOST/DB) [default: $RUDDER_STORE, else ./tasks.json]
-    #[arg(long, global = true, value_name = "URL")]
-    pub store: Option<PathBuf>,
+    #[arg(long, global = true, value_name = "URL", value_parser = StoreUrlParser)]
+    pub store: Option<StoreUrl>,
 
     /// Refuse every write to the store, from any command (exit 4, nothing written); the TUI shows the store and refuses input, cancel and reclaim
     #[arg(long, global = true)]
@@ -104,8 +133,8 @@ pub struct WatchArgs {}
 #[derive(Debug, Args, Default)]
 pub struct DemoStore {
     /// The demo's store: a path or URL like the global --store, but never $RUDDER_STORE [default: ./rudder-demo.json]
-    #[arg(long, value_name = "URL")]
-    pub store: Option<PathBuf>,
+    #[arg(long, value_name = "URL", value_parser = StoreUrlParser)]
+    pub store: Option<StoreUrl>,
 }
 
 #[derive(Debug, Args)]
@@ -182,8 +211,8 @@ pub struct GatewayArgs {
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
     /// The store whose demo incidents to work: a path or URL like the global --store [default: $RUDDER_STORE, else ./rudder-demo.json]
-    #[arg(long, value_name = "URL")]
-    pub store: Option<PathBuf>,
+    #[arg(long, value_name = "URL", value_parser = StoreUrlParser)]
+    pub store: Option<StoreUrl>,
     /// Run the simulated diagnoses this many times faster (0.01 to 10000)
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR", value_parser = crate::demo::worker::parse_speed)]
     pub speed: f64,

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::args::*;
 use super::output;
-use super::{CliError, store_path};
+use super::{CliError, store_url};
 use crate::duration::parse_duration;
 use crate::schema;
 use crate::store::{MAX_STORE_BYTES, NewTask, Outcome, Store, human_bytes};
@@ -17,7 +17,7 @@ use crate::worker::{Until, WaitError, WaitNote};
 /// Run one scriptable command; returns the process exit code. Errors are
 /// printed here: as one JSON object on stdout with `--json`, else on stderr.
 pub fn run(
-    store: Option<std::path::PathBuf>,
+    store: Option<crate::store::StoreUrl>,
     read_only: bool,
     actor: Option<String>,
     command: Command,
@@ -25,7 +25,7 @@ pub fn run(
     // The store is opened once, here; a URL this build cannot open is a
     // usage error of wherever it came from.
     let from_flag = store.is_some();
-    let path = store_path(store);
+    let url = store_url(store);
     let json = wants_json(&command);
     let opened = match writes(&command) {
         Some(name) if read_only => Err(CliError::ReadOnly { command: name }),
@@ -34,10 +34,12 @@ pub fn run(
                 why: "--read-only was given".into(),
             })
         }
-        writing => Store::connect(&path)
-            .map_err(|e| match from_flag {
-                true => CliError::usage("--store", format!("--store: {e}")),
-                false => CliError::environment("RUDDER_STORE", format!("RUDDER_STORE: {e}")),
+        writing => url
+            .and_then(|url| {
+                Store::connect(url).map_err(|e| match from_flag {
+                    true => CliError::usage("--store", format!("--store: {e}")),
+                    false => CliError::environment("RUDDER_STORE", format!("RUDDER_STORE: {e}")),
+                })
             })
             .and_then(|store| match writing {
                 // Only a command that writes needs to know who writes: a

@@ -10,12 +10,12 @@ mod log;
 mod notify;
 pub mod output;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use args::{Cli, Command};
 pub use commands::{run, wants_json, writes};
 
-use crate::store::StoreError;
+use crate::store::{StoreError, StoreUrl};
 use crate::task::Task;
 pub use output::OutputError;
 
@@ -131,18 +131,23 @@ impl CliError {
     }
 }
 
-/// The store URL or path: `--store`, else `$RUDDER_STORE` (unless empty),
-/// else `./tasks.json` (see [`crate::store::StoreUrl`]).
-pub fn store_path(flag: Option<PathBuf>) -> PathBuf {
-    store_given(flag).unwrap_or_else(|| PathBuf::from("tasks.json"))
+/// The store: `--store` (typed by clap), else `$RUDDER_STORE` (unless
+/// empty), else `./tasks.json`; a `$RUDDER_STORE` that names no store is
+/// an error of the environment.
+pub fn store_url(flag: Option<StoreUrl>) -> Result<StoreUrl, CliError> {
+    Ok(store_given(flag)?.unwrap_or_else(|| StoreUrl::from_path(Path::new("tasks.json"))))
 }
 
 /// The store the user gave: `--store`, else `$RUDDER_STORE` (unless
 /// empty); `None` when neither is given (each command has its default).
-pub fn store_given(flag: Option<PathBuf>) -> Option<PathBuf> {
-    flag.or_else(|| {
-        std::env::var_os("RUDDER_STORE")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    })
+pub fn store_given(flag: Option<StoreUrl>) -> Result<Option<StoreUrl>, CliError> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    match std::env::var_os("RUDDER_STORE").filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(text) => StoreUrl::parse(text)
+            .map(Some)
+            .map_err(|e| CliError::environment("RUDDER_STORE", format!("RUDDER_STORE: {e}"))),
+    }
 }

@@ -42,14 +42,13 @@ pub struct Bound {
 /// only with `$RUDDER_MCP_TOKEN`) for the demo's catalogue on `store`. The
 /// demo binds before it writes anything, so a refused address changes
 /// nothing, and says why while the terminal is still the user's.
-pub fn bind(addr: &str, store: &Path, log: PathBuf) -> anyhow::Result<Bound> {
+pub fn bind(addr: &str, store: Store, log: PathBuf) -> anyhow::Result<Bound> {
     let tools = catalogue::parse(Path::new("assets/mcp-demo.toml"), CATALOGUE)
         .context("the demo's tools catalogue")?;
     let token = crate::mcp::http::token(None).map_err(|message| BindError {
         message,
         usage: true,
     })?;
-    let store = Store::connect(store)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -115,7 +114,7 @@ impl Bound {
 }
 
 /// The log beside the store: `rudder-demo.json.mcp.log`.
-pub fn log_path_for(store: &Path) -> PathBuf {
+pub fn log_path_for(store: &crate::store::StoreUrl) -> PathBuf {
     let worker = super::supervisor::Supervisor::log_path_for(store);
     let name = worker.to_string_lossy().replace(".worker.log", ".mcp.log");
     PathBuf::from(name)

@@ -22,14 +22,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::store::Store;
+use crate::store::{Store, StoreUrl};
 use crate::tui::{self, WorkerControl};
 use supervisor::Supervisor;
 
 /// `rudder worker` options.
 pub struct WorkerOptions {
     /// The store whose tasks the worker diagnoses.
-    pub store: PathBuf,
+    pub store: StoreUrl,
     /// Run the steps this many times faster than at speed 1 (about a minute
     /// per diagnosis).
     pub speed: f64,
@@ -41,7 +41,7 @@ pub struct WorkerOptions {
 /// `rudder demo` options.
 pub struct DemoOptions {
     /// The demo store (`./rudder-demo.json` unless `--store` is given).
-    pub store: PathBuf,
+    pub store: StoreUrl,
     /// Empty the demo store and seed it anew.
     pub fresh: bool,
     /// The worker's speed.
@@ -84,7 +84,7 @@ struct Gateway {
 }
 
 impl Gateway {
-    fn start(store: &Path, url: &str) -> anyhow::Result<Gateway> {
+    fn start(store: &Store, url: &str) -> anyhow::Result<Gateway> {
         use std::sync::Arc;
         let text = gateway_catalogue(url);
         let upstreams = Arc::new(
@@ -92,11 +92,12 @@ impl Gateway {
                 .context("the demo's gateway catalogue")?,
         );
         let log = PathBuf::from(
-            Supervisor::log_path_for(store)
+            Supervisor::log_path_for(&store.backend().url())
                 .to_string_lossy()
                 .replace(".worker.log", ".gateway.log"),
         );
-        let store = Store::connect(store)?;
+        // The gateway workers' own handle on the same store.
+        let store = crate::store::reopen(store)?;
         let say: crate::gateway::Say = Arc::new(move |s: &str| {
             use std::io::Write as _;
             use std::os::unix::fs::OpenOptionsExt;
@@ -181,7 +182,12 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
     let mcp = options
         .mcp
         .as_deref()
-        .map(|addr| mcp::bind(addr, &options.store, mcp::log_path_for(&options.store)))
+        .map(|addr| {
+            let log = mcp::log_path_for(&options.store);
+            Store::connect(&options.store)
+                .map_err(anyhow::Error::from)
+                .and_then(|store| mcp::bind(addr, store, log))
+        })
         .transpose()?;
     // Before anything is written: a Python worker that cannot start is a
     // set-up problem, said with its remedy.
@@ -201,12 +207,8 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
         seed::clear(&store).context("cannot start the demo afresh")?;
     }
     let kind = options.gateway.then_some(GATEWAY_KIND);
-    seed::seed_as(&store, kind).with_context(|| {
-        format!(
-            "cannot seed the demo store {}",
-            crate::store::url::shown(&options.store)
-        )
-    })?;
+    seed::seed_as(&store, kind)
+        .with_context(|| format!("cannot seed the demo store {}", options.store))?;
     if let Some(bound) = mcp {
         bound.serve()?;
     }
@@ -224,10 +226,7 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
             .and_then(|l| l.local_addr())
             .context("cannot find a loopback port for the diagnosis server")?;
         supervisor = supervisor.upstream(addr.to_string());
-        Some(Gateway::start(
-            &options.store,
-            &format!("http://{addr}/mcp"),
-        )?)
+        Some(Gateway::start(&store, &format!("http://{addr}/mcp"))?)
     } else {
         None
     };
@@ -265,7 +264,7 @@ pub fn run_demo(options: DemoOptions) -> anyhow::Result<()> {
 struct Notifier(std::process::Child);
 
 impl Notifier {
-    fn start(exe: &Path, store: &Path, program: &Path) -> anyhow::Result<Notifier> {
+    fn start(exe: &Path, store: &StoreUrl, program: &Path) -> anyhow::Result<Notifier> {
         let worker_log = Supervisor::log_path_for(store);
         let log = PathBuf::from(
             worker_log
@@ -286,7 +285,7 @@ impl Notifier {
         // a command line), a process group of its own (the terminal's
         // Ctrl-C is for the TUI).
         let child = std::process::Command::new(exe)
-            .env("RUDDER_STORE", store)
+            .env("RUDDER_STORE", store.to_arg())
             .args(["notify", "--name", "demo", "--exec"])
             .arg(program)
             .stdin(std::process::Stdio::null())
@@ -307,8 +306,8 @@ impl Drop for Notifier {
 }
 
 /// The demo's last line: where the tasks are, and how to go on.
-pub fn goodbye(exe: &Path, store: &Path) -> String {
-    let shown = crate::store::url::shown(store);
+pub fn goodbye(exe: &Path, store: &StoreUrl) -> String {
+    let shown = store.to_string();
     // A redacted URL does not connect: say what to put back.
     let password = if shown.contains("***") {
         " (with the password in place of ***)"
@@ -327,15 +326,15 @@ pub fn goodbye(exe: &Path, store: &Path) -> String {
 /// (not on `PATH`), else `rudder demo`; with `--store` unless it is the
 /// default store. The store is shown as every message shows it (password
 /// hidden), quoted for a POSIX shell where it needs it.
-pub fn again_command(exe: &Path, store: &Path) -> String {
+pub fn again_command(exe: &Path, store: &StoreUrl) -> String {
     let built_by_cargo = exe.components().any(|c| c.as_os_str() == "target");
     let mut command = if built_by_cargo {
         "cargo run --release -- demo".to_string()
     } else {
         "rudder demo".to_string()
     };
-    if store != Path::new("rudder-demo.json") {
-        let shown = crate::store::url::shown(store);
+    if *store != StoreUrl::from_path(Path::new("rudder-demo.json")) {
+        let shown = store.to_string();
         // `try_quote` refuses only a NUL, which no argument can hold.
         let quoted = shlex::try_quote(&shown).unwrap_or_else(|_| shown.clone().into());
         command.push_str(&format!(" --store {quoted}"));
@@ -349,7 +348,8 @@ mod tests {
 
     #[test]
     fn the_demo_says_how_to_start_it_again_as_it_was_started() {
-        let default = Path::new("rudder-demo.json");
+        let url = |s: &str| StoreUrl::parse(s).expect("a store URL");
+        let default = &url("rudder-demo.json");
         assert_eq!(
             again_command(Path::new("/src/rudder/target/release/rudder"), default),
             "cargo run --release -- demo"
@@ -359,17 +359,17 @@ mod tests {
             "rudder demo"
         );
         assert_eq!(
-            again_command(Path::new("/usr/bin/rudder"), Path::new("/tmp/d.json")),
+            again_command(Path::new("/usr/bin/rudder"), &url("/tmp/d.json")),
             "rudder demo --store /tmp/d.json"
         );
         // A URL's `&` is quoted for the shell; its password never shows.
-        let url = Path::new("postgres://u:s3cret@h/db?sslmode=disable&connect_timeout=3");
-        let again = again_command(Path::new("/usr/bin/rudder"), url);
+        let pg = &url("postgres://u:s3cret@h/db?sslmode=disable&connect_timeout=3");
+        let again = again_command(Path::new("/usr/bin/rudder"), pg);
         assert_eq!(
             again,
             "rudder demo --store 'postgres://u:***@h/db?sslmode=disable&connect_timeout=3'"
         );
-        let bye = goodbye(Path::new("/usr/bin/rudder"), url);
+        let bye = goodbye(Path::new("/usr/bin/rudder"), pg);
         assert!(!bye.contains("s3cret"), "{bye}");
         assert!(bye.contains("with the password in place of ***"), "{bye}");
     }

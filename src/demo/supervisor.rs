@@ -25,7 +25,7 @@ use crate::tui::{WorkerControl, WorkerState};
 #[derive(Debug)]
 pub struct Supervisor {
     exe: PathBuf,
-    store: PathBuf,
+    store: crate::store::StoreUrl,
     speed: f64,
     log: Option<PathBuf>,
     child: Option<Child>,
@@ -41,7 +41,12 @@ pub struct Supervisor {
 impl Supervisor {
     /// A supervisor of workers run as `exe` (normally the running binary) on
     /// `store`, logging to `log` (appended), or to nowhere with `None`.
-    pub fn new(exe: PathBuf, store: PathBuf, speed: f64, log: Option<PathBuf>) -> Self {
+    pub fn new(
+        exe: PathBuf,
+        store: crate::store::StoreUrl,
+        speed: f64,
+        log: Option<PathBuf>,
+    ) -> Self {
         Supervisor {
             exe,
             store,
@@ -72,13 +77,10 @@ impl Supervisor {
     /// `store` is a store URL or path: the log goes beside its file (a
     /// database server's store has none: `rudder-demo.worker.log` in the
     /// current directory).
-    pub fn log_path_for(store: &Path) -> PathBuf {
-        let store = match crate::store::StoreUrl::parse(store) {
-            Ok(crate::store::StoreUrl::Postgres(_)) => {
-                return PathBuf::from("rudder-demo.worker.log");
-            }
-            Ok(url) => url.path().to_path_buf(),
-            Err(_) => store.to_path_buf(),
+    pub fn log_path_for(store: &crate::store::StoreUrl) -> PathBuf {
+        let store = match store {
+            crate::store::StoreUrl::File(p) | crate::store::StoreUrl::Sqlite(p) => p,
+            _ => return PathBuf::from("rudder-demo.worker.log"),
         };
         let mut name = store.file_name().unwrap_or_default().to_os_string();
         name.push(".worker.log");
@@ -326,13 +328,13 @@ impl WorkerControl for Supervisor {
             (Some((python, script)), None) => {
                 let mut c = Command::new(python);
                 c.arg(script);
-                c.env("RUDDER_STORE", &self.store);
+                c.env("RUDDER_STORE", self.store.to_arg());
                 c
             }
             (None, None) => {
                 let mut c = Command::new(&self.exe);
                 c.arg("worker");
-                c.env("RUDDER_STORE", &self.store);
+                c.env("RUDDER_STORE", self.store.to_arg());
                 c
             }
         };

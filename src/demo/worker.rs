@@ -24,7 +24,6 @@
 
 use crate::store::Work as _;
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
@@ -60,7 +59,7 @@ const POLL: Duration = Duration::from_millis(250);
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The store whose tasks the worker diagnoses.
-    pub store: PathBuf,
+    pub store: crate::store::StoreUrl,
     /// Steps take `seconds / speed`.
     pub speed: f64,
     /// The human-readable name (`--name`, else `worker-PID`): the prefix of
@@ -76,7 +75,11 @@ pub struct Config {
 impl Config {
     /// A configuration for `store` at `speed`, named `name` or `worker-PID`,
     /// with a lease holder of its own ([`Config::holder`]).
-    pub fn new(store: PathBuf, speed: f64, name: Option<String>) -> anyhow::Result<Config> {
+    pub fn new(
+        store: crate::store::StoreUrl,
+        speed: f64,
+        name: Option<String>,
+    ) -> anyhow::Result<Config> {
         check_speed(speed).map_err(anyhow::Error::msg)?;
         let name = name.unwrap_or_else(|| format!("worker-{}", std::process::id()));
         anyhow::ensure!(!name.trim().is_empty(), "--name must not be empty");
@@ -141,20 +144,18 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     stop_on_signals(Arc::clone(&stop), config.holder.clone())?;
     // Files by their absolute path (the log outlives the working
     // directory); anything else as every message names it, password hidden.
-    let path = match crate::store::StoreUrl::parse(&config.store) {
-        Ok(crate::store::StoreUrl::File(p)) => {
-            std::path::absolute(&p).unwrap_or(p).display().to_string()
-        }
-        Ok(url @ crate::store::StoreUrl::Sqlite(_)) => {
-            let p = url.path();
-            format!(
-                "sqlite:{}",
-                std::path::absolute(p)
-                    .unwrap_or_else(|_| p.to_path_buf())
-                    .display()
-            )
-        }
-        Ok(_) | Err(_) => crate::store::url::shown(&config.store),
+    let path = match &config.store {
+        crate::store::StoreUrl::File(p) => std::path::absolute(p)
+            .unwrap_or_else(|_| p.clone())
+            .display()
+            .to_string(),
+        crate::store::StoreUrl::Sqlite(p) => format!(
+            "sqlite:{}",
+            std::path::absolute(p)
+                .unwrap_or_else(|_| p.clone())
+                .display()
+        ),
+        other => other.to_string(),
     };
     log(
         &config.holder,
@@ -545,12 +546,13 @@ mod tests {
     use crate::task::Task;
 
     fn config(path: &std::path::Path, name: &str) -> Config {
-        Config::new(path.to_path_buf(), 1.0, Some(name.into())).expect("a valid configuration")
+        let url = crate::store::StoreUrl::from_path(path);
+        Config::new(url, 1.0, Some(name.into())).expect("a valid configuration")
     }
 
     #[test]
     fn each_worker_process_is_a_holder_of_its_own() {
-        let path = PathBuf::from("unused.json");
+        let path = std::path::PathBuf::from("unused.json");
         let (a, b) = (config(&path, "same"), config(&path, "same"));
         assert_eq!(a.name, "same");
         assert!(a.holder.starts_with("same#"), "{}", a.holder);

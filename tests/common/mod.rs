@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub use rudder_testkit::stores::*;
-pub use rudder_testkit::{backend_tests, pg, wait_for};
+pub use rudder_testkit::{backend_tests, pg, shared_backend_tests, wait_for};
 
 use serde_json::Value;
 

@@ -64,6 +64,12 @@ impl MemoryBackend {
             .clone()
     }
 
+    /// How many changes were ever written (the change log's length): what
+    /// a test compares to say whether an operation wrote.
+    pub fn changes_written(&self) -> usize {
+        self.state().log.len()
+    }
+
     /// The name it is shown by (`memory:NAME`).
     pub fn name(&self) -> &str {
         &self.name
@@ -86,6 +92,12 @@ impl Backend for MemoryBackend {
         f: &mut dyn FnMut(&dyn Transaction) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         f(&self.state().tasks)
+    }
+
+    /// A store exists once something was written to it (as a file is
+    /// made by the first write).
+    fn exists(&self) -> Result<bool, StoreError> {
+        Ok(!self.state().log.is_empty())
     }
 
     fn transaction(

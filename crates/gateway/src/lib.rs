@@ -38,7 +38,7 @@ pub const EXIT_USAGE: i32 = 2;
 /// upstreams on the store `store` (a path or URL), without an MCP face,
 /// until SIGINT or SIGTERM; the exit code. Messages go to stderr.
 pub fn standalone(
-    store: &std::path::Path,
+    store: rudder_store::Store,
     tools: &std::path::Path,
     options: GatewayOptions,
 ) -> i32 {
@@ -59,13 +59,6 @@ pub fn standalone(
             return EXIT_USAGE;
         }
         Ok(u) => Arc::new(u),
-        Err(e) => {
-            say(&e.to_string());
-            return EXIT_USAGE;
-        }
-    };
-    let store = match rudder_store::Store::connect(store) {
-        Ok(s) => s,
         Err(e) => {
             say(&e.to_string());
             return EXIT_USAGE;

@@ -39,11 +39,9 @@ use rudder_store::Store;
 pub use console::EXIT_USAGE;
 pub(crate) use console::say;
 
-/// What `rudder mcp` was asked to do.
+/// What `rudder mcp` was asked to do (besides the store it serves).
 #[derive(Debug, Clone)]
 pub struct McpOptions {
-    /// The store URL or path.
-    pub store: PathBuf,
     /// The tools catalogue; none: no tools (tasks/* still answer).
     pub tools: Option<PathBuf>,
     /// Serve Streamable HTTP at `http://ADDR/mcp` instead of stdio.
@@ -62,8 +60,9 @@ pub struct McpOptions {
     pub gateway_max_calls: usize,
 }
 
-/// Run `rudder mcp` until stdin closes (stdio) or forever (HTTP); the exit code.
-pub fn run(options: McpOptions) -> i32 {
+/// Serve `store` (opened once by the caller) to MCP clients until stdin
+/// closes (stdio) or forever (HTTP); the exit code.
+pub fn run(store: Store, options: McpOptions) -> i32 {
     let catalogue = match &options.tools {
         Some(path) => match catalogue::load(path) {
             Ok(c) => c,
@@ -73,14 +72,6 @@ pub fn run(options: McpOptions) -> i32 {
             }
         },
         None => Catalogue::default(),
-    };
-    // Opened once here; a URL this build cannot open is a usage error.
-    let store = match Store::connect(&options.store) {
-        Ok(s) => s,
-        Err(e) => {
-            say(&e.to_string());
-            return EXIT_USAGE;
-        }
     };
     let auth = match authorization(&options) {
         Ok(a) => a,

@@ -243,8 +243,17 @@ pub fn store_in(dir: &Path) -> PathBuf {
     }
 }
 
-/// Whether the store at `path` exists: its file, or (PostgreSQL) its tables.
+/// Whether the store at `path` exists: its file, or (PostgreSQL) its
+/// tables, or (memory) anything written to it.
 pub fn store_exists(path: &Path) -> bool {
+    if matches!(
+        rudder_store::StoreUrl::parse(path),
+        Ok(rudder_store::StoreUrl::Memory(_))
+    ) {
+        use rudder_store::Backend;
+        let store = rudder_store::Store::connect(path).expect("a store URL");
+        return store.backend().exists().expect("ask the store");
+    }
     if is_postgres(path) {
         use rudder_store::Backend;
         return pg::off_runtime(|| {
@@ -299,7 +308,7 @@ pub fn is_postgres(path: &Path) -> bool {
 }
 
 /// What a write changes, per backend: the file's bytes, inode and mtime; a
-/// database's last recorded change and its tasks.
+/// database's (or the memory store's) last recorded change and its tasks.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoreState {
     File(Fingerprint),
@@ -313,6 +322,9 @@ pub fn store_state(path: &Path) -> StoreState {
         url => {
             let last_change = match url {
                 StoreUrl::Postgres(u) => rudder_store::PostgresBackend::new(u).last_change(),
+                StoreUrl::Memory(name) => Ok(Some(
+                    rudder_core::memory::MemoryBackend::named(&name).changes_written() as i64,
+                )),
                 _ => rudder_store::SqliteBackend::new(path).last_change(),
             }
             .expect("read the changes")
