@@ -22,6 +22,10 @@ pub struct Violation {
     /// missing required property it points at the property that is missing.
     pub pointer: String,
     pub message: String,
+    /// A required property that is absent (not a value that is wrong):
+    /// a form shows it as a field still to fill in, not as an error.
+    #[serde(skip)]
+    pub missing: bool,
 }
 
 impl fmt::Display for Violation {
@@ -56,6 +60,7 @@ pub fn validate(schema: &Value, value: &Value) -> Result<(), Vec<Violation>> {
         vec![Violation {
             pointer: String::new(),
             message: format!("the task's input schema is invalid: {e}"),
+            missing: false,
         }]
     })?;
     violations(&validator, &secret::secret_pointers(schema), value)
@@ -115,13 +120,19 @@ fn violations(
             } else {
                 e.to_string()
             };
+            let mut missing = false;
             if let jsonschema::error::ValidationErrorKind::Required { property } = e.kind()
                 && let Some(name) = property.as_str()
             {
                 pointer.push('/');
                 pointer.push_str(&escape_pointer(name));
+                missing = true;
             }
-            Violation { pointer, message }
+            Violation {
+                pointer,
+                message,
+                missing,
+            }
         })
         .collect();
     if violations.is_empty() {
@@ -272,6 +283,7 @@ pub fn input_from_assignments(
             } else {
                 format!("{name}: {message}")
             },
+            missing: false,
         };
         let slot = slot(&mut obj, &path).ok_or_else(|| {
             SetError::Usage(format!(
@@ -425,7 +437,8 @@ mod tests {
             err.unwrap_err(),
             SetError::Invalid(vec![Violation {
                 pointer: "/window_minutes".into(),
-                message: "window_minutes: expected an integer, got \"soon\"".into()
+                message: "window_minutes: expected an integer, got \"soon\"".into(),
+                missing: false,
             }])
         );
         assert!(input_from_assignments(None, &["novalue".into()]).is_err());
@@ -469,6 +482,16 @@ mod tests {
         let mut pointers: Vec<_> = errs.iter().map(|v| v.pointer.as_str()).collect();
         pointers.sort();
         assert_eq!(pointers, ["/n", "/service"]);
+        // What is absent is told apart from what is wrong by kind, not by
+        // the message's words (a form leaves an empty field unflagged).
+        let missing: Vec<_> = errs
+            .iter()
+            .map(|v| (v.pointer.as_str(), v.missing))
+            .collect();
+        assert!(missing.contains(&("/service", true)), "{missing:?}");
+        assert!(missing.contains(&("/n", false)), "{missing:?}");
+        let json = serde_json::to_value(&errs[0]).unwrap();
+        assert!(json.get("missing").is_none(), "the JSON shape stays: {json}");
         assert!(validate(&schema, &json!({"service": "db"})).is_ok());
     }
 

@@ -678,7 +678,7 @@ impl Form {
         let mut text = None;
         if let Err(violations) = schema::validate(&self.schema, &value) {
             for v in violations {
-                if self.target(&v.pointer) == Some(i) && !v.message.contains("required") {
+                if self.target(&v.pointer) == Some(i) && !v.missing {
                     let rest = v.pointer.strip_prefix(&pointer).unwrap_or("");
                     let m = sanitize(&v.message).into_owned();
                     let m = if rest.is_empty() {

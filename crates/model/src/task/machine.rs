@@ -305,6 +305,7 @@ fn decide(
                 return Err(Refusal::InvalidInput(vec![Violation {
                     pointer: String::new(),
                     message: "input must be a JSON object".into(),
+                    missing: false,
                 }]));
             }
             if let Some(schema) = &task.input_schema {
