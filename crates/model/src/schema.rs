@@ -491,7 +491,10 @@ mod tests {
         assert!(missing.contains(&("/service", true)), "{missing:?}");
         assert!(missing.contains(&("/n", false)), "{missing:?}");
         let json = serde_json::to_value(&errs[0]).unwrap();
-        assert!(json.get("missing").is_none(), "the JSON shape stays: {json}");
+        assert!(
+            json.get("missing").is_none(),
+            "the JSON shape stays: {json}"
+        );
         assert!(validate(&schema, &json!({"service": "db"})).is_ok());
     }
 

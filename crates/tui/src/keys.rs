@@ -438,6 +438,19 @@ pub const TABLE: &[Binding] = &[
     ),
 ];
 
+/// What the demo's keys do when its diagnosis runs as `role` rather than
+/// as a rudder worker: under `rudder demo --gateway` K and W kill and
+/// restart the MCP server behind the gateway (the header says `upstream`);
+/// `None`: the key table's own words.
+pub fn demo_words(action: Action, role: &str) -> Option<String> {
+    match (action, role) {
+        (_, "worker") => None,
+        (Action::KillWorker, role) => Some(format!("kill the {role} with SIGKILL")),
+        (Action::StartWorker, role) => Some(format!("start the {role} again")),
+        _ => None,
+    }
+}
+
 /// The row of `action` in [`TABLE`].
 pub fn binding(action: Action) -> &'static Binding {
     TABLE
@@ -740,12 +753,18 @@ impl KeyMap {
     }
 
     /// The help's lines for `scope`: (keys, what they do), one line per
-    /// group of rows.
-    pub fn help_lines(&self, scope: Scope) -> Vec<(String, String)> {
+    /// group of rows; the demo's keys in the words of what the demo's
+    /// diagnosis runs as (`role`: see [`demo_words`]).
+    pub fn help_lines(&self, scope: Scope, role: &str) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = Vec::new();
         let mut last_group = None;
         for b in TABLE.iter().filter(|b| b.scopes.contains(&scope)) {
             let keys = self.shown(b.action);
+            if let Some(words) = demo_words(b.action, role) {
+                out.push((keys, words));
+                last_group = b.group;
+                continue;
+            }
             match b.group {
                 Some(g) if last_group == Some(g) => {
                     if let Some(line) = out.last_mut() {

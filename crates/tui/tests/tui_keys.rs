@@ -36,7 +36,7 @@ fn every_row_of_the_table_is_in_the_help_and_does_what_it_says() {
     app.handle_key(ch('?'));
     let help = draw(&mut app, 200, 60);
     for scope in [Scope::List, Scope::View, Scope::Form, Scope::Demo] {
-        for (keys, what) in app.keys.help_lines(scope) {
+        for (keys, what) in app.keys.help_lines(scope, "worker") {
             assert!(help.contains(&keys), "{keys:?} is not in the help:\n{help}");
             assert!(help.contains(&what), "{what:?} is not in the help:\n{help}");
         }

@@ -217,6 +217,23 @@ fn help_in_demo_mode_lists_the_worker_keys() {
     });
 }
 
+/// Under `rudder demo --gateway` the demo's K and W kill and restart the
+/// MCP server behind the gateway: the help says so, not "worker".
+#[test]
+fn help_under_the_gateway_names_the_upstream_keys() {
+    let mut app = app_with(fixture());
+    app.worker = Some(rudder_tui::WorkerState::Killed { pid: 4242 });
+    app.worker_role = "upstream";
+    app.handle_key(ch('?'));
+    let screen = render(&mut app);
+    assert!(
+        screen.contains("kill the upstream with SIGKILL"),
+        "{screen}"
+    );
+    assert!(screen.contains("start the upstream again"), "{screen}");
+    assert!(!screen.contains("kill the worker"), "{screen}");
+}
+
 #[test]
 fn missing_store_banner() {
     each_store(|| {

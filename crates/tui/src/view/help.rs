@@ -41,7 +41,7 @@ fn entries(app: &App) -> Vec<Entry> {
     }
     for scope in scopes {
         out.push(Entry::Heading(scope.label().to_string()));
-        for (keys, what) in app.keys.help_lines(scope) {
+        for (keys, what) in app.keys.help_lines(scope, app.worker_role) {
             out.push(Entry::Key(keys, what));
         }
         if scope == Scope::List {
