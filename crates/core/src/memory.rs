@@ -69,6 +69,13 @@ impl MemoryBackend {
         &self.name
     }
 
+    /// How many changes were written to it: grows with every write, as a
+    /// database's last recorded change does (what the tests compare to tell
+    /// whether an operation wrote).
+    pub fn last_change(&self) -> u64 {
+        self.state().log.len() as u64
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic in a test's closure leaves the tasks as they were (a
         // transaction works on a copy).

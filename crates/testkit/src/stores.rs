@@ -299,7 +299,7 @@ pub fn is_postgres(path: &Path) -> bool {
 }
 
 /// What a write changes, per backend: the file's bytes, inode and mtime; a
-/// database's last recorded change and its tasks.
+/// database's (or a store in memory's) last recorded change and its tasks.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoreState {
     File(Fingerprint),
@@ -313,6 +313,9 @@ pub fn store_state(path: &Path) -> StoreState {
         url => {
             let last_change = match url {
                 StoreUrl::Postgres(u) => rudder_store::PostgresBackend::new(u).last_change(),
+                StoreUrl::Memory(name) => Ok(Some(
+                    rudder_store::memory::MemoryBackend::named(&name).last_change() as i64,
+                )),
                 _ => rudder_store::SqliteBackend::new(path).last_change(),
             }
             .expect("read the changes")
