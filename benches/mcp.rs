@@ -38,7 +38,6 @@ use chrono::Utc;
 use rudder::task::Status;
 use rudder::{Actor, Store};
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
 
 #[path = "common/tasks.rs"]
 #[allow(dead_code)]
@@ -201,29 +200,12 @@ async fn start_rudder(db: &Path) -> Server {
         .arg("mcp")
         .arg("--tools")
         .arg(&tools)
-        .args(["--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().expect("start rudder mcp --http");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = tokio::io::BufReader::new(stderr).lines();
-    let url = loop {
-        let line = lines
-            .next_line()
-            .await
-            .expect("read rudder's stderr")
-            .expect("rudder mcp says where it listens");
-        if let Some(url) = line.strip_prefix("rudder mcp: listening on ") {
-            break url.to_string();
-        }
-    };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        .args(["--http", "127.0.0.1:0"]);
+    let server = rudder_testkit::mcp::listen(cmd).await;
     Server {
         side: Side::Rudder,
-        url,
-        _child: child,
+        url: server.url,
+        _child: server.child,
     }
 }
 

@@ -3,6 +3,7 @@
 //! own, called as durable tasks, a question answered with `tasks/update`),
 //! an upstream that does not start, and `rudder gateway` on its own.
 
+mod common;
 #[path = "../crates/gateway/tests/common/python.rs"]
 mod python_env;
 
@@ -10,17 +11,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use python_env::{bridge, python};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, GetTaskParams,
-    Implementation, TaskPayload, TaskStatus, UpdateTaskParams,
-};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
+use rmcp::model::{ClientConfig, TaskPayload, TaskStatus};
+use rmcp::service::RoleClient;
 use rmcp::transport::TokioChildProcess;
 use rudder::store::{NewTask, Store};
 use rudder::task::Status;
+use rudder_testkit::mcp::{self, until};
 use serde_json::{Value, json};
-
-type Client = RunningService<RoleClient, ClientConfig>;
 
 fn catalogue(dir: &Path, upstream: &str) -> std::path::PathBuf {
     let path = dir.join("tools.toml");
@@ -36,7 +33,8 @@ fn bridge_upstream() -> String {
     )
 }
 
-async fn client(dir: &Path, tools: &Path) -> Client {
+/// `rudder mcp --tools TOOLS` over stdio on a SQLite store in `dir`.
+fn rudder_mcp(dir: &Path, tools: &Path) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
     cmd.env_remove("RUDDER_STORE")
         .arg("--store")
@@ -44,58 +42,12 @@ async fn client(dir: &Path, tools: &Path) -> Client {
         .arg("mcp")
         .arg("--tools")
         .arg(tools);
-    let transport = TokioChildProcess::new(cmd).expect("spawn rudder mcp");
-    let config = ClientConfig::new(
-        ClientCapabilities::builder().enable_tasks().build(),
-        Implementation::new("rudder-gateway-test", "1"),
-    );
-    config
-        .serve_with_lifecycle(
-            transport,
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .expect("client connects")
+    cmd
 }
 
-async fn get(client: &Client, id: &str) -> rmcp::model::DetailedTask {
-    client
-        .get_task(GetTaskParams::new(id.to_string()))
-        .await
-        .expect("tasks/get")
-        .task
-}
-
-/// Poll `tasks/get` until `done` holds (at most a minute).
-async fn until(
-    client: &Client,
-    id: &str,
-    what: &str,
-    done: impl Fn(&rmcp::model::DetailedTask) -> bool,
-) -> rmcp::model::DetailedTask {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let task = get(client, id).await;
-        if done(&task) {
-            return task;
-        }
-        assert!(Instant::now() < deadline, "never {what}: {task:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn call(client: &Client, name: &str, args: Value) -> String {
-    let Value::Object(args) = args else { panic!() };
-    match client
-        .call_tool_once(CallToolRequestParams::new(name.to_string()).with_arguments(args))
-        .await
-        .expect("tools/call")
-    {
-        CallToolResponse::Task(t) => t.task.task_id,
-        other => panic!("expected a task, got {other:?}"),
-    }
+/// The id of the task a `tools/call` of `name` created.
+async fn call(client: &mcp::Client, name: &str, args: Value) -> String {
+    mcp::call_task(client, name, args).await.task_id
 }
 
 fn result_text(task: &rmcp::model::DetailedTask) -> String {
@@ -114,7 +66,7 @@ fn result_text(task: &rmcp::model::DetailedTask) -> String {
 async fn rudder_mcp_serves_an_upstreams_tools_as_durable_tasks() {
     let dir = tempfile::tempdir().unwrap();
     let tools = catalogue(dir.path(), &bridge_upstream());
-    let client = client(dir.path(), &tools).await;
+    let client = mcp::stdio(rudder_mcp(dir.path(), &tools), true).await;
     // Listed once the upstream answers, with its names and descriptions.
     let deadline = Instant::now() + Duration::from_secs(60);
     let listed = loop {
@@ -159,13 +111,7 @@ async fn rudder_mcp_serves_an_upstreams_tools_as_durable_tasks() {
     assert!(text.contains("Restart the service for INC-1?"), "{text}");
     let responses =
         json!({ key: {"action": "accept", "content": {"restart": true, "note": "mcp"}} });
-    let Value::Object(o) = responses else {
-        panic!()
-    };
-    client
-        .update_task(UpdateTaskParams::new(id.clone(), o.into_iter().collect()))
-        .await
-        .expect("tasks/update");
+    mcp::update(&client, &id, responses).await;
     let done = until(&client, &id, "completed", |t| {
         t.task.status == TaskStatus::Completed
     })
@@ -181,30 +127,11 @@ async fn rudder_mcp_starts_when_an_upstream_does_not_and_says_so() {
         dir.path(),
         "[[tool]]\nname = \"local\"\n\n[[upstream]]\nname = \"gone\"\ncommand = [\"/nonexistent/mcp-server\"]\ntools = \"*\"\n",
     );
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
-    cmd.env_remove("RUDDER_STORE")
-        .arg("--store")
-        .arg(dir.path().join("tasks.db"))
-        .arg("mcp")
-        .arg("--tools")
-        .arg(&tools);
-    let (transport, stderr) = TokioChildProcess::builder(cmd)
+    let (transport, stderr) = TokioChildProcess::builder(rudder_mcp(dir.path(), &tools))
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn");
-    let config = ClientConfig::new(
-        ClientCapabilities::builder().enable_tasks().build(),
-        Implementation::new("rudder-gateway-test", "1"),
-    );
-    let client = config
-        .serve_with_lifecycle(
-            transport,
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .expect("rudder mcp serves");
+    let client = mcp::connect(mcp::config(true), transport).await;
     let listed = client.list_all_tools().await.expect("tools/list");
     assert_eq!(
         listed
@@ -372,10 +299,7 @@ impl rmcp::ClientHandler for Heard {
     }
 
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("rudder-gateway-test", "1"),
-        )
+        mcp::config(false)
     }
 }
 
@@ -395,13 +319,7 @@ async fn rudder_mcp_tells_its_clients_when_an_upstreams_tools_change() {
             trigger.display().to_string()
         ),
     );
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
-    cmd.env_remove("RUDDER_STORE")
-        .arg("--store")
-        .arg(dir.path().join("tasks.db"))
-        .arg("mcp")
-        .arg("--tools")
-        .arg(&tools);
+    let cmd = rudder_mcp(dir.path(), &tools);
     let (tx, mut heard) = tokio::sync::mpsc::unbounded_channel();
     let client = rmcp::ServiceExt::serve(Heard(tx), TokioChildProcess::new(cmd).unwrap())
         .await
@@ -439,30 +357,6 @@ async fn rudder_mcp_tells_its_clients_when_an_upstreams_tools_change() {
     let _ = client.cancel().await;
 }
 
-/// The sh blocks between a page's walkthrough markers, as one script.
-fn walkthrough(doc: &str) -> String {
-    let start = doc
-        .find("<!-- walkthrough: begin -->")
-        .expect("the begin marker");
-    let end = doc
-        .find("<!-- walkthrough: end -->")
-        .expect("the end marker");
-    let mut script = String::new();
-    let mut inside = false;
-    for line in doc[start..end].lines() {
-        match line.trim_end() {
-            "```sh" => inside = true,
-            "```" if inside => inside = false,
-            _ if inside => {
-                script.push_str(line);
-                script.push('\n');
-            }
-            _ => {}
-        }
-    }
-    script
-}
-
 /// docs/gateway.md's story, exactly as written, with `rudder` on the PATH
 /// in an empty directory: an MCP server that knows nothing of rudder,
 /// behind `rudder gateway`, killed while its question waits and started
@@ -472,30 +366,10 @@ fn walkthrough(doc: &str) -> String {
 fn the_gateway_story_runs_as_written() {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/gateway.md"))
         .expect("docs/gateway.md");
-    let script = walkthrough(&doc);
+    let script = common::walkthrough(&doc);
     assert!(script.contains("kill %1"), "{script}");
     let dir = tempfile::tempdir().unwrap();
-    let bin = Path::new(env!("CARGO_BIN_EXE_rudder")).parent().unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    // The trap ends the servers if a step fails; `timeout` ends a step
-    // that never would.
-    let out = std::process::Command::new("timeout")
-        .args(["120", "bash", "-c"])
-        .arg(format!(
-            "set -eo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{script}"
-        ))
-        .current_dir(dir.path())
-        .env("PATH", path)
-        .env_remove("RUDDER_STORE")
-        .env_remove("RUDDER_MCP_TOKEN")
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
+    let out = common::run_walkthrough(&script, dir.path());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let logs = ["upstream.log", "gateway.log"]

@@ -76,7 +76,7 @@ fn an_unwritable_directory_is_reported_before_any_work() {
     fs::create_dir(&locked).expect("mkdir");
     fs::set_permissions(&locked, fs::Permissions::from_mode(0o500)).expect("chmod");
     // root ignores directory permissions; the simulated file system covers
-    // EACCES at every call for it (tests/crash_sim.rs).
+    // EACCES at every call for it (crates/file/tests/crash_sim.rs).
     if File::create(locked.join("probe")).is_ok() {
         eprintln!("skipped: running as root, permissions are not enforced");
         return;

@@ -10,33 +10,22 @@ use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
-    ClientRequest, CustomRequest, ErrorCode, GetTaskParams, Implementation, TaskPayload,
-    TaskStatus, UpdateTaskParams,
+    CallToolResponse, CancelTaskParams, ClientRequest, CustomRequest, ErrorCode, GetTaskParams,
+    TaskPayload, TaskStatus,
 };
-use rmcp::service::{RoleClient, RunningService, ServiceError};
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::TokioChildProcess;
 use rudder::store::Store;
 use rudder::task::{Actor, Op, Status};
+use rudder_testkit::mcp::{
+    self, Client, HttpServer, RawStdio, SseEvents, call, code, get, is_notification, post, update,
+};
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
-
-type Client = RunningService<RoleClient, ClientConfig>;
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/mcp-conformance.toml"
 );
 const WORKER: Actor<'static> = Actor::Anyone;
-
-fn info(tasks: bool) -> ClientConfig {
-    let caps = if tasks {
-        ClientCapabilities::builder().enable_tasks().build()
-    } else {
-        ClientCapabilities::default()
-    };
-    ClientConfig::new(caps, Implementation::new("rudder-test-client", "7.1"))
-}
 
 fn store_url(dir: &Path) -> PathBuf {
     dir.join("mcp.db")
@@ -52,17 +41,15 @@ async fn stdio_client(dir: &Path, tasks: bool) -> Client {
 
 /// [`stdio_client`] of a server of the catalogue `tools`.
 async fn stdio_client_of(dir: &Path, tools: &str, tasks: bool) -> Client {
+    mcp::stdio(rudder_mcp(dir, tools), tasks).await
+}
+
+/// `rudder mcp --tools TOOLS` over stdio on the store of `dir`.
+fn rudder_mcp(dir: &Path, tools: &str) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
     cmd.env_remove("RUDDER_STORE")
         .args(["--store", &sqlite(dir), "mcp", "--tools", tools]);
-    let transport = TokioChildProcess::new(cmd).expect("spawn rudder mcp");
-    modern(info(tasks), transport).await
-}
-
-/// A `rudder mcp --http` child and the URL it listens on.
-struct HttpServer {
-    child: tokio::process::Child,
-    url: String,
+    cmd
 }
 
 async fn http_server(dir: &Path, addr: &str, env: &[(&str, &str)]) -> HttpServer {
@@ -77,102 +64,26 @@ async fn http_server(dir: &Path, addr: &str, env: &[(&str, &str)]) -> HttpServer
             FIXTURES,
             "--http",
             addr,
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        ]);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().expect("spawn rudder mcp --http");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = tokio::io::BufReader::new(stderr).lines();
-    let url = loop {
-        let line = lines
-            .next_line()
-            .await
-            .expect("read stderr")
-            .expect("rudder mcp says where it listens before anything else");
-        if let Some(url) = line.strip_prefix("rudder mcp: listening on ") {
-            break url.to_string();
-        }
-    };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    HttpServer { child, url }
+    mcp::listen(cmd).await
 }
 
 async fn http_client(url: &str, tasks: bool) -> Client {
-    tls();
-    let transport = StreamableHttpClientTransport::from_uri(url.to_string());
-    modern(info(tasks), transport).await
+    mcp::http(url, tasks).await
 }
 
-/// A client of the 2026-07-28 protocol (`server/discover`, per-request
-/// metadata), the era the Tasks extension is served on.
-async fn modern<T, E, A>(config: ClientConfig, transport: T) -> Client
-where
-    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
-    E: std::error::Error + Send + Sync + 'static,
-{
-    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
-    config
-        .serve_with_lifecycle(
-            transport,
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .expect("client connects")
-}
-
-fn call(name: &str, args: Value) -> CallToolRequestParams {
-    let Value::Object(args) = args else {
-        panic!("arguments are an object")
-    };
-    CallToolRequestParams::new(name.to_string()).with_arguments(args)
-}
-
+/// The id of the task a `tools/call` of `name` created, working.
 async fn create(client: &Client, name: &str, args: Value) -> String {
-    match client
-        .call_tool_once(call(name, args))
-        .await
-        .expect("tools/call")
-    {
-        CallToolResponse::Task(t) => {
-            assert_eq!(t.task.status, TaskStatus::Working);
-            t.task.task_id
-        }
-        other => panic!("expected a task, got {other:?}"),
-    }
-}
-
-async fn get(client: &Client, id: &str) -> rmcp::model::DetailedTask {
-    client
-        .get_task(GetTaskParams::new(id.to_string()))
-        .await
-        .expect("tasks/get")
-        .task
-}
-
-fn code(e: ServiceError) -> ErrorCode {
-    match e {
-        ServiceError::McpError(e) => e.code,
-        other => panic!("expected a JSON-RPC error, got {other:?}"),
-    }
+    let task = mcp::call_task(client, name, args).await;
+    assert_eq!(task.status, TaskStatus::Working);
+    task.task_id
 }
 
 fn open(dir: &Path) -> Store {
     Store::connect(sqlite(dir)).expect("a store URL")
-}
-
-async fn update(client: &Client, id: &str, responses: Value) {
-    let Value::Object(o) = responses else {
-        panic!()
-    };
-    let p = UpdateTaskParams::new(id.to_string(), o.into_iter().collect());
-    client.update_task(p).await.expect("tasks/update acks");
 }
 
 /// Every method, status and error, over one transport.
@@ -593,16 +504,9 @@ input_schema = { type = "object", properties = { user = { type = "string" }, api
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_legacy_client_gets_plain_tools() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
-    cmd.env_remove("RUDDER_STORE").args([
-        "--store",
-        &sqlite(dir.path()),
-        "mcp",
-        "--tools",
-        FIXTURES,
-    ]);
-    let transport = TokioChildProcess::new(cmd).expect("spawn rudder mcp");
-    let legacy = info(true)
+    let transport =
+        TokioChildProcess::new(rudder_mcp(dir.path(), FIXTURES)).expect("spawn rudder mcp");
+    let legacy = mcp::config(true)
         .with_protocol_version(rmcp::model::ProtocolVersion::V_2025_11_25)
         .serve(transport)
         .await
@@ -716,28 +620,6 @@ async fn a_stdio_server_started_again_answers_the_same_id() {
     );
 }
 
-fn post(url: &str, body: &str) -> reqwest::RequestBuilder {
-    {
-        tls();
-        reqwest::Client::new()
-    }
-    .post(url)
-    .header("content-type", "application/json")
-    .header("accept", "application/json, text/event-stream")
-    .header("mcp-protocol-version", "2026-07-28")
-    .body(body.to_string())
-}
-
-fn meta_request(method: &str, params: Value) -> String {
-    let mut params = params;
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
-    });
-    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_http_face_refuses_what_it_must() {
     let dir = tempfile::tempdir().unwrap();
@@ -761,7 +643,7 @@ async fn the_http_face_refuses_what_it_must() {
         .trim_end_matches("/mcp")
         .to_string();
     let url = format!("http://127.0.0.1:{port}/mcp");
-    let get_task = meta_request(
+    let get_task = mcp::request(
         "tasks/get",
         json!({"taskId": "00000000-0000-4000-8000-000000000000"}),
     );
@@ -806,7 +688,7 @@ async fn the_http_face_refuses_what_it_must() {
     let huge = "x".repeat(rudder::mcp::http::MAX_BODY + 1);
     let r = post(
         &url,
-        &meta_request(
+        &mcp::request(
             "tools/call",
             json!({"name": "greet", "arguments": {"name": huge}}),
         ),
@@ -866,81 +748,6 @@ fn a_catalogue_that_cannot_be_used_is_exit_2_with_file_line_and_reason() {
     );
 }
 
-/// A JSON-RPC client of its own over `rudder mcp`'s stdio, line by line:
-/// rmcp 3.11's client cannot take `notifications/tasks` (and drops
-/// `taskIds`), so the listen tests speak the wire themselves.
-struct RawStdio {
-    _child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
-    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
-}
-
-impl RawStdio {
-    fn start(dir: &Path) -> RawStdio {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
-            .env_remove("RUDDER_STORE")
-            .args(["--store", &sqlite(dir), "mcp", "--tools", FIXTURES])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn rudder mcp");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = child.stdout.take().expect("stdout");
-        RawStdio {
-            _child: child,
-            stdin,
-            lines: tokio::io::BufReader::new(stdout).lines(),
-        }
-    }
-
-    async fn send(&mut self, message: &str) {
-        use tokio::io::AsyncWriteExt;
-        self.stdin
-            .write_all(format!("{message}\n").as_bytes())
-            .await
-            .expect("write to rudder mcp");
-        self.stdin.flush().await.expect("flush");
-    }
-
-    /// The next message `wanted` takes, and every message read before it.
-    async fn until(&mut self, wanted: impl Fn(&Value) -> bool) -> (Value, Vec<Value>) {
-        let mut before = Vec::new();
-        tokio::time::timeout(Duration::from_secs(60), async {
-            loop {
-                let line = self
-                    .lines
-                    .next_line()
-                    .await
-                    .expect("read stdout")
-                    .expect("rudder mcp is still there");
-                let message: Value = serde_json::from_str(&line).expect("one JSON value a line");
-                if wanted(&message) {
-                    return (message, before);
-                }
-                before.push(message);
-            }
-        })
-        .await
-        .expect("the message arrives")
-    }
-
-    /// Send a request and wait for its answer.
-    async fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
-        let mut request: Value = serde_json::from_str(&meta_request(method, params)).unwrap();
-        request["id"] = id.clone();
-        self.send(&request.to_string()).await;
-        self.until(|m| m["id"] == id && m.get("method").is_none())
-            .await
-            .0
-    }
-}
-
-fn is_notification(message: &Value, method: &str) -> bool {
-    message["method"] == method && message.get("id").is_none()
-}
-
 /// A store task of the tool `slow_compute`, as a worker would see it.
 fn stored_task(dir: &Path, title: &str) -> String {
     open(dir)
@@ -963,7 +770,7 @@ async fn a_listener_hears_of_its_tasks_over_stdio() {
     let dir = tempfile::tempdir().unwrap();
     let followed = stored_task(dir.path(), "followed");
     let other = stored_task(dir.path(), "other");
-    let mut raw = RawStdio::start(dir.path());
+    let mut raw = RawStdio::start(rudder_mcp(dir.path(), FIXTURES));
     let discovered = raw.request(json!(1), "server/discover", json!({})).await;
     assert!(discovered["result"].is_object(), "{discovered}");
 
@@ -984,7 +791,7 @@ async fn a_listener_hears_of_its_tasks_over_stdio() {
     assert_eq!(refused["error"]["code"], -32021, "{refused}");
 
     let unknown = "00000000-0000-4000-8000-000000000000";
-    let mut listen: Value = serde_json::from_str(&meta_request(
+    let mut listen: Value = serde_json::from_str(&mcp::request(
         "subscriptions/listen",
         json!({"notifications": {"taskIds": [followed, unknown]}}),
     ))
@@ -1081,7 +888,7 @@ async fn a_listener_hears_of_its_tasks_over_http() {
     let server = http_server(dir.path(), "127.0.0.1:0", &[]).await;
     let mut stream = post(
         &server.url,
-        &meta_request(
+        &mcp::request(
             "subscriptions/listen",
             json!({"notifications": {"taskIds": [followed]}}),
         ),
@@ -1125,48 +932,6 @@ async fn a_listener_hears_of_its_tasks_over_http() {
     drop(server);
 }
 
-/// The JSON messages of an SSE stream, event by event.
-#[derive(Default)]
-struct SseEvents {
-    buffer: String,
-}
-
-impl SseEvents {
-    async fn until(
-        &mut self,
-        response: &mut reqwest::Response,
-        wanted: impl Fn(&Value) -> bool,
-    ) -> Value {
-        tokio::time::timeout(Duration::from_secs(60), async {
-            loop {
-                while let Some(end) = self.buffer.find("\n\n") {
-                    let event: String = self.buffer.drain(..end + 2).collect();
-                    let data: String = event
-                        .lines()
-                        .filter_map(|l| l.strip_prefix("data:"))
-                        .map(str::trim_start)
-                        .collect();
-                    if data.is_empty() {
-                        continue;
-                    }
-                    let message: Value = serde_json::from_str(&data).expect("JSON data");
-                    if wanted(&message) {
-                        return message;
-                    }
-                }
-                let chunk = response
-                    .chunk()
-                    .await
-                    .expect("read the stream")
-                    .expect("the stream stays open");
-                self.buffer.push_str(&String::from_utf8_lossy(&chunk));
-            }
-        })
-        .await
-        .expect("the event arrives")
-    }
-}
-
 /// `rudder demo --mcp` keeps the loopback rule of `rudder mcp --http`: a
 /// non-loopback address without a token is exit 2, before the demo writes
 /// anything (its store is not even created).
@@ -1189,17 +954,6 @@ fn the_demo_refuses_a_non_loopback_mcp_address_without_a_token() {
     assert!(!store.exists(), "nothing written");
 }
 
-/// A request of a 2026 client that did not declare the tasks extension.
-fn plain_request(method: &str, params: Value) -> String {
-    let mut params = params;
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "plain", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {},
-    });
-    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string()
-}
-
 /// A worker's own `CallToolResult` (as `examples/mcp_fixture_worker.rs`
 /// writes it) and a tool error reach `tasks/get` as complete results: the
 /// extension's clients refuse a `result` without `resultType`.
@@ -1219,7 +973,7 @@ async fn a_worker_written_result_is_a_complete_call_tool_result() {
             .unwrap();
         store.fail(&broken, "disk full", WORKER).unwrap();
     }
-    let mut raw = RawStdio::start(dir.path());
+    let mut raw = RawStdio::start(rudder_mcp(dir.path(), FIXTURES));
     for (n, id) in [&done, &broken].into_iter().enumerate() {
         let got = raw
             .request(json!(n + 10), "tasks/get", json!({"taskId": id}))
@@ -1243,7 +997,7 @@ async fn waiting_clients_never_lock_out_tasks_requests() {
     let dir = tempfile::tempdir().unwrap();
     let followed = stored_task(dir.path(), "followed");
     let server = http_server(dir.path(), "127.0.0.1:0", &[]).await;
-    let slow = plain_request(
+    let slow = mcp::plain_request(
         "tools/call",
         json!({"name": "slow_compute", "arguments": {}}),
     );
@@ -1275,7 +1029,7 @@ async fn waiting_clients_never_lock_out_tasks_requests() {
 
     let get = post(
         &server.url,
-        &meta_request("tasks/get", json!({"taskId": followed})),
+        &mcp::request("tasks/get", json!({"taskId": followed})),
     )
     .header("mcp-method", "tasks/get")
     .header("mcp-name", &followed)
@@ -1287,7 +1041,7 @@ async fn waiting_clients_never_lock_out_tasks_requests() {
     assert!(text.contains("\"working\""), "{text}");
     let cancel = post(
         &server.url,
-        &meta_request("tasks/cancel", json!({"taskId": followed})),
+        &mcp::request("tasks/cancel", json!({"taskId": followed})),
     )
     .header("mcp-method", "tasks/cancel")
     .header("mcp-name", &followed)
@@ -1321,14 +1075,7 @@ async fn waiting_clients_never_lock_out_tasks_requests() {
 
 /// A legacy `initialize` over HTTP.
 fn legacy_initialize(url: &str) -> reqwest::RequestBuilder {
-    {
-        tls();
-        reqwest::Client::new()
-    }
-    .post(url)
-    .header("content-type", "application/json")
-    .header("accept", "application/json, text/event-stream")
-    .body(
+    mcp::http_post(url).body(
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                 "protocolVersion": "2025-11-25", "capabilities": {},
                 "clientInfo": {"name": "legacy", "version": "1"}}})
@@ -1338,21 +1085,15 @@ fn legacy_initialize(url: &str) -> reqwest::RequestBuilder {
 
 /// A ping in a legacy session: its HTTP status.
 async fn legacy_ping(url: &str, session: &str) -> u16 {
-    {
-        tls();
-        reqwest::Client::new()
-    }
-    .post(url)
-    .header("content-type", "application/json")
-    .header("accept", "application/json, text/event-stream")
-    .header("mcp-protocol-version", "2025-11-25")
-    .header("mcp-session-id", session)
-    .body(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string())
-    .send()
-    .await
-    .unwrap()
-    .status()
-    .as_u16()
+    mcp::http_post(url)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", session)
+        .body(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string())
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
 }
 
 /// Legacy sessions are bounded: one more than the cap closes the one used
@@ -1369,19 +1110,13 @@ async fn legacy_sessions_are_bounded() {
         assert_eq!(r.status(), 200);
         let id = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
         let _ = r.text().await;
-        let initialized = {
-            tls();
-            reqwest::Client::new()
-        }
-        .post(&server.url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .header("mcp-session-id", &id)
-        .body(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string())
-        .send()
-        .await
-        .unwrap();
+        let initialized = mcp::http_post(&server.url)
+            .header("mcp-protocol-version", "2025-11-25")
+            .header("mcp-session-id", &id)
+            .body(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string())
+            .send()
+            .await
+            .unwrap();
         assert!(initialized.status().is_success());
         sessions.push(id);
         if sessions.len() == 2 {
@@ -1418,14 +1153,14 @@ fn a_request_line_over_the_limit_is_answered() {
     let writer = std::thread::spawn(move || {
         // Longer than rmcp's own limit too, which drops such a line unanswered.
         let huge = "x".repeat(limit.max(11 << 20));
-        let mut call: Value = serde_json::from_str(&meta_request(
+        let mut call: Value = serde_json::from_str(&mcp::request(
             "tools/call",
             json!({"name": "greet", "arguments": {"name": huge}}),
         ))
         .unwrap();
         call["id"] = json!(9);
         writeln!(stdin, "{call}").unwrap();
-        writeln!(stdin, "{}", meta_request("server/discover", json!({}))).unwrap();
+        writeln!(stdin, "{}", mcp::request("server/discover", json!({}))).unwrap();
         stdin.flush().unwrap();
         stdin
     });
@@ -1510,18 +1245,9 @@ async fn a_token_file_others_may_read_is_refused() {
     assert!(!store_url(dir.path()).exists(), "nothing was written");
 
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let mut child = with_token_file(dir.path(), &file)
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let line = lines.next_line().await.unwrap().expect("a line");
-    let url = line
-        .strip_prefix("rudder mcp: listening on ")
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_string();
-    let r = post(&url, &meta_request("server/discover", json!({})))
+    let server = mcp::listen(with_token_file(dir.path(), &file)).await;
+    let url = server.url.clone();
+    let r = post(&url, &mcp::request("server/discover", json!({})))
         .header("mcp-method", "server/discover")
         .bearer_auth(token)
         .send()
@@ -1549,30 +1275,6 @@ async fn a_body_that_is_not_json_is_a_parse_error() {
     drop(server);
 }
 
-/// The shell blocks of `docs/mcp.md` between its walkthrough markers.
-fn walkthrough(doc: &str) -> String {
-    let start = doc
-        .find("<!-- walkthrough: begin -->")
-        .expect("the begin marker");
-    let end = doc
-        .find("<!-- walkthrough: end -->")
-        .expect("the end marker");
-    let mut script = String::new();
-    let mut inside = false;
-    for line in doc[start..end].lines() {
-        match line.trim_end() {
-            "```sh" => inside = true,
-            "```" if inside => inside = false,
-            _ if inside => {
-                script.push_str(line);
-                script.push('\n');
-            }
-            _ => {}
-        }
-    }
-    script
-}
-
 /// `docs/mcp.md`'s walkthrough, exactly as written, with `rudder` on the
 /// PATH in an empty directory: the question asked before the task exists,
 /// answered by the same `tools/call` with `inputResponses`; the worker's
@@ -1581,30 +1283,10 @@ fn walkthrough(doc: &str) -> String {
 fn the_mcp_walkthrough_runs_as_written() {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/mcp.md"))
         .expect("docs/mcp.md");
-    let script = walkthrough(&doc);
+    let script = common::walkthrough(&doc);
     assert!(script.contains("inputResponses"), "{script}");
     let dir = tempfile::tempdir().unwrap();
-    let bin = Path::new(env!("CARGO_BIN_EXE_rudder")).parent().unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    // The trap ends the server if a step fails before the script's own
-    // `kill`; `timeout` ends a step that never would.
-    let out = std::process::Command::new("timeout")
-        .args(["120", "bash", "-c"])
-        .arg(format!(
-            "set -eo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{script}"
-        ))
-        .current_dir(dir.path())
-        .env("PATH", path)
-        .env_remove("RUDDER_STORE")
-        .env_remove("RUDDER_MCP_TOKEN")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = common::run_walkthrough(&script, dir.path());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -1634,11 +1316,4 @@ fn the_mcp_walkthrough_runs_as_written() {
         done["result"]["structuredContent"]["cause"],
         "a full disk on payments-db-2"
     );
-}
-
-/// rudder-notify's reqwest has rustls without a built-in provider, and
-/// Cargo unifies that feature into this reqwest too: the process's default
-/// provider is ring, as rudder's own.
-fn tls() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
 }

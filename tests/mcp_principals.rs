@@ -9,8 +9,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use rudder::store::Store;
+use rudder_testkit::mcp;
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
 
 const ALICE: &str = "alice-token-0123456789abcdef";
 const BOB: &str = "bob-token-0123456789abcdef";
@@ -30,10 +30,6 @@ name = "alice_only"
 description = "Only alice lists and calls it"
 principals = ["alice"]
 "#;
-
-fn tls() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
 
 fn sqlite(dir: &Path) -> String {
     format!("sqlite:{}", dir.join("tasks.db").display())
@@ -65,21 +61,8 @@ fn command(dir: &Path, args: &[&str]) -> tokio::process::Command {
 }
 
 /// A running server and its URL.
-struct Server {
-    _child: tokio::process::Child,
-    url: String,
-}
-
-async fn serve(dir: &Path, args: &[&str]) -> Server {
-    let mut child = command(dir, args).spawn().expect("spawn rudder mcp");
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let line = lines.next_line().await.unwrap().expect("a line");
-    let url = line
-        .strip_prefix("rudder mcp: listening on ")
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_string();
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Server { _child: child, url }
+async fn serve(dir: &Path, args: &[&str]) -> mcp::HttpServer {
+    mcp::listen(command(dir, args)).await
 }
 
 /// The output of a server that refuses to start.
@@ -94,17 +77,6 @@ async fn refused(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
-/// A JSON-RPC request of the 2026-07-28 protocol, with the extension.
-fn request(method: &str, params: Value) -> String {
-    let mut params = params;
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
-    });
-    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string()
-}
-
 fn post(
     url: &str,
     token: &str,
@@ -112,14 +84,7 @@ fn post(
     name: &str,
     params: Value,
 ) -> reqwest::RequestBuilder {
-    tls();
-    let mut r = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method)
-        .body(request(method, params));
+    let mut r = mcp::post(url, &mcp::request(method, params)).header("mcp-method", method);
     if !name.is_empty() {
         r = r.header("mcp-name", name);
     }
@@ -339,28 +304,9 @@ async fn another_principals_task_is_an_unknown_id() {
 
 /// The first `notifications/tasks` of a listen's SSE stream within `wait`.
 async fn first_task_notification(r: &mut reqwest::Response, wait: Duration) -> Option<Value> {
-    let mut buffer = String::new();
-    tokio::time::timeout(wait, async {
-        loop {
-            while let Some(end) = buffer.find("\n\n") {
-                let event: String = buffer.drain(..end + 2).collect();
-                for data in event.lines().filter_map(|l| l.strip_prefix("data:")) {
-                    if let Ok(m) = serde_json::from_str::<Value>(data.trim())
-                        && m["method"] == "notifications/tasks"
-                    {
-                        return Some(m);
-                    }
-                }
-            }
-            match r.chunk().await {
-                Ok(Some(chunk)) => buffer.push_str(&String::from_utf8_lossy(&chunk)),
-                _ => return None,
-            }
-        }
-    })
-    .await
-    .ok()
-    .flatten()
+    mcp::SseEvents::default()
+        .within(r, wait, |m| m["method"] == "notifications/tasks")
+        .await
 }
 
 /// A tokens file others may read, or with a name or a token twice, is
@@ -405,12 +351,9 @@ async fn the_single_token_is_the_principal_mcp_token() {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = command(dir.path(), &[]);
     cmd.env("RUDDER_MCP_TOKEN", ALICE);
-    let mut child = cmd.spawn().unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let line = lines.next_line().await.unwrap().expect("a line");
-    let url = line.strip_prefix("rudder mcp: listening on ").unwrap();
+    let server = mcp::listen(cmd).await;
     let created = rpc(
-        url,
+        &server.url,
         ALICE,
         "tools/call",
         "diagnose",
@@ -466,7 +409,7 @@ async fn a_jwt_names_its_principal() {
     ];
     let server = serve(dir.path(), &args).await;
     let base = server.url.trim_end_matches("/mcp").to_string();
-    tls();
+    mcp::tls();
     let http = reqwest::Client::new();
     for path in [
         "/.well-known/oauth-protected-resource",
@@ -559,40 +502,17 @@ async fn a_jwt_names_its_principal() {
 /// with the CLI.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_stdio_the_principal_is_the_local_user() {
-    use tokio::io::AsyncWriteExt as _;
     let dir = tempfile::tempdir().unwrap();
     let tools = dir.path().join("tools.toml");
     std::fs::write(&tools, CATALOGUE).unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
-        .env_remove("RUDDER_STORE")
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
+    cmd.env_remove("RUDDER_STORE")
         .env("USER", "ada")
         .args(["--store", &sqlite(dir.path()), "mcp", "--tools"])
-        .arg(&tools)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        .arg(&tools);
+    let mut raw = mcp::RawStdio::start(cmd);
     let mut ask = async |method: &str, params: Value| -> Value {
-        stdin
-            .write_all(format!("{}\n", request(method, params)).as_bytes())
-            .await
-            .unwrap();
-        stdin.flush().await.unwrap();
-        loop {
-            let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-                .await
-                .expect("an answer")
-                .unwrap()
-                .expect("rudder mcp is still there");
-            let m: Value = serde_json::from_str(&line).unwrap();
-            if m["id"] == 1 {
-                return m;
-            }
-        }
+        raw.request(json!(1), method, params).await
     };
     let created = ask(
         "tools/call",

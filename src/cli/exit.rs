@@ -124,8 +124,14 @@ error_kinds! {
 impl ErrorKind {
     /// The kind of a store error.
     pub fn of_store(e: &StoreError) -> ErrorKind {
+        ErrorKind::of_store_kind(e.kind())
+    }
+
+    /// The CLI's kind of a store error's kind (the library's
+    /// classification, [`crate::store::ErrorKind`]).
+    pub fn of_store_kind(kind: crate::store::ErrorKind) -> ErrorKind {
         use crate::store::ErrorKind as Kind;
-        match e.kind() {
+        match kind {
             Kind::UnknownTask => ErrorKind::UnknownTask,
             Kind::AmbiguousId => ErrorKind::AmbiguousId,
             Kind::Refused => ErrorKind::Refused,
@@ -391,5 +397,33 @@ mod tests {
         let json = store_error_json(&unknown);
         assert_eq!(json["error"], "unknown_task");
         assert_eq!(json["exit_code"], 3);
+    }
+
+    /// A store error's exit code is its class's, one code per class (two
+    /// classes share 6), and its name the library's but where the CLI keeps
+    /// `database` for a server out of reach: so a test of the library that
+    /// asserts a kind or a class asserts what a script sees of it
+    /// (crates/store/tests/store_table.rs, store_model.rs,
+    /// crates/file/tests/crash_sim.rs).
+    #[test]
+    fn a_store_error_exits_with_its_class_code_under_its_own_name() {
+        use crate::store::{ErrorClass, ErrorKind as Kind};
+        for &kind in Kind::ALL {
+            let code = match kind.class() {
+                ErrorClass::Usage => EXIT_USAGE,
+                ErrorClass::Unknown => EXIT_UNKNOWN,
+                ErrorClass::Refused => EXIT_REFUSED,
+                ErrorClass::InvalidInput => EXIT_INVALID_INPUT,
+                ErrorClass::Store | ErrorClass::Retry => EXIT_STORE,
+            };
+            let cli = ErrorKind::of_store_kind(kind);
+            assert_eq!(cli.exit_code(), code, "{kind}");
+            let name = if kind == Kind::Unreachable {
+                "database"
+            } else {
+                kind.as_str()
+            };
+            assert_eq!(cli.as_str(), name, "{kind}");
+        }
     }
 }

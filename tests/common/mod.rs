@@ -247,3 +247,53 @@ pub fn on_a_terminal(args: &[&str], cols: u16, env: &[(&str, &str)]) -> (u32, Ve
         .collect();
     (status.exit_code(), lines)
 }
+
+/// The sh blocks between a page's walkthrough markers, as one script.
+pub fn walkthrough(doc: &str) -> String {
+    let start = doc
+        .find("<!-- walkthrough: begin -->")
+        .expect("the begin marker");
+    let end = doc
+        .find("<!-- walkthrough: end -->")
+        .expect("the end marker");
+    let mut script = String::new();
+    let mut inside = false;
+    for line in doc[start..end].lines() {
+        match line.trim_end() {
+            "```sh" => inside = true,
+            "```" if inside => inside = false,
+            _ if inside => {
+                script.push_str(line);
+                script.push('\n');
+            }
+            _ => {}
+        }
+    }
+    script
+}
+
+/// Run a page's walkthrough `script` as written, in `dir`, with `rudder`
+/// on the PATH and neither `$RUDDER_STORE` nor `$RUDDER_MCP_TOKEN`: a trap
+/// ends the servers it started if a step fails before its own `kill`,
+/// `timeout` a step that never would end.
+pub fn run_walkthrough(script: &str, dir: &Path) -> Output {
+    let bin = Path::new(env!("CARGO_BIN_EXE_rudder")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new("timeout")
+        .args(["120", "bash", "-c"])
+        .arg(format!(
+            "set -eo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{script}"
+        ))
+        .current_dir(dir)
+        .env("PATH", path)
+        .env_remove("RUDDER_STORE")
+        .env_remove("RUDDER_MCP_TOKEN")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}

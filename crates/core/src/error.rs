@@ -492,6 +492,30 @@ pub enum ErrorClass {
 }
 
 impl ErrorKind {
+    /// Every kind.
+    pub const ALL: &'static [ErrorKind] = &[
+        ErrorKind::UnknownTask,
+        ErrorKind::AmbiguousId,
+        ErrorKind::Refused,
+        ErrorKind::IdempotencyConflict,
+        ErrorKind::StaleRevision,
+        ErrorKind::LeaseLost,
+        ErrorKind::RevisionExhausted,
+        ErrorKind::TooDeep,
+        ErrorKind::ReservedKey,
+        ErrorKind::TooLarge,
+        ErrorKind::InvalidInput,
+        ErrorKind::InvalidSchema,
+        ErrorKind::InvalidKind,
+        ErrorKind::Corrupt,
+        ErrorKind::Io,
+        ErrorKind::CopyRefused,
+        ErrorKind::NotAStore,
+        ErrorKind::Database,
+        ErrorKind::Unreachable,
+        ErrorKind::LockTimeout,
+    ];
+
     /// The kind's name, as every face reports it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -558,28 +582,7 @@ mod kind_tests {
     /// only what may pass by itself is worth a retry.
     #[test]
     fn kinds_have_distinct_names_and_classes() {
-        let all = [
-            ErrorKind::UnknownTask,
-            ErrorKind::AmbiguousId,
-            ErrorKind::Refused,
-            ErrorKind::IdempotencyConflict,
-            ErrorKind::StaleRevision,
-            ErrorKind::LeaseLost,
-            ErrorKind::RevisionExhausted,
-            ErrorKind::TooDeep,
-            ErrorKind::ReservedKey,
-            ErrorKind::TooLarge,
-            ErrorKind::InvalidInput,
-            ErrorKind::InvalidSchema,
-            ErrorKind::InvalidKind,
-            ErrorKind::Corrupt,
-            ErrorKind::Io,
-            ErrorKind::CopyRefused,
-            ErrorKind::NotAStore,
-            ErrorKind::Database,
-            ErrorKind::Unreachable,
-            ErrorKind::LockTimeout,
-        ];
+        let all = ErrorKind::ALL;
         let names: std::collections::BTreeSet<_> = all.iter().map(|k| k.as_str()).collect();
         assert_eq!(names.len(), all.len());
         let retry: Vec<_> = all

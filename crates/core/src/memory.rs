@@ -64,15 +64,16 @@ impl MemoryBackend {
             .clone()
     }
 
-    /// How many changes were ever written (the change log's length): what
-    /// a test compares to say whether an operation wrote.
-    pub fn changes_written(&self) -> usize {
-        self.state().log.len()
-    }
-
     /// The name it is shown by (`memory:NAME`).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// How many changes were written to it: grows with every write, as a
+    /// database's last recorded change does (what the tests compare to tell
+    /// whether an operation wrote).
+    pub fn last_change(&self) -> u64 {
+        self.state().log.len() as u64
     }
 
     fn state(&self) -> MutexGuard<'_, State> {

@@ -3,6 +3,8 @@
 //!
 //! - [`fuzzing`]: the fuzz oracles (always built; the fuzz targets need
 //!   nothing else);
+//! - [`mcp`]: a client of `rudder mcp`, rmcp's and the wire by hand, and a
+//!   `rudder mcp --http` child (feature `mcp`);
 //! - [`pg`]: throwaway PostgreSQL clusters (feature `stores`);
 //! - [`stores`]: temp stores of every backend, and the backend contract's
 //!   per-backend tests ([`backend_tests!`]) (feature `stores`);
@@ -16,6 +18,8 @@ use std::time::{Duration, Instant};
 #[cfg(feature = "stores")]
 pub mod feed;
 pub mod fuzzing;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 #[cfg(feature = "stores")]
 pub mod pg;
 pub mod rng;

@@ -308,7 +308,7 @@ pub fn is_postgres(path: &Path) -> bool {
 }
 
 /// What a write changes, per backend: the file's bytes, inode and mtime; a
-/// database's (or the memory store's) last recorded change and its tasks.
+/// database's (or a store in memory's) last recorded change and its tasks.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoreState {
     File(Fingerprint),
@@ -323,7 +323,7 @@ pub fn store_state(path: &Path) -> StoreState {
             let last_change = match url {
                 StoreUrl::Postgres(u) => rudder_store::PostgresBackend::new(u).last_change(),
                 StoreUrl::Memory(name) => Ok(Some(
-                    rudder_core::memory::MemoryBackend::named(&name).changes_written() as i64,
+                    rudder_store::memory::MemoryBackend::named(&name).last_change() as i64,
                 )),
                 _ => rudder_store::SqliteBackend::new(path).last_change(),
             }

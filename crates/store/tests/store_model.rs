@@ -4,19 +4,17 @@
 //! input, result, error, lease and revision — including across reopening the
 //! store (a fresh `Store::open` on the same path, as a restarted process would).
 
-mod common;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use common::CliKind;
 use proptest::prelude::*;
 use proptest::sample::Index;
-use rudder::store::{Clock, StoreError};
-use rudder::task::{Actor, Change, Status, Task};
-use rudder::{NewTask, Outcome, Store};
+use rudder_store::task::{Actor, Change, Status, Task};
+use rudder_store::{Clock, ErrorKind, NewTask, Outcome, Store, StoreError};
+use rudder_testkit::stores;
 use serde_json::{Value, json};
 
 const LEASE_SECS: i64 = 60;
@@ -199,7 +197,7 @@ fn key(i: u8) -> String {
 }
 
 /// The model's answer: a change, or the kind of error.
-type Answer = Result<Change, &'static str>;
+type Answer = Result<Change, ErrorKind>;
 
 #[derive(Debug, Default)]
 struct Model {
@@ -227,7 +225,7 @@ impl Model {
         {
             let t = &self.tasks[i];
             if t.schema != schema || t.request != request {
-                return (Err("idempotency_conflict"), Some(i));
+                return (Err(ErrorKind::IdempotencyConflict), Some(i));
             }
             return (Ok(Change::Unchanged), Some(i));
         }
@@ -254,7 +252,7 @@ impl Model {
     /// Apply a mutation to task `i` following docs/architecture.md; `None` for `i` is an unknown id.
     fn mutate(&mut self, i: Option<usize>, op: &Op) -> Answer {
         let Some(i) = i else {
-            return Err("unknown_task");
+            return Err(ErrorKind::UnknownTask);
         };
         let now = self.now;
         let t = &mut self.tasks[i];
@@ -271,7 +269,7 @@ impl Model {
                     return Ok(Change::Unchanged);
                 }
                 if t.status != Status::Working {
-                    return Err("refused");
+                    return Err(ErrorKind::Refused);
                 }
                 t.status = Status::InputRequired;
                 t.schema = Some(schema);
@@ -284,13 +282,13 @@ impl Model {
                     return Ok(Change::Unchanged);
                 }
                 if behind.is_some_and(|b| b > 0) {
-                    return Err("stale_revision");
+                    return Err(ErrorKind::StaleRevision);
                 }
                 if t.status != Status::InputRequired {
-                    return Err("refused");
+                    return Err(ErrorKind::Refused);
                 }
                 if !t.schema.is_some_and(|s| valid(s, value)) {
-                    return Err("invalid_input");
+                    return Err(ErrorKind::InvalidInput);
                 }
                 t.status = Status::Working;
                 t.input = Some(value);
@@ -298,10 +296,10 @@ impl Model {
             }
             Op::Heartbeat { worker, .. } => {
                 if t.terminal() {
-                    return Err("refused");
+                    return Err(ErrorKind::Refused);
                 }
                 if !worker_ok(t, worker) {
-                    return Err("lease_lost");
+                    return Err(ErrorKind::LeaseLost);
                 }
                 renew(t, worker);
                 Ok(Change::Applied)
@@ -313,10 +311,10 @@ impl Model {
                     return Ok(Change::Unchanged);
                 }
                 if t.terminal() {
-                    return Err("refused");
+                    return Err(ErrorKind::Refused);
                 }
                 if !worker_ok(t, worker) {
-                    return Err("lease_lost");
+                    return Err(ErrorKind::LeaseLost);
                 }
                 t.status = Status::Completed;
                 t.result = Some(result);
@@ -328,7 +326,7 @@ impl Model {
                     return Ok(Change::Unchanged);
                 }
                 if t.terminal() {
-                    return Err("refused");
+                    return Err(ErrorKind::Refused);
                 }
                 t.status = Status::Failed;
                 t.error = Some(msg);
@@ -340,7 +338,7 @@ impl Model {
                     return Ok(Change::Unchanged);
                 }
                 if t.terminal() {
-                    return Err("refused");
+                    return Err(ErrorKind::Refused);
                 }
                 t.status = Status::Cancelled;
                 t.drop_claim();
@@ -348,10 +346,10 @@ impl Model {
             }
             Op::Claim { holder, .. } => {
                 if t.status != Status::Working {
-                    return Err("refused");
+                    return Err(ErrorKind::Refused);
                 }
                 if t.claimed_by.is_some_and(|h| h != holder) && t.lease_live(now) {
-                    return Err("lease_lost");
+                    return Err(ErrorKind::LeaseLost);
                 }
                 t.claimed_by = Some(holder);
                 t.lease_until = now + LEASE_SECS;
@@ -363,7 +361,7 @@ impl Model {
                     t.drop_claim();
                     Ok(Change::Applied)
                 }
-                Some(_) => Err("lease_lost"),
+                Some(_) => Err(ErrorKind::LeaseLost),
             },
             Op::Create { .. } | Op::Advance { .. } | Op::Reopen => unreachable!(),
         };
@@ -385,8 +383,8 @@ fn open(path: &Path, clock: &Clock) -> Store {
 }
 
 /// What changes when the store is written (nothing before it exists).
-fn state(path: &Path) -> Option<common::StoreState> {
-    common::store_exists(path).then(|| common::store_state(path))
+fn state(path: &Path) -> Option<stores::StoreState> {
+    stores::store_exists(path).then(|| stores::store_state(path))
 }
 
 fn run_store(
@@ -434,7 +432,7 @@ fn run_store(
 fn answer_of(r: &Result<Outcome, StoreError>) -> Answer {
     match r {
         Ok(o) => Ok(o.change),
-        Err(e) => Err(e.cli_kind()),
+        Err(e) => Err(e.kind()),
     }
 }
 
@@ -444,8 +442,8 @@ fn check_sequence(ops: Vec<Op>) {
     // opens in microseconds), and all 128 would take minutes.
     static CASE: AtomicI64 = AtomicI64::new(0);
     let pg_case = CASE.fetch_add(1, Ordering::Relaxed) % 8 == 0;
-    common::each_backend(|| {
-        if common::kind() != common::Kind::Postgres || pg_case {
+    stores::each_backend(|| {
+        if stores::kind() != stores::Kind::Postgres || pg_case {
             check_sequence_once(&ops);
         }
     });
@@ -453,7 +451,7 @@ fn check_sequence(ops: Vec<Op>) {
 
 fn check_sequence_once(ops: &[Op]) {
     let dir = tempfile::tempdir().unwrap();
-    let path = common::store_in(dir.path());
+    let path = stores::store_in(dir.path());
     let offset = Arc::new(AtomicI64::new(0));
     let clock: Clock = {
         let offset = offset.clone();
@@ -518,8 +516,8 @@ fn check_sequence_once(ops: &[Op]) {
         assert_eq!(got, expected, "{ctx}: store and model disagree");
         // Written if and only if applied.
         let written = match &before {
-            None => common::store_exists(&path),
-            Some(b) => common::written_since(b, &path),
+            None => stores::store_exists(&path),
+            Some(b) => stores::written_since(b, &path),
         };
         assert_eq!(written, expected == Ok(Change::Applied), "{ctx}: write");
         // The whole store, as a freshly opened one reads it.

@@ -2,14 +2,12 @@
 //! ("unchanged", the file not touched: same bytes, inode and mtime), refused
 //! (typed error carrying the snapshot, file not touched), unknown task.
 
-mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{CliKind, StoreState, store_state, temp_files, written_since};
-use rudder::store::StoreError;
-use rudder::task::{Actor, Change, Status, Task};
-use rudder::{NewTask, Outcome, Store};
+use rudder_store::task::{Actor, Change, Status, Task};
+use rudder_store::{ErrorClass, ErrorKind, NewTask, Outcome, Store, StoreError};
+use rudder_testkit::stores::{self, StoreState, store_state, temp_files, written_since};
 use serde_json::{Value, json};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -114,7 +112,7 @@ enum Expect {
     Applied(Status),
     Unchanged,
     /// A typed error of this kind, carrying the task's snapshot when it is a refusal.
-    Refused(&'static str),
+    Refused(ErrorKind),
 }
 
 fn worker(holder: &str) -> Actor<'_> {
@@ -151,8 +149,8 @@ fn expected(start: Start, m: Mutation) -> Expect {
     use Expect::*;
     use Mutation as M;
     use Start as S;
-    const REFUSED: Expect = Refused("refused");
-    const LEASE: Expect = Refused("lease_lost");
+    const REFUSED: Expect = Refused(ErrorKind::Refused);
+    const LEASE: Expect = Refused(ErrorKind::LeaseLost);
     match start {
         S::Working | S::WorkingWithInput | S::ClaimedByOther | S::ClaimedBySelf => match m {
             M::RequestInputS0 | M::RequestInputS1 => Applied(Status::InputRequired),
@@ -174,7 +172,7 @@ fn expected(start: Start, m: Mutation) -> Expect {
             M::RequestInputS0 => Unchanged,
             M::RequestInputS1 => REFUSED,
             M::ProvideV0 | M::ProvideV3 => Applied(Status::Working),
-            M::ProvideInvalid => Refused("invalid_input"),
+            M::ProvideInvalid => Refused(ErrorKind::InvalidInput),
             M::Heartbeat => Applied(Status::InputRequired),
             M::CompleteR0 | M::CompleteR1 => Applied(Status::Completed),
             M::FailBoom | M::FailOther => Applied(Status::Failed),
@@ -209,7 +207,7 @@ struct Fixture {
 
 fn fixture(start: Start) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let path = common::store_in(dir.path());
+    let path = stores::store_in(dir.path());
     let store = Store::connect(&path).expect("a store URL");
     let bystander = store
         .create(NewTask {
@@ -268,7 +266,7 @@ fn stored(path: &Path, id: &str) -> Task {
 }
 
 fn assert_untouched(before: &StoreState, path: &Path, ctx: &str) {
-    common::assert_store_untouched(before, path, ctx);
+    stores::assert_store_untouched(before, path, ctx);
 }
 
 fn check_row(start: Start, m: Mutation) {
@@ -296,23 +294,23 @@ fn check_row(start: Start, m: Mutation) {
             assert_untouched(&before, &f.path, &ctx);
         }
         (Expect::Refused(kind), Err(e)) => {
-            assert_eq!(e.cli_kind(), kind, "{ctx}: {e}");
+            assert_eq!(e.kind(), kind, "{ctx}: {e}");
             let msg = e.to_string();
             assert!(
                 msg.contains(&f.id),
                 "{ctx}: message does not name the task: {msg}"
             );
-            if kind == "invalid_input" {
-                assert_eq!(e.exit_code(), 5, "{ctx}");
+            if kind == ErrorKind::InvalidInput {
+                assert_eq!(e.kind().class(), ErrorClass::InvalidInput, "{ctx}");
                 let StoreError::InvalidInput { violations, .. } = &e else {
                     unreachable!()
                 };
                 assert_eq!(violations[0].pointer, "/service", "{ctx}");
             } else {
-                assert_eq!(e.exit_code(), 4, "{ctx}");
+                assert_eq!(e.kind().class(), ErrorClass::Refused, "{ctx}");
                 assert_eq!(e.task(), Some(&before_task), "{ctx}: snapshot");
             }
-            if kind == "refused" {
+            if kind == ErrorKind::Refused {
                 assert!(
                     msg.contains(before_task.status.as_str()),
                     "{ctx}: message does not name the status: {msg}"
@@ -323,7 +321,7 @@ fn check_row(start: Start, m: Mutation) {
         (expect, got) => panic!("{ctx}: expected {expect:?}, got {got:?}"),
     }
     assert_eq!(stored(&f.path, &f.bystander), bystander_before, "{ctx}");
-    if common::kind().has_files() {
+    if stores::kind().has_files() {
         let dir = f.path.parent().unwrap();
         assert!(temp_files(dir).is_empty(), "{ctx}");
     }
@@ -353,37 +351,37 @@ fn every_mutation_on_an_unknown_task_once() {
     let before = store_state(&f.path);
     for m in MUTATIONS {
         let e = mutate(&f.store, "no-such-task", m).unwrap_err();
-        assert_eq!(e.cli_kind(), "unknown_task", "{m:?}");
+        assert_eq!(e.kind(), ErrorKind::UnknownTask, "{m:?}");
         assert_eq!(e.to_string(), "unknown task: no-such-task", "{m:?}");
-        assert_eq!(e.exit_code(), 3);
+        assert_eq!(e.kind().class(), ErrorClass::Unknown);
         assert_untouched(&before, &f.path, &format!("{m:?} on an unknown task"));
     }
     let e = f.store.get("no-such-task").unwrap_err();
-    assert_eq!(e.cli_kind(), "unknown_task");
+    assert_eq!(e.kind(), ErrorKind::UnknownTask);
     // An empty id is unknown, not "the first task".
-    assert_eq!(f.store.get("").unwrap_err().cli_kind(), "unknown_task");
+    assert_eq!(f.store.get("").unwrap_err().kind(), ErrorKind::UnknownTask);
 }
 
 fn unknown_task_on_a_store_that_does_not_exist_yet_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = common::store_in(dir.path());
+    let path = stores::store_in(dir.path());
     let store = Store::connect(&path).expect("a store URL");
     assert!(store.list(&[]).unwrap().is_empty());
     for m in MUTATIONS {
         assert_eq!(
-            mutate(&store, "abc", m).unwrap_err().cli_kind(),
-            "unknown_task"
+            mutate(&store, "abc", m).unwrap_err().kind(),
+            ErrorKind::UnknownTask
         );
     }
     assert!(
-        !common::store_exists(&path),
+        !stores::store_exists(&path),
         "a refused mutation created the store"
     );
 }
 
 fn a_prefix_finds_a_task_and_an_ambiguous_one_is_refused_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = common::store_in(dir.path());
+    let path = stores::store_in(dir.path());
     let store = Store::connect(&path).expect("a store URL");
     let ids: Vec<String> = (0..40)
         .map(|_| store.create(NewTask::default()).unwrap().task.task_id)
@@ -401,8 +399,8 @@ fn a_prefix_finds_a_task_and_an_ambiguous_one_is_refused_once() {
         .unwrap();
     let before = store_state(&path);
     let e = store.cancel(&shared, None).unwrap_err();
-    assert_eq!(e.cli_kind(), "ambiguous_id");
-    assert_eq!(e.exit_code(), 3);
+    assert_eq!(e.kind(), ErrorKind::AmbiguousId);
+    assert_eq!(e.kind().class(), ErrorClass::Unknown);
     assert_untouched(&before, &path, "cancel with an ambiguous prefix");
     let applied = store.cancel(prefix, None).unwrap();
     assert_eq!(applied.task.task_id, first);
@@ -416,8 +414,8 @@ fn provide_input_only_if_unchanged_since_a_revision_once() {
         .store
         .provide_input(&f.id, v0(), Some(rev - 1))
         .unwrap_err();
-    assert_eq!(e.cli_kind(), "stale_revision");
-    assert_eq!(e.exit_code(), 4);
+    assert_eq!(e.kind(), ErrorKind::StaleRevision);
+    assert_eq!(e.kind().class(), ErrorClass::Refused);
     assert_eq!(e.task().unwrap().revision, rev);
     assert_untouched(&before, &f.path, "stale revision");
     let o = f.store.provide_input(&f.id, v0(), Some(rev)).unwrap();
@@ -427,7 +425,7 @@ fn provide_input_only_if_unchanged_since_a_revision_once() {
 
 fn a_zombie_worker_cannot_overwrite_its_successor_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = common::store_in(dir.path());
+    let path = stores::store_in(dir.path());
     let store = Store::connect(&path).expect("a store URL");
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     // w1 takes a lease that is already over; w2 takes the task over.
@@ -437,13 +435,13 @@ fn a_zombie_worker_cannot_overwrite_its_successor_once() {
     let e = store
         .complete(&id, json!("zombie"), worker("w1"))
         .unwrap_err();
-    assert_eq!(e.cli_kind(), "lease_lost");
+    assert_eq!(e.kind(), ErrorKind::LeaseLost);
     assert!(e.to_string().contains("w2"), "{e}");
     assert_untouched(&before, &path, "zombie write");
     // And w2 cannot be bumped while its lease lives.
     assert_eq!(
-        store.claim(&id, "w1", HOUR).unwrap_err().cli_kind(),
-        "lease_lost"
+        store.claim(&id, "w1", HOUR).unwrap_err().kind(),
+        ErrorKind::LeaseLost
     );
     let o = store.complete(&id, json!("done"), worker("w2")).unwrap();
     assert_eq!(o.change, Change::Applied);
@@ -452,7 +450,7 @@ fn a_zombie_worker_cannot_overwrite_its_successor_once() {
 
 fn create_is_idempotent_by_key_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = common::store_in(dir.path());
+    let path = stores::store_in(dir.path());
     let store = Store::connect(&path).expect("a store URL");
     let new = || NewTask {
         input_schema: Some(s0()),
@@ -527,8 +525,8 @@ fn create_is_idempotent_by_key_once() {
         ),
     ] {
         let e = store.create(conflicting).unwrap_err();
-        assert_eq!(e.cli_kind(), "idempotency_conflict", "{what}");
-        assert_eq!(e.exit_code(), 4);
+        assert_eq!(e.kind(), ErrorKind::IdempotencyConflict, "{what}");
+        assert_eq!(e.kind().class(), ErrorClass::Refused);
         assert!(e.to_string().contains(what), "{e}");
         assert_eq!(e.task(), Some(&first.task));
         assert_untouched(&before, &path, &format!("conflicting create ({what})"));
@@ -544,7 +542,7 @@ fn create_is_idempotent_by_key_once() {
 
 fn tasks_are_created_listed_and_claimed_by_kind_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = common::store_in(dir.path());
+    let path = stores::store_in(dir.path());
     let store = Store::connect(&path).expect("a store URL");
     let create = |kind: Option<&str>| {
         store
@@ -584,16 +582,16 @@ fn tasks_are_created_listed_and_claimed_by_kind_once() {
                 ..NewTask::default()
             })
             .unwrap_err();
-        assert_eq!(e.cli_kind(), "invalid_kind", "{bad:?}");
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), ErrorKind::InvalidKind, "{bad:?}");
+        assert_eq!(e.kind().class(), ErrorClass::Usage);
         assert!(e.to_string().contains("kind"), "{e}");
         assert_untouched(&before, &path, &format!("create with kind {bad:?}"));
     }
 
     let ids = |kinds: &[&str]| -> Vec<String> {
-        let q = rudder::store::PageQuery {
+        let q = rudder_store::PageQuery {
             kinds: kinds.iter().map(|k| k.to_string()).collect(),
-            ..rudder::store::PageQuery::default()
+            ..rudder_store::PageQuery::default()
         };
         store
             .page(&q)
@@ -638,7 +636,7 @@ fn tasks_are_created_listed_and_claimed_by_kind_once() {
 
 fn create_starts_working_or_input_required_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = common::store_in(dir.path());
+    let path = stores::store_in(dir.path());
     let store = Store::connect(&path).expect("a store URL");
     let w = store.create(NewTask::default()).unwrap().task;
     assert_eq!(w.status, Status::Working);
@@ -660,7 +658,7 @@ fn create_starts_working_or_input_required_once() {
             ..NewTask::default()
         })
         .unwrap_err();
-    assert_eq!(e.cli_kind(), "invalid_schema");
+    assert_eq!(e.kind(), ErrorKind::InvalidSchema);
     assert_untouched(&before, &path, "create with an invalid schema");
 }
 
@@ -700,7 +698,7 @@ fn nested_object(depth: usize) -> Value {
 /// error (exit 2) naming the field and the limit, and nothing is written.
 #[test]
 fn a_value_too_deep_for_readers_is_refused_by_every_writer() {
-    use rudder::store::MAX_VALUE_DEPTH;
+    use rudder_store::MAX_VALUE_DEPTH;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tasks.json");
     let store = Store::connect(&path).expect("a store URL");
@@ -748,7 +746,7 @@ fn a_value_too_deep_for_readers_is_refused_by_every_writer() {
             "error",
             store.apply(
                 &working,
-                &rudder::task::Op::Fail {
+                &rudder_store::task::Op::Fail {
                     error: json!({"message": "x", "detail": deep.clone()}),
                 },
                 Actor::Anyone,
@@ -758,8 +756,8 @@ fn a_value_too_deep_for_readers_is_refused_by_every_writer() {
     for (field, result) in attempts {
         match result {
             Err(e @ StoreError::TooDeep { .. }) => {
-                assert_eq!(e.exit_code(), 2);
-                assert_eq!(e.cli_kind(), "too_deep");
+                assert_eq!(e.kind().class(), ErrorClass::Usage);
+                assert_eq!(e.kind(), ErrorKind::TooDeep);
                 let msg = e.to_string();
                 assert!(
                     msg.contains(field) && msg.contains(&MAX_VALUE_DEPTH.to_string()),
@@ -785,7 +783,7 @@ fn a_value_too_deep_for_readers_is_refused_by_every_writer() {
     let tasks = Store::connect(&path).expect("a store URL").load().unwrap();
     assert_eq!(tasks[&created.task.task_id].request, Some(at_limit));
     let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(rudder::store::decode(&path, &bytes).unwrap(), tasks);
+    assert_eq!(rudder_store::decode(&path, &bytes).unwrap(), tasks);
 }
 
 /// An object led by serde_json's private number marker would read back as a
@@ -797,10 +795,10 @@ fn a_value_that_would_read_back_as_something_else_is_refused() {
     let store = Store::connect(&path).expect("a store URL");
     let id = store.create(NewTask::default()).unwrap().task.task_id;
     let before = store_state(&path);
-    let marker = json!({"a": [{ (rudder::store::RESERVED_KEY): "not a number" }]});
+    let marker = json!({"a": [{ (rudder_store::RESERVED_KEY): "not a number" }]});
     match store.complete(&id, marker, Actor::Anyone) {
         Err(e @ StoreError::ReservedKey { .. }) => {
-            assert_eq!(e.exit_code(), 2);
+            assert_eq!(e.kind().class(), ErrorClass::Usage);
             assert!(e.to_string().contains("/a/0"), "{e}");
         }
         other => panic!("{other:?}"),
@@ -813,13 +811,13 @@ fn a_value_that_would_read_back_as_something_else_is_refused() {
 /// refused (exit 6) before anything is written: no temp file, same bytes.
 #[test]
 fn a_store_never_grows_past_what_readers_accept() {
-    use rudder::store::FileBackend;
-    use rudder::store::fs::{FsCall, SimFs};
+    use rudder_store::FileBackend;
+    use rudder_store::fs::{FsCall, SimFs};
     use std::sync::Arc;
     let fs = Arc::new(SimFs::new());
     let path = PathBuf::from("/store/tasks.json");
     let limit = 4096;
-    let store = rudder::store::StoreOf::with_backend(
+    let store = rudder_store::StoreOf::with_backend(
         FileBackend::with_fs(&path, fs.clone()).with_max_bytes(limit),
     );
     let big = |n: usize| NewTask {
@@ -831,7 +829,12 @@ fn a_store_never_grows_past_what_readers_accept() {
     let calls = fs.call_count();
     match store.create(big(2500)) {
         Err(e @ StoreError::TooLarge { .. }) => {
-            assert_eq!((e.exit_code(), e.cli_kind()), (6, "too_large"));
+            assert_eq!(e.kind(), ErrorKind::TooLarge);
+            // What the CLI exits 6 for (src/cli/exit.rs).
+            assert!(
+                matches!(e.kind().class(), ErrorClass::Store | ErrorClass::Retry),
+                "{e}"
+            );
             let msg = e.to_string();
             assert!(
                 msg.contains("4 KiB") && msg.contains("nothing was written"),
@@ -896,7 +899,10 @@ fn a_revision_at_its_maximum_refuses_further_changes() {
     for (name, op) in ops {
         match op() {
             Err(e @ StoreError::RevisionExhausted { .. }) => {
-                assert_eq!((e.exit_code(), e.cli_kind()), (4, "revision_exhausted"));
+                assert_eq!(
+                    (e.kind().class(), e.kind()),
+                    (ErrorClass::Refused, ErrorKind::RevisionExhausted)
+                );
                 assert!(e.to_string().contains("18446744073709551615"), "{e}");
                 assert_eq!(e.task().map(|t| t.revision), Some(u64::MAX));
             }
@@ -970,7 +976,7 @@ fn prune_racing_every_mutation_once() {
     use std::sync::atomic::{AtomicBool, Ordering};
     const TASKS: usize = 24;
     let dir = tempfile::tempdir().unwrap();
-    let path = common::store_in(dir.path());
+    let path = stores::store_in(dir.path());
     let key = |i: usize| NewTask {
         idempotency_key: Some(format!("k{i}")),
         ..NewTask::default()
@@ -1070,7 +1076,7 @@ fn prune_racing_every_mutation_once() {
 /// `text` cannot hold one: only its own search columns show U+FFFD).
 fn nul_characters_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = common::store_in(dir.path());
+    let path = stores::store_in(dir.path());
     let store = Store::connect(&path).expect("a store URL");
     let nul = json!({"note": "a\u{0}b", "list": ["\u{0}"]});
     let id = store
@@ -1103,7 +1109,7 @@ fn nul_characters_once() {
     // filter finds what comes before the NUL: SQLite's `LIKE`, as its
     // other string functions, ends a string there.)
     let page = store
-        .page(&rudder::store::PageQuery {
+        .page(&rudder_store::PageQuery {
             text: Some("title".into()),
             ..Default::default()
         })
@@ -1111,7 +1117,7 @@ fn nul_characters_once() {
     assert_eq!(page.iter().map(|t| &t.task_id).collect::<Vec<_>>(), [&id]);
 }
 
-common::backend_tests! {
+rudder_testkit::backend_tests! {
     every_mutation_on_every_status: every_mutation_on_every_status_once,
     error_messages_name_task_status_and_operation: error_messages_name_task_status_and_operation_once,
     every_mutation_on_an_unknown_task: every_mutation_on_an_unknown_task_once,
