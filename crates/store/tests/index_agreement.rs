@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use chrono::Utc;
 use indexmap::IndexMap;
-use rudder_store::task::{Actor, HistoryEntry, Progress, Status, Task};
+use rudder_store::task::{Actor, Answered, HistoryEntry, Progress, Status, Task};
 use rudder_store::{NewTask, Store, StoreError};
 use serde_json::{Value, json};
 
@@ -41,6 +41,11 @@ fn every_field() -> Task {
         error: Some(json!({"message": "no"})),
         ttl_ms: Some(60_000),
         poll_interval_ms: Some(500),
+        answered: vec![Answered {
+            message: Some("which region?".into()),
+            input_schema: json!({"type": "object"}),
+            input_value: json!({"region": "eu"}),
+        }],
         revision: 3,
         history: vec![HistoryEntry::new(
             Status::Working,
@@ -77,6 +82,11 @@ fn candidates() -> Vec<Value> {
         json!({"current": 1, "total": 2}),
         json!({"current": "1", "total": 2}),
         json!({"current": 1}),
+        json!([{"input_schema": {}, "input_value": {}}]),
+        json!([{"message": null, "input_schema": true, "input_value": [1]}]),
+        json!([{"message": 5, "input_schema": {}, "input_value": {}}]),
+        json!([{"input_schema": {}}]),
+        json!([["q", {}, {}]]),
     ]
 }
 
