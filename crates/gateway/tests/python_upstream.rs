@@ -286,6 +286,78 @@ fn a_takeover_replays_the_answer_already_given_to_an_idempotent_call() {
     );
 }
 
+/// A call that asked two different questions, both answered, is taken
+/// over after rudder stops: the upstream asks both again and both get
+/// their stored answers at once (the first from the task's earlier
+/// answers, the second from its current one); the engineer is asked
+/// nothing more.
+#[test]
+fn a_takeover_replays_every_answer_already_given_not_only_the_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let extra = "[upstream.tool.failover]\nidempotent = true\n";
+    let text = catalogue(extra);
+    let first = Gateway::start(dir.path(), &text, &store, LEASE);
+    let marker = dir.path().join("failover.pid");
+    let id = call(
+        &store,
+        "failover",
+        json!({"incident": "INC-11", "marker": marker}),
+    );
+    let answers = [
+        (
+            "Which region takes the traffic of INC-11?",
+            json!({"region": "eu-west"}),
+        ),
+        ("Fail INC-11 over to it now?", json!({"confirm": true})),
+    ];
+    for (round, (question, answer)) in answers.iter().enumerate() {
+        let asked = wait_for(&store, &id, "input_required", |t| {
+            t.status == Status::InputRequired && t.answered.len() == round
+        });
+        assert_eq!(asked.status_message.as_deref(), Some(*question));
+        store
+            .provide_input(&id, answer.clone(), None)
+            .expect("an answer");
+    }
+    // Both answers reached the upstream, which now works on (and hangs):
+    // rudder stops before the tool returns.
+    wait_file(&marker);
+    first.kill();
+    let _second = Gateway::start(dir.path(), &text, &store, LEASE);
+    let done = wait_for(&store, &id, "completed or asking again", |t| {
+        t.status.is_terminal() || t.status == Status::InputRequired
+    });
+    assert_eq!(
+        done.status,
+        Status::Completed,
+        "the engineer was asked again: {:?} {:#?}",
+        done.status_message,
+        done.history
+    );
+    assert_eq!(text_of(&done), "INC-11: region=eu-west confirm=True");
+    let asked = done
+        .history
+        .iter()
+        .filter(|e| e.status == Status::InputRequired)
+        .count();
+    assert_eq!(
+        asked, 2,
+        "each question was asked once: {:#?}",
+        done.history
+    );
+    let replayed = notes(&done)
+        .iter()
+        .filter(|n| n.contains("the stored answer was given at once"))
+        .count();
+    assert_eq!(replayed, 2, "{:#?}", notes(&done));
+    assert!(
+        notes(&done)
+            .iter()
+            .any(|n| n.starts_with("gateway: attempt 2 of 3"))
+    );
+}
+
 #[test]
 fn a_takeover_of_a_call_not_idempotent_fails_saying_why() {
     let dir = tempfile::tempdir().unwrap();
