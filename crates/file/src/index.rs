@@ -3,9 +3,10 @@
 //!
 //! [`TaskIndex`] accepts a task's JSON only if [`Task`]'s own deserializer
 //! would: every typed field is read with the same type (status, times,
-//! progress, revision, history, the integers), and every opaque one
-//! (`input_schema`, `input_value`, `result`, `request`, `error`, unknown
-//! fields, and the values of `answered`'s entries) is walked the way a `serde_json::Value` is read (numbers in range,
+//! progress, revision, history, the integers, origin and owner), and every
+//! opaque one (`input_schema`, `input_value`, `result`, `request`, `error`,
+//! unknown fields, and the values of `answered`'s entries) is walked the
+//! way a `serde_json::Value` is read (numbers in range,
 //! strings with valid escapes) without allocating it. It is stricter than
 //! `Task` in one place: opaque values nested as deep as [`MAX_LEVEL`] are
 //! refused, which is serde_json's own recursion limit as it applies in the
@@ -21,7 +22,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 
 use rudder_core::query::SummaryFields;
 use rudder_model::task::time::Time;
-use rudder_model::task::{Progress, Status, Task};
+use rudder_model::task::{Origin, Progress, Status, Task};
 
 /// A task's summary fields, borrowed from the file's text where possible,
 /// read from JSON that is known to deserialize as a [`Task`].
@@ -289,6 +290,9 @@ enum Field {
     History,
     /// The earlier answers: entries of a message and two opaque values.
     Answered,
+    /// The tool and client that created the task: read as `Task` reads it.
+    Origin,
+    OwnedBy,
     /// input_schema, input_value, result, request, error: any JSON.
     Opaque(&'static str),
     /// A field this version does not know: any JSON, kept by `Task::extra`.
@@ -322,6 +326,8 @@ impl<'de> Deserialize<'de> for Field {
                     "revision" => Field::Revision,
                     "history" => Field::History,
                     "answered" => Field::Answered,
+                    "origin" => Field::Origin,
+                    "owned_by" => Field::OwnedBy,
                     "input_schema" => Field::Opaque("input_schema"),
                     "input_value" => Field::Opaque("input_value"),
                     "result" => Field::Opaque("result"),
@@ -381,6 +387,8 @@ impl<'de> Visitor<'de> for TaskVisitor {
         let mut revision = None;
         let mut history = None;
         let mut answered = None;
+        let mut origin = None;
+        let mut owned_by = None;
         let mut opaque: [Option<()>; 5] = [None; 5];
         while let Some(field) = map.next_key::<Field>()? {
             match field {
@@ -441,6 +449,14 @@ impl<'de> Visitor<'de> for TaskVisitor {
                 Field::Answered => {
                     map.next_value::<CheckAnswered>()?;
                     once(&mut answered, "answered", ())?;
+                }
+                Field::Origin => {
+                    let v = map.next_value::<Option<Origin>>()?;
+                    once(&mut origin, "origin", v.map(drop))?;
+                }
+                Field::OwnedBy => {
+                    let v = map.next_value::<Option<CheckStr>>()?;
+                    once(&mut owned_by, "owned_by", v.map(drop))?;
                 }
                 Field::Opaque(name) => {
                     map.next_value_seed(FIELD)?;

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use chrono::Utc;
 use indexmap::IndexMap;
-use rudder_store::task::{Actor, Answered, HistoryEntry, Progress, Status, Task};
+use rudder_store::task::{Actor, Answered, HistoryEntry, Origin, Progress, Status, Task};
 use rudder_store::{NewTask, Store, StoreError};
 use serde_json::{Value, json};
 
@@ -52,8 +52,11 @@ fn every_field() -> Task {
             now,
             Some("created".into()),
         )],
-        origin: None,
-        owned_by: None,
+        origin: Some(Origin {
+            tool: "diagnose".into(),
+            client: None,
+        }),
+        owned_by: Some("alice".into()),
         extra: IndexMap::from([("owner".to_string(), json!({"team": "payments"}))]),
     }
 }
@@ -82,6 +85,8 @@ fn candidates() -> Vec<Value> {
         json!({"current": 1, "total": 2}),
         json!({"current": "1", "total": 2}),
         json!({"current": 1}),
+        json!({"tool": "diagnose", "client": {"name": "cli"}}),
+        json!({"tool": 1}),
         json!([{"input_schema": {}, "input_value": {}}]),
         json!([{"message": null, "input_schema": true, "input_value": [1]}]),
         json!([{"message": 5, "input_schema": {}, "input_value": {}}]),
