@@ -439,6 +439,81 @@ async fn rudder_mcp_tells_its_clients_when_an_upstreams_tools_change() {
     let _ = client.cancel().await;
 }
 
+/// The same for a client of protocol 2026-07-28, which has no session to
+/// be told on: it hears on a `subscriptions/listen` that asked for
+/// `toolsListChanged`, and lists the new tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rudder_mcp_tells_a_2026_listener_when_an_upstreams_tools_change() {
+    use rmcp::model::{ServerNotification, SubscriptionFilter};
+    let dir = tempfile::tempdir().unwrap();
+    let trigger = dir.path().join("grow");
+    let script = bridge().with_file_name("changing.py");
+    let tools = catalogue(
+        dir.path(),
+        &format!(
+            "[[upstream]]\nname = \"changing\"\ncommand = [{:?}, {:?}, {:?}]\ntools = \"*\"\n",
+            python().display().to_string(),
+            script.display().to_string(),
+            trigger.display().to_string()
+        ),
+    );
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
+    cmd.env_remove("RUDDER_STORE")
+        .arg("--store")
+        .arg(dir.path().join("tasks.db"))
+        .arg("mcp")
+        .arg("--tools")
+        .arg(&tools);
+    let config = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("rudder-gateway-test", "1"),
+    );
+    let client = config
+        .serve_with_lifecycle(
+            TokioChildProcess::new(cmd).unwrap(),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("client connects");
+    let names = async || -> Vec<String> {
+        let listed = client.list_all_tools().await.expect("tools/list");
+        listed.into_iter().map(|t| t.name.to_string()).collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !names().await.contains(&"first".to_string()) {
+        assert!(
+            Instant::now() < deadline,
+            "the upstream's tools were never listed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut listen = client
+        .listen(SubscriptionFilter::builder().tools_list_changed().build())
+        .await
+        .expect("subscriptions/listen is acknowledged");
+    assert_eq!(
+        listen.acknowledged().tools_list_changed,
+        Some(true),
+        "toolsListChanged is accepted"
+    );
+    std::fs::write(&trigger, "").unwrap();
+    // Told on the listen, until a notice after which the new tool is listed.
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, listen.next()).await {
+            Ok(Ok(Some(ServerNotification::ToolListChangedNotification(_)))) => {}
+            other => panic!("rudder mcp never said its tools changed on the listen: {other:?}"),
+        }
+        if names().await.contains(&"second".to_string()) {
+            break;
+        }
+    }
+    listen.cancel().await.expect("the listen is cancelled");
+    let _ = client.cancel().await;
+}
+
 /// The sh blocks between a page's walkthrough markers, as one script.
 fn walkthrough(doc: &str) -> String {
     let start = doc
