@@ -106,6 +106,44 @@ fn the_tools_are_listed_with_the_upstreams_names_descriptions_and_schemas() {
     assert!(tools.iter().any(|t| t.name == "diagnose"));
 }
 
+/// An upstream of protocol 2026-07-28 tells of a change of its tools only
+/// on a `subscriptions/listen`: the gateway's listing session opens one
+/// (asking for `toolsListChanged`) and lists the tools again when told.
+#[test]
+fn a_2026_upstreams_tool_list_change_is_heard_on_a_listen() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let trigger = dir.path().join("grow");
+    let changing = bridge().with_file_name("changing.py");
+    let text = format!(
+        "[[upstream]]\nname = \"changing\"\ncommand = [{:?}, {:?}, {:?}, \"--2026\"]\ntools = \"*\"\n",
+        python().display().to_string(),
+        changing.display().to_string(),
+        trigger.display().to_string()
+    );
+    let gw = Gateway::start(dir.path(), &text, &store, LEASE);
+    let mut watch = gw.directory.watch();
+    let listed = |name: &'static str| {
+        move |tools: &std::sync::Arc<Vec<rudder_gateway::UpstreamTool>>| {
+            tools.iter().any(|t| t.name == name)
+        }
+    };
+    let runtime = gw.runtime.as_ref().unwrap();
+    runtime.block_on(async {
+        tokio::time::timeout(Duration::from_secs(60), watch.wait_for(listed("first")))
+            .await
+            .expect("listed in time")
+            .expect("listed");
+    });
+    std::fs::write(&trigger, "").unwrap();
+    runtime.block_on(async {
+        tokio::time::timeout(Duration::from_secs(60), watch.wait_for(listed("second")))
+            .await
+            .expect("the new tool was never listed: the change was not heard")
+            .expect("listed");
+    });
+}
+
 #[test]
 fn a_tool_error_is_a_completed_task_with_is_error() {
     let dir = tempfile::tempdir().unwrap();
