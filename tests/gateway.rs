@@ -362,6 +362,127 @@ fn a_stdio_upstream_inherits_none_of_rudders_secrets() {
     );
 }
 
+/// Poll the store until `done` holds for the task (at most two minutes:
+/// a takeover waits for the killed holder's lease, 30 s, to lapse).
+fn wait_until(
+    store: &Store,
+    id: &str,
+    what: &str,
+    done: impl Fn(&rudder::Task) -> bool,
+) -> rudder::Task {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let task = store.get(id).unwrap();
+        if done(&task) {
+            return task;
+        }
+        assert!(Instant::now() < deadline, "never {what}: {task:#?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// rudder restarted (the `rudder gateway` process killed, and started
+/// again) while an idempotent call that asked two different questions,
+/// both answered, still runs: once the killed process's lease lapses the
+/// new one calls again, and the upstream's two questions get their stored
+/// answers at once; the engineer is asked nothing more.
+#[test]
+fn a_restarted_rudder_gateway_answers_both_questions_already_answered_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = catalogue(
+        dir.path(),
+        &format!(
+            "{}[upstream.tool.failover]\nidempotent = true\n",
+            bridge_upstream()
+        ),
+    );
+    let url = dir.path().join("tasks.db");
+    let store = Store::connect(&url).unwrap();
+    let marker = dir.path().join("failover.pid");
+    let id = store
+        .create(NewTask {
+            kind: Some("failover".into()),
+            request: Some(json!({"incident": "INC-12", "marker": marker})),
+            ..NewTask::default()
+        })
+        .unwrap()
+        .task
+        .task_id;
+    let gateway = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+            .env_remove("RUDDER_STORE")
+            .arg("--store")
+            .arg(&url)
+            .args(["gateway", "--tools"])
+            .arg(&tools)
+            .spawn()
+            .expect("rudder gateway starts")
+    };
+    let mut first = gateway();
+    let answers = [json!({"region": "eu-west"}), json!({"confirm": true})];
+    for (round, answer) in answers.into_iter().enumerate() {
+        wait_until(&store, &id, "asked", |t| {
+            t.status == Status::InputRequired && t.answered.len() == round
+        });
+        store.provide_input(&id, answer, None).expect("an answer");
+    }
+    // Both answers reached the upstream, whose tool now works on: rudder
+    // is killed before it returns.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let upstream = loop {
+        if let Ok(pid) = std::fs::read_to_string(&marker)
+            && !pid.is_empty()
+        {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the tool never got both answers");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    first.kill().expect("kill rudder gateway");
+    let _ = first.wait();
+    // Its upstream child outlives it (a killed process kills no child):
+    // not the next call's, and not to be left behind.
+    let _ = std::process::Command::new("kill")
+        .args(["-9", upstream.trim()])
+        .status();
+    let mut second = gateway();
+    let done = wait_until(&store, &id, "completed or asking again", |t| {
+        t.status.is_terminal() || t.status == Status::InputRequired
+    });
+    let _ = second.kill();
+    let _ = second.wait();
+    assert_eq!(
+        done.status,
+        Status::Completed,
+        "the engineer was asked again: {:?} {:#?}",
+        done.status_message,
+        done.history
+    );
+    assert_eq!(
+        done.result
+            .as_ref()
+            .and_then(|r| r.pointer("/content/0/text")),
+        Some(&json!("INC-12: region=eu-west confirm=True"))
+    );
+    let asked = done
+        .history
+        .iter()
+        .filter(|e| e.status == Status::InputRequired)
+        .count();
+    assert_eq!(
+        asked, 2,
+        "each question was asked once: {:#?}",
+        done.history
+    );
+    let replayed = done
+        .history
+        .iter()
+        .filter_map(|e| e.note.as_deref())
+        .filter(|n| n.contains("the stored answer was given at once"))
+        .count();
+    assert_eq!(replayed, 2, "{:#?}", done.history);
+}
+
 /// A client of `rudder mcp` that hears `notifications/tools/list_changed`.
 #[derive(Clone)]
 struct Heard(tokio::sync::mpsc::UnboundedSender<()>);
