@@ -251,6 +251,15 @@ struct CheckEntry {
     at: Time,
     #[serde(default)]
     note: Option<CheckStr>,
+    #[serde(default)]
+    actor: Option<CheckStr>,
+    /// Any string is a face (`Face` keeps ones it does not know).
+    #[serde(default)]
+    face: Option<CheckStr>,
+    #[serde(default)]
+    reason: Option<CheckStr>,
+    #[serde(default)]
+    fields: Vec<CheckStr>,
 }
 
 impl<'de> Deserialize<'de> for CheckHistory {
