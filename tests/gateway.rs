@@ -289,6 +289,127 @@ fn a_stdio_upstream_inherits_none_of_rudders_secrets() {
     );
 }
 
+/// Poll the store until `done` holds for the task (at most two minutes:
+/// a takeover waits for the killed holder's lease, 30 s, to lapse).
+fn wait_until(
+    store: &Store,
+    id: &str,
+    what: &str,
+    done: impl Fn(&rudder::Task) -> bool,
+) -> rudder::Task {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let task = store.get(id).unwrap();
+        if done(&task) {
+            return task;
+        }
+        assert!(Instant::now() < deadline, "never {what}: {task:#?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// rudder restarted (the `rudder gateway` process killed, and started
+/// again) while an idempotent call that asked two different questions,
+/// both answered, still runs: once the killed process's lease lapses the
+/// new one calls again, and the upstream's two questions get their stored
+/// answers at once; the engineer is asked nothing more.
+#[test]
+fn a_restarted_rudder_gateway_answers_both_questions_already_answered_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = catalogue(
+        dir.path(),
+        &format!(
+            "{}[upstream.tool.failover]\nidempotent = true\n",
+            bridge_upstream()
+        ),
+    );
+    let url = dir.path().join("tasks.db");
+    let store = Store::connect(&url).unwrap();
+    let marker = dir.path().join("failover.pid");
+    let id = store
+        .create(NewTask {
+            kind: Some("failover".into()),
+            request: Some(json!({"incident": "INC-12", "marker": marker})),
+            ..NewTask::default()
+        })
+        .unwrap()
+        .task
+        .task_id;
+    let gateway = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+            .env_remove("RUDDER_STORE")
+            .arg("--store")
+            .arg(&url)
+            .args(["gateway", "--tools"])
+            .arg(&tools)
+            .spawn()
+            .expect("rudder gateway starts")
+    };
+    let mut first = gateway();
+    let answers = [json!({"region": "eu-west"}), json!({"confirm": true})];
+    for (round, answer) in answers.into_iter().enumerate() {
+        wait_until(&store, &id, "asked", |t| {
+            t.status == Status::InputRequired && t.answered.len() == round
+        });
+        store.provide_input(&id, answer, None).expect("an answer");
+    }
+    // Both answers reached the upstream, whose tool now works on: rudder
+    // is killed before it returns.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let upstream = loop {
+        if let Ok(pid) = std::fs::read_to_string(&marker)
+            && !pid.is_empty()
+        {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the tool never got both answers");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    first.kill().expect("kill rudder gateway");
+    let _ = first.wait();
+    // Its upstream child outlives it (a killed process kills no child):
+    // not the next call's, and not to be left behind.
+    let _ = std::process::Command::new("kill")
+        .args(["-9", upstream.trim()])
+        .status();
+    let mut second = gateway();
+    let done = wait_until(&store, &id, "completed or asking again", |t| {
+        t.status.is_terminal() || t.status == Status::InputRequired
+    });
+    let _ = second.kill();
+    let _ = second.wait();
+    assert_eq!(
+        done.status,
+        Status::Completed,
+        "the engineer was asked again: {:?} {:#?}",
+        done.status_message,
+        done.history
+    );
+    assert_eq!(
+        done.result
+            .as_ref()
+            .and_then(|r| r.pointer("/content/0/text")),
+        Some(&json!("INC-12: region=eu-west confirm=True"))
+    );
+    let asked = done
+        .history
+        .iter()
+        .filter(|e| e.status == Status::InputRequired)
+        .count();
+    assert_eq!(
+        asked, 2,
+        "each question was asked once: {:#?}",
+        done.history
+    );
+    let replayed = done
+        .history
+        .iter()
+        .filter_map(|e| e.note.as_deref())
+        .filter(|n| n.contains("the stored answer was given at once"))
+        .count();
+    assert_eq!(replayed, 2, "{:#?}", done.history);
+}
+
 /// A client of `rudder mcp` that hears `notifications/tools/list_changed`.
 #[derive(Clone)]
 struct Heard(tokio::sync::mpsc::UnboundedSender<()>);
@@ -354,6 +475,81 @@ async fn rudder_mcp_tells_its_clients_when_an_upstreams_tools_change() {
             break;
         }
     }
+    let _ = client.cancel().await;
+}
+
+/// The same for a client of protocol 2026-07-28, which has no session to
+/// be told on: it hears on a `subscriptions/listen` that asked for
+/// `toolsListChanged`, and lists the new tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rudder_mcp_tells_a_2026_listener_when_an_upstreams_tools_change() {
+    use rmcp::model::{ServerNotification, SubscriptionFilter};
+    let dir = tempfile::tempdir().unwrap();
+    let trigger = dir.path().join("grow");
+    let script = bridge().with_file_name("changing.py");
+    let tools = catalogue(
+        dir.path(),
+        &format!(
+            "[[upstream]]\nname = \"changing\"\ncommand = [{:?}, {:?}, {:?}]\ntools = \"*\"\n",
+            python().display().to_string(),
+            script.display().to_string(),
+            trigger.display().to_string()
+        ),
+    );
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rudder"));
+    cmd.env_remove("RUDDER_STORE")
+        .arg("--store")
+        .arg(dir.path().join("tasks.db"))
+        .arg("mcp")
+        .arg("--tools")
+        .arg(&tools);
+    let config = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("rudder-gateway-test", "1"),
+    );
+    let client = config
+        .serve_with_lifecycle(
+            TokioChildProcess::new(cmd).unwrap(),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("client connects");
+    let names = async || -> Vec<String> {
+        let listed = client.list_all_tools().await.expect("tools/list");
+        listed.into_iter().map(|t| t.name.to_string()).collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !names().await.contains(&"first".to_string()) {
+        assert!(
+            Instant::now() < deadline,
+            "the upstream's tools were never listed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut listen = client
+        .listen(SubscriptionFilter::builder().tools_list_changed().build())
+        .await
+        .expect("subscriptions/listen is acknowledged");
+    assert_eq!(
+        listen.acknowledged().tools_list_changed,
+        Some(true),
+        "toolsListChanged is accepted"
+    );
+    std::fs::write(&trigger, "").unwrap();
+    // Told on the listen, until a notice after which the new tool is listed.
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, listen.next()).await {
+            Ok(Ok(Some(ServerNotification::ToolListChangedNotification(_)))) => {}
+            other => panic!("rudder mcp never said its tools changed on the listen: {other:?}"),
+        }
+        if names().await.contains(&"second".to_string()) {
+            break;
+        }
+    }
+    listen.cancel().await.expect("the listen is cancelled");
     let _ = client.cancel().await;
 }
 

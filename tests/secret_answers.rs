@@ -153,6 +153,81 @@ fn the_cli_masks_secret_answers_and_reveals_them_on_request() {
     assert_eq!(waited.json()["input_value"]["token"], MASK);
 }
 
+/// A secret answer the task keeps after it asked its next question (its
+/// earlier answers, `answered`) is masked by the schema it answered, in
+/// every CLI output, and shown by `get --reveal` only.
+#[test]
+fn an_earlier_secret_answer_is_masked_once_the_next_question_is_asked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tasks.json");
+    let id = create(&path, &["--schema", &schema().to_string()]);
+    let token = format!("token={TOKEN}");
+    let pin = format!("pin={PIN}");
+    let answered = run(
+        &path,
+        &[
+            "input",
+            &id,
+            "--set",
+            "service=payments",
+            "--set",
+            &token,
+            "--set",
+            &pin,
+        ],
+    );
+    assert_eq!(answered.code, 0, "{answered:#?}");
+    // The next question: plain, so only the earlier answer has secrets.
+    let next = json!({"type": "object", "properties": {"window": {"type": "string"}}});
+    let asked = run(
+        &path,
+        &[
+            "request-input",
+            &id,
+            "--schema",
+            &next.to_string(),
+            "--message",
+            "Which window?",
+            "--json",
+        ],
+    );
+    assert_eq!(asked.code, 0, "{asked:#?}");
+    no_secret(&asked.stdout);
+    let earlier = &asked.json()["task"]["answered"][0];
+    assert_eq!(
+        earlier["input_value"],
+        json!({"service": "payments", "token": MASK, "pin": MASK}),
+        "{earlier}"
+    );
+    let window = run(&path, &["input", &id, "--set", "window=1h", "--json"]);
+    assert_eq!(window.code, 0, "{window:#?}");
+    no_secret(&window.stdout);
+    for args in [
+        &["get", &id, "--json"][..],
+        &["get", &id],
+        &["list", "--json"],
+        &["list"],
+        &["log", &id],
+    ] {
+        let out = run(&path, args);
+        assert_eq!(out.code, 0, "{args:?}: {out:#?}");
+        no_secret(&out.stdout);
+    }
+    let human = run(&path, &["get", &id]);
+    assert!(
+        human.stdout.contains("earlier answer (") && human.stdout.contains(MASK),
+        "{}",
+        human.stdout
+    );
+    let revealed = run(&path, &["get", &id, "--reveal", "--json"]);
+    assert_eq!(revealed.code, 0, "{revealed:#?}");
+    assert_eq!(
+        revealed.json()["answered"][0]["input_value"]["token"],
+        TOKEN
+    );
+    assert_eq!(revealed.json()["input_value"], json!({"window": "1h"}));
+}
+
 #[test]
 fn the_rust_worker_api_reads_secret_answers_in_clear() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -152,10 +152,16 @@ impl PyTask {
     fn is_terminal(&self) -> bool {
         self.inner.status.is_terminal()
     }
-    /// The task as a JSON object, exactly as `rudder get --json` prints it.
+    /// The task as a JSON object, as `rudder get --reveal --json` prints
+    /// it, but for its earlier answers (`answered`), which are not shown:
+    /// they are the worker's to replay (the gateway's), and may hold
+    /// secrets in clear.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let value = serde_json::to_value(&self.inner)
+        let mut value = serde_json::to_value(&self.inner)
             .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        if let Some(fields) = value.as_object_mut() {
+            fields.remove("answered");
+        }
         to_py(py, &value)
     }
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {

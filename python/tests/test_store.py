@@ -269,6 +269,20 @@ def test_unknown_and_ambiguous_ids_are_key_errors(store: rudder.Store) -> None:
     assert len(many.value.candidates) == prefixes[shared]
 
 
+def test_earlier_answers_are_left_out_of_to_dict_and_masked_by_the_cli(store: rudder.Store) -> None:
+    secret = {"type": "object", "properties": {"token": {"type": "string", "writeOnly": True}}}
+    task = store.create(input_schema=secret, message="Which token?").task
+    store.provide_input(task.task_id, {"token": "tok-py-1"})
+    store.request_input(task.task_id, {"type": "object"}, message="Anything else?")
+    got = store.get(task.task_id)
+    assert "answered" not in got.to_dict()
+    assert "tok-py-1" not in repr(got)
+    shown = json.loads(cli(store.url, "get", task.task_id, "--json").stdout)
+    assert shown["answered"] == [
+        {"message": "Which token?", "input_schema": secret, "input_value": {"token": "••••"}}
+    ]
+
+
 def test_the_cli_and_python_share_one_store(store: rudder.Store) -> None:
     task = store.create(title="from python").task
     shown = json.loads(cli(store.url, "get", task.task_id, "--json").stdout)

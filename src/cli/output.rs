@@ -335,6 +335,13 @@ pub fn task_detail(t: &Task, now: DateTime<Utc>, revealed: bool) -> String {
     block("input schema", &t.input_schema);
 
     block("input", &t.input_value);
+    // Earlier answers, oldest first, each with its question; `get` masks
+    // their secrets like the input's (unless revealed).
+    for a in &t.answered {
+        let question = a.message.as_deref().unwrap_or("asked without a message");
+        let heading = format!("earlier answer ({})", sanitize_line(question));
+        block(&heading, &Some(a.input_value.clone()));
+    }
     block("result", &t.result);
     block("error", &t.error);
     if let Some(schema) = &t.input_schema {

@@ -30,7 +30,12 @@ enum Problem {
 /// nested deeper than [`MAX_VALUE_DEPTH`], or holding an object led by
 /// [`RESERVED_KEY`].
 pub fn check_value(field: &str, value: &Value) -> Result<(), StoreError> {
-    check(value, 0).map_err(|problem| match problem {
+    check(value, 0).map_err(|problem| field_error(field, problem))
+}
+
+/// The error for `problem`, found in the task field `field`.
+fn field_error(field: &str, problem: Problem) -> StoreError {
+    match problem {
         Problem::TooDeep => StoreError::TooDeep {
             field: field.to_string(),
             limit: MAX_VALUE_DEPTH,
@@ -42,7 +47,7 @@ pub fn check_value(field: &str, value: &Value) -> Result<(), StoreError> {
                 pointer: path.iter().map(|s| format!("/{s}")).collect(),
             }
         }
-    })
+    }
 }
 
 /// [`check_value`] for every JSON value of `task`: its opaque fields and the
@@ -62,6 +67,20 @@ pub fn check_task(task: &Task) -> Result<(), StoreError> {
     }
     for (name, v) in &task.extra {
         check_value(name, v)?;
+    }
+    // An earlier answer's values sit two containers below the field's
+    // (the list, the entry), which count against the same limit.
+    for (i, earlier) in task.answered.iter().enumerate() {
+        let values = [
+            ("input_schema", &earlier.input_schema),
+            ("input_value", &earlier.input_value),
+        ];
+        for (name, v) in values {
+            check(v, 2).map_err(|problem| {
+                let problem = within(within(problem, name.to_string()), i.to_string());
+                field_error("answered", problem)
+            })?;
+        }
     }
     Ok(())
 }
@@ -141,6 +160,24 @@ mod tests {
         assert!(check_value("result", &json!({ "a": obj })).is_err());
         // Far deeper values built in code are refused without deep recursion.
         assert!(check_value("result", &nested(MAX_VALUE_DEPTH * 4)).is_err());
+    }
+
+    /// An earlier answer's values are two containers further down than a
+    /// field's: one at the field's limit is refused there.
+    #[test]
+    fn an_earlier_answer_counts_its_two_extra_levels() {
+        let mut task = Task::new("t", rudder_model::task::Status::Working);
+        task.answered = vec![rudder_model::task::Answered {
+            message: None,
+            input_schema: json!({}),
+            input_value: nested(MAX_VALUE_DEPTH - 2),
+        }];
+        check_task(&task).unwrap();
+        task.answered[0].input_value = nested(MAX_VALUE_DEPTH - 1);
+        match check_task(&task) {
+            Err(StoreError::TooDeep { field, .. }) => assert_eq!(field, "answered"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -95,6 +95,7 @@ pub struct RowChange {
 fn light(mut task: Task) -> Task {
     task.input_schema = None;
     task.input_value = None;
+    task.answered = Vec::new();
     task.result = None;
     task.request = None;
     task.history = Vec::new();

@@ -3,9 +3,10 @@
 //!
 //! [`TaskIndex`] accepts a task's JSON only if [`Task`]'s own deserializer
 //! would: every typed field is read with the same type (status, times,
-//! progress, revision, history, the integers), and every opaque one
-//! (`input_schema`, `input_value`, `result`, `request`, `error`, unknown
-//! fields) is walked the way a `serde_json::Value` is read (numbers in range,
+//! progress, revision, history, the integers, origin and owner), and every
+//! opaque one (`input_schema`, `input_value`, `result`, `request`, `error`,
+//! unknown fields, and the values of `answered`'s entries) is walked the
+//! way a `serde_json::Value` is read (numbers in range,
 //! strings with valid escapes) without allocating it. It is stricter than
 //! `Task` in one place: opaque values nested as deep as [`MAX_LEVEL`] are
 //! refused, which is serde_json's own recursion limit as it applies in the
@@ -21,7 +22,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 
 use rudder_core::query::SummaryFields;
 use rudder_model::task::time::Time;
-use rudder_model::task::{Progress, Status, Task};
+use rudder_model::task::{Origin, Progress, Status, Task};
 
 /// A task's summary fields, borrowed from the file's text where possible,
 /// read from JSON that is known to deserialize as a [`Task`].
@@ -171,6 +172,74 @@ impl Opaque {
 /// The value of a task's field.
 const FIELD: Opaque = Opaque { level: FIELD_LEVEL };
 
+/// The value of an earlier answer's `input_schema` or `input_value`: in
+/// the field's list, in its entry.
+const ANSWER_VALUE: Opaque = Opaque {
+    level: FIELD_LEVEL + 2,
+};
+
+/// `Vec<Answered>`'s acceptance, nothing kept: a sequence of entries.
+struct CheckAnswered;
+
+impl<'de> Deserialize<'de> for CheckAnswered {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = CheckAnswered;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<CheckAnswered, A::Error> {
+                while seq.next_element::<CheckAnswer>()?.is_some() {}
+                Ok(CheckAnswered)
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+/// [`rudder_model::task::Answered`]'s acceptance, nothing kept: an object
+/// with `input_schema` and `input_value` (any JSON, walked at their
+/// level), `message` (a string or null) optional; other keys are walked
+/// as any JSON, as the derived deserializer ignores them.
+struct CheckAnswer;
+
+impl<'de> Deserialize<'de> for CheckAnswer {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = CheckAnswer;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an earlier answer")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CheckAnswer, A::Error> {
+                let (mut message, mut schema, mut value) = (None, None, None);
+                while let Some(key) = map.next_key::<Str>()? {
+                    match key.0.as_ref() {
+                        "message" => {
+                            map.next_value::<Option<CheckStr>>()?;
+                            once(&mut message, "message", ())?;
+                        }
+                        "input_schema" => {
+                            map.next_value_seed(ANSWER_VALUE)?;
+                            once(&mut schema, "input_schema", ())?;
+                        }
+                        "input_value" => {
+                            map.next_value_seed(ANSWER_VALUE)?;
+                            once(&mut value, "input_value", ())?;
+                        }
+                        _ => map.next_value_seed(ANSWER_VALUE)?,
+                    }
+                }
+                schema.ok_or_else(|| de::Error::missing_field("input_schema"))?;
+                value.ok_or_else(|| de::Error::missing_field("input_value"))?;
+                Ok(CheckAnswer)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
 /// `Vec<HistoryEntry>`'s acceptance, nothing kept.
 struct CheckHistory;
 
@@ -182,6 +251,15 @@ struct CheckEntry {
     at: Time,
     #[serde(default)]
     note: Option<CheckStr>,
+    #[serde(default)]
+    actor: Option<CheckStr>,
+    /// Any string is a face (`Face` keeps ones it does not know).
+    #[serde(default)]
+    face: Option<CheckStr>,
+    #[serde(default)]
+    reason: Option<CheckStr>,
+    #[serde(default)]
+    fields: Vec<CheckStr>,
 }
 
 impl<'de> Deserialize<'de> for CheckHistory {
@@ -219,6 +297,11 @@ enum Field {
     PollIntervalMs,
     Revision,
     History,
+    /// The earlier answers: entries of a message and two opaque values.
+    Answered,
+    /// The tool and client that created the task: read as `Task` reads it.
+    Origin,
+    OwnedBy,
     /// input_schema, input_value, result, request, error: any JSON.
     Opaque(&'static str),
     /// A field this version does not know: any JSON, kept by `Task::extra`.
@@ -251,6 +334,9 @@ impl<'de> Deserialize<'de> for Field {
                     "poll_interval_ms" => Field::PollIntervalMs,
                     "revision" => Field::Revision,
                     "history" => Field::History,
+                    "answered" => Field::Answered,
+                    "origin" => Field::Origin,
+                    "owned_by" => Field::OwnedBy,
                     "input_schema" => Field::Opaque("input_schema"),
                     "input_value" => Field::Opaque("input_value"),
                     "result" => Field::Opaque("result"),
@@ -309,6 +395,9 @@ impl<'de> Visitor<'de> for TaskVisitor {
         let mut lease_ms = None;
         let mut revision = None;
         let mut history = None;
+        let mut answered = None;
+        let mut origin = None;
+        let mut owned_by = None;
         let mut opaque: [Option<()>; 5] = [None; 5];
         while let Some(field) = map.next_key::<Field>()? {
             match field {
@@ -366,6 +455,18 @@ impl<'de> Visitor<'de> for TaskVisitor {
                     map.next_value::<CheckHistory>()?;
                     once(&mut history, "history", ())?;
                 }
+                Field::Answered => {
+                    map.next_value::<CheckAnswered>()?;
+                    once(&mut answered, "answered", ())?;
+                }
+                Field::Origin => {
+                    let v = map.next_value::<Option<Origin>>()?;
+                    once(&mut origin, "origin", v.map(drop))?;
+                }
+                Field::OwnedBy => {
+                    let v = map.next_value::<Option<CheckStr>>()?;
+                    once(&mut owned_by, "owned_by", v.map(drop))?;
+                }
                 Field::Opaque(name) => {
                     map.next_value_seed(FIELD)?;
                     let slot = match name {
@@ -420,9 +521,15 @@ pub fn too_deep(task: &Task) -> bool {
         &task.request,
         &task.error,
     ];
+    // An earlier answer's values sit two containers below a field's.
+    let earlier = task
+        .answered
+        .iter()
+        .flat_map(|a| [&a.input_schema, &a.input_value]);
     fields
         .into_iter()
         .flatten()
         .chain(task.extra.values())
         .any(|v| deeper(v, FIELD.level))
+        || earlier.into_iter().any(|v| deeper(v, ANSWER_VALUE.level))
 }

@@ -2,7 +2,6 @@
 //! upstream, its progress and questions turned into the task's, its result
 //! stored, a loss retried only when the tool is idempotent.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -116,11 +115,12 @@ pub async fn serve(
             return;
         }
     }
-    // Answers given in this process, by question: an idempotent retry that
-    // asks one again gets it at once. After a takeover, the task's own
-    // last answer is the one kept.
-    let mut answers: HashMap<(String, String), Value> =
-        stored_answer(job.task()).into_iter().collect();
+    // Every answer the call was given, by question: an idempotent retry
+    // that asks one again gets it at once. The store keeps them all (the
+    // task's earlier answers and its current one), so a takeover after a
+    // restart has them too.
+    let mut answers = Replay::default();
+    answers.learn(job.task());
     let mut attempt = before;
     let mut noted = noted;
     loop {
@@ -134,7 +134,7 @@ pub async fn serve(
             }
             // An answer given while no call was open (the upstream was
             // down between attempts) is the one the retry's question gets.
-            answers.extend(stored_answer(job.task()));
+            answers.learn(job.task());
         }
         let attempted = tokio::select! {
             biased;
@@ -203,17 +203,45 @@ pub fn attempts_made(task: &Task) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-/// The task's last answer, by the question it answered (its message and
-/// schema), if it has one.
-fn stored_answer(task: &Task) -> Option<((String, String), Value)> {
-    let value = task.input_value.clone()?;
-    let schema = task.input_schema.as_ref()?;
-    let prefix = "input provided (asked: ";
-    let asked = task.history.iter().rev().find_map(|e| {
-        let note = e.note.as_deref()?;
-        note.strip_prefix(prefix).and_then(|m| m.strip_suffix(')'))
-    })?;
-    Some(((asked.to_string(), schema.to_string()), value))
+/// The answers a call can give again, each by the question it answered
+/// (its message and schema; schemas compared as JSON values, so the order
+/// of their keys does not matter). Bounded by what the store keeps
+/// ([`rudder_store::task::MAX_ANSWERED`]) plus what one process asked.
+#[derive(Debug, Default)]
+struct Replay(Vec<(String, Value, Value)>);
+
+impl Replay {
+    /// Take every answer `task` holds (its earlier answers, then its
+    /// current one), a later answer to the same question replacing an
+    /// earlier one. Answers to questions asked without a message are not
+    /// replayed: an upstream's question always has one.
+    pub fn learn(&mut self, task: &Task) {
+        for (question, schema, value) in task.answers() {
+            if let Some(question) = question {
+                self.keep(question.to_string(), schema.clone(), value.clone());
+            }
+        }
+    }
+
+    /// The answer given to `message` with `schema`, if any.
+    pub fn get(&self, message: &str, schema: &Value) -> Option<&Value> {
+        self.0
+            .iter()
+            .find(|(m, s, _)| m == message && s == schema)
+            .map(|(_, _, v)| v)
+    }
+
+    /// Keep `value` as the answer to `message` with `schema`.
+    fn keep(&mut self, message: String, schema: Value, value: Value) {
+        match self
+            .0
+            .iter_mut()
+            .find(|(m, s, _)| *m == message && *s == schema)
+        {
+            Some(slot) => slot.2 = value,
+            None => self.0.push((message, schema, value)),
+        }
+    }
 }
 
 async fn finish_failed(job: &mut AsyncJob, message: String, say: &Say) {
@@ -314,7 +342,7 @@ async fn attempt_once(
     tool: &str,
     (store, changes): (&Arc<Store>, &Changes),
     id: &str,
-    answers: &mut HashMap<(String, String), Value>,
+    answers: &mut Replay,
 ) -> Ended {
     let (events, mut rx) = mpsc::channel(64);
     let session = match upstream::connect(up, Handler::new(events, true)).await {
@@ -577,7 +605,7 @@ async fn mirror(
     tool: &str,
     session: &Session,
     task: rmcp::model::Task,
-    answers: &mut HashMap<(String, String), Value>,
+    answers: &mut Replay,
     stopped: &mut (impl std::future::Future<Output = Status> + Unpin),
 ) -> Ended {
     let id = task.task_id.clone();
@@ -770,7 +798,7 @@ async fn ask_person(
     up: &Upstream,
     message: String,
     schema: Value,
-    answers: &mut HashMap<(String, String), Value>,
+    answers: &mut Replay,
 ) -> Person {
     let fit = rudder_model::schema::mcp::mcp_fit(&schema);
     let unfit = fit.reason.or_else(|| {
@@ -782,8 +810,7 @@ async fn ask_person(
         let _ = job.note(unfit_note(up, &reason)).await;
         return Person::Refused(reason);
     }
-    let key = (message.clone(), schema.to_string());
-    if let Some(value) = answers.get(&key) {
+    if let Some(value) = answers.get(&message, &schema) {
         let _ = job
             .note(format!(
                 "gateway: upstream {:?} asked again a question already answered; the stored answer was given at once",
@@ -792,14 +819,14 @@ async fn ask_person(
             .await;
         return Person::Answer(value.clone());
     }
-    let mut asked = match job.ask(message, schema).await {
+    let mut asked = match job.ask(message.clone(), schema.clone()).await {
         Ok(a) => a,
         Err(WorkError::Stop(_)) => return Person::Stopped,
         Err(e) => return Person::Failed(format!("rudder could not ask the question: {e}")),
     };
     match asked.wait(None).await {
         Ok(Some(value)) => {
-            answers.insert(key, value.clone());
+            answers.keep(message, schema, value.clone());
             Person::Answer(value)
         }
         Ok(None) | Err(WorkError::Stop(_)) => Person::Stopped,
@@ -821,7 +848,7 @@ async fn elicit(
     job: &mut AsyncJob,
     up: &Upstream,
     params: ElicitRequestParams,
-    answers: &mut HashMap<(String, String), Value>,
+    answers: &mut Replay,
     response: &mut (impl std::future::Future<Output = Result<ServerResult, ServiceError>> + Unpin),
 ) -> Asked {
     let (message, schema) = match form(params) {
@@ -869,7 +896,7 @@ async fn round(
     up: &Upstream,
     tool: &str,
     requests: InputRequests,
-    answers: &mut HashMap<(String, String), Value>,
+    answers: &mut Replay,
 ) -> Result<InputResponses, Ended> {
     let mut responses = InputResponses::new();
     for (key, request) in requests {

@@ -1,12 +1,15 @@
 //! The tools the upstreams serve, as their `tools/list` says: one session
 //! per upstream kept open to list them, listed again on
-//! `notifications/tools/list_changed`, and reopened (with backoff) while
-//! the upstream does not answer.
+//! `notifications/tools/list_changed` (which a 2026-07-28 upstream sends on
+//! a `subscriptions/listen` the session opens), and reopened (with
+//! backoff) while the upstream does not answer.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+use rmcp::service::Subscription;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
@@ -114,6 +117,9 @@ async fn follow(up: &Upstream, say: &Say, publish: &(dyn Fn(Vec<UpstreamTool>) +
                 continue;
             }
         };
+        // A 2026-07-28 upstream tells of changes only on a listen: opened
+        // before the first listing, so that a change after it is heard.
+        let mut listen = tools_listen(&session).await;
         loop {
             match session.peer().list_all_tools().await {
                 Ok(tools) => {
@@ -145,6 +151,14 @@ async fn follow(up: &Upstream, say: &Say, publish: &(dyn Fn(Vec<UpstreamTool>) +
                         Some(_) => {}
                         None => break true,
                     },
+                    told = next_on(&mut listen) => match told {
+                        Ok(Some(ServerNotification::ToolListChangedNotification(_))) => break false,
+                        Ok(Some(_)) => {}
+                        // The listen ended (the upstream closed it, or the
+                        // session is going): changes would go unheard, so
+                        // the session is opened again.
+                        Ok(None) | Err(_) => break true,
+                    },
                     _ = tokio::time::sleep(Duration::from_secs(2)) => {
                         if session.is_closed() {
                             break true;
@@ -166,6 +180,38 @@ async fn follow(up: &Upstream, say: &Say, publish: &(dyn Fn(Vec<UpstreamTool>) +
         drop(session);
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(RETRY_MOST);
+    }
+}
+
+/// A `subscriptions/listen` for tool list changes, on a session of
+/// protocol 2026-07-28 with an upstream that says its tools may change
+/// (`tools.listChanged`); `None` otherwise (an `initialize` session is told
+/// without one) or when the upstream does not acknowledge it (its tools
+/// are then listed once per session, as it answered).
+async fn tools_listen(session: &upstream::Session) -> Option<Subscription> {
+    let info = session.peer().peer_info()?;
+    let modern = info.protocol_version >= ProtocolVersion::V_2026_07_28;
+    let changes = info
+        .capabilities
+        .tools
+        .as_ref()
+        .and_then(|t| t.list_changed)
+        .unwrap_or(false);
+    if !(modern && changes) {
+        return None;
+    }
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    let listen = session.peer().listen(filter).await.ok()?;
+    (listen.acknowledged().tools_list_changed == Some(true)).then_some(listen)
+}
+
+/// The next notification on `listen`; never, without one.
+async fn next_on(
+    listen: &mut Option<Subscription>,
+) -> Result<Option<ServerNotification>, rmcp::service::ServiceError> {
+    match listen {
+        Some(l) => l.next().await,
+        None => std::future::pending().await,
     }
 }
 

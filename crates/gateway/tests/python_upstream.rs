@@ -106,6 +106,44 @@ fn the_tools_are_listed_with_the_upstreams_names_descriptions_and_schemas() {
     assert!(tools.iter().any(|t| t.name == "diagnose"));
 }
 
+/// An upstream of protocol 2026-07-28 tells of a change of its tools only
+/// on a `subscriptions/listen`: the gateway's listing session opens one
+/// (asking for `toolsListChanged`) and lists the tools again when told.
+#[test]
+fn a_2026_upstreams_tool_list_change_is_heard_on_a_listen() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let trigger = dir.path().join("grow");
+    let changing = bridge().with_file_name("changing.py");
+    let text = format!(
+        "[[upstream]]\nname = \"changing\"\ncommand = [{:?}, {:?}, {:?}, \"--2026\"]\ntools = \"*\"\n",
+        python().display().to_string(),
+        changing.display().to_string(),
+        trigger.display().to_string()
+    );
+    let gw = Gateway::start(dir.path(), &text, &store, LEASE);
+    let mut watch = gw.directory.watch();
+    let listed = |name: &'static str| {
+        move |tools: &std::sync::Arc<Vec<rudder_gateway::UpstreamTool>>| {
+            tools.iter().any(|t| t.name == name)
+        }
+    };
+    let runtime = gw.runtime.as_ref().unwrap();
+    runtime.block_on(async {
+        tokio::time::timeout(Duration::from_secs(60), watch.wait_for(listed("first")))
+            .await
+            .expect("listed in time")
+            .expect("listed");
+    });
+    std::fs::write(&trigger, "").unwrap();
+    runtime.block_on(async {
+        tokio::time::timeout(Duration::from_secs(60), watch.wait_for(listed("second")))
+            .await
+            .expect("the new tool was never listed: the change was not heard")
+            .expect("listed");
+    });
+}
+
 #[test]
 fn a_tool_error_is_a_completed_task_with_is_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -279,6 +317,78 @@ fn a_takeover_replays_the_answer_already_given_to_an_idempotent_call() {
         "{:?}",
         notes(&done)
     );
+    assert!(
+        notes(&done)
+            .iter()
+            .any(|n| n.starts_with("gateway: attempt 2 of 3"))
+    );
+}
+
+/// A call that asked two different questions, both answered, is taken
+/// over after rudder stops: the upstream asks both again and both get
+/// their stored answers at once (the first from the task's earlier
+/// answers, the second from its current one); the engineer is asked
+/// nothing more.
+#[test]
+fn a_takeover_replays_every_answer_already_given_not_only_the_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let extra = "[upstream.tool.failover]\nidempotent = true\n";
+    let text = catalogue(extra);
+    let first = Gateway::start(dir.path(), &text, &store, LEASE);
+    let marker = dir.path().join("failover.pid");
+    let id = call(
+        &store,
+        "failover",
+        json!({"incident": "INC-11", "marker": marker}),
+    );
+    let answers = [
+        (
+            "Which region takes the traffic of INC-11?",
+            json!({"region": "eu-west"}),
+        ),
+        ("Fail INC-11 over to it now?", json!({"confirm": true})),
+    ];
+    for (round, (question, answer)) in answers.iter().enumerate() {
+        let asked = wait_for(&store, &id, "input_required", |t| {
+            t.status == Status::InputRequired && t.answered.len() == round
+        });
+        assert_eq!(asked.status_message.as_deref(), Some(*question));
+        store
+            .provide_input(&id, answer.clone(), None)
+            .expect("an answer");
+    }
+    // Both answers reached the upstream, which now works on (and hangs):
+    // rudder stops before the tool returns.
+    wait_file(&marker);
+    first.kill();
+    let _second = Gateway::start(dir.path(), &text, &store, LEASE);
+    let done = wait_for(&store, &id, "completed or asking again", |t| {
+        t.status.is_terminal() || t.status == Status::InputRequired
+    });
+    assert_eq!(
+        done.status,
+        Status::Completed,
+        "the engineer was asked again: {:?} {:#?}",
+        done.status_message,
+        done.history
+    );
+    assert_eq!(text_of(&done), "INC-11: region=eu-west confirm=True");
+    let asked = done
+        .history
+        .iter()
+        .filter(|e| e.status == Status::InputRequired)
+        .count();
+    assert_eq!(
+        asked, 2,
+        "each question was asked once: {:#?}",
+        done.history
+    );
+    let replayed = notes(&done)
+        .iter()
+        .filter(|n| n.contains("the stored answer was given at once"))
+        .count();
+    assert_eq!(replayed, 2, "{:#?}", notes(&done));
     assert!(
         notes(&done)
             .iter()

@@ -339,4 +339,35 @@ mod tests {
         assert!(d.get("result").is_none(), "{d}");
         assert_eq!(d["error"]["code"], -32603);
     }
+
+    /// A task's earlier answers never reach MCP's wire (the Tasks
+    /// extension has no place for them), whatever its status: neither
+    /// their values nor their questions.
+    #[test]
+    fn earlier_answers_are_not_on_the_wire() {
+        for status in [
+            Status::Working,
+            Status::InputRequired,
+            Status::Completed,
+            Status::Failed,
+            Status::Cancelled,
+        ] {
+            let mut t = finished(status, Some(json!("done")), None);
+            t.input_schema =
+                Some(json!({"type": "object", "properties": {"b": {"type": "string"}}}));
+            t.answered = vec![rudder_model::task::Answered {
+                message: Some("Which key-q?".into()),
+                input_schema: json!({"properties": {"k": {"type": "string", "writeOnly": true}}}),
+                input_value: json!({"k": "key-v"}),
+            }];
+            let d = serde_json::to_string(&detailed(&t, None, &BTreeSet::new())).unwrap();
+            let inline = serde_json::to_string(&tool_result(&t)).unwrap();
+            for shown in [d, inline] {
+                assert!(
+                    !shown.contains("key-v") && !shown.contains("key-q"),
+                    "{status}: {shown}"
+                );
+            }
+        }
+    }
 }

@@ -21,3 +21,17 @@ pub const MAX_VALUE_DEPTH: usize = MAX_LEVEL - FIELD_LEVEL;
 /// first key is this reads back as a number (or is refused), never as the
 /// object, so no such object is ever written.
 pub const RESERVED_KEY: &str = "$serde_json::private::Number";
+
+/// Whether `value` nests at most `depth` containers deep (`[]` and `{}`
+/// are 1 deep). The walk stops one level past `depth`.
+pub fn within_depth(value: &serde_json::Value, depth: usize) -> bool {
+    match value {
+        serde_json::Value::Array(items) => {
+            depth > 0 && items.iter().all(|v| within_depth(v, depth - 1))
+        }
+        serde_json::Value::Object(map) => {
+            depth > 0 && map.values().all(|v| within_depth(v, depth - 1))
+        }
+        _ => true,
+    }
+}

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use chrono::Utc;
 use indexmap::IndexMap;
-use rudder_store::task::{Actor, HistoryEntry, Progress, Status, Task};
+use rudder_store::task::{Actor, Answered, HistoryEntry, Origin, Progress, Status, Task};
 use rudder_store::{NewTask, Store, StoreError};
 use serde_json::{Value, json};
 
@@ -41,14 +41,22 @@ fn every_field() -> Task {
         error: Some(json!({"message": "no"})),
         ttl_ms: Some(60_000),
         poll_interval_ms: Some(500),
+        answered: vec![Answered {
+            message: Some("which region?".into()),
+            input_schema: json!({"type": "object"}),
+            input_value: json!({"region": "eu"}),
+        }],
         revision: 3,
         history: vec![HistoryEntry::new(
             Status::Working,
             now,
             Some("created".into()),
         )],
-        origin: None,
-        owned_by: None,
+        origin: Some(Origin {
+            tool: "diagnose".into(),
+            client: None,
+        }),
+        owned_by: Some("alice".into()),
         extra: IndexMap::from([("owner".to_string(), json!({"team": "payments"}))]),
     }
 }
@@ -77,6 +85,16 @@ fn candidates() -> Vec<Value> {
         json!({"current": 1, "total": 2}),
         json!({"current": "1", "total": 2}),
         json!({"current": 1}),
+        json!({"tool": "diagnose", "client": {"name": "cli"}}),
+        json!({"tool": 1}),
+        json!([{"status": "working", "at": "2026-01-01T00:00:00Z", "face": 5}]),
+        json!([{"status": "working", "at": "2026-01-01T00:00:00Z", "fields": [1]}]),
+        json!([{"status": "working", "at": "2026-01-01T00:00:00Z", "actor": {}}]),
+        json!([{"input_schema": {}, "input_value": {}}]),
+        json!([{"message": null, "input_schema": true, "input_value": [1]}]),
+        json!([{"message": 5, "input_schema": {}, "input_value": {}}]),
+        json!([{"input_schema": {}}]),
+        json!([["q", {}, {}]]),
     ]
 }
 

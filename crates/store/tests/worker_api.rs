@@ -7,7 +7,7 @@ use rudder_store::Work as _;
 use std::path::Path;
 use std::time::Duration;
 
-use rudder_model::task::{Status, Task};
+use rudder_model::task::{Answered, Status, Task};
 use rudder_store::NewTask;
 use rudder_store::Store;
 use rudder_store::worker::{Stop, WorkError};
@@ -221,6 +221,64 @@ fn ask_keeps_the_lease_and_the_same_worker_continues_with_the_answer_case() {
     assert!(other.next(Duration::ZERO).expect("next").is_none());
     job.complete(json!("done")).expect("complete");
     assert_eq!(get(&store, &id).status, Status::Completed);
+}
+
+/// A job that asks two questions: the first answer is kept, with its
+/// question and schema, when the second is asked, and every backend
+/// stores it and reads it back (a fresh connection, the full load, and
+/// after another write, which the JSON file backend copies through its
+/// quick check). People see its secret masked.
+fn earlier_answers_are_kept_with_their_questions_and_read_back_case() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = store_in(dir.path());
+    let store = store(&path);
+    let id = create(&store, None);
+    let person = Store::connect(&path).expect("url");
+    let token = json!({
+        "type": "object",
+        "properties": {"token": {"type": "string", "writeOnly": true}},
+        "required": ["token"]
+    });
+    let window = json!({"type": "object", "properties": {"window": {"type": "string"}}});
+    let mut worker = store.worker("w").start().expect("start");
+    let mut job = worker.next(LONG).expect("next").expect("a job");
+    for (question, schema, given) in [
+        ("Which token?", &token, json!({"token": "tok-1"})),
+        ("Which window?", &window, json!({"window": "1h"})),
+    ] {
+        let mut answer = job.ask(question, schema.clone()).expect("ask");
+        person
+            .provide_input(&id, given.clone(), None)
+            .expect("input");
+        assert_eq!(answer.wait(Some(LONG)).expect("wait"), Some(given));
+    }
+    job.complete(json!("done")).expect("complete");
+    drop(worker);
+    let kept = vec![Answered {
+        message: Some("Which token?".into()),
+        input_schema: token.clone(),
+        input_value: json!({"token": "tok-1"}),
+    }];
+    let fresh = Store::connect(&path).expect("url");
+    let got = get(&fresh, &id);
+    assert_eq!(got.answered, kept);
+    assert_eq!(got.input_value, Some(json!({"window": "1h"})));
+    let answers: Vec<_> = got.answers().map(|(q, _, v)| (q, v.clone())).collect();
+    assert_eq!(
+        answers,
+        [
+            (Some("Which token?"), json!({"token": "tok-1"})),
+            (Some("Which window?"), json!({"window": "1h"})),
+        ]
+    );
+    let loaded = fresh.load().expect("load");
+    assert_eq!(loaded.get(&id).map(|t| &t.answered), Some(&kept));
+    // Another write: the file backend copies this task's text as it is.
+    create(&fresh, None);
+    assert_eq!(get(&fresh, &id), got);
+    let shown = serde_json::to_string(&rudder_store::schema::masked_task(&got)).expect("json");
+    assert!(!shown.contains("tok-1"), "{shown}");
+    assert!(shown.contains("Which token?"), "{shown}");
 }
 
 #[test]
@@ -480,4 +538,5 @@ rudder_testkit::backend_tests! {
     a_write_after_a_takeover_is_a_stop_and_writes_nothing: a_write_after_a_takeover_is_a_stop_and_writes_nothing_case,
     dropping_a_job_gives_the_lease_back: dropping_a_job_gives_the_lease_back_case,
     ask_keeps_the_lease_and_the_same_worker_continues_with_the_answer: ask_keeps_the_lease_and_the_same_worker_continues_with_the_answer_case,
+    earlier_answers_are_kept_with_their_questions_and_read_back: earlier_answers_are_kept_with_their_questions_and_read_back_case,
 }

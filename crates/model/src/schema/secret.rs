@@ -101,15 +101,21 @@ pub fn masked_input(task: &Task) -> Option<Value> {
     Some(value)
 }
 
-/// Mask the secret values of `task`'s input in place (see [`masked_task`]).
+/// Mask the secret values of `task`'s input in place, and of every earlier
+/// answer it keeps ([`Task::answered`]), each by the schema it answered
+/// (see [`masked_task`]).
 pub fn mask_task(task: &mut Task) {
     if let (Some(schema), Some(value)) = (&task.input_schema, &mut task.input_value) {
         mask_value(schema, value);
     }
+    for earlier in &mut task.answered {
+        mask_value(&earlier.input_schema, &mut earlier.input_value);
+    }
 }
 
-/// `task` as people see it: its input's secret values masked, the rest
-/// as it is. What every face but the worker's shows.
+/// `task` as people see it: the secret values of its input and of its
+/// earlier answers masked, the rest as it is. What every face but the
+/// worker's shows.
 pub fn masked_task(task: &Task) -> Task {
     let mut t = task.clone();
     mask_task(&mut t);
@@ -272,6 +278,40 @@ mod tests {
         // The original is untouched: the worker reads it in clear.
         assert_eq!(t.input_value.as_ref().unwrap()["pin"], "1234");
         assert_eq!(masked_input(&Task::new("t2", Status::Working)), None);
+    }
+
+    /// An earlier answer is masked by the schema it answered, not by the
+    /// task's current one (which may ask for something else entirely).
+    #[test]
+    fn every_earlier_answer_is_masked_by_its_own_schema() {
+        let mut t = Task::new("t1", Status::InputRequired);
+        t.input_schema = Some(json!({"properties": {"service": {"type": "string"}}}));
+        t.answered = vec![
+            crate::task::Answered {
+                message: Some("Which token?".into()),
+                input_schema: schema(),
+                input_value: json!({"service": "payments", "token": "tok-1"}),
+            },
+            crate::task::Answered {
+                message: None,
+                input_schema: json!({"type": "object", "writeOnly": true}),
+                input_value: json!({"key": "k-2"}),
+            },
+        ];
+        let m = masked_task(&t);
+        assert_eq!(
+            m.answered[0].input_value,
+            json!({"service": "payments", "token": MASK})
+        );
+        assert_eq!(m.answered[1].input_value, json!(MASK));
+        assert_eq!(m.answered[0].message.as_deref(), Some("Which token?"));
+        let shown = serde_json::to_string(&m).unwrap();
+        assert!(
+            !shown.contains("tok-1") && !shown.contains("k-2"),
+            "{shown}"
+        );
+        // The worker's copy is untouched.
+        assert_eq!(t.answered[0].input_value["token"], "tok-1");
     }
 
     #[test]

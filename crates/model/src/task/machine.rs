@@ -11,13 +11,18 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{HistoryEntry, INPUT_PROVIDED, Progress, Status, Task};
+use super::{
+    ASKED_OPEN, Answered, HistoryEntry, INPUT_PROVIDED, MAX_ANSWERED, MAX_ANSWERED_BYTES, Progress,
+    Status, Task,
+};
 use crate::schema::{self, Violation};
 
 /// A mutation of one existing task.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
     /// working → input_required, asking for input described by `schema`.
+    /// An answer the task holds (`input_value`) moves, with its question
+    /// and schema, to [`Task::answered`].
     RequestInput {
         schema: Value,
         message: Option<String>,
@@ -270,9 +275,12 @@ fn decide(
             }
             check_claim(task, actor)?;
             schema::check_schema(schema).map_err(Refusal::InvalidSchema)?;
+            // The answer to the question before is kept (with it), so that a
+            // worker asked it again later finds it: `input_value` holds the
+            // answer to the question now standing only.
+            keep_answer(task);
             task.status = Status::InputRequired;
             task.input_schema = Some(schema.clone());
-            task.input_value = None;
             if message.is_some() {
                 task.status_message = message.clone();
             }
@@ -408,8 +416,55 @@ fn decide(
 fn answered(task: &mut Task, asked: Option<String>) {
     task.status_message = None;
     if let (Some(question), Some(entry)) = (asked, task.history.last_mut()) {
-        entry.note = Some(format!("{INPUT_PROVIDED} (asked: {question})"));
+        entry.note = Some(format!("{INPUT_PROVIDED}{ASKED_OPEN}{question})"));
     }
+}
+
+/// Move the task's answer (`input_value`, which is left unset), with the
+/// question it answered and its input schema, to [`Task::answered`], then
+/// bound the list:
+/// at most [`MAX_ANSWERED`] entries and [`MAX_ANSWERED_BYTES`] of JSON,
+/// the oldest dropped first. An answer without a schema (a hand-edited
+/// task) or one too deep to be stored two levels further down is not
+/// kept: a worker then asks its question again, which is safe.
+fn keep_answer(task: &mut Task) {
+    let message = task.answered_question().map(str::to_string);
+    let Some(value) = task.input_value.take() else {
+        return;
+    };
+    let Some(schema) = task.input_schema.clone() else {
+        return;
+    };
+    // An entry's values sit two containers below the field's (the list,
+    // the entry): the store's depth limit for them is two less.
+    let limit = crate::limits::MAX_VALUE_DEPTH.saturating_sub(2);
+    if !crate::limits::within_depth(&schema, limit) || !crate::limits::within_depth(&value, limit) {
+        return;
+    }
+    let entry = Answered {
+        message,
+        input_schema: schema,
+        input_value: value,
+    };
+    let size = |a: &Answered| serde_json::to_string(a).map_or(usize::MAX, |t| t.len());
+    let mut total = size(&entry);
+    if total > MAX_ANSWERED_BYTES {
+        return;
+    }
+    // Newest first, while they fit: the oldest are the ones dropped.
+    let kept = task
+        .answered
+        .iter()
+        .rev()
+        .take(MAX_ANSWERED - 1)
+        .take_while(|a| {
+            total = total.saturating_add(size(a));
+            total <= MAX_ANSWERED_BYTES
+        })
+        .count();
+    let dropped = task.answered.len() - kept;
+    task.answered.drain(..dropped);
+    task.answered.push(entry);
 }
 
 /// Record an applied change: the `next` revision, timestamp and, for a
@@ -499,6 +554,170 @@ mod tests {
             Ok(Change::Applied)
         );
         assert_eq!(task.lease_ms, None);
+    }
+
+    fn ask(task: &mut Task, question: Option<&str>, schema: &Value) -> Result<Change, Refusal> {
+        let op = Op::RequestInput {
+            schema: schema.clone(),
+            message: question.map(str::to_string),
+        };
+        apply(task, &op, Actor::Anyone, Utc::now())
+    }
+
+    fn answer(task: &mut Task, value: Value) {
+        let op = Op::ProvideInput {
+            value,
+            expected_revision: None,
+        };
+        assert_eq!(
+            apply(task, &op, Actor::Anyone, Utc::now()),
+            Ok(Change::Applied)
+        );
+    }
+
+    fn form(field: &str) -> Value {
+        serde_json::json!({"type": "object", "properties": {field: {"type": "string"}}})
+    }
+
+    #[test]
+    fn an_answer_moves_with_its_question_when_the_next_question_is_asked() {
+        use serde_json::json;
+        let mut task = Task::new("t", Status::Working);
+        ask(&mut task, Some("Which service?"), &form("service")).unwrap();
+        assert!(task.answered.is_empty(), "no answer yet: nothing kept");
+        // Asked again while it waits: unchanged, nothing moves.
+        assert_eq!(
+            ask(&mut task, Some("Which service?"), &form("service")),
+            Ok(Change::Unchanged)
+        );
+        answer(&mut task, json!({"service": "checkout"}));
+        assert_eq!(task.answered_question(), Some("Which service?"));
+        assert!(task.answered.is_empty(), "the answer is the current one");
+        ask(&mut task, Some("Which window?"), &form("window")).unwrap();
+        assert_eq!(task.input_value, None, "the new question has no answer yet");
+        assert_eq!(
+            task.answered,
+            vec![Answered {
+                message: Some("Which service?".into()),
+                input_schema: form("service"),
+                input_value: json!({"service": "checkout"}),
+            }]
+        );
+        answer(&mut task, json!({"window": "1h"}));
+        let answers: Vec<_> = task.answers().collect();
+        assert_eq!(
+            answers,
+            vec![
+                (
+                    Some("Which service?"),
+                    &form("service"),
+                    &json!({"service": "checkout"})
+                ),
+                (
+                    Some("Which window?"),
+                    &form("window"),
+                    &json!({"window": "1h"})
+                ),
+            ]
+        );
+        // Finishing the task leaves its answers as they are.
+        let done = Op::Complete {
+            result: json!("ok"),
+        };
+        apply(&mut task, &done, Actor::Anyone, Utc::now()).unwrap();
+        assert_eq!(task.answered.len(), 1);
+        assert_eq!(task.answers().count(), 2);
+        // Stored and read back: the field is there; a task without earlier
+        // answers does not write it at all.
+        let text = serde_json::to_string(&task).unwrap();
+        assert_eq!(serde_json::from_str::<Task>(&text).unwrap(), task);
+        let plain = serde_json::to_string(&Task::new("u", Status::Working)).unwrap();
+        assert!(!plain.contains("answered"), "{plain}");
+    }
+
+    #[test]
+    fn a_refused_question_or_one_asked_without_a_message_moves_the_answer_rightly() {
+        use serde_json::json;
+        let mut task = Task::new("t", Status::Working);
+        ask(&mut task, None, &form("a")).unwrap();
+        answer(&mut task, json!({"a": "1"}));
+        assert_eq!(task.answered_question(), None);
+        // A worker whose lease is not on the task is refused: nothing moves.
+        let op = Op::RequestInput {
+            schema: form("b"),
+            message: Some("B?".into()),
+        };
+        let stranger = Actor::Worker {
+            holder: "other",
+            lease: None,
+        };
+        task.claimed_by = Some("w".into());
+        assert_eq!(
+            apply(&mut task, &op, stranger, Utc::now()),
+            Err(Refusal::Lease)
+        );
+        assert!(task.answered.is_empty());
+        assert_eq!(task.input_value, Some(json!({"a": "1"})));
+        ask(&mut task, Some("B?"), &form("b")).unwrap();
+        assert_eq!(task.answered.len(), 1);
+        assert_eq!(task.answered[0].message, None, "asked without a message");
+    }
+
+    #[test]
+    fn earlier_answers_are_bounded_the_oldest_dropped_first() {
+        use serde_json::json;
+        let mut task = Task::new("t", Status::Working);
+        let rounds = MAX_ANSWERED + 8;
+        for i in 0..=rounds {
+            ask(&mut task, Some(&format!("Q{i}?")), &form("a")).unwrap();
+            if i < rounds {
+                answer(&mut task, json!({"a": format!("{i}")}));
+            }
+        }
+        assert_eq!(task.answered.len(), MAX_ANSWERED);
+        assert_eq!(task.answered[0].message.as_deref(), Some("Q8?"));
+        assert_eq!(
+            task.answered.last().and_then(|a| a.message.as_deref()),
+            Some(&*format!("Q{}?", rounds - 1))
+        );
+        // By size: answers of a quarter of the bound each, three kept.
+        let mut task = Task::new("t", Status::Working);
+        let big = "x".repeat(MAX_ANSWERED_BYTES / 4);
+        for i in 0..6 {
+            ask(&mut task, Some(&format!("Q{i}?")), &form("a")).unwrap();
+            answer(&mut task, json!({"a": big}));
+        }
+        ask(&mut task, Some("last?"), &form("a")).unwrap();
+        let size: usize = task
+            .answered
+            .iter()
+            .map(|a| serde_json::to_string(a).unwrap().len())
+            .sum();
+        assert!(size <= MAX_ANSWERED_BYTES, "{size}");
+        assert_eq!(task.answered.len(), 3);
+        assert_eq!(task.answered[0].message.as_deref(), Some("Q3?"));
+        // One answer larger than the bound on its own is not kept.
+        answer(&mut task, json!({"a": "x".repeat(MAX_ANSWERED_BYTES)}));
+        ask(&mut task, Some("after?"), &form("a")).unwrap();
+        assert_eq!(task.answered.len(), 3);
+        assert_eq!(task.answered[2].message.as_deref(), Some("Q5?"));
+    }
+
+    /// An answer nested so deeply that two levels more would pass the
+    /// store's limit is not kept (the store could not be read back).
+    #[test]
+    fn an_answer_too_deep_to_keep_is_dropped() {
+        use serde_json::json;
+        let mut task = Task::new("t", Status::Working);
+        ask(&mut task, Some("Deep?"), &json!({"type": "object"})).unwrap();
+        let mut deep = json!(1);
+        for _ in 0..crate::limits::MAX_VALUE_DEPTH - 1 {
+            deep = json!([deep]);
+        }
+        answer(&mut task, json!({ "a": deep }));
+        ask(&mut task, Some("Next?"), &form("b")).unwrap();
+        assert!(task.answered.is_empty());
+        assert_eq!(task.input_value, None);
     }
 
     /// A hand-edited `lease_ms` past what a time can hold renews to the

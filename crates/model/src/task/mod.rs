@@ -113,6 +113,34 @@ impl HistoryEntry {
     }
 }
 
+/// An answer a task was given before its current one: the question, the
+/// input schema it answered and the answer. A worker that asks the same
+/// question again (a gateway's call made again after a restart) can be
+/// given it at once instead of asking a person twice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answered {
+    /// The question as it stood when it was answered (the task's message
+    /// then), if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The input schema the answer was given for.
+    pub input_schema: Value,
+    /// The answer as given: secret fields in clear (masked by
+    /// [`crate::schema::mask_task`] wherever a person sees it).
+    pub input_value: Value,
+}
+
+/// How many earlier answers a task keeps at most ([`Task::answered`]): a
+/// call that asks more questions than this asks the oldest again after a
+/// restart, which is safe, only slower.
+pub const MAX_ANSWERED: usize = 32;
+
+/// How many bytes of JSON text a task's earlier answers take at most
+/// ([`Task::answered`]): every write of a task rewrites it, so the list is
+/// kept small; the oldest are dropped first, and one answer larger than
+/// this on its own is not kept.
+pub const MAX_ANSWERED_BYTES: usize = 64 * 1024;
+
 /// One task as stored in the file.
 ///
 /// The seed's six fields, `revision` and `history` are always written; the
@@ -175,6 +203,15 @@ pub struct Task {
     pub ttl_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_interval_ms: Option<u64>,
+    /// The answers the task was given before its current one
+    /// (`input_value`), oldest first: when a task that holds an answer
+    /// asks a new question, the answer moves here with its question (see
+    /// [`machine`]'s `RequestInput`). Bounded ([`MAX_ANSWERED`],
+    /// [`MAX_ANSWERED_BYTES`], the oldest dropped first). Secret values are
+    /// in clear, as in `input_value`: every face but the worker's shows the
+    /// task through [`crate::schema::mask_task`]. Omitted while empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answered: Vec<Answered>,
     #[serde(default)]
     pub revision: u64,
     #[serde(default)]
@@ -218,6 +255,7 @@ impl Task {
             error: None,
             ttl_ms: None,
             poll_interval_ms: None,
+            answered: Vec::new(),
             revision: 0,
             history: Vec::new(),
             origin: None,
@@ -287,6 +325,43 @@ impl Task {
         self.status == Status::Working && self.lease_expires_at.is_some_and(|until| until <= now)
     }
 
+    /// The question the task's current answer (`input_value`) answered, as
+    /// it stood then: the note rudder wrote on the answer's history entry
+    /// (the first `working` entry after the last `input_required` one).
+    /// `None` when the task has no answer, was asked without a message, or
+    /// its history does not say.
+    pub fn answered_question(&self) -> Option<&str> {
+        self.input_value.as_ref()?;
+        let asked = self
+            .history
+            .iter()
+            .rposition(|h| h.status == Status::InputRequired)?;
+        let answer = self.history[asked + 1..]
+            .iter()
+            .find(|h| h.status == Status::Working)?;
+        answer
+            .note
+            .as_deref()?
+            .strip_prefix(INPUT_PROVIDED)?
+            .strip_prefix(ASKED_OPEN)?
+            .strip_suffix(')')
+    }
+
+    /// Every answer the task holds, oldest first, each with its question
+    /// and input schema: the earlier ones ([`Task::answered`]) and the
+    /// current one (`input_value`, its question from the history, see
+    /// [`Task::answered_question`]). Secret values in clear: for the worker.
+    pub fn answers(&self) -> impl Iterator<Item = (Option<&str>, &Value, &Value)> {
+        let current = match (&self.input_schema, &self.input_value) {
+            (Some(schema), Some(value)) => Some((self.answered_question(), schema, value)),
+            _ => None,
+        };
+        self.answered
+            .iter()
+            .map(|a| (a.message.as_deref(), &a.input_schema, &a.input_value))
+            .chain(current)
+    }
+
     /// A short label for lists: the title, else the idempotency key.
     pub fn label(&self) -> Option<&str> {
         self.title.as_deref().or(self.idempotency_key.as_deref())
@@ -299,6 +374,10 @@ pub const AWAITING_RESUME: &str = "answered; waiting for a worker to resume";
 
 /// How the history entry of an answer begins ([`machine`]'s note on it).
 pub(crate) const INPUT_PROVIDED: &str = "input provided";
+
+/// What follows [`INPUT_PROVIDED`] in that note when the task was asked
+/// with a message: ` (asked: QUESTION)`.
+pub(crate) const ASKED_OPEN: &str = " (asked: ";
 
 /// The first eight characters of a task id (the whole id if it is shorter).
 pub fn short_id(id: &str) -> &str {
