@@ -11,8 +11,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use python_env::{bridge, python};
-use rmcp::model::{ClientConfig, TaskPayload, TaskStatus};
-use rmcp::service::RoleClient;
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, TaskPayload, TaskStatus};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient};
 use rmcp::transport::TokioChildProcess;
 use rudder::store::{NewTask, Store};
 use rudder::task::Status;
