@@ -308,6 +308,92 @@ fn wait_until(
     }
 }
 
+/// A deploy stops the process that runs gateway workers (`rudder gateway`,
+/// or `rudder mcp` with upstreams) with SIGTERM while a call hangs: it
+/// gives the task's lease back before it exits (the task still working,
+/// held by nobody), so the next gateway takes the call over at once
+/// instead of after the lease's 30 s.
+#[test]
+fn a_gateway_stopped_with_sigterm_gives_its_calls_back_before_it_exits() {
+    for command in ["gateway", "mcp"] {
+        let dir = tempfile::tempdir().unwrap();
+        let tools = catalogue(
+            dir.path(),
+            &format!(
+                "{}[upstream.tool.flaky]\nidempotent = true\n",
+                bridge_upstream()
+            ),
+        );
+        let url = dir.path().join("tasks.db");
+        let store = Store::connect(&url).unwrap();
+        let marker = dir.path().join("flaky.pid");
+        let id = store
+            .create(NewTask {
+                kind: Some("flaky".into()),
+                request: Some(json!({"marker": marker})),
+                ..NewTask::default()
+            })
+            .unwrap()
+            .task
+            .task_id;
+        // `rudder mcp` serves stdio until it closes: kept open here.
+        let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+            .env_remove("RUDDER_STORE")
+            .arg("--store")
+            .arg(&url)
+            .args([command, "--tools"])
+            .arg(&tools)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("rudder starts");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let upstream = loop {
+            if let Ok(pid) = std::fs::read_to_string(&marker)
+                && !pid.is_empty()
+            {
+                break pid;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{command}: the call never reached the tool"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let held = store.get(&id).unwrap();
+        assert!(held.claimed_by.is_some(), "{command}: {held:#?}");
+        let term = std::process::Command::new("kill")
+            .args(["-TERM", &first.id().to_string()])
+            .status()
+            .expect("kill -TERM");
+        assert!(term.success());
+        let status = first.wait().expect("rudder exits");
+        let _ = std::process::Command::new("kill")
+            .args(["-9", upstream.trim()])
+            .status();
+        assert!(status.success(), "{command}: {status:?}");
+        let left = store.get(&id).unwrap();
+        assert_eq!(left.status, Status::Working, "{command}: {left:#?}");
+        assert_eq!(
+            left.claimed_by, None,
+            "{command}: the stopped process kept the lease: {left:#?}"
+        );
+        // The next gateway takes it over and the tool, called again, answers.
+        let mut second = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+            .env_remove("RUDDER_STORE")
+            .arg("--store")
+            .arg(&url)
+            .args(["gateway", "--tools"])
+            .arg(&tools)
+            .spawn()
+            .expect("rudder gateway starts");
+        let done = wait_until(&store, &id, "finished", |t| t.status.is_terminal());
+        let _ = second.kill();
+        let _ = second.wait();
+        assert_eq!(done.status, Status::Completed, "{command}: {done:#?}");
+    }
+}
+
 /// rudder restarted (the `rudder gateway` process killed, and started
 /// again) while an idempotent call that asked two different questions,
 /// both answered, still runs: once the killed process's lease lapses the

@@ -70,9 +70,10 @@ pub fn attempt_note(attempt: u32, max: u32, tool: &str, up: &Upstream, holder: &
 /// was created held by this worker with its first attempt's note
 /// ([`crate::Handoff`]), which is not written again.
 ///
-/// When `stop` is cancelled (the gateway is stopping) the call ends where
-/// it is, writing nothing more: its lease lapses or is given back, and
-/// another gateway worker takes the task over under the same rules.
+/// When `stop` is cancelled (the gateway is stopping: SIGTERM, a deploy)
+/// the call ends where it is and its lease is given back at once, so that
+/// another gateway worker takes the task over under the same rules without
+/// waiting for the lease to lapse.
 #[allow(clippy::too_many_arguments)]
 pub async fn serve(
     mut job: AsyncJob,
@@ -84,6 +85,25 @@ pub async fn serve(
     stop: CancellationToken,
     noted: bool,
 ) {
+    work(&mut job, up, tool, store, changes, &say, &stop, noted).await;
+    if stop.is_cancelled() {
+        // Refused when the task is no longer this worker's (it finished,
+        // or waits for a person): then there is nothing to give back.
+        let _ = job.release().await;
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn work(
+    job: &mut AsyncJob,
+    up: &Upstream,
+    tool: &str,
+    store: Arc<Store>,
+    changes: Changes,
+    say: &Say,
+    stop: &CancellationToken,
+    noted: bool,
+) {
     let settings = up.settings(tool);
     let max = settings.max_attempts();
     // The note made with the task is this attempt's, not an earlier one's.
@@ -93,25 +113,20 @@ pub async fn serve(
         // A gateway worker made this call before and lost the task (its
         // lease lapsed: a restart or a crash).
         let what = format!(
-            "the call of {tool} on upstream {:?} was interrupted: the gateway worker that made it stopped holding the task (its lease lapsed: a restart or a crash)",
+            "the call of {tool} on upstream {:?} was interrupted: the gateway worker that made it stopped holding the task (it was stopped, or its lease lapsed: a restart or a crash)",
             up.name
         );
         if !settings.is_idempotent() {
             finish_failed(
-                &mut job,
+                job,
                 format!("{what}; it was not retried because the tool is not marked idempotent"),
-                &say,
+                say,
             )
             .await;
             return;
         }
         if before >= max {
-            finish_failed(
-                &mut job,
-                format!("{what}; gave up after {max} attempts"),
-                &say,
-            )
-            .await;
+            finish_failed(job, format!("{what}; gave up after {max} attempts"), say).await;
             return;
         }
     }
@@ -139,7 +154,7 @@ pub async fn serve(
         let attempted = tokio::select! {
             biased;
             _ = stop.cancelled() => return,
-            a = attempt_once(&mut job, up, tool, (&store, &changes), &id, &mut answers) => a,
+            a = attempt_once(job, up, tool, (&store, &changes), &id, &mut answers) => a,
         };
         if stop.is_cancelled() {
             return;
@@ -149,22 +164,17 @@ pub async fn serve(
             Ended::Lost(what) => {
                 if !settings.is_idempotent() {
                     finish_failed(
-                        &mut job,
+                        job,
                         format!(
                             "{what}; it was not retried because the tool is not marked idempotent"
                         ),
-                        &say,
+                        say,
                     )
                     .await;
                     return;
                 }
                 if attempt >= max {
-                    finish_failed(
-                        &mut job,
-                        format!("{what}; gave up after {max} attempts"),
-                        &say,
-                    )
-                    .await;
+                    finish_failed(job, format!("{what}; gave up after {max} attempts"), say).await;
                     return;
                 }
                 let wait = backoff(attempt);

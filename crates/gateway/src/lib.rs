@@ -34,9 +34,27 @@ pub type Say = Arc<dyn Fn(&str) + Send + Sync>;
 /// used).
 pub const EXIT_USAGE: i32 = 2;
 
+/// Resolves on SIGINT or SIGTERM (a person's Ctrl-C, a deploy's stop):
+/// when a process running gateway workers stops them, so that they give
+/// their calls' leases back before it exits.
+pub async fn interrupted() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
 /// `rudder gateway --tools FILE`: gateway workers for the catalogue's
-/// upstreams on the store `store` (a path or URL), without an MCP face,
-/// until SIGINT or SIGTERM; the exit code. Messages go to stderr.
+/// upstreams on the opened `store`, without an MCP face, until SIGINT or
+/// SIGTERM; the exit code. Messages go to stderr.
 pub fn standalone(
     store: rudder_store::Store,
     tools: &std::path::Path,
@@ -79,18 +97,7 @@ pub fn standalone(
         let stop = tokio_util::sync::CancellationToken::new();
         let stopping = stop.clone();
         tokio::spawn(async move {
-            let term = async {
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(mut s) => {
-                        s.recv().await;
-                    }
-                    Err(_) => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term => {}
-            }
+            interrupted().await;
             stopping.cancel();
         });
         match run(

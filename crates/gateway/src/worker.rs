@@ -178,8 +178,9 @@ pub enum GatewayError {
 type Kinds = Arc<RwLock<HashMap<String, String>>>;
 
 /// Run gateway workers for `upstreams` on `store` until `stop` is
-/// cancelled. Tools named in the catalogue are worked from the start;
-/// those of `tools = "*"` once `directory` lists them.
+/// cancelled, then give back the leases of the calls under way. Tools
+/// named in the catalogue are worked from the start; those of
+/// `tools = "*"` once `directory` lists them.
 pub async fn run(
     store: &Store,
     upstreams: Arc<Vec<Upstream>>,
@@ -325,5 +326,11 @@ pub async fn run(
         });
     }
     while loops.join_next().await.is_some() {}
+    // Every call holds a slot until its last write: once all are back, the
+    // calls under way when `stop` came have given their leases back (each
+    // ends at once on `stop`; the bound is for a store that stopped
+    // answering, whose leases then lapse as after a crash).
+    let all = u32::try_from(options.max_calls.max(1)).unwrap_or(u32::MAX);
+    let _ = tokio::time::timeout(Duration::from_secs(10), slots.acquire_many(all)).await;
     Ok(())
 }

@@ -103,6 +103,10 @@ pub fn run(store: Store, options: McpOptions) -> i32 {
         }
     };
     runtime.block_on(async move {
+        // Stopped when the MCP face ends or on SIGINT/SIGTERM: the gateway
+        // workers then give their calls' leases back before the process
+        // exits, so another process takes the calls over at once.
+        let stopping = tokio_util::sync::CancellationToken::new();
         let gateway = gateway_store.map(|gateway_store| {
             let upstreams = std::sync::Arc::new(catalogue.upstreams.clone());
             let told: rudder_gateway::Say = std::sync::Arc::new(|s: &str| say(s));
@@ -118,8 +122,8 @@ pub fn run(store: Store, options: McpOptions) -> i32 {
                 handoff: handoff.clone(),
                 ..rudder_gateway::GatewayOptions::default()
             };
-            tokio::spawn(async move {
-                let stop = tokio_util::sync::CancellationToken::new();
+            let stop = stopping.clone();
+            let running = tokio::spawn(async move {
                 if let Err(e) =
                     rudder_gateway::run(&gateway_store, upstreams, listed, options, told, stop)
                         .await
@@ -127,22 +131,39 @@ pub fn run(store: Store, options: McpOptions) -> i32 {
                     say(&e.to_string());
                 }
             });
-            (directory, handoff)
+            ((directory, handoff), running)
         });
-        match &options.http {
-            Some(addr) => {
-                let access = if auth.is_set() {
-                    Access::Authorized
-                } else {
-                    Access::Open
-                };
-                let server = RudderMcp::serving(store, catalogue, access, gateway);
-                http::serve(server, addr, auth, &options.allow_origins).await
+        let (gateway, running) = gateway.unzip();
+        let serving = async {
+            match &options.http {
+                Some(addr) => {
+                    let access = if auth.is_set() {
+                        Access::Authorized
+                    } else {
+                        Access::Open
+                    };
+                    let server = RudderMcp::serving(store, catalogue, access, gateway);
+                    http::serve(server, addr, auth, &options.allow_origins).await
+                }
+                None => {
+                    let server =
+                        RudderMcp::serving(store, catalogue, Access::Local(local_user()), gateway);
+                    stdio(server).await
+                }
             }
-            None => {
-                let server =
-                    RudderMcp::serving(store, catalogue, Access::Local(local_user()), gateway);
-                stdio(server).await
+        };
+        match running {
+            // Without upstreams the signals keep their default: the
+            // process ends at once, as it always did.
+            None => serving.await,
+            Some(running) => {
+                let code = tokio::select! {
+                    code = serving => code,
+                    () = rudder_gateway::interrupted() => 0,
+                };
+                stopping.cancel();
+                let _ = running.await;
+                code
             }
         }
     })
