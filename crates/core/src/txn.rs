@@ -132,6 +132,18 @@ pub trait Transaction {
         })?;
         Ok(query::page_in_memory(tasks, q))
     }
+    /// Hand `each` every task of the page `q`, in order, until it returns
+    /// false, as [`Listed`] text where the backend holds the task's JSON
+    /// exactly as it would be written (then no task is built). `Ok(false)`,
+    /// the default: no such way here, nothing was handed, and the caller
+    /// reads [`Transaction::page`] instead.
+    fn page_listed(
+        &self,
+        _q: &PageQuery,
+        _each: &mut dyn FnMut(Listed<'_>) -> bool,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
+    }
     /// How many tasks have each status.
     fn counts(&self) -> Result<StatusCounts, StoreError> {
         let mut counts = StatusCounts::default();
@@ -150,6 +162,19 @@ pub trait Transaction {
     fn stalled(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
         Ok(self.summaries()?.filter(|t| query::stalled(t, now)).count())
     }
+}
+
+/// A task of a page as [`Transaction::page_listed`] hands it.
+#[derive(Debug)]
+pub enum Listed<'a> {
+    /// The task's JSON as `serde_json::to_writer` writes the task, for a
+    /// task that holds no input answer, so that nothing of it is masked
+    /// ([`rudder_model::schema::mask_task`] changes only a task with both
+    /// an input schema and an input value).
+    Json(&'a [u8]),
+    /// The task itself (one with an input answer, which the caller masks as
+    /// it shows it, or one the backend could not hand as text).
+    Task(Box<Task>),
 }
 
 /// The trail `q` asks for, read from the tasks in full: the file store's

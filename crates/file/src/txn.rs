@@ -70,6 +70,10 @@ pub(super) struct FileTxn<'a> {
     path: &'a Path,
     bytes: &'a [u8],
     trusted: bool,
+    /// Trusted, and every task's text is what the encoder writes for the
+    /// task it reads back as (the writer's record vouches for it:
+    /// [`codec::ENCODER_VERSION`]).
+    canonical: bool,
     /// Every task of the file, in file order: from the start when checked,
     /// on first need when trusted (`None`: the file does not split).
     all: OnceCell<Option<Originals<'a>>>,
@@ -105,6 +109,11 @@ pub(super) struct Encoded<'a> {
     /// Every line of the content that starts like a top-level key (`\n  "`)
     /// starts one (see [`FileTxn::trusted`]).
     pub plain: bool,
+    /// Every task's text of the content is what the encoder writes for the
+    /// task it reads back as: each task written anew reads back as itself,
+    /// and each one copied from the file read was vouched for
+    /// ([`FileTxn::with_canonical`]). What the writer's record then says.
+    pub canonical: bool,
 }
 
 impl Encoded<'_> {
@@ -172,6 +181,7 @@ impl<'a> FileTxn<'a> {
             path,
             bytes,
             trusted,
+            canonical: false,
             all,
             index,
             found: RefCell::default(),
@@ -208,6 +218,14 @@ impl<'a> FileTxn<'a> {
         let shaped =
             bytes == b"{}\n" || (bytes.starts_with(b"{\n  \"") && bytes.ends_with(b"\n}\n"));
         shaped.then(|| FileTxn::new(path, bytes, true, OnceCell::new(), OnceCell::new()))
+    }
+
+    /// The trusted file, with the writer's word (`canonical`) that every
+    /// task's text is what the encoder writes for the task it reads back
+    /// as; ignored on a file that is not trusted.
+    pub fn with_canonical(mut self, canonical: bool) -> Self {
+        self.canonical = canonical && self.trusted;
+        self
     }
 
     /// Whether the file is in the layout the encoder writes, with every line
@@ -423,6 +441,13 @@ impl<'a> FileTxn<'a> {
             new: Vec::new(),
             parts: Vec::new(),
             plain: true,
+            canonical: true,
+        };
+        // A task written anew: its text, checked to read back as the task.
+        let fresh = |out: &mut Encoded, task: &Task| {
+            let start = out.new.len();
+            out.push_new(|b| codec::write_task(b, task));
+            out.canonical = out.canonical && codec::reads_back_as(&out.new[start..], task);
         };
         let mut first = true;
         match (self.cleared, self.all.get()) {
@@ -441,9 +466,10 @@ impl<'a> FileTxn<'a> {
                     }
                     first = false;
                     match self.changed.get(key.as_ref()) {
-                        Some(task) => out.push_new(|b| codec::write_task(b, task)),
+                        Some(task) => fresh(&mut out, task),
                         None => {
                             out.plain &= orig.plain;
+                            out.canonical &= self.canonical;
                             out.push_read(span.start..span.end);
                         }
                     }
@@ -466,10 +492,12 @@ impl<'a> FileTxn<'a> {
                 let mut at = 0;
                 for (span, task) in spans {
                     out.push_read(at..span.start);
-                    out.push_new(|b| codec::write_task(b, task));
+                    fresh(&mut out, task);
                     at = span.end;
                 }
                 if self.bytes != b"{}\n" {
+                    // The untouched tasks, copied.
+                    out.canonical &= self.canonical;
                     first = false;
                     if self.added.is_empty() {
                         out.push_read(at..self.bytes.len());
@@ -480,10 +508,8 @@ impl<'a> FileTxn<'a> {
             }
         }
         for (key, task) in &self.added {
-            out.push_new(|b| {
-                codec::write_lead(b, key, first);
-                codec::write_task(b, task);
-            });
+            out.push_new(|b| codec::write_lead(b, key, first));
+            fresh(&mut out, task);
             first = false;
         }
         out.push_new(|b| b.extend_from_slice(if first { b"{}\n" } else { b"\n}\n" }));
@@ -541,6 +567,65 @@ fn split_trusted(bytes: &[u8]) -> Option<Originals<'_>> {
         entries,
         canonical_tail,
     })
+}
+
+/// What [`Transaction::page_listed`] reads of a task's text as the encoder
+/// wrote it, from the lines of the task's own fields: at its indent (four
+/// spaces inside the file's object) a line can only start one of them,
+/// since a string never holds a raw line break and a nested value's lines
+/// are indented further.
+struct TaskLines {
+    status: memchr::memmem::Finder<'static>,
+    kind: memchr::memmem::Finder<'static>,
+    no_schema: memchr::memmem::Finder<'static>,
+    no_value: memchr::memmem::Finder<'static>,
+}
+
+/// A task's fields that [`TaskLines`] reads.
+struct ListedFields {
+    status: rudder_model::task::Status,
+    /// `None` also when the kind was not asked for.
+    kind: Option<String>,
+    /// Both an input schema and an input value (the only tasks that
+    /// masking changes: [`rudder_model::schema::mask_task`]).
+    answered: bool,
+}
+
+impl TaskLines {
+    fn new() -> Self {
+        TaskLines {
+            status: memchr::memmem::Finder::new(b"\n    \"status\": \""),
+            kind: memchr::memmem::Finder::new(b"\n    \"kind\": "),
+            no_schema: memchr::memmem::Finder::new(b"\n    \"input_schema\": null,\n"),
+            no_value: memchr::memmem::Finder::new(b"\n    \"input_value\": null,\n"),
+        }
+    }
+
+    /// The fields of `text` (with its kind only if `with_kind`); `None`
+    /// when they do not read as the encoder writes them.
+    fn read(&self, text: &[u8], with_kind: bool) -> Option<ListedFields> {
+        let at = self.status.find(text)? + self.status.needle().len();
+        let len = memchr::memchr(b'"', &text[at..])?;
+        let status = std::str::from_utf8(&text[at..at + len])
+            .ok()?
+            .parse()
+            .ok()?;
+        let kind = match (with_kind, self.kind.find(text)) {
+            (true, Some(at)) => {
+                let at = at + self.kind.needle().len();
+                let end = memchr::memchr(b'\n', &text[at..]).map_or(text.len(), |p| at + p);
+                let value = text[at..end].strip_suffix(b",").unwrap_or(&text[at..end]);
+                Some(serde_json::from_slice::<String>(value).ok()?)
+            }
+            _ => None,
+        };
+        let answered = self.no_schema.find(text).is_none() && self.no_value.find(text).is_none();
+        Some(ListedFields {
+            status,
+            kind,
+            answered,
+        })
+    }
 }
 
 /// A task a read picked: in the file, or this transaction's.
@@ -835,6 +920,80 @@ impl Transaction for FileTxn<'_> {
         self.read_picks(&chosen)
     }
 
+    /// On a trusted file whose writer vouched for every task's text
+    /// ([`FileTxn::with_canonical`]), a page in store order (filtered by
+    /// status and kind, cut at its limit) is handed as each task's own text
+    /// made compact ([`codec::compact_pretty`]), no task built: the file is
+    /// cut at its key lines as `get` cuts it, and a task's status and kind
+    /// are read from their lines. Only a task with an input answer (which
+    /// the caller masks) is read in full. Any other page, file or
+    /// transaction: `Ok(false)`.
+    fn page_listed(
+        &self,
+        q: &rudder_core::query::PageQuery,
+        each: &mut dyn FnMut(rudder_core::Listed<'_>) -> bool,
+    ) -> Result<bool, StoreError> {
+        use rudder_core::Listed;
+        let in_order = q.text.is_none()
+            && q.after.is_none()
+            && q.sort == rudder_core::query::SortKey::Store
+            && !q.descending;
+        let as_read = self.changed.is_empty()
+            && self.removed.is_empty()
+            && !self.cleared
+            && self.added.is_empty();
+        if !(self.canonical && in_order && as_read) || self.poisoned() {
+            return Ok(false);
+        }
+        // A file that does not cut as written is poisoned here, before
+        // anything is handed: the backend reads it again on the checked path.
+        let Some(all) = self.all() else {
+            return Ok(true);
+        };
+        let lines = TaskLines::new();
+        let mut left = q.limit.unwrap_or(usize::MAX);
+        let mut buf = Vec::new();
+        for (key, orig) in &all.entries {
+            if left == 0 {
+                break;
+            }
+            let span = orig.span;
+            let text = &self.bytes[span.start..span.end];
+            // Read in full (not poisoned: tasks may have been handed
+            // already, and its error is the answer).
+            let full = || read_task(self.path, self.bytes, key, span);
+            let listed = match lines.read(text, !q.kinds.is_empty()) {
+                Some(fields) => {
+                    let kept = (q.statuses.is_empty() || q.statuses.contains(&fields.status))
+                        && q.wants_kind(fields.kind.as_deref());
+                    if !kept {
+                        continue;
+                    }
+                    buf.clear();
+                    if !fields.answered && codec::compact_pretty(text, &mut buf) {
+                        Listed::Json(&buf)
+                    } else {
+                        Listed::Task(Box::new(full()?))
+                    }
+                }
+                None => {
+                    let task = full()?;
+                    let kept = (q.statuses.is_empty() || q.statuses.contains(&task.status))
+                        && q.wants_kind(task.kind.as_deref());
+                    if !kept {
+                        continue;
+                    }
+                    Listed::Task(Box::new(task))
+                }
+            };
+            left -= 1;
+            if !each(listed) {
+                break;
+            }
+        }
+        Ok(true)
+    }
+
     fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError> {
         if self.added.contains_key(id) {
             return Ok(self.added.get_mut(id).map(|t| &mut **t));
@@ -923,6 +1082,42 @@ pub fn check_quick_paths(path: &Path, bytes: &[u8]) {
         }
         return;
     };
+    // Written anew by a writer, which vouches for the tasks' text exactly
+    // when each reads back as itself: `list --json` then prints each
+    // task's own text, the bytes that the task read in full prints.
+    let mut fresh = FileTxn::empty(path);
+    for task in tasks.values() {
+        fresh
+            .insert(task.clone())
+            .expect("a file transaction inserts");
+    }
+    let encoded = fresh.encoded();
+    let anew = encoded.to_vec();
+    if let Some(listed) = FileTxn::trusted(path, &anew) {
+        let listed = listed.with_canonical(encoded.canonical);
+        let shown = |mut task: Task| {
+            rudder_model::schema::mask_task(&mut task);
+            serde_json::to_string(&task).expect("a task serializes")
+        };
+        let mut out = Vec::new();
+        let q = rudder_core::query::PageQuery::default();
+        let taken = listed
+            .page_listed(&q, &mut |l| {
+                out.push(match l {
+                    rudder_core::Listed::Json(text) => {
+                        String::from_utf8(text.to_vec()).expect("UTF-8")
+                    }
+                    rudder_core::Listed::Task(task) => shown(*task),
+                });
+                true
+            })
+            .expect("a page");
+        assert_eq!(taken, encoded.canonical);
+        if taken && !listed.poisoned() {
+            let slow: Vec<String> = tasks.values().cloned().map(shown).collect();
+            assert_eq!(out, slow, "{:?}", show());
+        }
+    }
     // What the writers write back, and the next writer's view of it.
     let written = match FileTxn::parse(path, bytes) {
         Some(txn) => {
