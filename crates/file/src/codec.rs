@@ -195,9 +195,9 @@ pub(crate) fn reads_back_as(text: &[u8], task: &Task) -> bool {
 /// (`"k": `) from an item, and the rest of every line is copied as it is.
 pub(crate) fn compact_pretty(text: &[u8], out: &mut Vec<u8>) -> bool {
     let n = text.len();
+    // Where the current line's text starts (after its indent).
     let mut at = 0;
-    loop {
-        let end = memchr::memchr(b'\n', &text[at..]).map_or(n, |p| at + p);
+    for end in memchr::memchr_iter(b'\n', text).chain(std::iter::once(n)) {
         let line = &text[at..end];
         match line.first() {
             Some(b'"') => {
@@ -217,28 +217,29 @@ pub(crate) fn compact_pretty(text: &[u8], out: &mut Vec<u8>) -> bool {
             Some(b' ') | None => return false,
             Some(_) => out.extend_from_slice(line),
         }
-        if end == n {
-            return true;
-        }
         at = end + 1;
         while text.get(at) == Some(&b' ') {
             at += 1;
         }
     }
+    true
 }
 
 /// Where the JSON string that starts `line` ends (just after its closing
-/// quote), `None` if it does not end on the line.
+/// quote), `None` if it does not end on the line. Byte by byte: the string
+/// at a line's start is mostly a short key, where a vector search would
+/// cost more to start than it saves.
 fn string_end(line: &[u8]) -> Option<usize> {
     let mut at = 1;
-    loop {
-        let p = at + memchr::memchr2(b'"', b'\\', line.get(at..)?)?;
-        if line[p] == b'"' {
-            return Some(p + 1);
+    while let Some(&c) = line.get(at) {
+        match c {
+            b'"' => return Some(at + 1),
+            // An escape: the next byte is escaped whatever it is.
+            b'\\' => at += 2,
+            _ => at += 1,
         }
-        // An escape: the next byte is escaped whatever it is.
-        at = p + 2;
     }
+    None
 }
 
 /// How a write ended.

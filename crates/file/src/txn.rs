@@ -537,6 +537,8 @@ fn split_trusted(bytes: &[u8]) -> Option<Originals<'_>> {
     let lines: Vec<usize> = memchr::memmem::find_iter(bytes, KEY_LINE).collect();
     let mut entries = IndexMap::with_capacity(lines.len());
     let mut lead = 0;
+    // Built once: a search made anew for each task costs more than it finds.
+    let key_end = memchr::memmem::Finder::new(b"\": ");
     for (i, &line) in lines.iter().enumerate() {
         let key_start = line + KEY_LINE.len();
         let end = match lines.get(i + 1) {
@@ -544,7 +546,7 @@ fn split_trusted(bytes: &[u8]) -> Option<Originals<'_>> {
             None => bytes.len().checked_sub(3)?,
         };
         let rest = bytes.get(key_start..end)?;
-        let close = memchr::memmem::find(rest, b"\": ")?;
+        let close = key_end.find(rest)?;
         let key = std::str::from_utf8(&rest[..close]).ok()?;
         let start = key_start + close + 3;
         let span = Span { lead, start, end };
@@ -604,12 +606,25 @@ impl TaskLines {
     /// The fields of `text` (with its kind only if `with_kind`); `None`
     /// when they do not read as the encoder writes them.
     fn read(&self, text: &[u8], with_kind: bool) -> Option<ListedFields> {
-        let at = self.status.find(text)? + self.status.needle().len();
+        // The status is the second field, the input schema the third: on
+        // the lines after the first and second line breaks (searched
+        // for only if not there).
+        let mut breaks = memchr::memchr_iter(b'\n', text);
+        let (second, third) = (breaks.nth(1)?, breaks.next());
+        let status_line = self.status.needle();
+        let at = match text[second..].starts_with(status_line) {
+            true => second + status_line.len(),
+            false => self.status.find(text)? + status_line.len(),
+        };
         let len = memchr::memchr(b'"', &text[at..])?;
         let status = std::str::from_utf8(&text[at..at + len])
             .ok()?
             .parse()
             .ok()?;
+        let no_schema = match third {
+            Some(third) if text[third..].starts_with(self.no_schema.needle()) => true,
+            _ => self.no_schema.find(text).is_some(),
+        };
         let kind = match (with_kind, self.kind.find(text)) {
             (true, Some(at)) => {
                 let at = at + self.kind.needle().len();
@@ -619,7 +634,7 @@ impl TaskLines {
             }
             _ => None,
         };
-        let answered = self.no_schema.find(text).is_none() && self.no_value.find(text).is_none();
+        let answered = !no_schema && self.no_value.find(text).is_none();
         Some(ListedFields {
             status,
             kind,
