@@ -628,19 +628,22 @@ fn list(store: &Store, query: &crate::store::PageQuery, json: bool) -> Result<()
     let mut written = 0usize;
     let mut failed = None;
     if json {
-        // A task the store hands as its JSON text holds nothing to mask
-        // (`Listed::Json`); any other is masked here.
+        // Tasks the store hands as their JSON text hold nothing to mask
+        // (`Listed::Json`, a run of them); any other is masked here.
         store.page_listed_each(query, &mut |listed| {
             let done = out
                 .text(if written == 0 { "[" } else { "," })
                 .and_then(|()| match listed {
-                    crate::store::Listed::Json(text) => out.bytes(text),
+                    crate::store::Listed::Json { text, count } => {
+                        written += count;
+                        out.bytes(text)
+                    }
                     crate::store::Listed::Task(mut task) => {
+                        written += 1;
                         schema::mask_task(&mut task);
                         out.json(&*task)
                     }
                 });
-            written += 1;
             match done {
                 Ok(()) => true,
                 Err(e) => {

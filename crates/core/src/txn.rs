@@ -167,11 +167,12 @@ pub trait Transaction {
 /// A task of a page as [`Transaction::page_listed`] hands it.
 #[derive(Debug)]
 pub enum Listed<'a> {
-    /// The task's JSON as `serde_json::to_writer` writes the task, for a
-    /// task that holds no input answer, so that nothing of it is masked
+    /// A run of `count` tasks' JSON, each as `serde_json::to_writer`
+    /// writes the task, joined by commas: tasks that hold no input answer,
+    /// so that nothing of them is masked
     /// ([`rudder_model::schema::mask_task`] changes only a task with both
     /// an input schema and an input value).
-    Json(&'a [u8]),
+    Json { text: &'a [u8], count: usize },
     /// The task itself (one with an input answer, which the caller masks as
     /// it shows it, or one the backend could not hand as text).
     Task(Box<Task>),

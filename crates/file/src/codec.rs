@@ -205,9 +205,9 @@ pub(crate) fn compact_pretty(text: &[u8], out: &mut Vec<u8>) -> bool {
                     return false;
                 };
                 match line[close..].strip_prefix(b": ") {
+                    // The key and its colon, then the value.
                     Some(value) => {
-                        out.extend_from_slice(&line[..close]);
-                        out.push(b':');
+                        out.extend_from_slice(&line[..=close]);
                         out.extend_from_slice(value);
                     }
                     None => out.extend_from_slice(line),

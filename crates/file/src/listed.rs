@@ -201,13 +201,13 @@ fn shown(mut task: Task) -> String {
 
 /// The page as the listed path hands it, each task as it is printed, with
 /// how many came as text; `None` when the path is not taken.
-fn listed(txn: &FileTxn, q: &PageQuery) -> Option<(Vec<String>, usize)> {
+fn listed(txn: &FileTxn, q: &PageQuery) -> Option<(String, usize)> {
     let (mut out, mut texts) = (Vec::new(), 0);
     let taken = txn
         .page_listed(q, &mut |listed| {
             out.push(match listed {
-                Listed::Json(text) => {
-                    texts += 1;
+                Listed::Json { text, count } => {
+                    texts += count;
                     String::from_utf8(text.to_vec()).expect("UTF-8")
                 }
                 Listed::Task(task) => shown(*task),
@@ -222,7 +222,7 @@ fn listed(txn: &FileTxn, q: &PageQuery) -> Option<(Vec<String>, usize)> {
         assert!(out.is_empty());
         return None;
     }
-    taken.then_some((out, texts))
+    taken.then_some((out.join(","), texts))
 }
 
 /// Some pages: everything, by status, by kind, cut short.
@@ -283,7 +283,7 @@ proptest! {
             match listed(&trusted, &q) {
                 Some((fast, texts)) => {
                     prop_assert!(canonical);
-                    prop_assert_eq!(&fast, &slow);
+                    prop_assert_eq!(&fast, &slow.join(","));
                     prop_assert_eq!(texts, slow.len() - answered);
                 }
                 None => prop_assert!(!canonical || trusted.poisoned()),
@@ -309,7 +309,7 @@ proptest! {
             let read = codec::decode_whole(path, &bytes).expect("reads");
             let slow: Vec<String> = read.values().cloned().map(shown).collect();
             if let Some((fast, _)) = listed(&again, &PageQuery::default()) {
-                prop_assert_eq!(fast, slow);
+                prop_assert_eq!(fast, slow.join(","));
             }
         }
     }

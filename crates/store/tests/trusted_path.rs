@@ -245,7 +245,7 @@ fn on_the_simulated_file_system_an_edit_in_place_is_caught_too() {
 
 /// What `rudder list --json` prints for the page: each task's JSON, its
 /// secret answers masked; how many came as the file's own text.
-fn listed(store: &Store, statuses: &[Status]) -> (Vec<String>, usize) {
+fn listed(store: &Store, statuses: &[Status]) -> (String, usize) {
     let (mut out, mut texts) = (Vec::new(), 0);
     let q = rudder_store::PageQuery {
         statuses: statuses.to_vec(),
@@ -254,8 +254,8 @@ fn listed(store: &Store, statuses: &[Status]) -> (Vec<String>, usize) {
     store
         .page_listed_each(&q, &mut |listed| {
             out.push(match listed {
-                rudder_store::Listed::Json(text) => {
-                    texts += 1;
+                rudder_store::Listed::Json { text, count } => {
+                    texts += count;
                     String::from_utf8(text.to_vec()).unwrap()
                 }
                 rudder_store::Listed::Task(mut task) => {
@@ -266,11 +266,11 @@ fn listed(store: &Store, statuses: &[Status]) -> (Vec<String>, usize) {
             true
         })
         .unwrap();
-    (out, texts)
+    (out.join(","), texts)
 }
 
 /// The same, every task read in full.
-fn read_in_full(store: &Store, statuses: &[Status]) -> Vec<String> {
+fn read_in_full(store: &Store, statuses: &[Status]) -> String {
     let mut out = Vec::new();
     let q = rudder_store::PageQuery {
         statuses: statuses.to_vec(),
@@ -283,7 +283,7 @@ fn read_in_full(store: &Store, statuses: &[Status]) -> Vec<String> {
             true
         })
         .unwrap();
-    out
+    out.join(",")
 }
 
 /// Issue 30 item 18: on a file whose writer vouched for every task's text,
@@ -315,15 +315,15 @@ fn list_json_hands_a_vouched_files_tasks_as_their_own_text() {
     let (shown, texts) = listed(&store, &[]);
     assert!(store.backend().last_run_trusted());
     assert_eq!(shown, read_in_full(&store, &[]));
-    assert_eq!((shown.len(), texts), (3, 2), "the answered task is read");
-    let all = shown.concat();
+    assert_eq!(texts, 2, "the answered task is read");
+    let all = shown.clone();
     assert!(
         !all.contains("tok-5ecret-9f3a") && all.contains("••••"),
         "{all}"
     );
     let (working, texts) = listed(&store, &[Status::Working]);
     assert_eq!(working, read_in_full(&store, &[Status::Working]));
-    assert_eq!((working.len(), texts), (3, 2));
+    assert_eq!(texts, 2);
 
     // Rewritten by another program, byte for byte the same: not vouched for.
     let text = std::fs::read(&path).unwrap();
