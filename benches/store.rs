@@ -7,8 +7,9 @@
 //!
 //! `cargo bench --bench store -- read-floor` prints whole `rudder` reads
 //! (`get`, an existing-key `create`, `list --json`) of a store of 10k
-//! tasks against a minimal reader of the same file, interleaved in the
-//! same run (`RUDDER_BENCH_READ_ROUNDS`, default 30, runs of each).
+//! tasks written by a rudder writer (which vouches for every task's text)
+//! against a minimal reader of the same file, interleaved in the same run
+//! (`RUDDER_BENCH_READ_ROUNDS`, default 30, runs of each).
 //!
 //! The store file of each size is generated once (`common/tasks.rs`'s rich
 //! tasks: titles, requests, schemas, histories, results) and restored, untimed, whenever a
@@ -387,7 +388,18 @@ fn reads_against_the_floor() {
     ] {
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let path = dir.path().join("tasks.json");
-        std::fs::write(&path, encode(&tasks, 0)).unwrap();
+        // Written by a rudder writer (every task's text its encoder's, so
+        // it vouches for them in its record: `list --json` prints them as
+        // they stand), as `rudder copy` or any write of every task would.
+        let store = Store::connect(&path).unwrap();
+        rudder::store::Backend::transaction(store.backend(), &mut |txn| {
+            for task in tasks.values() {
+                txn.insert(task.clone())?;
+            }
+            Ok(true)
+        })
+        .unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), encode(&tasks, 0));
         // A working task (no schema): the create that repeats it gives its
         // request, as a retried create does.
         let (id, key, request) = {
@@ -408,10 +420,14 @@ fn reads_against_the_floor() {
             .unwrap()
             .task_id
             .clone();
-        Store::connect(&path)
-            .unwrap()
+        store
             .heartbeat(&working, None, None, Actor::Anyone)
             .unwrap();
+        let lock = std::fs::read_to_string(path.with_file_name("tasks.json.lock")).unwrap();
+        assert!(
+            lock.contains("\ncanonical-store "),
+            "not vouched for: {lock}"
+        );
         let id_line = format!("\n  \"{id}\": ");
         let key_text = format!("\"idempotency_key\": \"{key}\"");
         let run = |cmd: &mut std::process::Command| {

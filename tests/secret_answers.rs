@@ -199,6 +199,18 @@ fn an_earlier_secret_answer_is_masked_once_the_next_question_is_asked() {
         json!({"service": "payments", "token": MASK, "pin": MASK}),
         "{earlier}"
     );
+    // While the next question waits (no answer standing, the secret one
+    // earlier) on a file its writer vouched for: `list --json` must not
+    // hand the task's own text, which holds the earlier answer in clear.
+    let lock = std::fs::read_to_string(dir.path().join("tasks.json.lock")).expect("lock");
+    assert!(lock.contains("\ncanonical-store 1 "), "{lock}");
+    let listed = run(&path, &["list", "--json"]);
+    assert_eq!(listed.code, 0, "{listed:#?}");
+    no_secret(&listed.stdout);
+    assert_eq!(
+        listed.json()[0]["answered"][0]["input_value"]["token"],
+        MASK
+    );
     let window = run(&path, &["input", &id, "--set", "window=1h", "--json"]);
     assert_eq!(window.code, 0, "{window:#?}");
     no_secret(&window.stdout);
@@ -315,4 +327,60 @@ fn reveal_is_refused_on_a_store_this_user_cannot_write() {
     let masked = run(&ro, &["get", &id, "--json"]);
     assert_eq!(masked.code, 0, "{masked:#?}");
     assert_eq!(masked.json()["input_value"]["token"], MASK);
+}
+
+/// Issue 30 item 18: `rudder list --json` on a file a rudder writer
+/// vouched for (its lock file's `canonical-store` line: tasks are printed
+/// as their own text) still masks a secret answer, and prints exactly what
+/// the same tasks print from a file another program wrote, byte for byte
+/// or in a layout of its own (checked whole, every task read in full).
+#[test]
+fn list_json_masks_secrets_on_a_vouched_file_and_prints_another_programs_the_same() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tasks.json");
+    let id = create(&path, &["--schema", &schema().to_string()]);
+    create(
+        &path,
+        &[
+            "--title",
+            "caf\u{e9} \"quoted\" 支付 \\n",
+            "--kind",
+            "diagnose",
+            "--request",
+            r#"{"big": 123456789012345678901234567890, "f": 1.50, "e": -1.5e-300, "s": "a\u0001b"}"#,
+        ],
+    );
+    let (token, pin) = (format!("token={TOKEN}"), format!("pin={PIN}"));
+    let args = ["input", &id, "--set", "service=db", "--set", &token];
+    let answered = run(&path, &[&args[..], &["--set", &pin]].concat());
+    assert_eq!(answered.code, 0, "{answered:#?}");
+    let lock = std::fs::read_to_string(dir.path().join("tasks.json.lock")).expect("lock");
+    assert!(lock.contains("\ncanonical-store 1 "), "{lock}");
+
+    let vouched = run(&path, &["list", "--json"]);
+    assert_eq!(vouched.code, 0, "{vouched:#?}");
+    no_secret(&vouched.stdout);
+    let tasks = vouched.json();
+    assert_eq!(tasks[0]["input_value"]["token"], MASK);
+    assert_eq!(tasks[0]["input_value"]["service"], "db");
+    assert!(vouched.stdout.contains("123456789012345678901234567890"));
+
+    // The same bytes in a file no rudder writer recorded.
+    let copy = dir.path().join("copy.json");
+    std::fs::write(&copy, std::fs::read(&path).expect("store")).expect("copy");
+    let checked = run(&copy, &["list", "--json"]);
+    assert_eq!(checked.stdout, vouched.stdout);
+    // The same tasks, written compact by hand.
+    let hand = dir.path().join("hand.json");
+    let text = std::fs::read_to_string(&path).expect("store");
+    let value: Value = serde_json::from_str(&text).expect("JSON");
+    std::fs::write(&hand, value.to_string()).expect("hand-written");
+    let by_hand = run(&hand, &["list", "--json"]);
+    assert_eq!(by_hand.stdout, vouched.stdout);
+    let filtered = run(&path, &["list", "--json", "--kind", "diagnose"]);
+    assert_eq!(
+        filtered.stdout,
+        run(&hand, &["list", "--json", "--kind", "diagnose"]).stdout
+    );
+    assert_eq!(filtered.json().as_array().map(Vec::len), Some(1));
 }

@@ -629,6 +629,38 @@ fn list(store: &Store, query: &crate::store::PageQuery, json: bool) -> Result<()
     let mut out = output::Stream::default();
     let mut written = 0usize;
     let mut failed = None;
+    if json {
+        // Tasks the store hands as their JSON text hold nothing to mask
+        // (`Listed::Json`, a run of them); any other is masked here.
+        store.page_listed_each(query, &mut |listed| {
+            let done = out
+                .text(if written == 0 { "[" } else { "," })
+                .and_then(|()| match listed {
+                    crate::store::Listed::Json { text, count } => {
+                        written += count;
+                        out.bytes(text)
+                    }
+                    crate::store::Listed::Task(mut task) => {
+                        written += 1;
+                        schema::mask_task(&mut task);
+                        out.json(&*task)
+                    }
+                });
+            match done {
+                Ok(()) => true,
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            }
+        })?;
+        let end = if written == 0 { "[]\n" } else { "]\n" };
+        return failed
+            .map_or(Ok(()), Err)
+            .and_then(|()| out.text(end))
+            .and_then(|()| out.finish())
+            .map_err(|error| CliError::Output { error, done: None });
+    }
     store.page_each(query, &mut |mut task| {
         schema::mask_task(&mut task);
         let done = if json {

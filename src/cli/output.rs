@@ -63,6 +63,11 @@ impl Stream {
         self.out.write_all(text.as_bytes()).map_err(Self::failed)
     }
 
+    /// Write `bytes` as they are.
+    pub fn bytes(&mut self, bytes: &[u8]) -> Result<(), OutputError> {
+        self.out.write_all(bytes).map_err(Self::failed)
+    }
+
     /// Write `value` as compact JSON.
     pub fn json<T: serde::Serialize>(&mut self, value: &T) -> Result<(), OutputError> {
         serde_json::to_writer(&mut self.out, value).map_err(|e| Self::failed(io::Error::other(e)))

@@ -48,7 +48,7 @@ pub use settings::{
 pub use shared::{ChangeLog, CopyCounts, NewerInStore, RecordedChange};
 pub use summary::Summary;
 pub use trail::{TrailEntry, TrailKey, TrailQuery};
-pub use txn::{Transaction, scan};
+pub use txn::{Listed, Transaction, scan};
 pub use url::{StoreUrl, ToStoreUrl, UrlError};
 
 /// How long a writer waits for the store lock before giving up by default.
@@ -176,6 +176,41 @@ pub trait Backend: Send + Sync {
             }
             Ok(true)
         })
+    }
+}
+
+/// Call `each` on every task of the page `q` of `tasks`, reading at most
+/// `batch` tasks at once (see [`Store::page_each`]).
+fn page_in_batches(
+    tasks: &dyn Transaction,
+    q: &PageQuery,
+    batch: Option<usize>,
+    each: &mut dyn FnMut(Task) -> bool,
+) -> Result<(), StoreError> {
+    let mut left = q.limit;
+    let mut step = q.clone();
+    loop {
+        let want = match (batch, left) {
+            (Some(b), Some(l)) => Some(b.min(l)),
+            (b, l) => b.or(l),
+        };
+        if want == Some(0) {
+            return Ok(());
+        }
+        step.limit = want;
+        let page = tasks.page(&step)?;
+        let got = page.len();
+        let last = page.last().map(|t| t.task_id.clone());
+        for task in page {
+            if !each(task) {
+                return Ok(());
+            }
+        }
+        left = left.map(|l| l - got);
+        match (want, last) {
+            (Some(w), Some(last)) if got == w => step.after = Some(last),
+            _ => return Ok(()),
+        }
     }
 }
 
@@ -427,32 +462,28 @@ impl<B: Backend> Store<B> {
         each: &mut dyn FnMut(Task) -> bool,
     ) -> Result<(), StoreError> {
         let batch = self.batch_size();
+        self.backend
+            .snapshot(&mut |tasks| page_in_batches(tasks, q, batch, each))
+    }
+
+    /// [`Store::page_each`], but each task as [`Listed`]: its JSON text
+    /// where the backend holds it exactly as it would be written
+    /// ([`Transaction::page_listed`]: the file store's tasks as a rudder
+    /// writer vouched for them), so that `rudder list --json` writes the
+    /// tasks without building them; else the task, as `page_each` reads it.
+    pub fn page_listed_each(
+        &self,
+        q: &PageQuery,
+        each: &mut dyn FnMut(Listed<'_>) -> bool,
+    ) -> Result<(), StoreError> {
+        let batch = self.batch_size();
         self.backend.snapshot(&mut |tasks| {
-            let mut left = q.limit;
-            let mut step = q.clone();
-            loop {
-                let want = match (batch, left) {
-                    (Some(b), Some(l)) => Some(b.min(l)),
-                    (b, l) => b.or(l),
-                };
-                if want == Some(0) {
-                    return Ok(());
-                }
-                step.limit = want;
-                let page = tasks.page(&step)?;
-                let got = page.len();
-                let last = page.last().map(|t| t.task_id.clone());
-                for task in page {
-                    if !each(task) {
-                        return Ok(());
-                    }
-                }
-                left = left.map(|l| l - got);
-                match (want, last) {
-                    (Some(w), Some(last)) if got == w => step.after = Some(last),
-                    _ => return Ok(()),
-                }
+            if tasks.page_listed(q, each)? {
+                return Ok(());
             }
+            page_in_batches(tasks, q, batch, &mut |task| {
+                each(Listed::Task(Box::new(task)))
+            })
         })
     }
 

@@ -80,6 +80,18 @@ pub trait Transaction {
     ) -> Result<Vec<SummaryBuf>, StoreError>;
     /// One page of tasks in full.
     fn page(&self, q: &PageQuery) -> Result<Vec<Task>, StoreError>;
+    /// Hand `each` every task of the page `q`, in order, until it returns
+    /// false, as [`Listed`] text where the backend holds the task's JSON
+    /// exactly as it would be written (then no task is built). `Ok(false)`,
+    /// the default: no such way here, nothing was handed, and the caller
+    /// reads [`Transaction::page`] instead.
+    fn page_listed(
+        &self,
+        _q: &PageQuery,
+        _each: &mut dyn FnMut(Listed<'_>) -> bool,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
+    }
     /// How many tasks have each status.
     fn counts(&self) -> Result<StatusCounts, StoreError>;
     /// The page of the store's trail `q` asks for ([`trail::in_memory`]
@@ -231,6 +243,19 @@ pub mod scan {
         };
         Ok(trail::in_memory(&found, q))
     }
+}
+
+/// A task of a page as [`Transaction::page_listed`] hands it.
+#[derive(Debug)]
+pub enum Listed<'a> {
+    /// A run of `count` tasks' JSON, each as `serde_json::to_writer`
+    /// writes the task, joined by commas: tasks that nothing of is masked
+    /// ([`rudder_model::schema::mask_task`] changes only a task with an
+    /// input schema and an answer, or with earlier answers).
+    Json { text: &'a [u8], count: usize },
+    /// The task itself (one with an answer, which the caller masks as it
+    /// shows it, or one the backend could not hand as text).
+    Task(Box<Task>),
 }
 
 impl Transaction for TaskMap {

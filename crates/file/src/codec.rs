@@ -163,7 +163,85 @@ pub(super) fn write_task(out: &mut Vec<u8>, task: &Task) {
     serde_json::to_writer_pretty(Indented(out), task).expect("tasks serialize to JSON");
 }
 
-/// One task's part of the file.
+/// The version of the encoder a writer vouches for in its record when every
+/// task's text of the file it wrote is what [`write_task`] writes for the
+/// task that text reads back as ([`rudder_fs::Record::canonical`]): a
+/// reader of the same version may then show a task's text as it stands
+/// instead of reading and writing it again (`rudder list --json`). Raise it
+/// whenever what `write_task` writes for some task changes (a field, an
+/// order, a number's or a time's text): the test
+/// `the_encoders_text_is_pinned_to_its_version` holds one task's text.
+pub(crate) const ENCODER_VERSION: u32 = 1;
+
+/// Whether `text`, a task's value as [`write_task`] wrote it for `task`,
+/// reads back as exactly `task`: then reading it and writing it again,
+/// pretty or compact, gives the same text (a task that does not, say one
+/// whose request is `null`, which reads back as no request, keeps the
+/// file from being vouched for).
+pub(crate) fn reads_back_as(text: &[u8], task: &Task) -> bool {
+    serde_json::from_slice::<Task>(text).is_ok_and(|read| read == *task && !index::too_deep(&read))
+}
+
+/// Write `text`, a value as `serde_json::to_writer_pretty` writes it (at
+/// any indent, as [`write_task`] writes a task), to `out` as
+/// `serde_json::to_writer` writes the same value: without the line breaks,
+/// the indents and the space after each key's colon. `false` (with `out`
+/// holding a part of it) when `text` is not laid out that way.
+///
+/// The pretty layout puts every key and every array item at the start of
+/// a line, and a string never holds a raw line break, so the only blanks
+/// outside strings are a line's indent and the one after a key: a line
+/// that starts with a string is read to that string's end to tell a key
+/// (`"k": `) from an item, and the rest of every line is copied as it is.
+pub(crate) fn compact_pretty(text: &[u8], out: &mut Vec<u8>) -> bool {
+    let n = text.len();
+    // Where the current line's text starts (after its indent).
+    let mut at = 0;
+    for end in memchr::memchr_iter(b'\n', text).chain(std::iter::once(n)) {
+        let line = &text[at..end];
+        match line.first() {
+            Some(b'"') => {
+                let Some(close) = string_end(line) else {
+                    return false;
+                };
+                match line[close..].strip_prefix(b": ") {
+                    // The key and its colon, then the value.
+                    Some(value) => {
+                        out.extend_from_slice(&line[..=close]);
+                        out.extend_from_slice(value);
+                    }
+                    None => out.extend_from_slice(line),
+                }
+            }
+            // Every line but the first starts after its indent.
+            Some(b' ') | None => return false,
+            Some(_) => out.extend_from_slice(line),
+        }
+        at = end + 1;
+        while text.get(at) == Some(&b' ') {
+            at += 1;
+        }
+    }
+    true
+}
+
+/// Where the JSON string that starts `line` ends (just after its closing
+/// quote), `None` if it does not end on the line. Byte by byte: the string
+/// at a line's start is mostly a short key, where a vector search would
+/// cost more to start than it saves.
+fn string_end(line: &[u8]) -> Option<usize> {
+    let mut at = 1;
+    while let Some(&c) = line.get(at) {
+        match c {
+            b'"' => return Some(at + 1),
+            // An escape: the next byte is escaped whatever it is.
+            b'\\' => at += 2,
+            _ => at += 1,
+        }
+    }
+    None
+}
+
 /// How a write ended.
 pub(crate) enum Written {
     /// Durable, with the store's identity if it is still exactly what was
@@ -228,6 +306,61 @@ impl Write for Indented<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`write_task`]'s text for the task of
+    /// `the_encoders_text_is_pinned_to_its_version`.
+    const PINNED: &str = r#"{
+    "task_id": "t-1",
+    "status": "working",
+    "input_schema": {
+      "type": "object"
+    },
+    "input_value": {
+      "n": 1.5
+    },
+    "result": [
+      1e+400,
+      12345678901234567890123,
+      "é"
+    ],
+    "idempotency_key": "k",
+    "created_at": "2026-01-02T03:04:05Z",
+    "updated_at": "2026-01-02T03:04:05.120Z",
+    "title": "a \"b\"\n",
+    "kind": "diagnose",
+    "request": {},
+    "status_message": "m",
+    "progress": {
+      "current": 1,
+      "total": 2
+    },
+    "claimed_by": "w",
+    "lease_expires_at": "2026-01-02T03:04:05.123456789Z",
+    "lease_ms": 30000,
+    "error": {
+      "code": 1
+    },
+    "ttl_ms": 5,
+    "poll_interval_ms": 6,
+    "revision": 7,
+    "history": [
+      {
+        "status": "working",
+        "at": "2026-01-02T03:04:05.000000000Z",
+        "actor": "ana",
+        "face": "cli",
+        "reason": "r",
+        "fields": [
+          "n"
+        ]
+      }
+    ],
+    "origin": {
+      "tool": "diagnose"
+    },
+    "owned_by": "o",
+    "zz": null
+  }"#;
     use rudder_model::task::{HistoryEntry, Status};
     use serde_json::json;
 
@@ -248,6 +381,56 @@ mod tests {
             tasks.insert(id.to_string(), t);
         }
         tasks
+    }
+
+    /// What [`write_task`] writes for a task with every field set: a
+    /// reader trusts a file's text as this version's encoder's only when
+    /// its writer recorded [`ENCODER_VERSION`], so a change here (a field,
+    /// an order, a time's or a number's text) must raise the version too.
+    #[test]
+    fn the_encoders_text_is_pinned_to_its_version() {
+        let at = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+        let mut t = Task::new("t-1", Status::Working);
+        t.input_schema = Some(json!({"type": "object"}));
+        t.input_value = Some(json!({"n": 1.50}));
+        t.result = Some(serde_json::from_str(r#"[1e400, 12345678901234567890123, "é"]"#).unwrap());
+        t.idempotency_key = Some("k".into());
+        t.created_at = Some(at("2026-01-02T03:04:05Z"));
+        t.updated_at = Some(at("2026-01-02T03:04:05.120Z"));
+        t.title = Some("a \"b\"\n".into());
+        t.kind = Some("diagnose".into());
+        t.request = Some(json!({}));
+        t.status_message = Some("m".into());
+        t.progress = Some(rudder_model::task::Progress {
+            current: 1,
+            total: 2,
+        });
+        t.claimed_by = Some("w".into());
+        t.lease_expires_at = Some(at("2026-01-02T03:04:05.123456789Z"));
+        t.lease_ms = Some(30_000);
+        t.error = Some(json!({"code": 1}));
+        t.ttl_ms = Some(5);
+        t.poll_interval_ms = Some(6);
+        t.revision = 7;
+        let mut entry = HistoryEntry::new(Status::Working, at("2026-01-02T03:04:05Z"), None);
+        entry.actor = Some("ana".into());
+        entry.face = Some(rudder_model::task::Face::Cli);
+        entry.reason = Some("r".into());
+        entry.fields = vec!["n".into()];
+        t.history.push(entry);
+        t.origin = Some(rudder_model::task::Origin {
+            tool: "diagnose".into(),
+            client: None,
+        });
+        t.owned_by = Some("o".into());
+        t.extra.insert("zz".into(), json!(null));
+        let mut out = Vec::new();
+        write_task(&mut out, &t);
+        let expected = PINNED;
+        assert_eq!(
+            (ENCODER_VERSION, String::from_utf8(out).unwrap().as_str()),
+            (1, expected)
+        );
     }
 
     #[test]

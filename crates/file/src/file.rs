@@ -25,7 +25,9 @@ use indexmap::IndexMap;
 
 use super::codec::Written;
 use super::codec::{self, MAX_STORE_BYTES};
-use super::fs::{FileMeta, Fs, Identity, LockFailure, LockGuard, ReadFile, ReadSeek, RealFs};
+use super::fs::{
+    FileMeta, Fs, Identity, LockFailure, LockGuard, ReadFile, ReadSeek, RealFs, Record,
+};
 use super::scan;
 use super::txn::{Encoded, FileTxn};
 use crate::index::TaskIndex;
@@ -280,9 +282,11 @@ impl FileBackend {
         // A reader takes no lock, but a record is a fact about a file, as
         // good a proof to a reader as to a writer.
         self.trusted_now.store(false, Relaxed);
-        if trusts(&read, self.fs.recorded(&self.lock_path))
+        let record = self.fs.recorded(&self.lock_path);
+        if trusts(&read, record)
             && let Some(txn) = FileTxn::trusted(&self.path, bytes)
         {
+            let txn = txn.with_canonical(vouched(record));
             let answer = f(&txn);
             if !txn.poisoned() {
                 self.trusted_now.store(true, Relaxed);
@@ -660,10 +664,18 @@ impl Backend for FileBackend {
 
 /// Whether `read` is the file whose identity a rudder writer recorded
 /// after checking and writing it (see `docs/durability.md`).
-fn trusts(read: &ReadFile, recorded: Option<Identity>) -> bool {
+fn trusts(read: &ReadFile, recorded: Option<Record>) -> bool {
     read.identity.is_some_and(|id| {
-        id.settled() && id.size == read.bytes.len() as u64 && recorded == Some(id)
+        id.settled()
+            && id.size == read.bytes.len() as u64
+            && recorded.map(|r| r.identity) == Some(id)
     })
+}
+
+/// Whether the record (of a file [`trusts`] accepts) says that every
+/// task's text is what this version's encoder writes for it.
+fn vouched(recorded: Option<Record>) -> bool {
+    recorded.and_then(|r| r.canonical) == Some(codec::ENCODER_VERSION)
 }
 
 /// What a transaction on a trusted file came to.
@@ -680,16 +692,17 @@ impl FileBackend {
     fn trusted_run<'a>(
         &'a self,
         read: &'a ReadFile,
-        recorded: Option<Identity>,
+        recorded: Option<Record>,
         f: &mut dyn FnMut(&mut dyn Transaction) -> Result<bool, StoreError>,
     ) -> Result<Option<Run<'a>>, StoreError> {
         self.trusted_now.store(false, Relaxed);
         if !trusts(read, recorded) {
             return Ok(None);
         }
-        let Some(mut txn) = FileTxn::trusted(&self.path, &read.bytes) else {
+        let Some(txn) = FileTxn::trusted(&self.path, &read.bytes) else {
             return Ok(None);
         };
+        let mut txn = txn.with_canonical(vouched(recorded));
         let result = f(&mut txn);
         if txn.poisoned() {
             return Ok(None);
@@ -723,10 +736,12 @@ impl FileBackend {
                 // Checked whole and unchanged: the next writer need not
                 // check it again, if it is in the layout the trusted path
                 // reads.
+                // (Its tasks' text is another's: not vouched for.)
                 if txn.as_written() {
                     lock.record(
                         read.identity
-                            .filter(|id| id.settled() && id.size == bytes.len() as u64),
+                            .filter(|id| id.settled() && id.size == bytes.len() as u64)
+                            .map(Record::verified),
                     );
                 }
                 Ok(true)
@@ -740,7 +755,9 @@ impl FileBackend {
                 }
                 tasks.values().try_for_each(limits::check_task)?;
                 let new = codec::encode(&tasks, bytes.len());
-                self.write(&[&new], true, lock)
+                // Every task written anew, but not checked to read back as
+                // itself (a rare file): not vouched for.
+                self.write(&[&new], true, false, lock)
             }
         }
     }
@@ -748,10 +765,16 @@ impl FileBackend {
     /// Write `new` and record what the next writer may trust; `Ok(false)`
     /// when the lock was lost before the rename.
     fn commit(&self, new: &Encoded, lock: &LockGuard) -> Result<bool, StoreError> {
-        self.write(&new.slices(), new.plain, lock)
+        self.write(&new.slices(), new.plain, new.canonical, lock)
     }
 
-    fn write(&self, parts: &[&[u8]], plain: bool, lock: &LockGuard) -> Result<bool, StoreError> {
+    fn write(
+        &self,
+        parts: &[&[u8]],
+        plain: bool,
+        canonical: bool,
+        lock: &LockGuard,
+    ) -> Result<bool, StoreError> {
         // Nor a file larger than a reader takes.
         let size: u64 = parts.iter().map(|p| p.len() as u64).sum();
         if size > self.max_bytes {
@@ -767,7 +790,12 @@ impl FileBackend {
                 // Only content this writer checked (or made) in the layout
                 // the trusted path reads is recorded; anything else clears
                 // the record.
-                lock.record(identity.filter(|_| plain));
+                // The encoder's version is vouched for only when every
+                // task's text is its own ([`Encoded::canonical`]).
+                lock.record(identity.filter(|_| plain).map(|identity| Record {
+                    identity,
+                    canonical: canonical.then_some(codec::ENCODER_VERSION),
+                }));
                 Ok(true)
             }
         }

@@ -8,6 +8,8 @@ mod deliveries;
 mod file;
 mod file_rows;
 mod index;
+#[cfg(test)]
+mod listed;
 pub use rudder_fs as fs;
 mod scan;
 mod stream;

@@ -75,6 +75,10 @@ pub(super) struct FileTxn<'a> {
     path: &'a Path,
     bytes: &'a [u8],
     trusted: bool,
+    /// Trusted, and every task's text is what the encoder writes for the
+    /// task it reads back as (the writer's record vouches for it:
+    /// [`codec::ENCODER_VERSION`]).
+    canonical: bool,
     /// Every task of the file, in file order: from the start when checked,
     /// on first need when trusted (`None`: the file does not split).
     all: OnceCell<Option<Originals<'a>>>,
@@ -110,6 +114,11 @@ pub(super) struct Encoded<'a> {
     /// Every line of the content that starts like a top-level key (`\n  "`)
     /// starts one (see [`FileTxn::trusted`]).
     pub plain: bool,
+    /// Every task's text of the content is what the encoder writes for the
+    /// task it reads back as: each task written anew reads back as itself,
+    /// and each one copied from the file read was vouched for
+    /// ([`FileTxn::with_canonical`]). What the writer's record then says.
+    pub canonical: bool,
 }
 
 impl Encoded<'_> {
@@ -177,6 +186,7 @@ impl<'a> FileTxn<'a> {
             path,
             bytes,
             trusted,
+            canonical: false,
             all,
             index,
             found: RefCell::default(),
@@ -213,6 +223,14 @@ impl<'a> FileTxn<'a> {
         let shaped =
             bytes == b"{}\n" || (bytes.starts_with(b"{\n  \"") && bytes.ends_with(b"\n}\n"));
         shaped.then(|| FileTxn::new(path, bytes, true, OnceCell::new(), OnceCell::new()))
+    }
+
+    /// The trusted file, with the writer's word (`canonical`) that every
+    /// task's text is what the encoder writes for the task it reads back
+    /// as; ignored on a file that is not trusted.
+    pub fn with_canonical(mut self, canonical: bool) -> Self {
+        self.canonical = canonical && self.trusted;
+        self
     }
 
     /// Whether the file is in the layout the encoder writes, with every line
@@ -428,6 +446,13 @@ impl<'a> FileTxn<'a> {
             new: Vec::new(),
             parts: Vec::new(),
             plain: true,
+            canonical: true,
+        };
+        // A task written anew: its text, checked to read back as the task.
+        let fresh = |out: &mut Encoded, task: &Task| {
+            let start = out.new.len();
+            out.push_new(|b| codec::write_task(b, task));
+            out.canonical = out.canonical && codec::reads_back_as(&out.new[start..], task);
         };
         let mut first = true;
         match (self.cleared, self.all.get()) {
@@ -446,9 +471,10 @@ impl<'a> FileTxn<'a> {
                     }
                     first = false;
                     match self.changed.get(key.as_ref()) {
-                        Some(task) => out.push_new(|b| codec::write_task(b, task)),
+                        Some(task) => fresh(&mut out, task),
                         None => {
                             out.plain &= orig.plain;
+                            out.canonical &= self.canonical;
                             out.push_read(span.start..span.end);
                         }
                     }
@@ -471,10 +497,12 @@ impl<'a> FileTxn<'a> {
                 let mut at = 0;
                 for (span, task) in spans {
                     out.push_read(at..span.start);
-                    out.push_new(|b| codec::write_task(b, task));
+                    fresh(&mut out, task);
                     at = span.end;
                 }
                 if self.bytes != b"{}\n" {
+                    // The untouched tasks, copied.
+                    out.canonical &= self.canonical;
                     first = false;
                     if self.added.is_empty() {
                         out.push_read(at..self.bytes.len());
@@ -485,10 +513,8 @@ impl<'a> FileTxn<'a> {
             }
         }
         for (key, task) in &self.added {
-            out.push_new(|b| {
-                codec::write_lead(b, key, first);
-                codec::write_task(b, task);
-            });
+            out.push_new(|b| codec::write_lead(b, key, first));
+            fresh(&mut out, task);
             first = false;
         }
         out.push_new(|b| b.extend_from_slice(if first { b"{}\n" } else { b"\n}\n" }));
@@ -516,6 +542,8 @@ fn split_trusted(bytes: &[u8]) -> Option<Originals<'_>> {
     let lines: Vec<usize> = memchr::memmem::find_iter(bytes, KEY_LINE).collect();
     let mut entries = IndexMap::with_capacity(lines.len());
     let mut lead = 0;
+    // Built once: a search made anew for each task costs more than it finds.
+    let key_end = memchr::memmem::Finder::new(b"\": ");
     for (i, &line) in lines.iter().enumerate() {
         let key_start = line + KEY_LINE.len();
         let end = match lines.get(i + 1) {
@@ -523,7 +551,7 @@ fn split_trusted(bytes: &[u8]) -> Option<Originals<'_>> {
             None => bytes.len().checked_sub(3)?,
         };
         let rest = bytes.get(key_start..end)?;
-        let close = memchr::memmem::find(rest, b"\": ")?;
+        let close = key_end.find(rest)?;
         let key = std::str::from_utf8(&rest[..close]).ok()?;
         let start = key_start + close + 3;
         let span = Span { lead, start, end };
@@ -546,6 +574,86 @@ fn split_trusted(bytes: &[u8]) -> Option<Originals<'_>> {
         entries,
         canonical_tail,
     })
+}
+
+/// What [`Transaction::page_listed`] reads of a task's text as the encoder
+/// wrote it, from the lines of the task's own fields: at its indent (four
+/// spaces inside the file's object) a line can only start one of them,
+/// since a string never holds a raw line break and a nested value's lines
+/// are indented further.
+struct TaskLines {
+    status: memchr::memmem::Finder<'static>,
+    kind: memchr::memmem::Finder<'static>,
+    no_schema: memchr::memmem::Finder<'static>,
+    no_value: memchr::memmem::Finder<'static>,
+    /// The task's earlier answers (`Task::answered`, written only when
+    /// there are some).
+    earlier: memchr::memmem::Finder<'static>,
+}
+
+/// A task's fields that [`TaskLines`] reads.
+struct ListedFields {
+    status: rudder_model::task::Status,
+    /// `None` also when the kind was not asked for.
+    kind: Option<String>,
+    /// Both an input schema and an input value, or earlier answers (the only tasks that
+    /// masking changes: [`rudder_model::schema::mask_task`]).
+    answered: bool,
+}
+
+impl TaskLines {
+    fn new() -> Self {
+        TaskLines {
+            status: memchr::memmem::Finder::new(b"\n    \"status\": \""),
+            kind: memchr::memmem::Finder::new(b"\n    \"kind\": "),
+            no_schema: memchr::memmem::Finder::new(b"\n    \"input_schema\": null,\n"),
+            no_value: memchr::memmem::Finder::new(b"\n    \"input_value\": null,\n"),
+            earlier: memchr::memmem::Finder::new(b"\n    \"answered\": "),
+        }
+    }
+
+    /// The fields of `text` (with its kind only if `with_kind`); `None`
+    /// when they do not read as the encoder writes them.
+    fn read(&self, text: &[u8], with_kind: bool) -> Option<ListedFields> {
+        // The status is the second field, the input schema the third: on
+        // the lines after the first and second line breaks (searched
+        // for only if not there).
+        let mut breaks = memchr::memchr_iter(b'\n', text);
+        let (second, third) = (breaks.nth(1)?, breaks.next());
+        let status_line = self.status.needle();
+        let at = match text[second..].starts_with(status_line) {
+            true => second + status_line.len(),
+            false => self.status.find(text)? + status_line.len(),
+        };
+        let len = memchr::memchr(b'"', &text[at..])?;
+        let status = std::str::from_utf8(&text[at..at + len])
+            .ok()?
+            .parse()
+            .ok()?;
+        let no_schema = match third {
+            Some(third) if text[third..].starts_with(self.no_schema.needle()) => true,
+            _ => self.no_schema.find(text).is_some(),
+        };
+        let kind = match (with_kind, self.kind.find(text)) {
+            (true, Some(at)) => {
+                let at = at + self.kind.needle().len();
+                let end = memchr::memchr(b'\n', &text[at..]).map_or(text.len(), |p| at + p);
+                let value = text[at..end].strip_suffix(b",").unwrap_or(&text[at..end]);
+                Some(serde_json::from_slice::<String>(value).ok()?)
+            }
+            _ => None,
+        };
+        // A field of the task itself is indented four spaces (a nested
+        // one deeper; a string's line breaks are escaped), so a match is
+        // the task's own `answered`; a false one only costs a full read.
+        let answered =
+            (!no_schema && self.no_value.find(text).is_none()) || self.earlier.find(text).is_some();
+        Some(ListedFields {
+            status,
+            kind,
+            answered,
+        })
+    }
 }
 
 /// A task a read picked: in the file, or this transaction's.
@@ -867,6 +975,109 @@ impl Transaction for FileTxn<'_> {
         rudder_core::scan::stalled(self, now)
     }
 
+    /// On a trusted file whose writer vouched for every task's text
+    /// ([`FileTxn::with_canonical`]), a page in store order (filtered by
+    /// status and kind, cut at its limit) is handed as each task's own text
+    /// made compact ([`codec::compact_pretty`]), no task built: the file is
+    /// cut at its key lines as `get` cuts it, and a task's status and kind
+    /// are read from their lines. Only a task with an input answer (which
+    /// the caller masks) is read in full. Any other page, file or
+    /// transaction: `Ok(false)`.
+    fn page_listed(
+        &self,
+        q: &rudder_core::query::PageQuery,
+        each: &mut dyn FnMut(rudder_core::Listed<'_>) -> bool,
+    ) -> Result<bool, StoreError> {
+        use rudder_core::Listed;
+        let in_order = q.text.is_none()
+            && q.after.is_none()
+            && q.sort == rudder_core::query::SortKey::Store
+            && !q.descending;
+        let as_read = self.changed.is_empty()
+            && self.removed.is_empty()
+            && !self.cleared
+            && self.added.is_empty();
+        if !(self.canonical && in_order && as_read) || self.poisoned() {
+            return Ok(false);
+        }
+        // A file that does not cut as written is poisoned here, before
+        // anything is handed: the backend reads it again on the checked path.
+        let Some(all) = self.all() else {
+            return Ok(true);
+        };
+        let lines = TaskLines::new();
+        let mut left = q.limit.unwrap_or(usize::MAX);
+        // Tasks made compact wait here, joined by commas, and are handed
+        // in runs of about `RUN` bytes: a writer then takes each run in one
+        // write, no copy.
+        // (Short in tests, so that their pages are handed in several runs.)
+        const RUN: usize = if cfg!(test) { 300 } else { 64 * 1024 };
+        let mut run = Vec::with_capacity(RUN + 4096);
+        let mut count = 0;
+        let mut stopped = false;
+        let mut hand = |listed: Listed<'_>| {
+            stopped = stopped || !each(listed);
+            !stopped
+        };
+        for (key, orig) in &all.entries {
+            if left == 0 {
+                break;
+            }
+            let span = orig.span;
+            let text = &self.bytes[span.start..span.end];
+            // Read in full (not poisoned: tasks may have been handed
+            // already, and its error is the answer).
+            let full = || read_task(self.path, self.bytes, key, span);
+            let task = match lines.read(text, !q.kinds.is_empty()) {
+                Some(fields) => {
+                    let kept = (q.statuses.is_empty() || q.statuses.contains(&fields.status))
+                        && q.wants_kind(fields.kind.as_deref());
+                    if !kept {
+                        continue;
+                    }
+                    let mark = run.len();
+                    if count > 0 {
+                        run.push(b',');
+                    }
+                    if !fields.answered && codec::compact_pretty(text, &mut run) {
+                        count += 1;
+                        None
+                    } else {
+                        run.truncate(mark);
+                        Some(full()?)
+                    }
+                }
+                None => {
+                    let task = full()?;
+                    let kept = (q.statuses.is_empty() || q.statuses.contains(&task.status))
+                        && q.wants_kind(task.kind.as_deref());
+                    if !kept {
+                        continue;
+                    }
+                    Some(task)
+                }
+            };
+            left -= 1;
+            // The run so far goes before a task handed whole, in order.
+            if (task.is_some() || run.len() >= RUN) && count > 0 {
+                if !hand(Listed::Json { text: &run, count }) {
+                    return Ok(true);
+                }
+                run.clear();
+                count = 0;
+            }
+            if let Some(task) = task
+                && !hand(Listed::Task(Box::new(task)))
+            {
+                return Ok(true);
+            }
+        }
+        if count > 0 {
+            hand(Listed::Json { text: &run, count });
+        }
+        Ok(true)
+    }
+
     fn get_mut(&mut self, id: &str) -> Result<Option<&mut Task>, StoreError> {
         if self.added.contains_key(id) {
             return Ok(self.added.get_mut(id).map(|t| &mut **t));
@@ -955,6 +1166,42 @@ pub fn check_quick_paths(path: &Path, bytes: &[u8]) {
         }
         return;
     };
+    // Written anew by a writer, which vouches for the tasks' text exactly
+    // when each reads back as itself: `list --json` then prints each
+    // task's own text, the bytes that the task read in full prints.
+    let mut fresh = FileTxn::empty(path);
+    for task in tasks.values() {
+        fresh
+            .insert(task.clone())
+            .expect("a file transaction inserts");
+    }
+    let encoded = fresh.encoded();
+    let anew = encoded.to_vec();
+    if let Some(listed) = FileTxn::trusted(path, &anew) {
+        let listed = listed.with_canonical(encoded.canonical);
+        let shown = |mut task: Task| {
+            rudder_model::schema::mask_task(&mut task);
+            serde_json::to_string(&task).expect("a task serializes")
+        };
+        let mut out = Vec::new();
+        let q = rudder_core::query::PageQuery::default();
+        let taken = listed
+            .page_listed(&q, &mut |l| {
+                out.push(match l {
+                    rudder_core::Listed::Json { text, .. } => {
+                        String::from_utf8(text.to_vec()).expect("UTF-8")
+                    }
+                    rudder_core::Listed::Task(task) => shown(*task),
+                });
+                true
+            })
+            .expect("a page");
+        assert_eq!(taken, encoded.canonical);
+        if taken && !listed.poisoned() {
+            let slow: Vec<String> = tasks.values().cloned().map(shown).collect();
+            assert_eq!(out.join(","), slow.join(","), "{:?}", show());
+        }
+    }
     // What the writers write back, and the next writer's view of it.
     let written = match FileTxn::parse(path, bytes) {
         Some(txn) => {

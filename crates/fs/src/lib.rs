@@ -84,7 +84,12 @@ impl Identity {
     /// The identity a line of the lock file records, if it is exactly such
     /// a line ([`Identity::to_line`]); anything else is ignored.
     pub fn from_line(line: &str) -> Option<Identity> {
-        let mut fields = line.strip_prefix(VERIFIED)?.strip_prefix(' ')?.split(' ');
+        Identity::from_fields(line.strip_prefix(VERIFIED)?.strip_prefix(' ')?)
+    }
+
+    /// The identity `dev ino size mtime ctime` of a record's line.
+    fn from_fields(text: &str) -> Option<Identity> {
+        let mut fields = text.split(' ');
         let mut next = || -> Option<&str> {
             let f = fields.next()?;
             let digits = f.strip_prefix('-').unwrap_or(f);
@@ -104,6 +109,78 @@ impl Identity {
 
 /// How a lock file's line with a verified store's identity starts.
 const VERIFIED: &str = "verified-store";
+
+/// How a lock file's line saying that every task's text of the verified
+/// store is its encoder's starts ([`Record::canonical`]).
+const CANONICAL: &str = "canonical-store";
+
+/// What a writer recorded in the lock file of the store file it checked or
+/// wrote: the file's identity, and whether every task's text in that file
+/// is exactly what an encoder writes for the task the text reads back as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    pub identity: Identity,
+    /// The version of the encoder that vouches for every task's text of the
+    /// file (the store crate says what it means), `None` when nobody does
+    /// (the file holds text another program wrote, or a writer of a
+    /// version that did not say).
+    pub canonical: Option<u32>,
+}
+
+impl Record {
+    /// A record of `identity` alone.
+    pub fn verified(identity: Identity) -> Self {
+        Record {
+            identity,
+            canonical: None,
+        }
+    }
+
+    /// The lines the lock file keeps it in, each ending in a line break.
+    /// The canonical line repeats the identity: a reader that catches the
+    /// lock file half rewritten can then never pair one file's identity
+    /// with another's canonical mark.
+    pub fn to_lines(&self) -> String {
+        let mut text = self.identity.to_line();
+        text.push('\n');
+        if let Some(version) = self.canonical {
+            let id = &self.identity;
+            text += &format!(
+                "{CANONICAL} {version} {} {} {} {} {}\n",
+                id.dev, id.ino, id.size, id.mtime_ns, id.ctime_ns
+            );
+        }
+        text
+    }
+
+    /// The record a lock file's text holds: its one `verified-store` line
+    /// ([`Identity::to_line`]), and the canonical mark of its one
+    /// `canonical-store` line if that names the same identity. Anything
+    /// else (no line, two of them, a line cut short) records nothing.
+    pub fn from_text(text: &str) -> Option<Record> {
+        let one = |prefix: &str| {
+            let mut found = text.lines().filter(|l| l.starts_with(prefix));
+            match (found.next(), found.next()) {
+                (Some(line), None) => Some(line),
+                _ => None,
+            }
+        };
+        let identity = Identity::from_line(one(VERIFIED)?)?;
+        let canonical = one(CANONICAL).and_then(|line| {
+            let (version, id) = line
+                .strip_prefix(CANONICAL)?
+                .strip_prefix(' ')?
+                .split_once(' ')?;
+            let plain = !version.is_empty() && version.bytes().all(|b| b.is_ascii_digit());
+            let version: u32 = version.parse().ok().filter(|_| plain)?;
+            (Identity::from_fields(id)? == identity).then_some(version)
+        });
+        Some(Record {
+            identity,
+            canonical,
+        })
+    }
+}
 
 /// A store file's bytes and the identity they were read with.
 pub struct ReadFile {
@@ -132,13 +209,13 @@ pub trait HeldLock: Send {
     /// writer checks this just before it renames its write into place, and
     /// starts over when it lost.
     fn still_held(&self) -> io::Result<bool>;
-    /// The verified store identity the lock file held when the lock was
-    /// taken ([`Identity::to_line`]), if it held exactly one such line.
-    fn recorded(&self) -> Option<Identity>;
+    /// The record the lock file held when the lock was taken
+    /// ([`Record::from_text`]).
+    fn recorded(&self) -> Option<Record>;
     /// Replace the identity kept in the lock file (best effort; the pid line
     /// stays). Only a holder that checked the store file with this identity
     /// (or wrote it from checked tasks) records it.
-    fn record(&self, identity: Option<Identity>);
+    fn record(&self, record: Option<Record>);
 }
 
 /// A held lock; dropping it releases the lock.
@@ -224,7 +301,7 @@ pub trait Fs: Send + Sync {
     /// The verified store identity the lock file at `lock` records (see
     /// [`HeldLock::recorded`]), read without taking the lock: for readers,
     /// to whom a record is as good a proof as to a writer.
-    fn recorded(&self, _lock: &Path) -> Option<Identity> {
+    fn recorded(&self, _lock: &Path) -> Option<Record> {
         None
     }
     /// The owner, group and permission bits of `path`, `None` if it does not

@@ -7,7 +7,9 @@ use std::os::unix::fs::{
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::{FileMeta, Fs, FsFile, HeldLock, Identity, LockFailure, LockGuard, ReadFile, ReadSeek};
+use super::{
+    FileMeta, Fs, FsFile, HeldLock, Identity, LockFailure, LockGuard, ReadFile, ReadSeek, Record,
+};
 
 /// The real file system.
 #[derive(Debug, Default, Clone, Copy)]
@@ -167,7 +169,7 @@ impl Fs for RealFs {
         Ok(open_regular(path, limit)?.map(|(file, _)| Box::new(file) as Box<dyn ReadSeek>))
     }
 
-    fn recorded(&self, lock: &Path) -> Option<Identity> {
+    fn recorded(&self, lock: &Path) -> Option<Record> {
         let file = OpenOptions::new()
             .read(true)
             .custom_flags(OPEN_FLAGS | libc::O_NOFOLLOW)
@@ -177,7 +179,7 @@ impl Fs for RealFs {
         if !meta.file_type().is_file() {
             return None;
         }
-        recorded_identity(&file)
+        recorded_record(&file)
     }
 
     fn meta(&self, path: &Path) -> io::Result<Option<FileMeta>> {
@@ -334,7 +336,7 @@ impl Fs for RealFs {
                 wait_for_flock(&d, start, timeout)?;
                 lock.dir = Some(d);
             }
-            lock.recorded = recorded_identity(&lock.file);
+            lock.recorded = recorded_record(&lock.file);
             // Say who holds the lock, for the message of whoever times out
             // waiting, keeping the verified identity (a fact about the
             // store that stays true whoever holds the lock). Best effort:
@@ -359,7 +361,7 @@ struct RealLock {
     /// Whether we may write the lock file.
     writable: bool,
     /// What the lock file recorded when we took the lock.
-    recorded: Option<Identity>,
+    recorded: Option<Record>,
     /// Lock files that took the place of ours while we held it, locked too
     /// (see [`HeldLock::still_held`]).
     also: std::sync::Mutex<Vec<File>>,
@@ -381,16 +383,10 @@ impl RealLock {
 
 /// The identity the lock file records: its one `verified-store` line, if it
 /// holds exactly one valid one among at most a few short lines.
-fn recorded_identity(file: &File) -> Option<Identity> {
+fn recorded_record(file: &File) -> Option<Record> {
     let mut buf = [0u8; 4096];
     let n = file.read_at(&mut buf, 0).ok()?;
-    let text = std::str::from_utf8(&buf[..n]).ok()?;
-    let mut found = text.lines().filter(|l| l.starts_with("verified-store"));
-    let line = found.next()?;
-    if found.next().is_some() {
-        return None;
-    }
-    Identity::from_line(line)
+    Record::from_text(std::str::from_utf8(&buf[..n]).ok()?)
 }
 
 impl HeldLock for RealLock {
@@ -429,18 +425,17 @@ impl HeldLock for RealLock {
         }
     }
 
-    fn recorded(&self) -> Option<Identity> {
+    fn recorded(&self) -> Option<Record> {
         self.recorded
     }
 
-    fn record(&self, identity: Option<Identity>) {
+    fn record(&self, record: Option<Record>) {
         if !self.writable {
             return;
         }
         let mut text = format!("pid {}\n", std::process::id());
-        if let Some(id) = identity {
-            text += &id.to_line();
-            text.push('\n');
+        if let Some(record) = record {
+            text += &record.to_lines();
         }
         // Written over the old text, then cut to length: never truncated to
         // nothing first, which on ext4 (auto_da_alloc) would force the lock

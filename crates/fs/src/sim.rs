@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::{FileMeta, Fs, FsFile, HeldLock, Identity, LockFailure, LockGuard, ReadFile};
+use super::{FileMeta, Fs, FsFile, HeldLock, Identity, LockFailure, LockGuard, ReadFile, Record};
 
 /// One call made to a [`SimFs`], as recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -293,7 +293,7 @@ impl Fs for SimFs {
         }
     }
 
-    fn recorded(&self, lock: &Path) -> Option<Identity> {
+    fn recorded(&self, lock: &Path) -> Option<Record> {
         let note = self
             .state()
             .lock_notes
@@ -426,20 +426,16 @@ impl Fs for SimFs {
     }
 }
 
-/// The identity a lock file's text records: its one `verified-store` line.
-fn recorded_in(note: &str) -> Option<Identity> {
-    let mut found = note.lines().filter(|l| l.starts_with("verified-store"));
-    match (found.next(), found.next()) {
-        (Some(line), None) => Identity::from_line(line),
-        _ => None,
-    }
+/// The record a lock file's text holds ([`Record::from_text`]).
+fn recorded_in(note: &str) -> Option<Record> {
+    Record::from_text(note)
 }
 
 /// The one simulated process's lock, which nobody can take from it.
 struct SimLock {
     fs: SimFs,
     path: PathBuf,
-    recorded: Option<Identity>,
+    recorded: Option<Record>,
 }
 
 impl HeldLock for SimLock {
@@ -447,15 +443,14 @@ impl HeldLock for SimLock {
         Ok(true)
     }
 
-    fn recorded(&self) -> Option<Identity> {
+    fn recorded(&self) -> Option<Record> {
         self.recorded
     }
 
-    fn record(&self, identity: Option<Identity>) {
+    fn record(&self, record: Option<Record>) {
         let mut text = String::from("pid 1\n");
-        if let Some(id) = identity {
-            text += &id.to_line();
-            text.push('\n');
+        if let Some(record) = record {
+            text += &record.to_lines();
         }
         self.fs.state().lock_notes.insert(self.path.clone(), text);
     }

@@ -63,9 +63,12 @@ fn a_rudder_write_records_the_identity_and_keeps_the_pid() {
     let (a, b) = two_tasks(&store);
     let lock = std::fs::read_to_string(lock_path(&path)).unwrap();
     let lines: Vec<&str> = lock.lines().collect();
-    assert_eq!(lines.len(), 2, "{lock}");
+    assert_eq!(lines.len(), 3, "{lock}");
     assert_eq!(lines[0], format!("pid {}", std::process::id()));
     assert!(lines[1].starts_with("verified-store "), "{lock}");
+    // Every task's text is the encoder's (version 1): the same identity.
+    let identity = lines[1].strip_prefix("verified-store ").unwrap();
+    assert_eq!(lines[2], format!("canonical-store 1 {identity}"), "{lock}");
     heartbeat(&store, &a).unwrap();
     assert!(store.backend().last_run_trusted());
     // Readers trust the record too, and see what the checked path sees.
@@ -238,4 +241,109 @@ fn on_the_simulated_file_system_an_edit_in_place_is_caught_too() {
     assert!(!store.backend().last_run_trusted());
     heartbeat(&store, &a).unwrap();
     assert!(store.backend().last_run_trusted());
+}
+
+/// What `rudder list --json` prints for the page: each task's JSON, its
+/// secret answers masked; how many came as the file's own text.
+fn listed(store: &Store, statuses: &[Status]) -> (String, usize) {
+    let (mut out, mut texts) = (Vec::new(), 0);
+    let q = rudder_store::PageQuery {
+        statuses: statuses.to_vec(),
+        ..rudder_store::PageQuery::default()
+    };
+    store
+        .page_listed_each(&q, &mut |listed| {
+            out.push(match listed {
+                rudder_store::Listed::Json { text, count } => {
+                    texts += count;
+                    String::from_utf8(text.to_vec()).unwrap()
+                }
+                rudder_store::Listed::Task(mut task) => {
+                    rudder_store::schema::mask_task(&mut task);
+                    serde_json::to_string(&task).unwrap()
+                }
+            });
+            true
+        })
+        .unwrap();
+    (out.join(","), texts)
+}
+
+/// The same, every task read in full.
+fn read_in_full(store: &Store, statuses: &[Status]) -> String {
+    let mut out = Vec::new();
+    let q = rudder_store::PageQuery {
+        statuses: statuses.to_vec(),
+        ..rudder_store::PageQuery::default()
+    };
+    store
+        .page_each(&q, &mut |mut task| {
+            rudder_store::schema::mask_task(&mut task);
+            out.push(serde_json::to_string(&task).unwrap());
+            true
+        })
+        .unwrap();
+    out.join(",")
+}
+
+/// Issue 30 item 18: on a file whose writer vouched for every task's text,
+/// a page is handed as the tasks' own text (the same bytes as the tasks
+/// read in full), but a task with a secret answer is read and masked; a
+/// task whose text would not read back as itself (a `null` request) takes
+/// the writer's word away, and so does another program's rewrite.
+#[test]
+fn list_json_hands_a_vouched_files_tasks_as_their_own_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, path) = new_store(dir.path());
+    let (a, _b) = two_tasks(&store);
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "service": {"type": "string"},
+        "token": {"type": "string", "writeOnly": true}
+    }});
+    let asked = store
+        .create(NewTask {
+            input_schema: Some(schema),
+            title: Some("caf\u{e9} \"quoted\"\n".into()),
+            ..NewTask::default()
+        })
+        .unwrap()
+        .task
+        .task_id;
+    let answer = serde_json::json!({"service": "db", "token": "tok-5ecret-9f3a"});
+    store.provide_input(&asked, answer, None).unwrap();
+    heartbeat(&store, &a).unwrap();
+    let (shown, texts) = listed(&store, &[]);
+    assert!(store.backend().last_run_trusted());
+    assert_eq!(shown, read_in_full(&store, &[]));
+    assert_eq!(texts, 2, "the answered task is read");
+    let all = shown.clone();
+    assert!(
+        !all.contains("tok-5ecret-9f3a") && all.contains("••••"),
+        "{all}"
+    );
+    let (working, texts) = listed(&store, &[Status::Working]);
+    assert_eq!(working, read_in_full(&store, &[Status::Working]));
+    assert_eq!(texts, 2);
+
+    // Rewritten by another program, byte for byte the same: not vouched for.
+    let text = std::fs::read(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, &text).unwrap();
+    let (again, texts) = listed(&store, &[]);
+    assert_eq!((again, texts), (shown, 0));
+
+    // A task that does not read back as itself: no word.
+    let (store, path) = new_store(&dir.path().join("null"));
+    two_tasks(&store);
+    let mut odd = rudder_model::task::Task::new("odd", Status::Working);
+    odd.request = Some(serde_json::Value::Null);
+    rudder_store::Backend::transaction(store.backend(), &mut |txn| {
+        txn.insert(odd.clone())?;
+        Ok(true)
+    })
+    .unwrap();
+    let lock = std::fs::read_to_string(lock_path(&path)).unwrap();
+    assert!(!lock.contains("canonical-store"), "{lock}");
+    let (shown, texts) = listed(&store, &[]);
+    assert_eq!((shown, texts), (read_in_full(&store, &[]), 0));
 }
