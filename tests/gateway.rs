@@ -308,6 +308,57 @@ fn wait_until(
     }
 }
 
+/// `rudder --store URL COMMAND --tools TOOLS` (`gateway`, or `mcp`, whose
+/// stdio is kept open: it serves until stdin closes).
+fn serving(url: &Path, command: &str, tools: &Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
+        .env_remove("RUDDER_STORE")
+        .arg("--store")
+        .arg(url)
+        .args([command, "--tools"])
+        .arg(tools)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("rudder starts")
+}
+
+/// A task of `kind` with `request`: what an MCP client's call makes.
+fn stored_call(store: &Store, kind: &str, request: Value) -> String {
+    store
+        .create(NewTask {
+            kind: Some(kind.into()),
+            request: Some(request),
+            ..NewTask::default()
+        })
+        .unwrap()
+        .task
+        .task_id
+}
+
+/// The pid of the fixture's upstream process, once its tool that hangs
+/// (`_hang_once`) wrote it to `marker`: the call has reached the tool.
+fn hanging_upstream(marker: &Path, what: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(pid) = std::fs::read_to_string(marker)
+            && !pid.is_empty()
+        {
+            return pid.trim().to_string();
+        }
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Kill the upstream process `pid`: a stopped rudder's stdio child may
+/// outlive it, and is neither the next call's nor to be left behind.
+fn kill_upstream(pid: &str) {
+    let _ = std::process::Command::new("kill")
+        .args(["-9", pid])
+        .status();
+}
+
 /// A deploy stops the process that runs gateway workers (`rudder gateway`,
 /// or `rudder mcp` with upstreams) with SIGTERM while a call hangs: it
 /// gives the task's lease back before it exits (the task still working,
@@ -327,39 +378,12 @@ fn a_gateway_stopped_with_sigterm_gives_its_calls_back_before_it_exits() {
         let url = dir.path().join("tasks.db");
         let store = Store::connect(&url).unwrap();
         let marker = dir.path().join("flaky.pid");
-        let id = store
-            .create(NewTask {
-                kind: Some("flaky".into()),
-                request: Some(json!({"marker": marker})),
-                ..NewTask::default()
-            })
-            .unwrap()
-            .task
-            .task_id;
-        // `rudder mcp` serves stdio until it closes: kept open here.
-        let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
-            .env_remove("RUDDER_STORE")
-            .arg("--store")
-            .arg(&url)
-            .args([command, "--tools"])
-            .arg(&tools)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("rudder starts");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let upstream = loop {
-            if let Ok(pid) = std::fs::read_to_string(&marker)
-                && !pid.is_empty()
-            {
-                break pid;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{command}: the call never reached the tool"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let id = stored_call(&store, "flaky", json!({"marker": marker}));
+        let mut first = serving(&url, command, &tools);
+        let upstream = hanging_upstream(
+            &marker,
+            &format!("{command}: the call never reached the tool"),
+        );
         let held = store.get(&id).unwrap();
         assert!(held.claimed_by.is_some(), "{command}: {held:#?}");
         let term = std::process::Command::new("kill")
@@ -368,9 +392,7 @@ fn a_gateway_stopped_with_sigterm_gives_its_calls_back_before_it_exits() {
             .expect("kill -TERM");
         assert!(term.success());
         let status = first.wait().expect("rudder exits");
-        let _ = std::process::Command::new("kill")
-            .args(["-9", upstream.trim()])
-            .status();
+        kill_upstream(&upstream);
         assert!(status.success(), "{command}: {status:?}");
         let left = store.get(&id).unwrap();
         assert_eq!(left.status, Status::Working, "{command}: {left:#?}");
@@ -379,14 +401,7 @@ fn a_gateway_stopped_with_sigterm_gives_its_calls_back_before_it_exits() {
             "{command}: the stopped process kept the lease: {left:#?}"
         );
         // The next gateway takes it over and the tool, called again, answers.
-        let mut second = std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
-            .env_remove("RUDDER_STORE")
-            .arg("--store")
-            .arg(&url)
-            .args(["gateway", "--tools"])
-            .arg(&tools)
-            .spawn()
-            .expect("rudder gateway starts");
+        let mut second = serving(&url, "gateway", &tools);
         let done = wait_until(&store, &id, "finished", |t| t.status.is_terminal());
         let _ = second.kill();
         let _ = second.wait();
@@ -412,25 +427,12 @@ fn a_restarted_rudder_gateway_answers_both_questions_already_answered_from_the_s
     let url = dir.path().join("tasks.db");
     let store = Store::connect(&url).unwrap();
     let marker = dir.path().join("failover.pid");
-    let id = store
-        .create(NewTask {
-            kind: Some("failover".into()),
-            request: Some(json!({"incident": "INC-12", "marker": marker})),
-            ..NewTask::default()
-        })
-        .unwrap()
-        .task
-        .task_id;
-    let gateway = || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_rudder"))
-            .env_remove("RUDDER_STORE")
-            .arg("--store")
-            .arg(&url)
-            .args(["gateway", "--tools"])
-            .arg(&tools)
-            .spawn()
-            .expect("rudder gateway starts")
-    };
+    let id = stored_call(
+        &store,
+        "failover",
+        json!({"incident": "INC-12", "marker": marker}),
+    );
+    let gateway = || serving(&url, "gateway", &tools);
     let mut first = gateway();
     let answers = [json!({"region": "eu-west"}), json!({"confirm": true})];
     for (round, answer) in answers.into_iter().enumerate() {
@@ -441,23 +443,11 @@ fn a_restarted_rudder_gateway_answers_both_questions_already_answered_from_the_s
     }
     // Both answers reached the upstream, whose tool now works on: rudder
     // is killed before it returns.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let upstream = loop {
-        if let Ok(pid) = std::fs::read_to_string(&marker)
-            && !pid.is_empty()
-        {
-            break pid;
-        }
-        assert!(Instant::now() < deadline, "the tool never got both answers");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let upstream = hanging_upstream(&marker, "the tool never got both answers");
     first.kill().expect("kill rudder gateway");
     let _ = first.wait();
-    // Its upstream child outlives it (a killed process kills no child):
-    // not the next call's, and not to be left behind.
-    let _ = std::process::Command::new("kill")
-        .args(["-9", upstream.trim()])
-        .status();
+    // Its upstream child outlives it (a killed process kills no child).
+    kill_upstream(&upstream);
     let mut second = gateway();
     let done = wait_until(&store, &id, "completed or asking again", |t| {
         t.status.is_terminal() || t.status == Status::InputRequired
