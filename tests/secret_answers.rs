@@ -26,6 +26,20 @@ fn schema() -> Value {
     }})
 }
 
+/// `rudder input ID` giving `service` and both secrets (`--set`), then
+/// `more` arguments.
+fn answer_secrets(path: &std::path::Path, id: &str, service: &str, more: &[&str]) -> common::Run {
+    let (service, token, pin) = (
+        format!("service={service}"),
+        format!("token={TOKEN}"),
+        format!("pin={PIN}"),
+    );
+    let args = [
+        "input", id, "--set", &service, "--set", &token, "--set", &pin,
+    ];
+    run(path, &[&args[..], more].concat())
+}
+
 fn no_secret(text: &str) {
     assert!(
         !text.contains(TOKEN) && !text.contains(PIN),
@@ -49,22 +63,7 @@ fn the_cli_masks_secret_answers_and_reveals_them_on_request() {
     assert!(!refused.stderr.contains("zq7"), "{}", refused.stderr);
     assert!(refused.stderr.contains(MASK), "{}", refused.stderr);
 
-    let token = format!("token={TOKEN}");
-    let pin = format!("pin={PIN}");
-    let answered = run(
-        &path,
-        &[
-            "input",
-            &id,
-            "--set",
-            "service=payments",
-            "--set",
-            &token,
-            "--set",
-            &pin,
-            "--json",
-        ],
-    );
+    let answered = answer_secrets(&path, &id, "payments", &["--json"]);
     assert_eq!(answered.code, 0, "{answered:#?}");
     no_secret(&answered.stdout);
     let input = &answered.json()["task"]["input_value"];
@@ -161,21 +160,7 @@ fn an_earlier_secret_answer_is_masked_once_the_next_question_is_asked() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tasks.json");
     let id = create(&path, &["--schema", &schema().to_string()]);
-    let token = format!("token={TOKEN}");
-    let pin = format!("pin={PIN}");
-    let answered = run(
-        &path,
-        &[
-            "input",
-            &id,
-            "--set",
-            "service=payments",
-            "--set",
-            &token,
-            "--set",
-            &pin,
-        ],
-    );
+    let answered = answer_secrets(&path, &id, "payments", &[]);
     assert_eq!(answered.code, 0, "{answered:#?}");
     // The next question: plain, so only the earlier answer has secrets.
     let next = json!({"type": "object", "properties": {"window": {"type": "string"}}});
@@ -300,11 +285,7 @@ fn reveal_is_refused_on_a_store_this_user_cannot_write() {
     std::fs::create_dir(&src).expect("mkdir");
     let path = src.join("tasks.json");
     let id = create(&path, &["--schema", &schema().to_string()]);
-    let token = format!("token={TOKEN}");
-    let answered = run(
-        &path,
-        &["input", &id, "--set", "service=db", "--set", &token],
-    );
+    let answered = answer_secrets(&path, &id, "db", &[]);
     assert_eq!(answered.code, 0, "{answered:#?}");
     let view = match common::ReadOnlyView::of(&src, &dir.path().join("view")) {
         Ok(v) => v,
@@ -350,9 +331,7 @@ fn list_json_masks_secrets_on_a_vouched_file_and_prints_another_programs_the_sam
             r#"{"big": 123456789012345678901234567890, "f": 1.50, "e": -1.5e-300, "s": "a\u0001b"}"#,
         ],
     );
-    let (token, pin) = (format!("token={TOKEN}"), format!("pin={PIN}"));
-    let args = ["input", &id, "--set", "service=db", "--set", &token];
-    let answered = run(&path, &[&args[..], &["--set", &pin]].concat());
+    let answered = answer_secrets(&path, &id, "db", &[]);
     assert_eq!(answered.code, 0, "{answered:#?}");
     let lock = std::fs::read_to_string(dir.path().join("tasks.json.lock")).expect("lock");
     assert!(lock.contains("\ncanonical-store 1 "), "{lock}");
