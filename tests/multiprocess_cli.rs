@@ -6,7 +6,6 @@
 
 mod common;
 use std::collections::HashSet;
-use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
@@ -14,20 +13,6 @@ use common::{create, one_json_value, rudder, run, temp_files};
 use rudder::Store;
 use rudder::task::Status;
 use rudder_testkit::rng::Rng;
-
-fn check_store(path: &Path, reported: &[String], ctx: &str) -> usize {
-    let tasks = Store::connect(path)
-        .expect("a store URL")
-        .load()
-        .unwrap_or_else(|e| panic!("{ctx}: the store is torn: {e}"));
-    for id in reported {
-        assert!(
-            tasks.contains_key(id),
-            "{ctx}: reported create {id} was lost"
-        );
-    }
-    tasks.len()
-}
 
 fn concurrent_creates_lose_nothing_once() {
     const PROCS: usize = 6;
@@ -197,7 +182,7 @@ fn sigkill_of_the_cli_never_tears_the_store_once() {
         if let Ok(v) = one_json_value(&String::from_utf8_lossy(&out.stdout)) {
             reported.push(v["task"]["task_id"].as_str().unwrap().to_string());
         }
-        check_store(&path, &reported, &format!("round {round}"));
+        rudder_testkit::stores::check_store(&path, &reported, &format!("round {round}"));
     }
     eprintln!(
         "{KILLS} rounds, {killed} killed while running, {} creates reported, {} temp file(s) left",

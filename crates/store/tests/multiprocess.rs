@@ -6,7 +6,6 @@
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -46,20 +45,6 @@ fn reported_ids(text: &str, into: &mut Vec<String>) {
             into.push(id.to_string());
         }
     }
-}
-
-fn check_store(path: &Path, reported: &[String], ctx: &str) -> usize {
-    let tasks = Store::connect(path)
-        .expect("a store URL")
-        .load()
-        .unwrap_or_else(|e| panic!("{ctx}: the store is torn: {e}"));
-    for id in reported {
-        assert!(
-            tasks.contains_key(id),
-            "{ctx}: reported create {id} was lost"
-        );
-    }
-    tasks.len()
 }
 
 fn sigkill_never_tears_the_store_once() {
@@ -103,9 +88,9 @@ fn sigkill_never_tears_the_store_once() {
         let mut rest = String::new();
         stdout.read_to_string(&mut rest).unwrap();
         reported_ids(&rest, &mut reported);
-        check_store(&path, &reported, &format!("round {round}"));
+        rudder_testkit::stores::check_store(&path, &reported, &format!("round {round}"));
     }
-    let total = check_store(&path, &reported, "at the end");
+    let total = rudder_testkit::stores::check_store(&path, &reported, "at the end");
     let unique: HashSet<&String> = reported.iter().collect();
     assert_eq!(unique.len(), reported.len());
     let temps = temp_files(dir.path());

@@ -393,3 +393,20 @@ pub fn write_store(path: &Path, text: &str) {
         }
     }
 }
+
+/// The store at `path` reads back (a process killed mid-write never
+/// tears it) and holds every task whose create was `reported` done; how
+/// many tasks it holds.
+pub fn check_store(path: &Path, reported: &[String], ctx: &str) -> usize {
+    let tasks = rudder_store::Store::connect(path)
+        .expect("a store URL")
+        .load()
+        .unwrap_or_else(|e| panic!("{ctx}: the store is torn: {e}"));
+    for id in reported {
+        assert!(
+            tasks.contains_key(id),
+            "{ctx}: reported create {id} was lost"
+        );
+    }
+    tasks.len()
+}
