@@ -73,9 +73,6 @@ fn main() -> ExitCode {
     // user gave like every other command (and only ever claims demo
     // incidents); the demo hands its own store to its worker that way.
     let demo_url = || rudder::store::StoreUrl::from_path(std::path::Path::new("rudder-demo.json"));
-    let demo_store = |own: Option<rudder::store::StoreUrl>| {
-        own.or_else(|| cli.store.clone()).unwrap_or_else(demo_url)
-    };
     let command = cli.command.unwrap_or(Command::Watch(WatchArgs {}));
     // The store, typed once: `--store` by clap, `$RUDDER_STORE` here. The
     // scriptable commands report a bad one themselves (as JSON with
@@ -94,7 +91,12 @@ fn main() -> ExitCode {
         );
     }
     let store = match &command {
-        Command::Demo(a) => Ok(demo_store(a.store.store.clone())),
+        Command::Demo(a) => Ok(a
+            .store
+            .store
+            .clone()
+            .or_else(|| cli.store.clone())
+            .unwrap_or_else(demo_url)),
         Command::Worker(a) => rudder::cli::store_given(a.store.clone().or(cli.store.clone()))
             .map(|given| given.unwrap_or_else(demo_url)),
         _ => rudder::cli::store_url(cli.store.clone()),
@@ -159,8 +161,9 @@ fn main() -> ExitCode {
             name: a.name,
         }),
         Command::Mcp(a) => {
-            let Ok(store) = open() else {
-                return ExitCode::from(EXIT_USAGE as u8);
+            let store = match open() {
+                Ok(store) => store,
+                Err(code) => return code,
             };
             return ExitCode::from(rudder::mcp::run(
                 store,
@@ -182,8 +185,9 @@ fn main() -> ExitCode {
             ) as u8);
         }
         Command::Gateway(a) => {
-            let Ok(store) = open() else {
-                return ExitCode::from(EXIT_USAGE as u8);
+            let store = match open() {
+                Ok(store) => store,
+                Err(code) => return code,
             };
             return ExitCode::from(rudder::gateway::standalone(
                 store,
