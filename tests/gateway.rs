@@ -391,7 +391,12 @@ fn a_gateway_stopped_with_sigterm_gives_its_calls_back_before_it_exits() {
             .status()
             .expect("kill -TERM");
         assert!(term.success());
+        // Held open until the process is gone: `wait` would close it first,
+        // and `rudder mcp` would then end on its stdio closing, not on
+        // the signal.
+        let stdin = first.stdin.take();
         let status = first.wait().expect("rudder exits");
+        drop(stdin);
         kill_upstream(&upstream);
         assert!(status.success(), "{command}: {status:?}");
         let left = store.get(&id).unwrap();

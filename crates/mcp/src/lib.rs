@@ -102,7 +102,7 @@ pub fn run(store: Store, options: McpOptions) -> i32 {
             }
         }
     };
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         // Stopped when the MCP face ends or on SIGINT/SIGTERM: the gateway
         // workers then give their calls' leases back before the process
         // exits, so another process takes the calls over at once.
@@ -158,15 +158,20 @@ pub fn run(store: Store, options: McpOptions) -> i32 {
             None => serving.await,
             Some(running) => {
                 let code = tokio::select! {
-                    code = serving => code,
+                    biased;
                     () = rudder_gateway::interrupted() => 0,
+                    code = serving => code,
                 };
                 stopping.cancel();
                 let _ = running.await;
                 code
             }
         }
-    })
+    });
+    // Not waiting for the blocking thread that reads stdin, which a signal
+    // leaves blocked in its read: the process would never exit.
+    runtime.shutdown_background();
+    code
 }
 
 /// How HTTP requests are authorized: the single token, the tokens file
