@@ -39,13 +39,28 @@ pub fn emit(text: &str) -> Result<(), OutputError> {
 /// Stdout for an answer written piece by piece (a streamed `list`),
 /// buffered; any failure is reported as the [`OutputError`] it is.
 pub struct Stream {
-    out: io::BufWriter<io::StdoutLock<'static>>,
+    out: io::BufWriter<Box<dyn io::Write>>,
 }
 
 impl Default for Stream {
+    /// Straight to stdout's file descriptor when it can be had (Rust's
+    /// stdout looks for the last line break of every write, which costs a
+    /// read of each 64 KiB run of `list --json` that holds none), else
+    /// through stdout.
     fn default() -> Self {
+        use std::os::fd::AsFd;
+        let mut stdout = io::stdout();
+        // Nothing of this answer is in stdout's own buffer yet; what an
+        // earlier write left there goes first.
+        let raw: Box<dyn io::Write> = match stdout
+            .flush()
+            .and_then(|()| stdout.as_fd().try_clone_to_owned())
+        {
+            Ok(fd) => Box::new(std::fs::File::from(fd)),
+            Err(_) => Box::new(stdout.lock()),
+        };
         Stream {
-            out: io::BufWriter::new(io::stdout().lock()),
+            out: io::BufWriter::with_capacity(64 * 1024, raw),
         }
     }
 }

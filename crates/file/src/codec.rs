@@ -182,66 +182,6 @@ pub(crate) fn reads_back_as(text: &[u8], task: &Task) -> bool {
     serde_json::from_slice::<Task>(text).is_ok_and(|read| read == *task && !index::too_deep(&read))
 }
 
-/// Write `text`, a value as `serde_json::to_writer_pretty` writes it (at
-/// any indent, as [`write_task`] writes a task), to `out` as
-/// `serde_json::to_writer` writes the same value: without the line breaks,
-/// the indents and the space after each key's colon. `false` (with `out`
-/// holding a part of it) when `text` is not laid out that way.
-///
-/// The pretty layout puts every key and every array item at the start of
-/// a line, and a string never holds a raw line break, so the only blanks
-/// outside strings are a line's indent and the one after a key: a line
-/// that starts with a string is read to that string's end to tell a key
-/// (`"k": `) from an item, and the rest of every line is copied as it is.
-pub(crate) fn compact_pretty(text: &[u8], out: &mut Vec<u8>) -> bool {
-    let n = text.len();
-    // Where the current line's text starts (after its indent).
-    let mut at = 0;
-    for end in memchr::memchr_iter(b'\n', text).chain(std::iter::once(n)) {
-        let line = &text[at..end];
-        match line.first() {
-            Some(b'"') => {
-                let Some(close) = string_end(line) else {
-                    return false;
-                };
-                match line[close..].strip_prefix(b": ") {
-                    // The key and its colon, then the value.
-                    Some(value) => {
-                        out.extend_from_slice(&line[..=close]);
-                        out.extend_from_slice(value);
-                    }
-                    None => out.extend_from_slice(line),
-                }
-            }
-            // Every line but the first starts after its indent.
-            Some(b' ') | None => return false,
-            Some(_) => out.extend_from_slice(line),
-        }
-        at = end + 1;
-        while text.get(at) == Some(&b' ') {
-            at += 1;
-        }
-    }
-    true
-}
-
-/// Where the JSON string that starts `line` ends (just after its closing
-/// quote), `None` if it does not end on the line. Byte by byte: the string
-/// at a line's start is mostly a short key, where a vector search would
-/// cost more to start than it saves.
-fn string_end(line: &[u8]) -> Option<usize> {
-    let mut at = 1;
-    while let Some(&c) = line.get(at) {
-        match c {
-            b'"' => return Some(at + 1),
-            // An escape: the next byte is escaped whatever it is.
-            b'\\' => at += 2,
-            _ => at += 1,
-        }
-    }
-    None
-}
-
 /// How a write ended.
 pub(crate) enum Written {
     /// Durable, with the store's identity if it is still exactly what was

@@ -4,6 +4,7 @@
 //! `docs/architecture.md`.
 
 mod codec;
+mod compact;
 mod deliveries;
 mod file;
 mod file_rows;

@@ -9,9 +9,9 @@ use chrono::{DateTime, Utc};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use crate::codec;
 use crate::tricky;
 use crate::txn::FileTxn;
+use crate::{codec, compact};
 use rudder_core::query::{PageQuery, page_in_memory};
 use rudder_core::{Listed, Transaction};
 use rudder_model::schema::mask_task;
@@ -281,6 +281,11 @@ proptest! {
                 == Some(t.clone())
         };
         prop_assert_eq!(canonical, tasks.values().all(reads_back));
+        // Walking from task to task finds every key line a search for
+        // them finds, in the layout the encoder writes.
+        let searched: Vec<usize> = memchr::memmem::find_iter(&bytes, b"\n  \"").collect();
+        let walked = crate::txn::key_lines(&bytes);
+        prop_assert_eq!(walked.as_deref(), (!tasks.is_empty()).then_some(&searched[..]));
         let read = codec::decode_whole(path, &bytes).expect("a written store reads");
         for q in queries() {
             let trusted = FileTxn::trusted(path, &bytes).expect("as written").with_canonical(canonical);
@@ -334,7 +339,7 @@ fn compacting_pretty_text_is_the_compact_writer() {
     proptest!(|(v in value())| {
         let pretty = serde_json::to_vec_pretty(&v).expect("serializes");
         let mut out = Vec::new();
-        prop_assert!(codec::compact_pretty(&pretty, &mut out));
+        prop_assert!(compact::compact_pretty(&pretty, &mut out));
         prop_assert_eq!(String::from_utf8(out).expect("UTF-8"), v.to_string());
     });
 }

@@ -19,7 +19,7 @@ use rudder_core::trail::{TrailEntry, TrailQuery};
 use rudder_core::{StoreError, Transaction, limits};
 use rudder_model::task::{Task, TaskMap};
 
-use crate::{codec, scan};
+use crate::{codec, compact, scan};
 
 /// Where one task of the file stands (byte offsets into the file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +60,33 @@ impl Originals<'_> {
 
 /// A line that starts a top-level key in the layout the encoder writes.
 const KEY_LINE: &[u8] = b"\n  \"";
+
+/// Where each task's key line starts (its `\n`) in a file of the layout the
+/// encoder writes, in file order, walking from task to task: a task's
+/// value closes on the one line of its text that is `  }` (its own fields
+/// are indented four spaces, nested values further, and a string never
+/// holds a raw line break), and the next key line or the file's closing
+/// `\n}\n` follows at once. Searching for that closing line looks at a
+/// task's closing brace, where searching for the key lines themselves
+/// would stop at every line break. `None`: the file is not in that
+/// layout (or is `{}\n`).
+pub(crate) fn key_lines(bytes: &[u8]) -> Option<Vec<usize>> {
+    let closing = json_finder(b"\n  }");
+    let mut lines = Vec::new();
+    let mut line = bytes.starts_with(b"{\n  \"").then_some(1)?;
+    loop {
+        lines.push(line);
+        let close = line + 1 + closing.find(&bytes[line + 1..])?;
+        let after = &bytes[close + 4..];
+        if after.starts_with(b",\n  \"") {
+            line = close + 5;
+        } else if after == b"\n}\n" {
+            return Some(lines);
+        } else {
+            return None;
+        }
+    }
+}
 
 /// The tasks of a store file, parsed only as far as an operation needs.
 ///
@@ -356,7 +383,10 @@ impl<'a> FileTxn<'a> {
             return Some(None);
         }
         // Where each task's key line starts (its `\n`), in file order.
-        let lines: Vec<usize> = memchr::memmem::find_iter(b, KEY_LINE).collect();
+        let Some(lines) = key_lines(b) else {
+            self.poison();
+            return None;
+        };
         let plain_key = key.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
         let quoted = format!("\"{key}\"");
         let mut hits = plain_key
@@ -539,7 +569,7 @@ fn split_trusted(bytes: &[u8]) -> Option<Originals<'_>> {
             canonical_tail: false,
         });
     }
-    let lines: Vec<usize> = memchr::memmem::find_iter(bytes, KEY_LINE).collect();
+    let lines = key_lines(bytes)?;
     let mut entries = IndexMap::with_capacity(lines.len());
     let mut lead = 0;
     // Built once: a search made anew for each task costs more than it finds.
@@ -582,13 +612,74 @@ fn split_trusted(bytes: &[u8]) -> Option<Originals<'_>> {
 /// since a string never holds a raw line break and a nested value's lines
 /// are indented further.
 struct TaskLines {
-    status: memchr::memmem::Finder<'static>,
-    kind: memchr::memmem::Finder<'static>,
-    no_schema: memchr::memmem::Finder<'static>,
-    no_value: memchr::memmem::Finder<'static>,
+    status: FieldLine,
+    kind: FieldLine,
+    no_schema: FieldLine,
+    no_value: FieldLine,
     /// The task's earlier answers (`Task::answered`, written only when
     /// there are some).
-    earlier: memchr::memmem::Finder<'static>,
+    earlier: FieldLine,
+}
+
+/// A search for `needle` in the file's pretty JSON: its candidates are
+/// picked by the needle's bytes that are rarest in such text ([`JsonRank`]),
+/// not in text at large, where a quote or a line break is rare.
+fn json_finder(needle: &[u8]) -> memchr::memmem::Finder<'_> {
+    memchr::memmem::FinderBuilder::new().build_forward_with_ranker(JsonRank, needle)
+}
+
+/// How common a byte is in a store file (higher: more common): blanks,
+/// quotes and the punctuation between keys and values on every line, then
+/// lower-case letters as in English, digits, and the rest.
+struct JsonRank;
+
+impl memchr::arch::all::packedpair::HeuristicFrequencyRank for JsonRank {
+    fn rank(&self, byte: u8) -> u8 {
+        const LETTERS: &[u8] = b"etaoinsrhldcumfpgwybvkxjqz";
+        match byte {
+            b' ' | b'"' | b'\n' | b':' | b',' => 255,
+            b'0'..=b'9' | b'-' => 200,
+            b'a'..=b'z' => {
+                let at = LETTERS.iter().position(|&c| c == byte).unwrap_or(0);
+                // 'e' 190 down to 'z' 40.
+                190 - 6 * at as u8
+            }
+            _ => 100,
+        }
+    }
+}
+
+/// A line of a task's own field (`\n    "name": ...`), searched for by its
+/// text after the line break and indent (a search for those would stop at
+/// every line) and kept only where they stand before it.
+struct FieldLine {
+    line: &'static [u8],
+    after_indent: memchr::memmem::Finder<'static>,
+}
+
+impl FieldLine {
+    /// The line break and indent of a task's own field.
+    const INDENT: &'static [u8] = b"\n    ";
+
+    fn new(line: &'static [u8]) -> Self {
+        FieldLine {
+            line,
+            after_indent: json_finder(&line[Self::INDENT.len()..]),
+        }
+    }
+
+    /// The whole line's text, from its line break.
+    fn needle(&self) -> &[u8] {
+        self.line
+    }
+
+    /// Where the first such line of `text` starts (its line break).
+    fn find(&self, text: &[u8]) -> Option<usize> {
+        self.after_indent.find_iter(text).find_map(|at| {
+            let start = at.checked_sub(Self::INDENT.len())?;
+            (text[start..at] == *Self::INDENT).then_some(start)
+        })
+    }
 }
 
 /// A task's fields that [`TaskLines`] reads.
@@ -604,11 +695,11 @@ struct ListedFields {
 impl TaskLines {
     fn new() -> Self {
         TaskLines {
-            status: memchr::memmem::Finder::new(b"\n    \"status\": \""),
-            kind: memchr::memmem::Finder::new(b"\n    \"kind\": "),
-            no_schema: memchr::memmem::Finder::new(b"\n    \"input_schema\": null,\n"),
-            no_value: memchr::memmem::Finder::new(b"\n    \"input_value\": null,\n"),
-            earlier: memchr::memmem::Finder::new(b"\n    \"answered\": "),
+            status: FieldLine::new(b"\n    \"status\": \""),
+            kind: FieldLine::new(b"\n    \"kind\": "),
+            no_schema: FieldLine::new(b"\n    \"input_schema\": null,\n"),
+            no_value: FieldLine::new(b"\n    \"input_value\": null,\n"),
+            earlier: FieldLine::new(b"\n    \"answered\": "),
         }
     }
 
@@ -978,7 +1069,7 @@ impl Transaction for FileTxn<'_> {
     /// On a trusted file whose writer vouched for every task's text
     /// ([`FileTxn::with_canonical`]), a page in store order (filtered by
     /// status and kind, cut at its limit) is handed as each task's own text
-    /// made compact ([`codec::compact_pretty`]), no task built: the file is
+    /// made compact ([`compact::compact_pretty`]), no task built: the file is
     /// cut at its key lines as `get` cuts it, and a task's status and kind
     /// are read from their lines. Only a task with an input answer (which
     /// the caller masks) is read in full. Any other page, file or
@@ -1039,7 +1130,7 @@ impl Transaction for FileTxn<'_> {
                     if count > 0 {
                         run.push(b',');
                     }
-                    if !fields.answered && codec::compact_pretty(text, &mut run) {
+                    if !fields.answered && compact::compact_pretty(text, &mut run) {
                         count += 1;
                         None
                     } else {
