@@ -113,6 +113,44 @@ fn a_new_database_reads_empty_and_the_first_write_creates_the_schema() {
     assert!(backend(&url).last_change().unwrap().unwrap() >= 3);
 }
 
+/// A dropped store does not wait for the server to end its connection
+/// (the backend closes it on a thread of its own, as `libpq` leaves it to
+/// the server), yet closes it: the database is left with no connection.
+#[test]
+fn a_dropped_store_closes_its_connection() {
+    need_pg!();
+    let cluster = pg::shared();
+    let db = cluster.create_database();
+    let connections = || -> i64 {
+        pg::off_runtime(|| {
+            let mut admin = cluster.admin();
+            admin.query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1",
+                &[&db],
+            )
+        })
+        .expect("count connections")
+        .get(0)
+    };
+    let store = Store::connect(cluster.url(&db)).expect("a store URL");
+    store
+        .create(NewTask {
+            title: Some("one".into()),
+            ..NewTask::default()
+        })
+        .expect("a create");
+    assert_eq!(connections(), 1, "the store's own connection");
+    drop(store);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while connections() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dropped store's connection is still open after a minute"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Not a test of its own: one "machine" of
 /// `many_machines_lose_nothing_and_run_nothing_twice`. Creates the shared
 /// jobs (keys every machine uses: one task per key), then claims and
