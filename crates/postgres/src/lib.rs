@@ -76,31 +76,14 @@ impl std::fmt::Debug for PostgresBackend {
 }
 
 impl Drop for PostgresBackend {
-    /// The connection is closed on a thread of its own: closing one says
-    /// goodbye, then waits until the server has ended its backend (a
-    /// millisecond or two, as long as the rest of a `rudder heartbeat`
-    /// against a local server), which nobody dropping a store needs to
-    /// wait for (`libpq` does not either). A process that ends first has
-    /// the kernel close the socket, which the server takes as the same
-    /// goodbye from a client outside a transaction (it notes the end of
-    /// file only at `DEBUG1`).
     fn drop(&mut self) {
+        // Closing a connection blocks on the crate's runtime too.
         let conn = self
             .conn
             .get_mut()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        let Some(conn) = conn else {
-            return;
-        };
-        let slot = Arc::new(Mutex::new(Some(conn)));
-        let theirs = Arc::clone(&slot);
-        let closing = std::thread::Builder::new()
-            .name("rudder-pg-close".into())
-            .spawn(move || drop(theirs.lock().unwrap_or_else(|p| p.into_inner()).take()));
-        if closing.is_err() {
-            // No thread to be had: closed here, as before.
-            let conn = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(conn) = conn {
             off_runtime(move || drop(conn));
         }
     }

@@ -113,9 +113,9 @@ fn a_new_database_reads_empty_and_the_first_write_creates_the_schema() {
     assert!(backend(&url).last_change().unwrap().unwrap() >= 3);
 }
 
-/// A dropped store does not wait for the server to end its connection
-/// (the backend closes it on a thread of its own, as `libpq` leaves it to
-/// the server), yet closes it: the database is left with no connection.
+/// A dropped store closes its connection: the database is left with none
+/// (a long-lived process that opens and drops stores, as the TUI and
+/// `rudder mcp` do, leaks no connection).
 #[test]
 fn a_dropped_store_closes_its_connection() {
     need_pg!();
