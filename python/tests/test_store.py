@@ -198,6 +198,26 @@ def test_the_lifecycle_and_the_one_policy(store: rudder.Store) -> None:
     assert store.cancel(other.task_id).change == "unchanged"
 
 
+def test_a_holders_write_renews_the_lease_for_the_length_it_was_claimed_with(
+    store: rudder.Store,
+) -> None:
+    """A claim's lease length is recorded with the claim: a heartbeat by
+    its holder that names no lease renews for that length (2 s), not for
+    the default 30 s; one that names a length keeps it from then on."""
+    task = store.create().task
+    claimed = store.claim_next("worker-a", lease=2)
+    assert claimed is not None and claimed.task_id == task.task_id
+    before = datetime.now(timezone.utc)
+    beat = store.heartbeat(task.task_id, holder="worker-a").task
+    assert beat.lease_expires_at is not None
+    assert beat.lease_expires_at - before <= timedelta(seconds=3)
+    store.heartbeat(task.task_id, holder="worker-a", lease=120)
+    before = datetime.now(timezone.utc)
+    again = store.heartbeat(task.task_id, holder="worker-a").task
+    assert again.lease_expires_at is not None
+    assert again.lease_expires_at - before > timedelta(seconds=60)
+
+
 def test_leases_refuse_a_worker_that_lost_its_claim(store: rudder.Store) -> None:
     task = store.create().task
     claimed = store.claim_next("worker-a", lease=60)
