@@ -22,9 +22,9 @@ pub(crate) fn compact_pretty(text: &[u8], out: &mut Vec<u8>) -> bool {
     let start_len = out.len();
     // Every run is copied as the 64 bytes from its start (one fixed-size
     // copy, cheaper than one sized to the run), so `out` is made room for
-    // first and cut back to what was kept at the end.
-    let room = start_len + text.len() + BLOCK;
-    out.resize(room, 0);
+    // once (what is kept is never longer than `text`) and cut back to what
+    // was kept at the end.
+    out.resize(start_len + text.len() + BLOCK, 0);
     let mut pos = start_len;
     let whole = text.len() - text.len() % BLOCK;
     let mut base = 0;
@@ -34,10 +34,7 @@ pub(crate) fn compact_pretty(text: &[u8], out: &mut Vec<u8>) -> bool {
             .expect("a block is 64 bytes");
         let masks = Masks::of(block);
         if masks.backslash != 0 || state.escaped {
-            out.truncate(pos);
-            state.bytes(block, out);
-            pos = out.len();
-            out.resize(room, 0);
+            pos = state.bytes(block, out, pos);
             base += BLOCK;
             continue;
         }
@@ -61,8 +58,8 @@ pub(crate) fn compact_pretty(text: &[u8], out: &mut Vec<u8>) -> bool {
         }
         base += BLOCK;
     }
+    pos = state.bytes(&text[whole..], out, pos);
     out.truncate(pos);
-    state.bytes(&text[whole..], out);
     !state.inside
 }
 
@@ -78,8 +75,9 @@ struct State {
 }
 
 impl State {
-    /// Read `bytes` one at a time, writing what is kept to `out`.
-    fn bytes(&mut self, bytes: &[u8], out: &mut Vec<u8>) {
+    /// Read `bytes` one at a time, writing what is kept to `out` from
+    /// `pos` on (which has room for all of them); where the writing ended.
+    fn bytes(&mut self, bytes: &[u8], out: &mut [u8], mut pos: usize) -> usize {
         for &c in bytes {
             if self.inside {
                 if self.escaped {
@@ -89,12 +87,15 @@ impl State {
                 } else if c == b'"' {
                     self.inside = false;
                 }
-                out.push(c);
-            } else if !is_blank(c) {
+            } else if is_blank(c) {
+                continue;
+            } else {
                 self.inside = c == b'"';
-                out.push(c);
             }
+            out[pos] = c;
+            pos += 1;
         }
+        pos
     }
 }
 
