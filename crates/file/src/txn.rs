@@ -61,16 +61,23 @@ impl Originals<'_> {
 /// A line that starts a top-level key in the layout the encoder writes.
 const KEY_LINE: &[u8] = b"\n  \"";
 
-/// Where each task's key line starts (its `\n`) in a file of the layout the
-/// encoder writes, in file order, walking from task to task: a task's
-/// value closes on the one line of its text that is `  }` (its own fields
-/// are indented four spaces, nested values further, and a string never
-/// holds a raw line break), and the next key line or the file's closing
-/// `\n}\n` follows at once. Searching for that closing line looks at a
-/// task's closing brace, where searching for the key lines themselves
-/// would stop at every line break. `None`: the file is not in that
-/// layout (or is `{}\n`).
-pub(crate) fn key_lines(bytes: &[u8]) -> Option<Vec<usize>> {
+/// Where each task's key line starts (its `\n`) in a trusted file, in file
+/// order. On a file whose writer vouched for every task's text
+/// (`canonical`: each is exactly what the encoder writes), by walking from
+/// task to task: a task's value closes on the one line of its text that is
+/// `  }` (its own fields are indented four spaces, nested values further,
+/// and a string never holds a raw line break), and the next key line or
+/// the file's closing `\n}\n` follows at once; searching for that closing
+/// line looks at a task's closing brace, where searching for the key lines
+/// themselves stops at every line break. Any other trusted file may hold a
+/// task's text copied as another program wrote it (one that holds no key
+/// line, but may close on any line): there every key line is searched for.
+/// `None`: a vouched file that is not in the encoder's layout (or is
+/// `{}\n`).
+pub(crate) fn key_lines(bytes: &[u8], canonical: bool) -> Option<Vec<usize>> {
+    if !canonical {
+        return Some(memchr::memmem::find_iter(bytes, KEY_LINE).collect());
+    }
     let closing = json_finder(b"\n  }");
     let mut lines = Vec::new();
     let mut line = bytes.starts_with(b"{\n  \"").then_some(1)?;
@@ -284,7 +291,9 @@ impl<'a> FileTxn<'a> {
     /// Every task of the file (split on first need when trusted).
     fn all(&self) -> Option<&Originals<'a>> {
         // Only a trusted file is split here (a checked one was at once).
-        let all = self.all.get_or_init(|| split_trusted(self.bytes));
+        let all = self
+            .all
+            .get_or_init(|| split_trusted(self.bytes, self.canonical));
         if all.is_none() {
             self.poison();
         }
@@ -383,7 +392,7 @@ impl<'a> FileTxn<'a> {
             return Some(None);
         }
         // Where each task's key line starts (its `\n`), in file order.
-        let Some(lines) = key_lines(b) else {
+        let Some(lines) = key_lines(b, self.canonical) else {
             self.poison();
             return None;
         };
@@ -562,14 +571,14 @@ impl<'a> FileTxn<'a> {
 /// must be exactly one task (serde_json refuses anything after it), and a
 /// file that does not cut this way is `None` (the transaction is then run
 /// on the checked path).
-fn split_trusted(bytes: &[u8]) -> Option<Originals<'_>> {
+fn split_trusted(bytes: &[u8], canonical: bool) -> Option<Originals<'_>> {
     if bytes == b"{}\n" {
         return Some(Originals {
             entries: IndexMap::new(),
             canonical_tail: false,
         });
     }
-    let lines = key_lines(bytes)?;
+    let lines = key_lines(bytes, canonical)?;
     let mut entries = IndexMap::with_capacity(lines.len());
     let mut lead = 0;
     // Built once: a search made anew for each task costs more than it finds.
@@ -1291,6 +1300,31 @@ pub fn check_quick_paths(path: &Path, bytes: &[u8]) {
         if taken && !listed.poisoned() {
             let slow: Vec<String> = tasks.values().cloned().map(shown).collect();
             assert_eq!(out.join(","), slow.join(","), "{:?}", show());
+        }
+        // A vouched file is cut by walking from task to task: every scan
+        // and key lookup sees what the tasks hold.
+        if encoded.canonical {
+            let vouched = || {
+                FileTxn::trusted(path, &anew)
+                    .expect("a written store has the shape")
+                    .with_canonical(true)
+            };
+            let txn = vouched();
+            let summaries: Vec<Summary> = txn.summaries().expect("summaries").collect();
+            let from_tasks: Vec<Summary> = tasks.values().map(Summary::of).collect();
+            assert_eq!(summaries, from_tasks, "{:?}", show());
+            for task in tasks.values() {
+                let Some(key) = task.idempotency_key.as_deref() else {
+                    continue;
+                };
+                let first = tasks
+                    .values()
+                    .find(|t| t.idempotency_key.as_deref() == Some(key))
+                    .map(|t| t.task_id.clone());
+                let txn = vouched();
+                assert_eq!(txn.find_key(key).expect("a trusted find"), first, "{key:?}");
+                assert!(!txn.poisoned(), "{key:?}");
+            }
         }
     }
     // What the writers write back, and the next writer's view of it.
