@@ -629,7 +629,15 @@ fn list(store: &Store, query: &crate::store::PageQuery, json: bool) -> Result<()
     let mut out = output::Stream::default();
     let mut written = 0usize;
     let mut failed = None;
-    if json {
+    // A write that failed stops the listing; its error is the answer.
+    let mut keep = |done: Result<(), output::OutputError>| match done {
+        Ok(()) => true,
+        Err(e) => {
+            failed = Some(e);
+            false
+        }
+    };
+    let end = if json {
         // Tasks the store hands as their JSON text hold nothing to mask
         // (`Listed::Json`, a run of them); any other is masked here.
         store.page_listed_each(query, &mut |listed| {
@@ -646,46 +654,22 @@ fn list(store: &Store, query: &crate::store::PageQuery, json: bool) -> Result<()
                         out.json(&*task)
                     }
                 });
-            match done {
-                Ok(()) => true,
-                Err(e) => {
-                    failed = Some(e);
-                    false
-                }
-            }
+            keep(done)
         })?;
-        let end = if written == 0 { "[]\n" } else { "]\n" };
-        return failed
-            .map_or(Ok(()), Err)
-            .and_then(|()| out.text(end))
-            .and_then(|()| out.finish())
-            .map_err(|error| CliError::Output { error, done: None });
-    }
-    store.page_each(query, &mut |mut task| {
-        schema::mask_task(&mut task);
-        let done = if json {
-            out.text(if written == 0 { "[" } else { "," })
-                .and_then(|()| out.json(&task))
-        } else if written == 0 {
-            out.text(&layout.header())
-                .and_then(|()| out.text(&layout.row(&task, now)))
-        } else {
-            out.text(&layout.row(&task, now))
-        };
-        written += 1;
-        match done {
-            Ok(()) => true,
-            Err(e) => {
-                failed = Some(e);
-                false
-            }
-        }
-    })?;
-    let end = match (json, written) {
-        (true, 0) => "[]\n",
-        (true, _) => "]\n",
-        (false, 0) => output::NO_TASKS,
-        (false, _) => "",
+        if written == 0 { "[]\n" } else { "]\n" }
+    } else {
+        store.page_each(query, &mut |mut task| {
+            schema::mask_task(&mut task);
+            let row = layout.row(&task, now);
+            let done = if written == 0 {
+                out.text(&layout.header()).and_then(|()| out.text(&row))
+            } else {
+                out.text(&row)
+            };
+            written += 1;
+            keep(done)
+        })?;
+        if written == 0 { output::NO_TASKS } else { "" }
     };
     failed
         .map_or(Ok(()), Err)
