@@ -12,7 +12,9 @@ each request the client sends to the next (the server's answer and the
 client's work on it), then from the last request to the process's exit.
 `rudder` and `psql` are looked for in $RUDDER_BIN (default
 target/release/rudder) and $PSQL (default: psql of the cluster's bindir,
-scripts/pg-local.sh bindir, else PATH).
+scripts/pg-local.sh bindir, else PATH). The URL reaches rudder as
+$RUDDER_STORE and psql without its password (as $PGPASSWORD), so that no
+password shows on a command line (`ps`, or strace's trace of exec).
 """
 import os
 import re
@@ -22,15 +24,33 @@ import subprocess
 import sys
 import tempfile
 from datetime import datetime
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 
-def phases(cmd):
+def without_password(url):
+    """`url` without its password (in the user part or `?password=`), and
+    the password (or None)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    password = next((v for k, v in query if k == "password"), None)
+    query = [(k, v) for k, v in query if k != "password"]
+    netloc = parts.netloc
+    if parts.password is not None:
+        password = unquote(parts.password)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{parts.username or ''}@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query))), password
+
+
+def phases(cmd, env):
     """The phases of one run of `cmd`: a list of (label, milliseconds)."""
     with tempfile.NamedTemporaryFile("r", suffix=".trace") as trace:
         subprocess.run(
             ["strace", "--seccomp-bpf", "-f", "-tt", "-e",
              "trace=execve,connect,sendto,exit_group", "-o", trace.name] + cmd,
-            check=True, stdout=subprocess.DEVNULL)
+            check=True, stdout=subprocess.DEVNULL, env=env)
         lines = [l for l in trace if "resumed>" not in l and "+++" not in l]
     events = []
     for line in lines:
@@ -85,14 +105,19 @@ def main():
             psql = shutil.which("psql") or "psql"
     update = ("UPDATE rudder_tasks SET revision = revision + 1, "
               f"updated_at = now()::text WHERE task_id = '{task}'")
+    bare, password = without_password(url)
+    psql_env = dict(os.environ)
+    if password is not None:
+        psql_env["PGPASSWORD"] = password
     commands = {
-        "rudder heartbeat": [rudder, "--store", url, "heartbeat", task],
-        "psql -c UPDATE": [psql, "-q", "-X", "-d", url, "-c", update],
+        "rudder heartbeat": ([rudder, "heartbeat", task],
+                             dict(os.environ, RUDDER_STORE=url)),
+        "psql -c UPDATE": ([psql, "-q", "-X", "-d", bare, "-c", update], psql_env),
     }
     runs = {name: [] for name in commands}
     for _ in range(n):
-        for name, cmd in commands.items():
-            runs[name].append(phases(cmd))
+        for name, (cmd, env) in commands.items():
+            runs[name].append(phases(cmd, env))
     for name in commands:
         rows = median_phases(runs[name])
         total = statistics.median(sum(ms for _, ms in r) for r in runs[name])
