@@ -180,11 +180,12 @@ impl SummaryRow for PgRow<'_> {
 }
 
 /// The statement that adds tasks per status to the counts: the statuses
-/// and the numbers are the array parameters `$statuses` and `$by`.
-fn add_counts(statuses: u8, by: u8) -> String {
+/// and the numbers are the array parameters `$statuses` and `$by`, read
+/// after the tables in `from` (`"l, "`: after the changes lock's row).
+fn add_counts(statuses: u8, by: u8, from: &str) -> String {
     format!(
         "INSERT INTO rudder_counts (status, n) \
-         SELECT * FROM unnest(${statuses}::text[], ${by}::int8[]) \
+         SELECT u.* FROM {from}unnest(${statuses}::text[], ${by}::int8[]) AS u \
          ON CONFLICT (status) DO UPDATE SET n = rudder_counts.n + excluded.n"
     )
 }
@@ -785,46 +786,86 @@ impl<'c> PgTxn<'c> {
             }
             return Ok(());
         }
-        self.execute_typed(
-            "SELECT pg_advisory_xact_lock($1)",
-            &[(&CHANGES_LOCK, Type::INT8)],
-            "record the changes",
-        )?;
-        let ids: Vec<&str> = changes.iter().map(|c| c.task_id.as_str()).collect();
-        let revisions: Vec<i64> = changes.iter().map(|c| c.revision).collect();
-        let before: Vec<Option<&str>> = changes
-            .iter()
-            .map(|c| c.before.map(Status::as_str))
-            .collect();
-        let after: Vec<Option<&str>> = changes
-            .iter()
-            .map(|c| c.after.map(Status::as_str))
-            .collect();
-        let at: Vec<Option<&str>> = changes.iter().map(|c| c.at.as_deref()).collect();
+        // One statement takes the lock, records the changes and the counts
+        // and wakes the feed: the rows are read from the lock's row (`FROM
+        // l`), so no seq is drawn before the lock is held. The lone change
+        // of a one-task write goes as plain parameters and a write that
+        // moves no task between statuses (a heartbeat) has no counts to
+        // add: a new backend's first run of a statement pays for every
+        // function and table it names (see docs/performance.md).
         let deltas = self.deltas.borrow();
         let statuses: Vec<&str> = deltas.keys().map(|s| s.as_str()).collect();
         let by: Vec<i64> = deltas.values().copied().collect();
-        let rows = self.query_typed(
-            &format!(
-                "WITH ch AS (\
-                   INSERT INTO rudder_changes (task_id, revision, status_before, status_after, at) \
-                   SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $7::text[]) \
-                   RETURNING seq), \
-                 ct AS ({}) \
-                 SELECT min(seq), max(seq), pg_notify('{CHANNEL}', max(seq)::text) FROM ch",
-                add_counts(5, 6)
-            ),
-            &[
+        let counts = if deltas.is_empty() {
+            String::new()
+        } else {
+            format!(", ct AS ({})", add_counts(7, 8, "l, "))
+        };
+        let counted: [(&(dyn ToSql + Sync), Type); 2] =
+            [(&statuses, Type::TEXT_ARRAY), (&by, Type::INT8_ARRAY)];
+        let counted = if deltas.is_empty() {
+            &[][..]
+        } else {
+            &counted[..]
+        };
+        let rows = if let [c] = changes.as_slice() {
+            let before = c.before.map(Status::as_str);
+            let after = c.after.map(Status::as_str);
+            let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
+                (&CHANGES_LOCK, Type::INT8),
+                (&c.task_id, Type::TEXT),
+                (&c.revision, Type::INT8),
+                (&before, Type::TEXT),
+                (&after, Type::TEXT),
+                (&c.at, Type::TEXT),
+            ];
+            params.extend_from_slice(counted);
+            self.query_typed(
+                &format!(
+                    "WITH l AS (SELECT pg_advisory_xact_lock($1)), \
+                     ch AS (INSERT INTO rudder_changes \
+                       (task_id, revision, status_before, status_after, at) \
+                       SELECT $2, $3, $4, $5, $6 FROM l RETURNING seq){counts} \
+                     SELECT seq, seq, pg_notify('{CHANNEL}', seq::text) FROM ch"
+                ),
+                &params,
+                "record the changes",
+            )?
+        } else {
+            let ids: Vec<&str> = changes.iter().map(|c| c.task_id.as_str()).collect();
+            let revisions: Vec<i64> = changes.iter().map(|c| c.revision).collect();
+            let before: Vec<Option<&str>> = changes
+                .iter()
+                .map(|c| c.before.map(Status::as_str))
+                .collect();
+            let after: Vec<Option<&str>> = changes
+                .iter()
+                .map(|c| c.after.map(Status::as_str))
+                .collect();
+            let at: Vec<Option<&str>> = changes.iter().map(|c| c.at.as_deref()).collect();
+            let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
+                (&CHANGES_LOCK, Type::INT8),
                 (&ids, Type::TEXT_ARRAY),
                 (&revisions, Type::INT8_ARRAY),
                 (&before, Type::TEXT_ARRAY),
                 (&after, Type::TEXT_ARRAY),
-                (&statuses, Type::TEXT_ARRAY),
-                (&by, Type::INT8_ARRAY),
                 (&at, Type::TEXT_ARRAY),
-            ],
-            "record the changes",
-        )?;
+            ];
+            params.extend_from_slice(counted);
+            self.query_typed(
+                &format!(
+                    "WITH l AS (SELECT pg_advisory_xact_lock($1)), \
+                     ch AS (INSERT INTO rudder_changes \
+                       (task_id, revision, status_before, status_after, at) \
+                       SELECT u.* FROM l, \
+                       unnest($2::text[], $3::int8[], $4::text[], $5::text[], $6::text[]) AS u \
+                       RETURNING seq){counts} \
+                     SELECT min(seq), max(seq), pg_notify('{CHANNEL}', max(seq)::text) FROM ch"
+                ),
+                &params,
+                "record the changes",
+            )?
+        };
         let (first, last): (Option<i64>, Option<i64>) =
             rows.first().map_or((None, None), |r| (r.get(0), r.get(1)));
         if let (Some(first), Some(last)) = (first, last)
@@ -864,7 +905,7 @@ impl<'c> PgTxn<'c> {
                    RETURNING seq), \
                  ct AS ({}) \
                  SELECT max(seq), pg_notify('{CHANNEL}', max(seq)::text) FROM ch",
-                add_counts(1, 2)
+                add_counts(1, 2, "")
             ),
             &[&names, &by, &skip],
             "record the changes",
