@@ -261,6 +261,36 @@ pub const TEXT_INDEX: &str = "rudder_tasks_by_text";
 /// The schema version this rudder writes.
 pub const VERSION: i32 = MIGRATIONS.len() as i32;
 
+/// Whether `path`, the text of `current_schemas(false)` (a `name[]`:
+/// `{public}`, `{"my schema",public}`), names exactly one schema: then an
+/// unqualified table name can only have been found in that schema (rudder
+/// makes no temporary tables, and none can be made in `pg_catalog`).
+pub fn one_schema(path: &str) -> bool {
+    let Some(inner) = path.strip_prefix('{').and_then(|p| p.strip_suffix('}')) else {
+        return false;
+    };
+    if inner.is_empty() {
+        return false;
+    }
+    let Some(quoted) = inner.strip_prefix('"') else {
+        // An element with a comma, a quote, a brace or a blank is quoted.
+        return !inner.contains(',');
+    };
+    // A quoted element: `\` escapes the next character; the element is
+    // the whole array if its closing quote ends the text.
+    let mut chars = quoted.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '"' => return chars.as_str().is_empty(),
+            _ => {}
+        }
+    }
+    false
+}
+
 /// The version of the schema in the database: `None` when rudder's tables
 /// were never created (a reader sees an empty store).
 pub fn version(tx: &mut Transaction<'_>) -> Result<Option<i32>, postgres::Error> {
@@ -387,4 +417,34 @@ fn create_text_index(tx: &mut Transaction<'_>) -> Result<(), postgres::Error> {
         "CREATE INDEX {TEXT_INDEX} ON rudder_tasks USING gin \
          (task_id {ops}, title {ops}, idempotency_key {ops}, status_message {ops})"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_schema;
+
+    #[test]
+    fn one_schema_on_the_path_is_told_from_several() {
+        for one in [
+            "{public}",
+            "{\"my schema\"}",
+            "{\"a,b\"}",
+            "{\"a\\\"b,c\"}",
+            "{\"a}b\"}",
+        ] {
+            assert!(one_schema(one), "{one}");
+        }
+        for not_one in [
+            "{}",
+            "{a,public}",
+            "{\"my schema\",public}",
+            "{\"a\\\",b\",c}",
+            "{\"a\"}x",
+            "public",
+            "{\"unclosed}",
+            "",
+        ] {
+            assert!(!one_schema(not_one), "{not_one}");
+        }
+    }
 }

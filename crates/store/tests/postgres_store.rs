@@ -113,6 +113,82 @@ fn a_new_database_reads_empty_and_the_first_write_creates_the_schema() {
     assert!(backend(&url).last_change().unwrap().unwrap() >= 3);
 }
 
+/// A store's tables are the ones in the first schema of the connection's
+/// search path, where a writer makes them: a store in a later schema of
+/// the path is not this URL's store (read empty; a write to one of its
+/// tasks finds no task and makes no tables), whatever the schemas are
+/// called. The probe's cheap form reads the path the server reports, so a
+/// schema whose name must be quoted is spelled here as the server spells it.
+#[test]
+fn the_store_is_the_one_in_the_first_schema_of_the_search_path() {
+    need_pg!();
+    let cluster = pg::shared();
+    let db = cluster.create_database();
+    cluster.sql(
+        &db,
+        r#"CREATE SCHEMA later; CREATE SCHEMA first; CREATE SCHEMA "a""b,c""#,
+    );
+    let url = |path: &str| {
+        format!(
+            "{}&options={}",
+            cluster.url(&db),
+            pg::encode(&format!("-c search_path={path}"))
+        )
+    };
+    let tables_in = |schema: &str| -> i64 {
+        let mut admin =
+            pg::off_runtime(|| postgres::Client::connect(&cluster.url(&db), postgres::NoTls))
+                .unwrap();
+        let schema = schema.to_string();
+        pg::off_runtime(move || {
+            admin.query_one(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = $1",
+                &[&schema],
+            )
+        })
+        .unwrap()
+        .get(0)
+    };
+    let new_task = || NewTask {
+        title: Some("in one schema".into()),
+        ..NewTask::default()
+    };
+    let mut ids = Vec::new();
+    for path in ["later", r#""a""b,c""#] {
+        let store = Store::connect(&url(path)).expect("a store URL");
+        ids.push(store.create(new_task()).unwrap().task.task_id);
+    }
+    for (path, id) in [
+        ("later", &ids[0]),
+        ("later,first", &ids[0]),
+        (r#""a""b,c""#, &ids[1]),
+        (r#""a""b,c",later"#, &ids[1]),
+    ] {
+        let store = Store::connect(&url(path)).expect("a store URL");
+        assert!(store.backend().exists().unwrap(), "{path}");
+        assert_eq!(store.load().unwrap().len(), 1, "{path}");
+        store
+            .heartbeat(id, Some("here".into()), None, Actor::Anyone)
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+    }
+    for path in ["first,later", r#"first,"a""b,c""#] {
+        let store = Store::connect(&url(path)).expect("a store URL");
+        assert!(!store.backend().exists().unwrap(), "{path}");
+        assert!(store.load().unwrap().is_empty(), "{path}");
+        for id in &ids {
+            assert!(
+                store.heartbeat(id, None, None, Actor::Anyone).is_err(),
+                "{path}: {id}"
+            );
+        }
+    }
+    assert_eq!(
+        tables_in("first"),
+        0,
+        "a write that found no task made no tables"
+    );
+}
+
 /// A dropped store closes its connection: the database is left with none
 /// (a long-lived process that opens and drops stores, as the TUI and
 /// `rudder mcp` do, leaks no connection).
