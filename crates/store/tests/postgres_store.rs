@@ -155,7 +155,7 @@ fn the_store_is_the_one_in_the_first_schema_of_the_search_path() {
     };
     let mut ids = Vec::new();
     for path in ["later", r#""a""b,c""#] {
-        let store = Store::connect(&url(path)).expect("a store URL");
+        let store = Store::connect(url(path)).expect("a store URL");
         ids.push(store.create(new_task()).unwrap().task.task_id);
     }
     for (path, id) in [
@@ -164,7 +164,7 @@ fn the_store_is_the_one_in_the_first_schema_of_the_search_path() {
         (r#""a""b,c""#, &ids[1]),
         (r#""a""b,c",later"#, &ids[1]),
     ] {
-        let store = Store::connect(&url(path)).expect("a store URL");
+        let store = Store::connect(url(path)).expect("a store URL");
         assert!(store.backend().exists().unwrap(), "{path}");
         assert_eq!(store.load().unwrap().len(), 1, "{path}");
         store
@@ -172,7 +172,7 @@ fn the_store_is_the_one_in_the_first_schema_of_the_search_path() {
             .unwrap_or_else(|e| panic!("{path}: {e}"));
     }
     for path in ["first,later", r#"first,"a""b,c""#] {
-        let store = Store::connect(&url(path)).expect("a store URL");
+        let store = Store::connect(url(path)).expect("a store URL");
         assert!(!store.backend().exists().unwrap(), "{path}");
         assert!(store.load().unwrap().is_empty(), "{path}");
         for id in &ids {
