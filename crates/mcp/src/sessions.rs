@@ -1,17 +1,26 @@
 //! Legacy (2025-11-25) HTTP sessions, bounded.
 //!
 //! A client that `initialize`s gets a session that rmcp keeps in memory
-//! (about 58 KB each) until it is closed or idle for [`IDLE`]. Without a
-//! bound, a burst of `initialize`s (3,000 in 4 s) held 170 MB. At most
-//! [`MAX_SESSIONS`] are kept: a new one closes the one used least
-//! recently, whose client then gets HTTP 404 and initializes again, as the
+//! (about 58 KB each). Without a bound, a burst of `initialize`s (3,000 in
+//! 4 s) held 170 MB. At most [`MAX_SESSIONS`] are kept: a new one closes
+//! the one used least recently; and a session unused for [`IDLE`] (no
+//! request, no stream open to it, no message sent on one) is closed. The
+//! client of a closed session gets HTTP 404 and initializes again, as the
 //! transport spec tells a client to do for an unknown session.
+//!
+//! The idle clock is ours, not only rmcp's: rmcp's keep-alive stops an
+//! idle session's worker but leaves the session listed, so its client's
+//! next request was answered 500 (the worker is gone), which tells a
+//! client nothing it can act on; and rmcp counts a request that waits
+//! longer than the keep-alive without a message (an inline wait of
+//! `sync_wait`) as idle. rmcp's own keep-alive stays, later than ours
+//! ([`RMCP_GRACE`]), to stop a worker nobody asks about again.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError,
@@ -24,64 +33,154 @@ use rmcp::transport::streamable_http_server::session::{
 pub const MAX_SESSIONS: usize = 256;
 /// A legacy session unused this long is closed.
 pub const IDLE: Duration = Duration::from_secs(5 * 60);
+/// How much later than ours rmcp's keep-alive ends a session's worker.
+const RMCP_GRACE: Duration = Duration::from_secs(60 * 60);
 
-/// rmcp's in-memory sessions, at most `cap` of them.
+/// A live session's use.
+#[derive(Debug, Clone, Copy)]
+struct Use {
+    /// Its last request, or the last message or end of a stream to it.
+    last: Instant,
+    /// Streams open to it (a request being answered, a standalone stream).
+    open: usize,
+}
+
+type Uses = Arc<Mutex<HashMap<SessionId, Use>>>;
+
+fn uses(map: &Uses) -> std::sync::MutexGuard<'_, HashMap<SessionId, Use>> {
+    map.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Counts a stream open to a session while it lives, and its messages as
+/// use.
+struct OpenStream {
+    used: Uses,
+    id: SessionId,
+}
+
+impl OpenStream {
+    fn new(used: &Uses, id: &SessionId) -> OpenStream {
+        if let Some(u) = uses(used).get_mut(id) {
+            u.open += 1;
+            u.last = Instant::now();
+        }
+        OpenStream {
+            used: Arc::clone(used),
+            id: id.clone(),
+        }
+    }
+
+    fn touch(&self) {
+        if let Some(u) = uses(&self.used).get_mut(&self.id) {
+            u.last = Instant::now();
+        }
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        if let Some(u) = uses(&self.used).get_mut(&self.id) {
+            u.open = u.open.saturating_sub(1);
+            u.last = Instant::now();
+        }
+    }
+}
+
+/// rmcp's in-memory sessions, at most `cap` of them, each closed once idle.
 pub struct Bounded {
     inner: LocalSessionManager,
     cap: usize,
-    /// When each live session was last used.
-    used: Mutex<HashMap<SessionId, Instant>>,
+    idle: Duration,
+    /// The use of each live session.
+    used: Uses,
     /// Held from making room to the new session's creation, so that
     /// initializes arriving together cannot all see room for one.
     creating: tokio::sync::Mutex<()>,
 }
 
 impl Bounded {
-    /// At most `cap` sessions (at least one).
+    /// At most `cap` sessions (at least one), each closed after [`IDLE`]
+    /// unused.
     pub fn new(cap: usize) -> Bounded {
+        Bounded::with_idle(cap, IDLE)
+    }
+
+    /// At most `cap` sessions (at least one), each closed after `idle`
+    /// unused.
+    pub fn with_idle(cap: usize, idle: Duration) -> Bounded {
         let mut inner = LocalSessionManager::default();
-        inner.session_config.keep_alive = Some(IDLE);
+        inner.session_config.keep_alive = Some(idle.saturating_add(RMCP_GRACE));
         Bounded {
             inner,
             cap: cap.max(1),
-            used: Mutex::new(HashMap::new()),
+            idle,
+            used: Arc::new(Mutex::new(HashMap::new())),
             creating: tokio::sync::Mutex::new(()),
         }
     }
 
-    fn used(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Instant>> {
-        self.used.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn touch(&self, id: &SessionId) {
-        if let Some(t) = self.used().get_mut(id) {
-            *t = Instant::now();
+        if let Some(u) = uses(&self.used).get_mut(id) {
+            u.last = Instant::now();
         }
     }
 
-    /// Close the least recently used sessions until one more fits.
+    /// Whether `use_` is of a session unused for the idle time.
+    fn idle(&self, use_: &Use) -> bool {
+        use_.open == 0 && use_.last.elapsed() >= self.idle
+    }
+
+    /// `stream`, to session `id`, counted as its use while it lives.
+    fn counted<S: Stream + Send + Sync + 'static>(
+        &self,
+        id: &SessionId,
+        stream: S,
+    ) -> impl Stream<Item = S::Item> + Send + Sync + 'static {
+        let open = OpenStream::new(&self.used, id);
+        stream.map(move |item| {
+            open.touch();
+            item
+        })
+    }
+
+    /// Close session `id`; gone from the list even if closing failed, so
+    /// the bound holds and its client is answered 404.
+    async fn end(&self, id: &SessionId) {
+        uses(&self.used).remove(id);
+        if SessionManager::close_session(&self.inner, id)
+            .await
+            .is_err()
+        {
+            self.inner.sessions.write().await.remove(id);
+        }
+    }
+
+    /// Close the idle sessions, then the least recently used ones until
+    /// one more fits.
     async fn make_room(&self) {
+        let idle: Vec<SessionId> = uses(&self.used)
+            .iter()
+            .filter(|(_, u)| self.idle(u))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in idle {
+            self.end(&id).await;
+        }
         loop {
             let live: Vec<SessionId> = self.inner.sessions.read().await.keys().cloned().collect();
             if live.len() < self.cap {
                 return;
             }
             let oldest = {
-                let mut used = self.used();
-                // Sessions rmcp ended itself (idle, closed) are forgotten.
+                let mut used = uses(&self.used);
                 used.retain(|id, _| live.contains(id));
-                live.iter().min_by_key(|id| used.get(*id).copied()).cloned()
+                // A session being answered is closed last.
+                live.iter()
+                    .min_by_key(|id| used.get(*id).map(|u| (u.open > 0, u.last)))
+                    .cloned()
             };
             let Some(oldest) = oldest else { return };
-            self.used().remove(&oldest);
-            if SessionManager::close_session(&self.inner, &oldest)
-                .await
-                .is_err()
-            {
-                // Closing failed: drop it from the map all the same, so the
-                // bound holds.
-                self.inner.sessions.write().await.remove(&oldest);
-            }
+            self.end(&oldest).await;
         }
     }
 }
@@ -94,7 +193,13 @@ impl SessionManager for Bounded {
         let _one_at_a_time = self.creating.lock().await;
         self.make_room().await;
         let (id, transport) = SessionManager::create_session(&self.inner).await?;
-        self.used().insert(id.clone(), Instant::now());
+        uses(&self.used).insert(
+            id.clone(),
+            Use {
+                last: Instant::now(),
+                open: 0,
+            },
+        );
         Ok((id, transport))
     }
 
@@ -108,11 +213,16 @@ impl SessionManager for Bounded {
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        let idle = uses(&self.used).get(id).is_some_and(|u| self.idle(u));
+        if idle {
+            self.end(id).await;
+            return Ok(false);
+        }
         SessionManager::has_session(&self.inner, id).await
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        self.used().remove(id);
+        uses(&self.used).remove(id);
         SessionManager::close_session(&self.inner, id).await
     }
 
@@ -122,7 +232,8 @@ impl SessionManager for Bounded {
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         self.touch(id);
-        SessionManager::create_stream(&self.inner, id, message).await
+        let stream = SessionManager::create_stream(&self.inner, id, message).await?;
+        Ok(self.counted(id, stream))
     }
 
     async fn accept_message(
@@ -138,8 +249,8 @@ impl SessionManager for Bounded {
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.touch(id);
-        SessionManager::create_standalone_stream(&self.inner, id).await
+        let stream = SessionManager::create_standalone_stream(&self.inner, id).await?;
+        Ok(self.counted(id, stream))
     }
 
     async fn resume(
@@ -147,7 +258,81 @@ impl SessionManager for Bounded {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.touch(id);
-        SessionManager::resume(&self.inner, id, last_event_id).await
+        let stream = SessionManager::resume(&self.inner, id, last_event_id).await?;
+        Ok(self.counted(id, stream))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_session_in_use_is_kept_and_one_unused_for_the_idle_time_is_closed() {
+        let kept = Bounded::with_idle(4, Duration::from_secs(3600));
+        let (id, _transport) = kept.create_session().await.unwrap();
+        assert!(kept.has_session(&id).await.unwrap());
+
+        let idle = Bounded::with_idle(4, Duration::ZERO);
+        let (id, _transport) = idle.create_session().await.unwrap();
+        assert!(
+            !idle.has_session(&id).await.unwrap(),
+            "idle for the idle time"
+        );
+        assert!(
+            idle.inner.sessions.read().await.is_empty(),
+            "closed, not only hidden"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_session_with_a_stream_open_is_in_use_until_the_stream_ends() {
+        let b = Bounded::with_idle(4, Duration::ZERO);
+        let (id, _transport) = b.create_session().await.unwrap();
+        let stream = b.counted(&id, futures::stream::pending::<()>());
+        assert!(
+            b.has_session(&id).await.unwrap(),
+            "a request being answered"
+        );
+        drop(stream);
+        assert!(
+            !b.has_session(&id).await.unwrap(),
+            "idle from the stream's end"
+        );
+    }
+
+    #[tokio::test]
+    async fn every_idle_session_is_closed_when_one_is_made() {
+        let b = Bounded::with_idle(3, Duration::from_secs(3600));
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            ids.push(b.create_session().await.unwrap());
+        }
+        for (id, _) in &ids[..2] {
+            let mut used = uses(&b.used);
+            let u = used.get_mut(id).unwrap();
+            u.last = u.last.checked_sub(Duration::from_secs(7200)).unwrap();
+        }
+        let (fourth, _t) = b.create_session().await.unwrap();
+        let mut live: Vec<SessionId> = b.inner.sessions.read().await.keys().cloned().collect();
+        live.sort();
+        let mut want = vec![ids[2].0.clone(), fourth];
+        want.sort();
+        assert_eq!(
+            live, want,
+            "both idle ones closed, not only the one room was needed for"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_least_recently_used_to_close_is_one_with_no_stream_open() {
+        let b = Bounded::with_idle(2, Duration::from_secs(3600));
+        let (busy, _t1) = b.create_session().await.unwrap();
+        let _answering = b.counted(&busy, futures::stream::pending::<()>());
+        let (quiet, _t2) = b.create_session().await.unwrap();
+        let (_third, _t3) = b.create_session().await.unwrap();
+        let live = b.inner.sessions.read().await;
+        assert!(live.contains_key(&busy), "a session being answered is kept");
+        assert!(!live.contains_key(&quiet));
     }
 }
