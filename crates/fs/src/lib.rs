@@ -75,8 +75,14 @@ impl Identity {
 
     /// The line the lock file keeps it in.
     pub fn to_line(&self) -> String {
+        format!("{VERIFIED} {}", self.fields())
+    }
+
+    /// `dev ino size mtime ctime`, as a record's lines hold them
+    /// ([`Identity::from_fields`]).
+    fn fields(&self) -> String {
         format!(
-            "{VERIFIED} {} {} {} {} {}",
+            "{} {} {} {} {}",
             self.dev, self.ino, self.size, self.mtime_ns, self.ctime_ns
         )
     }
@@ -144,11 +150,7 @@ impl Record {
         let mut text = self.identity.to_line();
         text.push('\n');
         if let Some(version) = self.canonical {
-            let id = &self.identity;
-            text += &format!(
-                "{CANONICAL} {version} {} {} {} {} {}\n",
-                id.dev, id.ino, id.size, id.mtime_ns, id.ctime_ns
-            );
+            text += &format!("{CANONICAL} {version} {}\n", self.identity.fields());
         }
         text
     }
