@@ -74,8 +74,8 @@ fn postgres(c: &mut Criterion) {
     // after the one before, on a server whose previous backend has ended:
     // `psql` leaves without waiting for the server to end its backend,
     // `rudder` waits, so back to back the run after `psql` shares the
-    // machine with that backend's end (on two cores the same binary
-    // measured 1.02× back to back and 0.91–1.00× apart, 2026-12-06).
+    // machine with that backend's end (on two cores: 1.00–1.06× back to
+    // back, 0.91–1.00× apart, 2026-12-06; docs/performance.md).
     let tcp = cluster.tcp_url(&db);
     let rounds: usize = std::env::var("RUDDER_BENCH_PG_ROUNDS")
         .ok()

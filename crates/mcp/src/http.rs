@@ -165,11 +165,9 @@ pub fn router(server: RudderMcp, auth: Auth, allow_origins: &[String]) -> axum::
         // whatever name clients use, and the token is the guard.
         config = config.disable_allowed_hosts();
     }
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        crate::sessions::Bounded::new(crate::sessions::MAX_SESSIONS).into(),
-        config,
-    );
+    let sessions = Arc::new(crate::sessions::Bounded::new(crate::sessions::MAX_SESSIONS));
+    crate::sessions::sweep_every(Arc::downgrade(&sessions), crate::sessions::IDLE / 5);
+    let service = StreamableHttpService::new(move || Ok(server.clone()), sessions, config);
     let metadata = auth
         .jwt
         .as_ref()

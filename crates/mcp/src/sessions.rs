@@ -8,16 +8,17 @@
 //! client of a closed session gets HTTP 404 and initializes again, as the
 //! transport spec tells a client to do for an unknown session.
 //!
-//! The idle clock is ours, not only rmcp's: rmcp's keep-alive stops an
-//! idle session's worker but leaves the session listed, so its client's
+//! The idle clock is ours, and rmcp's keep-alive is off: it stopped an
+//! idle session's worker but left the session listed, so its client's
 //! next request was answered 500 (the worker is gone), which tells a
-//! client nothing it can act on; and rmcp counts a request that waits
-//! longer than the keep-alive without a message (an inline wait of
-//! `sync_wait`) as idle. rmcp's own keep-alive stays, later than ours
-//! ([`RMCP_GRACE`]), to stop a worker nobody asks about again.
+//! client nothing it can act on; and it counted a request that waits
+//! without a message for longer than the keep-alive (an inline wait of
+//! a tool's `sync_wait`, which the catalogue does not bound) as idle.
+//! Idle sessions are closed when asked about, when room is made, and by
+//! [`sweep_every`].
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
@@ -33,8 +34,6 @@ use rmcp::transport::streamable_http_server::session::{
 pub const MAX_SESSIONS: usize = 256;
 /// A legacy session unused this long is closed.
 pub const IDLE: Duration = Duration::from_secs(5 * 60);
-/// How much later than ours rmcp's keep-alive ends a session's worker.
-const RMCP_GRACE: Duration = Duration::from_secs(60 * 60);
 
 /// A live session's use.
 #[derive(Debug, Clone, Copy)]
@@ -109,7 +108,7 @@ impl Bounded {
     /// unused.
     pub fn with_idle(cap: usize, idle: Duration) -> Bounded {
         let mut inner = LocalSessionManager::default();
-        inner.session_config.keep_alive = Some(idle.saturating_add(RMCP_GRACE));
+        inner.session_config.keep_alive = None;
         Bounded {
             inner,
             cap: cap.max(1),
@@ -147,6 +146,11 @@ impl Bounded {
     /// the bound holds and its client is answered 404.
     async fn end(&self, id: &SessionId) {
         uses(&self.used).remove(id);
+        self.close_inner(id).await;
+    }
+
+    /// Close session `id` in rmcp's list (its use already forgotten).
+    async fn close_inner(&self, id: &SessionId) {
         if SessionManager::close_session(&self.inner, id)
             .await
             .is_err()
@@ -155,17 +159,29 @@ impl Bounded {
         }
     }
 
+    /// Close every idle session.
+    pub async fn close_idle(&self) {
+        let idle: Vec<SessionId> = {
+            let mut used = uses(&self.used);
+            let idle: Vec<SessionId> = used
+                .iter()
+                .filter(|(_, u)| self.idle(u))
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in &idle {
+                used.remove(id);
+            }
+            idle
+        };
+        for id in idle {
+            self.close_inner(&id).await;
+        }
+    }
+
     /// Close the idle sessions, then the least recently used ones until
     /// one more fits.
     async fn make_room(&self) {
-        let idle: Vec<SessionId> = uses(&self.used)
-            .iter()
-            .filter(|(_, u)| self.idle(u))
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in idle {
-            self.end(&id).await;
-        }
+        self.close_idle().await;
         loop {
             let live: Vec<SessionId> = self.inner.sessions.read().await.keys().cloned().collect();
             if live.len() < self.cap {
@@ -183,6 +199,26 @@ impl Bounded {
             self.end(&oldest).await;
         }
     }
+}
+
+/// Close `sessions`' idle sessions every `period` while they live, on
+/// the current tokio runtime (without one, an idle session is closed when
+/// it is next asked about or room is made).
+pub fn sweep_every(sessions: Weak<Bounded>, period: Duration) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(sessions) = sessions.upgrade() else {
+                return;
+            };
+            sessions.close_idle().await;
+        }
+    });
 }
 
 impl SessionManager for Bounded {
@@ -213,9 +249,25 @@ impl SessionManager for Bounded {
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
-        let idle = uses(&self.used).get(id).is_some_and(|u| self.idle(u));
+        // Asked about by a request: idle, it is closed (404); else the
+        // request is its use, from now (so that nothing closes it as idle
+        // before the request reaches it).
+        let idle = {
+            let mut used = uses(&self.used);
+            match used.get_mut(id) {
+                Some(u) if self.idle(u) => {
+                    used.remove(id);
+                    true
+                }
+                Some(u) => {
+                    u.last = Instant::now();
+                    false
+                }
+                None => false,
+            }
+        };
         if idle {
-            self.end(id).await;
+            self.close_inner(id).await;
             return Ok(false);
         }
         SessionManager::has_session(&self.inner, id).await
@@ -299,6 +351,21 @@ mod tests {
             !b.has_session(&id).await.unwrap(),
             "idle from the stream's end"
         );
+    }
+
+    #[tokio::test]
+    async fn idle_sessions_are_closed_with_nobody_asking() {
+        let b = Arc::new(Bounded::with_idle(4, Duration::ZERO));
+        let (_id, _transport) = b.create_session().await.unwrap();
+        sweep_every(Arc::downgrade(&b), Duration::from_millis(5));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !b.inner.sessions.read().await.is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "the idle session was never closed"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     #[tokio::test]
