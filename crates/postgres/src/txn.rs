@@ -801,71 +801,71 @@ impl<'c> PgTxn<'c> {
         } else {
             format!(", ct AS ({})", add_counts(7, 8, "l, "))
         };
-        let counted: [(&(dyn ToSql + Sync), Type); 2] =
-            [(&statuses, Type::TEXT_ARRAY), (&by, Type::INT8_ARRAY)];
-        let counted = if deltas.is_empty() {
-            &[][..]
-        } else {
-            &counted[..]
-        };
-        let rows = if let [c] = changes.as_slice() {
-            let before = c.before.map(Status::as_str);
-            let after = c.after.map(Status::as_str);
-            let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
-                (&CHANGES_LOCK, Type::INT8),
-                (&c.task_id, Type::TEXT),
-                (&c.revision, Type::INT8),
-                (&before, Type::TEXT),
-                (&after, Type::TEXT),
-                (&c.at, Type::TEXT),
-            ];
-            params.extend_from_slice(counted);
-            self.query_typed(
-                &format!(
-                    "WITH l AS (SELECT pg_advisory_xact_lock($1)), \
-                     ch AS (INSERT INTO rudder_changes \
-                       (task_id, revision, status_before, status_after, at) \
-                       SELECT $2, $3, $4, $5, $6 FROM l RETURNING seq){counts} \
-                     SELECT seq, seq, pg_notify('{CHANNEL}', seq::text) FROM ch"
-                ),
-                &params,
-                "record the changes",
-            )?
-        } else {
-            let ids: Vec<&str> = changes.iter().map(|c| c.task_id.as_str()).collect();
-            let revisions: Vec<i64> = changes.iter().map(|c| c.revision).collect();
-            let before: Vec<Option<&str>> = changes
-                .iter()
-                .map(|c| c.before.map(Status::as_str))
-                .collect();
-            let after: Vec<Option<&str>> = changes
-                .iter()
-                .map(|c| c.after.map(Status::as_str))
-                .collect();
-            let at: Vec<Option<&str>> = changes.iter().map(|c| c.at.as_deref()).collect();
-            let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
-                (&CHANGES_LOCK, Type::INT8),
-                (&ids, Type::TEXT_ARRAY),
-                (&revisions, Type::INT8_ARRAY),
-                (&before, Type::TEXT_ARRAY),
-                (&after, Type::TEXT_ARRAY),
-                (&at, Type::TEXT_ARRAY),
-            ];
-            params.extend_from_slice(counted);
-            self.query_typed(
-                &format!(
-                    "WITH l AS (SELECT pg_advisory_xact_lock($1)), \
-                     ch AS (INSERT INTO rudder_changes \
-                       (task_id, revision, status_before, status_after, at) \
-                       SELECT u.* FROM l, \
-                       unnest($2::text[], $3::int8[], $4::text[], $5::text[], $6::text[]) AS u \
-                       RETURNING seq){counts} \
-                     SELECT min(seq), max(seq), pg_notify('{CHANNEL}', max(seq)::text) FROM ch"
-                ),
-                &params,
-                "record the changes",
-            )?
-        };
+        // `$2` to `$6`: the change itself, or the changes as arrays.
+        let one = &changes[0];
+        let (one_before, one_after) = (
+            one.before.map(Status::as_str),
+            one.after.map(Status::as_str),
+        );
+        let ids: Vec<&str> = changes.iter().map(|c| c.task_id.as_str()).collect();
+        let revisions: Vec<i64> = changes.iter().map(|c| c.revision).collect();
+        let before: Vec<Option<&str>> = changes
+            .iter()
+            .map(|c| c.before.map(Status::as_str))
+            .collect();
+        let after: Vec<Option<&str>> = changes
+            .iter()
+            .map(|c| c.after.map(Status::as_str))
+            .collect();
+        let at: Vec<Option<&str>> = changes.iter().map(|c| c.at.as_deref()).collect();
+        let (rows_of, first, last, change): (&str, &str, &str, [(&(dyn ToSql + Sync), Type); 5]) =
+            if changes.len() == 1 {
+                (
+                    "SELECT $2, $3, $4, $5, $6 FROM l",
+                    "seq",
+                    "seq",
+                    [
+                        (&one.task_id, Type::TEXT),
+                        (&one.revision, Type::INT8),
+                        (&one_before, Type::TEXT),
+                        (&one_after, Type::TEXT),
+                        (&one.at, Type::TEXT),
+                    ],
+                )
+            } else {
+                (
+                    "SELECT u.* FROM l, \
+                     unnest($2::text[], $3::int8[], $4::text[], $5::text[], $6::text[]) AS u",
+                    "min(seq)",
+                    "max(seq)",
+                    [
+                        (&ids, Type::TEXT_ARRAY),
+                        (&revisions, Type::INT8_ARRAY),
+                        (&before, Type::TEXT_ARRAY),
+                        (&after, Type::TEXT_ARRAY),
+                        (&at, Type::TEXT_ARRAY),
+                    ],
+                )
+            };
+        let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![(&CHANGES_LOCK, Type::INT8)];
+        params.extend_from_slice(&change);
+        if !deltas.is_empty() {
+            params.extend([
+                (&statuses as &(dyn ToSql + Sync), Type::TEXT_ARRAY),
+                (&by, Type::INT8_ARRAY),
+            ]);
+        }
+        let rows = self.query_typed(
+            &format!(
+                "WITH l AS (SELECT pg_advisory_xact_lock($1)), \
+                 ch AS (INSERT INTO rudder_changes \
+                   (task_id, revision, status_before, status_after, at) {rows_of} \
+                   RETURNING seq){counts} \
+                 SELECT {first}, {last}, pg_notify('{CHANNEL}', {last}::text) FROM ch"
+            ),
+            &params,
+            "record the changes",
+        )?;
         let (first, last): (Option<i64>, Option<i64>) =
             rows.first().map_or((None, None), |r| (r.get(0), r.get(1)));
         if let (Some(first), Some(last)) = (first, last)
