@@ -726,49 +726,7 @@ impl PostgresBackend {
             let result = self.with_conn(|conn| {
                 let fail =
                     |e: postgres::Error| classify(self.error("read the schema version", &e), &e);
-                // The cheap form first: the version with the schemas the
-                // name was looked up in. With one schema on the search path
-                // the table found is the one in it; with more, the exact
-                // question (is it the first schema's?) is asked, which costs
-                // a new backend twice as much (functions and casts it must
-                // look up in the catalog; see docs/performance.md).
-                let messages = match conn
-                    .client
-                    .simple_query("SELECT version, current_schemas(false) FROM rudder_schema")
-                {
-                    Ok(m) => m,
-                    Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => {
-                        conn.version = None;
-                        return Ok(false);
-                    }
-                    Err(e) => return Err(fail(e)),
-                };
-                let row = messages.iter().find_map(|m| match m {
-                    postgres::SimpleQueryMessage::Row(row) => {
-                        Some((row.get(0).and_then(|v| v.parse::<i32>().ok()), row.get(1)))
-                    }
-                    _ => None,
-                });
-                let version = match row {
-                    Some((v, Some(path))) if schema::one_schema(path) => v,
-                    None => None,
-                    Some(_) => {
-                        let messages = conn
-                            .client
-                            .simple_query(
-                                "SELECT version FROM rudder_schema WHERE \
-                                 to_regclass(quote_ident(current_schema()) || '.rudder_schema') \
-                                 = 'rudder_schema'::regclass",
-                            )
-                            .map_err(fail)?;
-                        messages.iter().find_map(|m| match m {
-                            postgres::SimpleQueryMessage::Row(row) => {
-                                row.get(0).and_then(|v| v.parse::<i32>().ok())
-                            }
-                            _ => None,
-                        })
-                    }
-                };
+                let version = schema::probe(&mut conn.client).map_err(fail)?;
                 let Some(v) = version else {
                     conn.version = None;
                     return Ok(false);

@@ -11,7 +11,8 @@
 //! transactional in PostgreSQL). A database whose version is newer than
 //! [`VERSION`] is refused, never altered.
 
-use postgres::Transaction;
+use postgres::error::SqlState;
+use postgres::{SimpleQueryMessage, Transaction};
 
 /// The advisory lock key under which migrations run ("rudder" + 1).
 pub const MIGRATE_LOCK: i64 = 0x7275_6464_6572_0001;
@@ -260,6 +261,41 @@ pub const TEXT_INDEX: &str = "rudder_tasks_by_text";
 
 /// The schema version this rudder writes.
 pub const VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// The version of the schema, asked outside a transaction in one round
+/// trip where it can be (see [`crate::PostgresBackend`]'s probe): `None`
+/// when there is no version table in the first schema of the search path.
+/// The cheap form first: the version with the schemas the name was looked
+/// up in. With one schema on the search path the table found is the one
+/// in it; with more, the exact question (is it the first schema's?) is
+/// asked, which costs a new backend twice as much (the functions and
+/// casts it must look up in the catalog; see docs/performance.md).
+pub fn probe(client: &mut postgres::Client) -> Result<Option<i32>, postgres::Error> {
+    fn first(messages: &[SimpleQueryMessage]) -> Option<&postgres::SimpleQueryRow> {
+        messages.iter().find_map(|m| match m {
+            SimpleQueryMessage::Row(row) => Some(row),
+            _ => None,
+        })
+    }
+    let version = |row: &postgres::SimpleQueryRow| row.get(0).and_then(|v| v.parse().ok());
+    let messages =
+        match client.simple_query("SELECT version, current_schemas(false) FROM rudder_schema") {
+            Ok(m) => m,
+            Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+    let Some(row) = first(&messages) else {
+        return Ok(None);
+    };
+    if row.get(1).is_some_and(one_schema) {
+        return Ok(version(row));
+    }
+    let messages = client.simple_query(
+        "SELECT version FROM rudder_schema WHERE \
+         to_regclass(quote_ident(current_schema()) || '.rudder_schema') = 'rudder_schema'::regclass",
+    )?;
+    Ok(first(&messages).and_then(version))
+}
 
 /// Whether `path`, the text of `current_schemas(false)` (a `name[]`:
 /// `{public}`, `{"my schema",public}`), names exactly one schema: then an
