@@ -954,32 +954,22 @@ fn dropping_one_stores_schema_keeps_another_stores_text_index() {
     let cluster = pg::shared();
     let db = cluster.create_database();
     cluster.sql(&db, "CREATE SCHEMA first; CREATE SCHEMA second");
-    let url = |schema: &str| {
-        format!(
-            "{}&options={}",
-            cluster.url(&db),
-            pg::encode(&format!("-c search_path={schema}"))
-        )
-    };
+    let url = |schema: &str| cluster.url_in(&db, schema);
     for schema in ["first", "second"] {
         let r = common::run(&PathBuf::from(url(schema)), &["migrate", "--json"]);
         assert_eq!(r.json()["text_index"], json!(true), "{r:#?}");
     }
     let indexes = || {
-        let mut admin =
-            pg::off_runtime(|| postgres::Client::connect(&cluster.url(&db), postgres::NoTls))
-                .unwrap();
-        pg::off_runtime(move || {
-            admin.query(
+        cluster
+            .query(
+                &db,
                 "SELECT schemaname::text FROM pg_indexes WHERE indexname = 'rudder_tasks_by_text' \
                  ORDER BY 1",
                 &[],
             )
-        })
-        .unwrap()
-        .iter()
-        .map(|r| r.get::<_, String>(0))
-        .collect::<Vec<_>>()
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect::<Vec<_>>()
     };
     assert_eq!(indexes(), ["first", "second"]);
     cluster.sql(&db, "DROP SCHEMA first CASCADE");

@@ -128,25 +128,13 @@ fn the_store_is_the_one_in_the_first_schema_of_the_search_path() {
         &db,
         r#"CREATE SCHEMA later; CREATE SCHEMA first; CREATE SCHEMA "a""b,c""#,
     );
-    let url = |path: &str| {
-        format!(
-            "{}&options={}",
-            cluster.url(&db),
-            pg::encode(&format!("-c search_path={path}"))
-        )
-    };
+    let url = |path: &str| cluster.url_in(&db, path);
     let tables_in = |schema: &str| -> i64 {
-        let mut admin =
-            pg::off_runtime(|| postgres::Client::connect(&cluster.url(&db), postgres::NoTls))
-                .unwrap();
-        let schema = schema.to_string();
-        pg::off_runtime(move || {
-            admin.query_one(
-                "SELECT count(*) FROM pg_tables WHERE schemaname = $1",
-                &[&schema],
-            )
-        })
-        .unwrap()
+        cluster.query(
+            &db,
+            "SELECT count(*) FROM pg_tables WHERE schemaname = $1",
+            &[&schema],
+        )[0]
         .get(0)
     };
     let new_task = || NewTask {

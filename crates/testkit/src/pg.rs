@@ -326,6 +326,29 @@ impl Cluster {
         )
     }
 
+    /// The URL of database `db` over the unix socket, its connections' search
+    /// path `path` (`-c search_path=...`: a store in a schema of its own).
+    pub fn url_in(&self, db: &str, path: &str) -> String {
+        format!(
+            "{}&options={}",
+            self.url(db),
+            encode(&format!("-c search_path={path}"))
+        )
+    }
+
+    /// The rows `sql` answers, run as the superuser in database `db`.
+    pub fn query(
+        &self,
+        db: &str,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Vec<postgres::Row> {
+        off_runtime(|| {
+            postgres::Client::connect(&self.url(db), postgres::NoTls)?.query(sql, params)
+        })
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
     /// A superuser connection to the `postgres` database.
     pub fn admin(&self) -> postgres::Client {
         off_runtime(|| postgres::Client::connect(&self.url("postgres"), postgres::NoTls))
@@ -475,11 +498,7 @@ pub fn store_url() -> String {
     let db = DB.get_or_init(|| cluster.create_database());
     let schema = format!("s{}", N.fetch_add(1, Ordering::Relaxed));
     cluster.sql(db, &format!("CREATE SCHEMA {schema}"));
-    format!(
-        "{}&options={}",
-        cluster.url(db),
-        encode(&format!("-c search_path={schema}"))
-    )
+    cluster.url_in(db, &schema)
 }
 
 /// Server processes stopped by [`Cluster::freeze`]; continued on drop.
