@@ -50,6 +50,13 @@ fn uses(map: &Uses) -> std::sync::MutexGuard<'_, HashMap<SessionId, Use>> {
     map.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Session `id` is used now.
+fn touch(map: &Uses, id: &SessionId) {
+    if let Some(u) = uses(map).get_mut(id) {
+        u.last = Instant::now();
+    }
+}
+
 /// Counts a stream open to a session while it lives, and its messages as
 /// use.
 struct OpenStream {
@@ -70,9 +77,7 @@ impl OpenStream {
     }
 
     fn touch(&self) {
-        if let Some(u) = uses(&self.used).get_mut(&self.id) {
-            u.last = Instant::now();
-        }
+        touch(&self.used, &self.id);
     }
 }
 
@@ -119,9 +124,7 @@ impl Bounded {
     }
 
     fn touch(&self, id: &SessionId) {
-        if let Some(u) = uses(&self.used).get_mut(id) {
-            u.last = Instant::now();
-        }
+        touch(&self.used, id);
     }
 
     /// Whether `use_` is of a session unused for the idle time.
