@@ -373,20 +373,16 @@ mod tests {
 
     #[tokio::test]
     async fn every_idle_session_is_closed_when_one_is_made() {
-        let b = Bounded::with_idle(3, Duration::from_secs(3600));
-        let mut ids = Vec::new();
-        for _ in 0..3 {
-            ids.push(b.create_session().await.unwrap());
-        }
-        for (id, _) in &ids[..2] {
-            let mut used = uses(&b.used);
-            let u = used.get_mut(id).unwrap();
-            u.last = u.last.checked_sub(Duration::from_secs(7200)).unwrap();
-        }
-        let (fourth, _t) = b.create_session().await.unwrap();
+        // Every session is idle at once but the one with a stream open.
+        let b = Bounded::with_idle(3, Duration::ZERO);
+        let (_first, _t1) = b.create_session().await.unwrap();
+        let (_second, _t2) = b.create_session().await.unwrap();
+        let (busy, _t3) = b.create_session().await.unwrap();
+        let _answering = b.counted(&busy, futures::stream::pending::<()>());
+        let (fourth, _t4) = b.create_session().await.unwrap();
         let mut live: Vec<SessionId> = b.inner.sessions.read().await.keys().cloned().collect();
         live.sort();
-        let mut want = vec![ids[2].0.clone(), fourth];
+        let mut want = vec![busy, fourth];
         want.sort();
         assert_eq!(
             live, want,
